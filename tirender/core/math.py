@@ -1,0 +1,73 @@
+"""Vector types and small numerical helpers (Taichi funcs).
+
+All floats use Taichi's default float type (f32 unless ``tirender.init(fp="f64")``).
+"""
+import taichi as ti
+
+vec2 = ti.types.vector(2, float)
+vec3 = ti.types.vector(3, float)
+vec4 = ti.types.vector(4, float)
+mat3 = ti.types.matrix(3, 3, float)
+
+PI = 3.14159265358979323846
+INV_PI = 0.31830988618379067154
+INV_TWO_PI = 0.15915494309189533577
+INV_FOUR_PI = 0.07957747154594766788
+EPS = 1e-4          # ray offset scale (relative to scene extent, see scene.ray_eps)
+BIG = 1e30
+
+
+@ti.func
+def safe_sqrt(x):
+    return ti.sqrt(ti.max(x, 0.0))
+
+
+@ti.func
+def safe_div(a, b):
+    """a / b, 0 where b == 0 (avoids NaN/Inf in adjoints)."""
+    return ti.select(b != 0.0, a / ti.select(b != 0.0, b, 1.0), 0.0 * a)
+
+
+@ti.func
+def luminance(c):
+    return 0.212671 * c[0] + 0.715160 * c[1] + 0.072169 * c[2]
+
+
+@ti.func
+def max3(c):
+    return ti.max(c[0], ti.max(c[1], c[2]))
+
+
+@ti.func
+def coordinate_system(n):
+    """Orthonormal (s, t) with (s, t, n) right-handed (Duff et al. 2017)."""
+    sign = 1.0 if n[2] >= 0.0 else -1.0
+    a = -1.0 / (sign + n[2])
+    b = n[0] * n[1] * a
+    s = vec3(1.0 + sign * n[0] * n[0] * a, sign * b, -sign * n[0])
+    t = vec3(b, sign + n[1] * n[1] * a, -n[1])
+    return s, t
+
+
+@ti.func
+def to_local(s, t, n, v):
+    return vec3(v.dot(s), v.dot(t), v.dot(n))
+
+
+@ti.func
+def to_world(s, t, n, v):
+    return s * v[0] + t * v[1] + n * v[2]
+
+
+@ti.func
+def reflect(wi):
+    """Mirror reflection about +z in the local frame."""
+    return vec3(-wi[0], -wi[1], wi[2])
+
+
+@ti.func
+def mis_power(pdf_a, pdf_b):
+    """Power heuristic (exponent 2) weight of strategy a; 0 when both pdfs are 0."""
+    a2 = pdf_a * pdf_a
+    b2 = pdf_b * pdf_b
+    return safe_div(a2, a2 + b2)
