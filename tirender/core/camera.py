@@ -1,0 +1,17 @@
+"""Pinhole perspective camera (Mitsuba 3 conventions).
+
+Film position (x, y) in pixels, x to the right, y downwards, row 0 at the top. Camera space:
+x to the image left, y up, z forward; d_cam = (tx (1 - 2 x/W), ty (1 - 2 y/H), 1).
+"""
+import taichi as ti
+
+
+@ti.func
+def camera_ray(st: ti.template(), cam, pos):
+    """World-space ray (origin, unit direction) through film position `pos` (pixels)."""
+    sx = pos[0] / st.cam_w[cam]
+    sy = pos[1] / st.cam_h[cam]
+    dx = st.cam_tx[cam] * (1.0 - 2.0 * sx)
+    dy = st.cam_ty[cam] * (1.0 - 2.0 * sy)
+    d = (st.cam_left[cam] * dx + st.cam_up[cam] * dy + st.cam_fwd[cam]).normalized()
+    return st.cam_o[cam], d

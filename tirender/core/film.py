@@ -1,0 +1,76 @@
+"""Film with a reconstruction filter (box or Mitsuba's Gaussian), splatting and its adjoint.
+
+Each sample at continuous film position ``pos`` (pixels) adds w·L and w to every pixel whose
+centre lies within the filter radius; the image is Σ w L / Σ w. Gaussian (Mitsuba):
+w(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)), r = 4σ, separable. Box: the pixel containing pos.
+``st.film`` holds (Σ w L, Σ w) per pixel, row-major from the top-left pixel.
+
+Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
+of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
+"""
+import taichi as ti
+
+from .math import vec3
+
+FILTER_BOX, FILTER_GAUSSIAN = 0, 1
+
+
+@ti.func
+def _w1(d, stddev, radius):
+    a = 1.0 / (2.0 * stddev * stddev)
+    return ti.max(0.0, ti.exp(-d * d * a) - ti.exp(-radius * radius * a))
+
+
+@ti.func
+def splat(st: ti.template(), cam, pos, L, weight_only: ti.template()):
+    """Add sample radiance L at film position pos into st.film (or only its weights into st.adj_w)."""
+    w = st.cam_w[cam]
+    h = st.cam_h[cam]
+    if st.cam_filter[cam] == FILTER_BOX:
+        x = ti.min(ti.cast(pos[0], ti.i32), w - 1)
+        y = ti.min(ti.cast(pos[1], ti.i32), h - 1)
+        if ti.static(weight_only):
+            ti.atomic_add(st.adj_w[y * w + x], 1.0)
+        else:
+            ti.atomic_add(st.film[y * w + x], ti.Vector([L[0], L[1], L[2], 1.0]))
+    else:
+        r = st.cam_radius[cam]
+        sd = st.cam_stddev[cam]
+        x0 = ti.max(ti.cast(ti.ceil(pos[0] - 0.5 - r), ti.i32), 0)
+        x1 = ti.min(ti.cast(ti.floor(pos[0] - 0.5 + r), ti.i32), w - 1)
+        y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
+        y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), h - 1)
+        for y in range(y0, y1 + 1):
+            wy = _w1(y + 0.5 - pos[1], sd, r)
+            if wy > 0.0:
+                for x in range(x0, x1 + 1):
+                    wt = wy * _w1(x + 0.5 - pos[0], sd, r)
+                    if wt > 0.0:
+                        if ti.static(weight_only):
+                            ti.atomic_add(st.adj_w[y * w + x], wt)
+                        else:
+                            ti.atomic_add(st.film[y * w + x], ti.Vector([wt * L[0], wt * L[1], wt * L[2], wt]))
+
+
+@ti.func
+def gather_adjoint(st: ti.template(), cam, pos):
+    """δL of a sample at pos: Σ_p w_p(pos) st.adj[p] (st.adj = δy / W after normalize_adjoint)."""
+    w = st.cam_w[cam]
+    h = st.cam_h[cam]
+    res = vec3(0.0)
+    if st.cam_filter[cam] == FILTER_BOX:
+        x = ti.min(ti.cast(pos[0], ti.i32), w - 1)
+        y = ti.min(ti.cast(pos[1], ti.i32), h - 1)
+        res = st.adj[y * w + x]
+    else:
+        r = st.cam_radius[cam]
+        sd = st.cam_stddev[cam]
+        x0 = ti.max(ti.cast(ti.ceil(pos[0] - 0.5 - r), ti.i32), 0)
+        x1 = ti.min(ti.cast(ti.floor(pos[0] - 0.5 + r), ti.i32), w - 1)
+        y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
+        y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), h - 1)
+        for y in range(y0, y1 + 1):
+            wy = _w1(y + 0.5 - pos[1], sd, r)
+            for x in range(x0, x1 + 1):
+                res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * w + x]
+    return res

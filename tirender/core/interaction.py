@@ -1,0 +1,82 @@
+"""Surface interactions: hit point, geometric and shading frames, uv, from a BVH hit."""
+import taichi as ti
+
+from .math import coordinate_system, vec2, vec3
+
+
+@ti.dataclass
+class SurfaceInteraction:
+    """valid: 1 on a hit; p: position; ng: geometric normal (from the winding); n, ss, ts:
+    shading frame (n interpolated from vertex normals when the shape has them); uv; dpdu: tangent
+    along u (for normal maps); tri, shape: indices; t: ray distance."""
+    valid: ti.i32
+    t: float
+    p: vec3
+    ng: vec3
+    n: vec3
+    ss: vec3
+    ts: vec3
+    uv: vec2
+    dpdu: vec3
+    tri: ti.i32
+    shape: ti.i32
+
+
+@ti.func
+def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
+    si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
+    if tri >= 0:
+        b0 = 1.0 - b1 - b2
+        e1 = st.tri_e1[tri]
+        e2 = st.tri_e2[tri]
+        si.valid = 1
+        si.t = t
+        si.tri = tri
+        si.shape = st.tri_shape[tri]
+        si.p = st.tri_p0[tri] + b1 * e1 + b2 * e2
+        ng = e1.cross(e2).normalized()
+        si.ng = ng
+        n = ng
+        if st.shape_smooth[si.shape] == 1:
+            nn = b0 * st.tri_n0[tri] + b1 * st.tri_n1[tri] + b2 * st.tri_n2[tri]
+            ln = nn.norm()
+            if ln > 1e-12:
+                n = nn / ln
+        uv0 = st.tri_uv0[tri]
+        du1 = st.tri_uv1[tri] - uv0
+        du2 = st.tri_uv2[tri] - uv0
+        si.uv = uv0 + b1 * du1 + b2 * du2
+        det = du1[0] * du2[1] - du1[1] * du2[0]
+        dpdu = vec3(0.0)
+        if ti.abs(det) > 1e-20:
+            dpdu = (du2[1] * e1 - du1[1] * e2) / det
+        si.dpdu = dpdu
+        si.n = n
+        s, ts = coordinate_system(n)
+        # align the shading tangent with dp/du where available (Mitsuba's sh_frame for meshes with uv)
+        tproj = dpdu - n * n.dot(dpdu)
+        lt = tproj.norm()
+        if lt > 1e-12:
+            s = tproj / lt
+            ts = n.cross(s)
+        si.ss = s
+        si.ts = ts
+    return si
+
+
+@ti.func
+def to_local(si, v):
+    return vec3(v.dot(si.ss), v.dot(si.ts), v.dot(si.n))
+
+
+@ti.func
+def to_world(si, v):
+    return si.ss * v[0] + si.ts * v[1] + si.n * v[2]
+
+
+@ti.func
+def spawn_origin(st: ti.template(), si, d):
+    """Ray origin offset off the surface along the geometric normal, on the side of d."""
+    eps = st.info_f[0] * (1.0 + ti.max(ti.abs(si.p).max(), 0.0))
+    sgn = 1.0 if si.ng.dot(d) >= 0.0 else -1.0
+    return si.p + si.ng * (eps * sgn)

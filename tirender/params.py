@@ -1,0 +1,126 @@
+"""The parameter pool: every differentiable float of a scene in one flat array.
+
+A parameter is a named slice ``<id>.<field>`` (e.g. ``red.reflectance``, ``floor_tex.data``)
+with a shape ((3,) for an RGB constant, (H, W, C) for a bitmap texture) and bounds.
+The pool lives in numpy (the master copy, always valid) and is uploaded to the scene's
+Taichi field ``pool``; gradients come back from the twin field ``grad``.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError
+
+
+@dataclass
+class ParamInfo:
+    name: str
+    offset: int
+    shape: tuple
+    lo: float
+    hi: float
+    kind: str  # "rgb", "scalar", "texture"
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+
+class ParameterPool:
+    """Name -> slice of one flat float32 array, with bounds; numpy get/set with validation.
+
+    ``pool[name]`` returns a copy shaped like the parameter; ``pool[name] = value`` validates
+    (shape, finiteness, bounds) and writes it. The owning scene is told about writes so that
+    it can upload them to the device (``on_change`` callback).
+    """
+
+    def __init__(self):
+        self._info = {}
+        self._chunks = []
+        self.data = np.zeros(0, np.float32)
+        self.on_change = None
+        self.before_read = None  # hook: the owner refreshes `data` from the device first
+
+    # -- building ---------------------------------------------------------------------------
+    def add(self, name, value, lo=-np.inf, hi=np.inf, kind="rgb", file=None):
+        value = np.asarray(value, np.float32)
+        if name in self._info:
+            raise ConfigError(f"duplicate parameter name '{name}'", file, name)
+        _check_value(name, value, lo, hi, file)
+        offset = sum(c.size for c in self._chunks)
+        self._info[name] = ParamInfo(name, offset, tuple(value.shape), float(lo), float(hi), kind)
+        self._chunks.append(value.ravel())
+        self.data = np.concatenate(self._chunks).astype(np.float32)
+        return self._info[name]
+
+    # -- access ------------------------------------------------------------------------------
+    def __contains__(self, name):
+        return name in self._info
+
+    def __iter__(self):
+        return iter(self._info)
+
+    def __len__(self):
+        return len(self._info)
+
+    def keys(self):
+        return list(self._info)
+
+    def info(self, name):
+        if name not in self._info:
+            close = [k for k in self._info if name.split(".")[0] in k]
+            hint = f" (parameters: {', '.join(close or list(self._info)[:12])})"
+            raise ConfigError(f"unknown parameter '{name}'{hint}", key=name)
+        return self._info[name]
+
+    def __getitem__(self, name):
+        i = self.info(name)
+        if self.before_read is not None:
+            self.before_read()
+        return self.data[i.offset:i.offset + i.size].reshape(i.shape).copy()
+
+    def __setitem__(self, name, value):
+        i = self.info(name)
+        v = np.asarray(value, np.float32)
+        if v.shape != i.shape:
+            if v.size == 1 and i.kind != "texture":
+                v = np.full(i.shape, float(v.ravel()[0]), np.float32)
+            elif v.ndim == 1 and len(i.shape) == 3 and v.shape[0] == i.shape[2]:
+                v = np.broadcast_to(v, i.shape).astype(np.float32)  # fill a texture with a colour
+            else:
+                raise ConfigError(f"wrong shape {tuple(v.shape)}, expected {i.shape}", key=name)
+        _check_value(name, v, i.lo, i.hi, None)
+        if self.before_read is not None:
+            self.before_read()
+        self.data[i.offset:i.offset + i.size] = v.ravel()
+        if self.on_change is not None:
+            self.on_change(name)
+
+    def describe(self):
+        """List of (name, shape, (lo, hi)) — what ``scene.params`` shows."""
+        return [(i.name, i.shape, (i.lo, i.hi)) for i in self._info.values()]
+
+    def __repr__(self):
+        rows = [f"  {i.name:32s} shape={i.shape} bounds=[{i.lo:g}, {i.hi:g}]" for i in self._info.values()]
+        return "ParameterPool(\n" + "\n".join(rows) + "\n)"
+
+    def split(self, flat):
+        """Flat array shaped like the pool -> dict name -> array."""
+        return {n: np.asarray(flat[i.offset:i.offset + i.size]).reshape(i.shape).copy()
+                for n, i in self._info.items()}
+
+    def bounds_arrays(self):
+        lo = np.empty(self.data.size, np.float32)
+        hi = np.empty(self.data.size, np.float32)
+        for i in self._info.values():
+            lo[i.offset:i.offset + i.size] = i.lo
+            hi[i.offset:i.offset + i.size] = i.hi
+        return lo, hi
+
+
+def _check_value(name, v, lo, hi, file):
+    if not np.all(np.isfinite(v)):
+        raise ConfigError("value is not finite (NaN or Inf)", file, name)
+    if v.size and (v.min() < lo or v.max() > hi):
+        bad = v.min() if v.min() < lo else v.max()
+        raise ConfigError(f"value {bad:g} is out of bounds [{lo:g}, {hi:g}]", file, name)

@@ -1,0 +1,262 @@
+"""Scene: a parsed description packed into device fields, its parameter pool and BVH.
+
+``Scene(desc)`` builds the numpy arrays (triangles in BVH order, materials, emitters, textures)
+once; ``bind()`` uploads them into the shared :class:`Storage` (re-uploading only when another
+scene used the storage in between, or when parameters changed on the host).
+"""
+import warnings
+
+import numpy as np
+
+from .. import bsdfs as B
+from ..backend import ensure_init
+from ..emitters import envmap as envmap_mod
+from ..params import ParameterPool
+from .bvh import build_bvh
+from .description import EM_AREA, EM_ENVMAP, EM_CONSTANT, N_SLOTS, SceneDescription
+from .storage import Storage, padded
+
+RAY_EPS = 2e-5
+
+
+class Scene:
+    """A renderable, differentiable scene.
+
+    Attributes: ``params`` (ParameterPool: names, shapes, bounds; numpy get/set), ``sensors``
+    (list of description.Sensor), ``integrator`` (dict), ``bsdf_mask``/``em_mask`` (bitmasks of
+    the BSDF/emitter types used, for kernel specialisation), ``n_triangles``, ``bvh_seconds``.
+    """
+
+    def __init__(self, desc: SceneDescription):
+        import time
+        ensure_init()
+        self.desc = desc
+        self.integrator = dict(desc.integrator)
+        self.sensors = desc.sensors
+        for w in desc.warnings:
+            warnings.warn(w, stacklevel=3)
+        # ---- parameters: every texture is a pool slice ----
+        self.params = ParameterPool()
+        self._tex_param = []
+        for tex in desc.textures:
+            val = tex.data.reshape(-1) if tex.constant else tex.data
+            if tex.constant and tex.data.shape[2] == 1:
+                val = tex.data.reshape(1)
+            info = self.params.add(tex.name, val, tex.lo, tex.hi, kind="rgb" if tex.constant else "texture",
+                                   file=desc.file)
+            self._tex_param.append(info)
+        self.params.on_change = self._param_changed
+        self.params.before_read = self._pull_params
+        # ---- geometry ----
+        tris, shape_of, starts = [], [], []
+        n0 = 0
+        for si, s in enumerate(desc.shapes):
+            starts.append(n0)
+            tris.append(s.faces)
+            shape_of.append(np.full(len(s.faces), si, np.int32))
+            n0 += len(s.faces)
+        self.n_triangles = n0
+        P, N, UV = [], [], []
+        for s in desc.shapes:
+            f = s.faces
+            P.append(s.positions[f])                                   # (F, 3, 3)
+            if s.normals is not None:
+                N.append(s.normals[f])
+            else:
+                N.append(np.zeros((len(f), 3, 3), np.float32))
+            UV.append(s.uvs[f] if s.uvs is not None else np.zeros((len(f), 3, 2), np.float32))
+        if n0:
+            P, N, UV = np.concatenate(P), np.concatenate(N), np.concatenate(UV)
+            tri_shape = np.concatenate(shape_of)
+        else:  # emitter-only scene: one invisible degenerate triangle far away keeps the BVH valid
+            P = np.full((1, 3, 3), 1e30, np.float32)
+            N = np.zeros((1, 3, 3), np.float32)
+            UV = np.zeros((1, 3, 2), np.float32)
+            tri_shape = np.zeros(1, np.int32)
+        t0 = time.perf_counter()
+        bvh = build_bvh(P[:, 0], P[:, 1], P[:, 2])
+        self.bvh_seconds = time.perf_counter() - t0
+        order = bvh.prim_order
+        self.bvh = bvh
+        P, N, UV, tri_shape = P[order], N[order], UV[order], tri_shape[order]
+        inv = np.empty_like(order)
+        inv[order] = np.arange(len(order))
+        a = {}
+        a["tri_p0"] = P[:, 0]
+        a["tri_e1"] = P[:, 1] - P[:, 0]
+        a["tri_e2"] = P[:, 2] - P[:, 0]
+        a["tri_n0"], a["tri_n1"], a["tri_n2"] = N[:, 0], N[:, 1], N[:, 2]
+        a["tri_uv0"], a["tri_uv1"], a["tri_uv2"] = UV[:, 0], UV[:, 1], UV[:, 2]
+        a["tri_shape"] = tri_shape
+        a["node_min"], a["node_max"] = bvh.node_min, bvh.node_max
+        a["node_first"], a["node_count"] = bvh.node_first, bvh.node_count
+        shapes = desc.shapes or []
+        a["shape_bsdf"] = np.array([s.bsdf for s in shapes] or [0], np.int32)
+        a["shape_emitter"] = np.array([s.emitter for s in shapes] or [-1], np.int32)
+        a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] or [0], np.int32)
+        bs = desc.bsdfs or []
+        a["bsdf_type"] = np.array([b.type for b in bs] or [0], np.int32)
+        a["bsdf_twosided"] = np.array([int(b.twosided) for b in bs] or [0], np.int32)
+        a["bsdf_cond_none"] = np.array([b.cond_none for b in bs] or [1], np.int32)
+        a["bsdf_eta"] = np.array([b.eta for b in bs] or [1.5], np.float32)
+        a["bsdf_cond_eta"] = np.array([b.cond_eta for b in bs] or [(0, 0, 0)], np.float32)
+        a["bsdf_cond_k"] = np.array([b.cond_k for b in bs] or [(0, 0, 0)], np.float32)
+        a["bsdf_tex"] = np.array([b.tex for b in bs] or [[-1] * N_SLOTS], np.int32)
+        texs = desc.textures
+        a["tex_offset"] = np.array([i.offset for i in self._tex_param] or [0], np.int32)
+        a["tex_w"] = np.array([t.data.shape[1] for t in texs] or [1], np.int32)
+        a["tex_h"] = np.array([t.data.shape[0] for t in texs] or [1], np.int32)
+        a["tex_c"] = np.array([t.data.shape[2] for t in texs] or [1], np.int32)
+        a["tex_bilinear"] = np.array([int(t.bilinear) for t in texs] or [1], np.int32)
+        a["tex_wrap"] = np.array([t.wrap for t in texs] or [0], np.int32)
+        # ---- emitters ----
+        ems = desc.emitters
+        em_tri_start, em_tri_count, em_area, emtri_idx, emtri_cdf = [], [], [], [], []
+        env = -1
+        for ei, e in enumerate(ems):
+            if e.type == EM_AREA:
+                s = e.shape
+                lo, hi = starts[s], starts[s] + len(shapes[s].faces)
+                p = shapes[s].positions[shapes[s].faces].astype(np.float64)
+                ar = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
+                em_tri_start.append(len(emtri_idx))
+                em_tri_count.append(hi - lo)
+                em_area.append(ar.sum())
+                emtri_idx.extend(inv[lo:hi])
+                c = np.cumsum(ar) / ar.sum()
+                c[-1] = 1.0
+                emtri_cdf.extend(c)
+            else:
+                em_tri_start.append(0)
+                em_tri_count.append(0)
+                em_area.append(0.0)
+            if e.type in (EM_CONSTANT, EM_ENVMAP):
+                env = ei
+        a["em_type"] = np.array([e.type for e in ems] or [0], np.int32)
+        a["em_tex"] = np.array([e.tex for e in ems] or [-1], np.int32)
+        a["em_shape"] = np.array([e.shape for e in ems] or [-1], np.int32)
+        a["em_tri_start"] = np.array(em_tri_start or [0], np.int32)
+        a["em_tri_count"] = np.array(em_tri_count or [0], np.int32)
+        a["em_area"] = np.array(em_area or [0], np.float32)
+        a["em_pos"] = np.array([e.position for e in ems] or [(0, 0, 0)], np.float32)
+        a["em_dir"] = np.array([e.direction for e in ems] or [(0, 0, 1)], np.float32)
+        rots = []
+        for e in ems:
+            m = e.to_world if e.to_world is not None else np.eye(4)
+            r = m[:3, :3]
+            # world -> emitter-local rotation (inverse of the orthonormalised to_world)
+            u, _, vt = np.linalg.svd(r)
+            rots.append((u @ vt).T)
+        a["em_rot"] = np.array(rots or [np.eye(3)], np.float32)
+        a["emtri_idx"] = np.array(emtri_idx or [0], np.int32)
+        a["emtri_cdf"] = np.array(emtri_cdf or [1.0], np.float32)
+        self._env_emitters = [i for i, e in enumerate(ems) if e.type == EM_ENVMAP]
+        dist_off, dist = [], []
+        n = 0
+        for e in ems:
+            if e.type == EM_ENVMAP:
+                d = envmap_mod.build_distribution(self.params[desc.textures[e.tex].name])
+                dist_off.append(n)
+                dist.append(d)
+                n += len(d)
+            else:
+                dist_off.append(0)
+        a["em_dist"] = np.array(dist_off or [0], np.int32)
+        a["env_dist"] = np.concatenate(dist) if dist else np.zeros(1, np.float32)
+        # sensors
+        cams = []
+        for s in self.sensors:
+            m = s.to_world
+            cols = [m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3)]
+            cams.append((m[:3, 3], cols[0], cols[1], cols[2]))
+        a["cam_o"] = np.array([c[0] for c in cams], np.float32)
+        a["cam_left"] = np.array([c[1] for c in cams], np.float32)
+        a["cam_up"] = np.array([c[2] for c in cams], np.float32)
+        a["cam_fwd"] = np.array([c[3] for c in cams], np.float32)
+        a["cam_tx"] = np.array([s.tan_x for s in self.sensors], np.float32)
+        a["cam_ty"] = np.array([s.tan_y for s in self.sensors], np.float32)
+        a["cam_stddev"] = np.array([s.stddev for s in self.sensors], np.float32)
+        a["cam_radius"] = np.array([s.radius for s in self.sensors], np.float32)
+        a["cam_w"] = np.array([s.width for s in self.sensors], np.int32)
+        a["cam_h"] = np.array([s.height for s in self.sensors], np.int32)
+        a["cam_filter"] = np.array([1 if s.filter == "gaussian" else 0 for s in self.sensors], np.int32)
+        info_i = np.zeros(8, np.int32)
+        info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
+        info_f = np.zeros(8, np.float32)
+        ext = float(np.abs(P[np.isfinite(P)]).max()) if n0 else 1.0
+        info_f[0], info_f[1] = RAY_EPS, ext
+        a["info_i"], a["info_f"] = info_i, info_f
+        self._arrays = a
+        self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
+                          textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
+                          emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
+                          pixels=max(s.width * s.height for s in self.sensors))
+        self.bsdf_mask = 0
+        for b in bs:
+            self.bsdf_mask |= 1 << b.type
+        if not self.bsdf_mask:
+            self.bsdf_mask = 1 << B.DIFFUSE
+        self.em_mask = 0
+        for e in ems:
+            self.em_mask |= 1 << e.type
+        if not self.em_mask:
+            self.em_mask = 1 << EM_AREA
+        self._storage = None
+        self._host_dirty = False     # params changed on the host, upload before the next kernel
+        self._device_dirty = False   # params changed on the device (optimizer), download before reading
+
+    # -- parameters -------------------------------------------------------------------------
+    def _param_changed(self, name):
+        self._host_dirty = True
+        if any(self.desc.emitters[e].tex < len(self._tex_param) and self._tex_param[self.desc.emitters[e].tex].name
+               == name for e in self._env_emitters):
+            self._env_dirty = True
+
+    def _pull_params(self):
+        if self._device_dirty and self._storage is not None:
+            n = self.params.data.size
+            self.params.data[:] = self._storage.pool.to_numpy()[:n]
+            self._device_dirty = False
+
+    def mark_device_params_changed(self):
+        """Called after a kernel (optimizer step) wrote st.pool."""
+        self._device_dirty = True
+
+    # -- device -----------------------------------------------------------------------------
+    def bind(self):
+        """Make this scene the one in the shared storage; returns the storage."""
+        st = Storage.acquire(self.sizes)
+        if st.owner is not self:
+            if st.owner is not None:
+                st.owner._pull_params()
+                st.owner._storage = None
+            for name, arr in self._arrays.items():
+                f = getattr(st, name)
+                cap = f.shape[0]
+                f.from_numpy(padded(arr, cap, arr.dtype))
+            st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
+            st.owner = self
+            self._storage = st
+            self._host_dirty = False
+            self._env_dirty = False
+        if self._host_dirty:
+            self._push_params()
+        return st
+
+    def _push_params(self):
+        st = self._storage
+        st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
+        if getattr(self, "_env_dirty", False):
+            dist = []
+            for e in self.desc.emitters:
+                if e.type == EM_ENVMAP:
+                    dist.append(envmap_mod.build_distribution(self.params[self.desc.textures[e.tex].name]))
+            if dist:
+                d = np.concatenate(dist)
+                st.env_dist.from_numpy(padded(d, st.caps["envdist"]))
+            self._env_dirty = False
+        self._host_dirty = False
+
+    def __repr__(self):
+        return (f"Scene({self.desc.file or '<dict>'}: {self.n_triangles} triangles, {len(self.desc.bsdfs)} BSDFs, "
+                f"{len(self.desc.emitters)} emitters, {len(self.sensors)} sensors, {len(self.params)} parameters)")

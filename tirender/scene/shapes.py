@@ -1,0 +1,99 @@
+"""Built-in shapes as indexed triangle meshes in object space (Mitsuba 3 conventions).
+
+Each returns dict(positions (V,3), faces (F,3), normals (V,3) or None, uvs (V,2)).
+"""
+import numpy as np
+
+
+def rectangle():
+    """[-1, 1]² in the z = 0 plane, normal +z, uv (0,0) at (-1,-1)."""
+    p = np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], np.float32)
+    uv = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], np.float32)
+    n = np.tile(np.array([[0, 0, 1]], np.float32), (4, 1))
+    return dict(positions=p, faces=np.array([[0, 1, 2], [0, 2, 3]], np.int32), normals=n, uvs=uv)
+
+
+def cube():
+    """[-1, 1]³ with outward face normals (24 vertices, 12 triangles, CCW seen from outside)."""
+    ps, fs, ns, uvs = [], [], [], []
+    for axis in range(3):
+        for sign in (-1.0, 1.0):
+            n = np.zeros(3)
+            n[axis] = sign
+            u_ax, v_ax = [a for a in range(3) if a != axis]
+            quad = []
+            for (a, b) in ((-1, -1), (1, -1), (1, 1), (-1, 1)):
+                p = np.zeros(3)
+                p[axis] = sign
+                p[u_ax], p[v_ax] = a, b
+                quad.append(p)
+            quad = np.array(quad)
+            # orient CCW around the outward normal
+            if np.dot(np.cross(quad[1] - quad[0], quad[2] - quad[0]), n) < 0:
+                quad = quad[[0, 3, 2, 1]]
+            base = len(ps)
+            ps.extend(quad)
+            ns.extend([n] * 4)
+            uvs.extend([[0, 0], [1, 0], [1, 1], [0, 1]])
+            fs.extend([[base, base + 1, base + 2], [base, base + 2, base + 3]])
+    return dict(positions=np.array(ps, np.float32), faces=np.array(fs, np.int32),
+                normals=np.array(ns, np.float32), uvs=np.array(uvs, np.float32))
+
+
+def sphere(resolution=64, smooth=True):
+    """Unit sphere as a UV-sphere mesh: `resolution` segments in φ, resolution/2 rings in θ."""
+    nphi = max(int(resolution), 8)
+    nth = max(nphi // 2, 4)
+    th = np.linspace(0, np.pi, nth + 1)
+    ph = np.linspace(0, 2 * np.pi, nphi + 1)
+    T, P = np.meshgrid(th, ph, indexing="ij")
+    pos = np.stack([np.sin(T) * np.cos(P), np.sin(T) * np.sin(P), np.cos(T)], -1).reshape(-1, 3)
+    uv = np.stack([P / (2 * np.pi), T / np.pi], -1).reshape(-1, 2)
+    idx = np.arange((nth + 1) * (nphi + 1)).reshape(nth + 1, nphi + 1)
+    a, b = idx[:-1, :-1], idx[:-1, 1:]
+    c, d = idx[1:, :-1], idx[1:, 1:]
+    f1 = np.stack([a, c, d], -1).reshape(-1, 3)
+    f2 = np.stack([a, d, b], -1).reshape(-1, 3)
+    faces = np.concatenate([f1, f2])
+    pos32 = pos.astype(np.float32)
+    # drop the degenerate triangles at the poles
+    v0, v1, v2 = pos[faces[:, 0]], pos[faces[:, 1]], pos[faces[:, 2]]
+    area = np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
+    faces = faces[area > 1e-12]
+    # outward orientation
+    v0, v1, v2 = pos[faces[:, 0]], pos[faces[:, 1]], pos[faces[:, 2]]
+    flip = np.einsum("ij,ij->i", np.cross(v1 - v0, v2 - v0), v0 + v1 + v2) < 0
+    faces[flip] = faces[flip][:, [0, 2, 1]]
+    return dict(positions=pos32, faces=faces.astype(np.int32),
+                normals=pos32.copy() if smooth else None, uvs=uv.astype(np.float32))
+
+
+def disk(resolution=64):
+    """Unit disk in the z = 0 plane, normal +z (triangle fan)."""
+    n = max(int(resolution), 8)
+    ph = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    ring = np.stack([np.cos(ph), np.sin(ph), np.zeros(n)], -1)
+    pos = np.concatenate([[[0, 0, 0]], ring]).astype(np.float32)
+    faces = np.stack([np.zeros(n, int), 1 + np.arange(n), 1 + (np.arange(n) + 1) % n], -1).astype(np.int32)
+    uv = np.concatenate([[[0.5, 0.5]], 0.5 + 0.5 * ring[:, :2]]).astype(np.float32)
+    nrm = np.tile(np.array([[0, 0, 1]], np.float32), (n + 1, 1))
+    return dict(positions=pos, faces=faces, normals=nrm, uvs=uv)
+
+
+BUILTIN = {"rectangle": rectangle, "cube": cube, "sphere": sphere, "disk": disk}
+
+
+def transform_mesh(mesh, m):
+    """Apply a 4x4 to_world: positions by m, normals by the inverse transpose."""
+    p = mesh["positions"].astype(np.float64)
+    p = p @ m[:3, :3].T + m[:3, 3]
+    out = dict(mesh)
+    out["positions"] = p.astype(np.float32)
+    if mesh.get("normals") is not None:
+        nm = np.linalg.inv(m[:3, :3]).T
+        n = mesh["normals"].astype(np.float64) @ nm.T
+        ln = np.linalg.norm(n, axis=1, keepdims=True)
+        out["normals"] = (n / np.where(ln > 0, ln, 1)).astype(np.float32)
+    if np.linalg.det(m[:3, :3]) < 0:  # keep the winding (and geometric normal) consistent
+        out["faces"] = mesh["faces"][:, [0, 2, 1]]
+    return out

@@ -1,0 +1,107 @@
+"""Taichi fields that hold a scene on the device, with fixed capacities.
+
+Kernels take the storage as a ``ti.template()`` argument, so they compile once per storage
+object. Scenes of any structure that fit the capacities reuse the same storage (and the
+compiled kernels): ``Storage.acquire(sizes)`` returns the shared instance, growing it (new
+fields, one recompile) only when a scene does not fit.
+"""
+import numpy as np
+import taichi as ti
+
+from ..core.math import vec2, vec3
+from .description import N_SLOTS
+
+INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)
+INFO_RAY_EPS, INFO_SCENE_RADIUS = range(2)
+
+
+def _cap(n, minimum):
+    c = minimum
+    while c < n:
+        c *= 2
+    return c
+
+
+@ti.data_oriented
+class Storage:
+    MINIMUM = dict(tris=1024, nodes=2048, shapes=64, bsdfs=64, textures=256, pool=1 << 16, emitters=16,
+                   emtris=1024, envdist=16, sensors=16, pixels=256 * 256)
+    _shared = None
+
+    def __init__(self, caps):
+        self.caps = dict(caps)
+        c = self.caps
+        fb = ti.FieldsBuilder()
+        f = self
+        # triangles (in BVH order), 0: p0, e1 = p1 - p0, e2 = p2 - p0
+        f.tri_p0, f.tri_e1, f.tri_e2 = (vec3.field() for _ in range(3))
+        f.tri_n0, f.tri_n1, f.tri_n2 = (vec3.field() for _ in range(3))
+        f.tri_uv0, f.tri_uv1, f.tri_uv2 = (vec2.field() for _ in range(3))
+        f.tri_shape = ti.field(ti.i32)
+        fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
+                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape)
+        f.node_min, f.node_max = vec3.field(), vec3.field()
+        f.node_first, f.node_count = ti.field(ti.i32), ti.field(ti.i32)
+        fb.dense(ti.i, c["nodes"]).place(f.node_min, f.node_max, f.node_first, f.node_count)
+        f.shape_bsdf, f.shape_emitter, f.shape_smooth = (ti.field(ti.i32) for _ in range(3))
+        fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth)
+        f.bsdf_type, f.bsdf_twosided, f.bsdf_cond_none = (ti.field(ti.i32) for _ in range(3))
+        f.bsdf_eta = ti.field(float)
+        f.bsdf_cond_eta, f.bsdf_cond_k = vec3.field(), vec3.field()
+        f.bsdf_tex = ti.field(ti.i32)
+        fb.dense(ti.i, c["bsdfs"]).place(f.bsdf_type, f.bsdf_twosided, f.bsdf_cond_none, f.bsdf_eta,
+                                          f.bsdf_cond_eta, f.bsdf_cond_k)
+        fb.dense(ti.ij, (c["bsdfs"], N_SLOTS)).place(f.bsdf_tex)
+        f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap = (ti.field(ti.i32) for _ in range(6))
+        fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap)
+        f.pool, f.grad = ti.field(float), ti.field(float)
+        fb.dense(ti.i, c["pool"]).place(f.pool, f.grad)
+        f.em_type, f.em_tex, f.em_shape, f.em_tri_start, f.em_tri_count, f.em_dist = (
+            ti.field(ti.i32) for _ in range(6))
+        f.em_pos, f.em_dir = vec3.field(), vec3.field()
+        f.em_area = ti.field(float)
+        f.em_rot = ti.Matrix.field(3, 3, float)
+        fb.dense(ti.i, c["emitters"]).place(f.em_type, f.em_tex, f.em_shape, f.em_tri_start, f.em_tri_count,
+                                            f.em_dist, f.em_pos, f.em_dir, f.em_area, f.em_rot)
+        f.emtri_idx, f.emtri_cdf = ti.field(ti.i32), ti.field(float)
+        fb.dense(ti.i, c["emtris"]).place(f.emtri_idx, f.emtri_cdf)
+        f.env_dist = ti.field(float)
+        fb.dense(ti.i, c["envdist"]).place(f.env_dist)
+        f.cam_o, f.cam_left, f.cam_up, f.cam_fwd = (vec3.field() for _ in range(4))
+        f.cam_tx, f.cam_ty, f.cam_stddev, f.cam_radius = (ti.field(float) for _ in range(4))
+        f.cam_w, f.cam_h, f.cam_filter = (ti.field(ti.i32) for _ in range(3))
+        fb.dense(ti.i, c["sensors"]).place(f.cam_o, f.cam_left, f.cam_up, f.cam_fwd, f.cam_tx, f.cam_ty,
+                                           f.cam_stddev, f.cam_radius, f.cam_w, f.cam_h, f.cam_filter)
+        # film: rgb + filter weight; adjoint image and its per-pixel weight sum
+        f.film = ti.Vector.field(4, float)
+        f.adj = vec3.field()
+        f.adj_w = ti.field(float)
+        f.aux = ti.Vector.field(4, float)
+        fb.dense(ti.i, c["pixels"]).place(f.film, f.adj, f.adj_w, f.aux)
+        f.info_i = ti.field(ti.i32)
+        f.info_f = ti.field(float)
+        fb.dense(ti.i, 8).place(f.info_i, f.info_f)
+        self._tree = fb.finalize()
+        self.owner = None
+
+    @classmethod
+    def acquire(cls, sizes):
+        """The shared storage, grown (recreated) if `sizes` exceed its capacities."""
+        cur = cls._shared
+        if cur is not None and all(sizes.get(k, 0) <= v for k, v in cur.caps.items()):
+            return cur
+        caps = {k: _cap(max(sizes.get(k, 0), cur.caps[k] if cur else 0), m) for k, m in cls.MINIMUM.items()}
+        if cur is not None:
+            if cur.owner is not None:
+                cur.owner._storage = None
+            cur.owner = None
+        cls._shared = Storage(caps)
+        return cls._shared
+
+
+def padded(arr, cap, dtype=None):
+    """numpy array zero-padded along axis 0 to the field capacity (for field.from_numpy)."""
+    arr = np.asarray(arr, dtype=dtype)
+    out = np.zeros((cap,) + arr.shape[1:], dtype=arr.dtype)
+    out[:arr.shape[0]] = arr
+    return out

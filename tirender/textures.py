@@ -1,0 +1,121 @@
+"""Bitmap textures stored in the parameter pool: lookup (nearest / bilinear) and its adjoint.
+
+A texture ``tid`` is a (H, W, C) slice of ``st.pool`` at ``st.tex_offset[tid]``, texel (row y, column x,
+channel c) at offset + (y * W + x) * C + c, row 0 at the top of the image; uv (0, 0) is the image's
+bottom-left corner (v grows upwards, the OBJ/OpenGL convention). Constants are 1x1 textures.
+Differentiable: the texel values. The adjoint scatters ``d_out`` with the bilinear weights into
+``st.grad`` with ti.atomic_add (four texels per lookup).
+"""
+import taichi as ti
+
+from .core.math import vec3
+
+
+@ti.func
+def _wrap(i, n, mode):
+    r = i
+    if mode == 0:
+        r = i % n
+        if r < 0:
+            r += n
+    else:
+        r = ti.min(ti.max(i, 0), n - 1)
+    return r
+
+
+@ti.func
+def _texel(st: ti.template(), base, w, c, x, y):
+    o = base + (y * w + x) * c
+    v = vec3(0.0)
+    if c == 1:
+        v = vec3(st.pool[o])
+    else:
+        v = vec3(st.pool[o], st.pool[o + 1], st.pool[o + 2])
+    return v
+
+
+@ti.func
+def _texel_add(st: ti.template(), base, w, c, x, y, d):
+    o = base + (y * w + x) * c
+    if c == 1:
+        ti.atomic_add(st.grad[o], d[0] + d[1] + d[2])
+    else:
+        ti.atomic_add(st.grad[o], d[0])
+        ti.atomic_add(st.grad[o + 1], d[1])
+        ti.atomic_add(st.grad[o + 2], d[2])
+
+
+@ti.func
+def _footprint(st: ti.template(), tid, uv):
+    """Texel coordinates (x0, y0, x1, y1) and bilinear fractions (fx, fy) of a lookup."""
+    w = st.tex_w[tid]
+    h = st.tex_h[tid]
+    mode = st.tex_wrap[tid]
+    x = uv[0] * w - 0.5
+    y = (1.0 - uv[1]) * h - 0.5
+    x0 = 0
+    y0 = 0
+    fx = 0.0
+    fy = 0.0
+    if st.tex_bilinear[tid] == 1:
+        xf = ti.floor(x)
+        yf = ti.floor(y)
+        fx = x - xf
+        fy = y - yf
+        x0 = ti.cast(xf, ti.i32)
+        y0 = ti.cast(yf, ti.i32)
+    else:
+        x0 = ti.cast(ti.floor(x + 0.5), ti.i32)
+        y0 = ti.cast(ti.floor(y + 0.5), ti.i32)
+    x1 = _wrap(x0 + 1, w, mode)
+    y1 = _wrap(y0 + 1, h, mode)
+    x0 = _wrap(x0, w, mode)
+    y0 = _wrap(y0, h, mode)
+    return x0, y0, x1, y1, fx, fy
+
+
+@ti.func
+def tex_eval(st: ti.template(), tid, uv):
+    """Texture value at uv (vec3; 1-channel textures are replicated). tid < 0 gives 0."""
+    res = vec3(0.0)
+    if tid >= 0:
+        base = st.tex_offset[tid]
+        w = st.tex_w[tid]
+        c = st.tex_c[tid]
+        if w == 1 and st.tex_h[tid] == 1:
+            res = _texel(st, base, w, c, 0, 0)
+        else:
+            x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
+            res = ((1.0 - fx) * (1.0 - fy)) * _texel(st, base, w, c, x0, y0) \
+                + (fx * (1.0 - fy)) * _texel(st, base, w, c, x1, y0) \
+                + ((1.0 - fx) * fy) * _texel(st, base, w, c, x0, y1) \
+                + (fx * fy) * _texel(st, base, w, c, x1, y1)
+    return res
+
+
+@ti.func
+def tex_eval_adjoint(st: ti.template(), tid, uv, d_out):
+    """Adjoint of tex_eval: st.grad[texels] += bilinear weights * d_out (summed over channels for C=1)."""
+    if tid >= 0:
+        base = st.tex_offset[tid]
+        w = st.tex_w[tid]
+        c = st.tex_c[tid]
+        if w == 1 and st.tex_h[tid] == 1:
+            _texel_add(st, base, w, c, 0, 0, d_out)
+        else:
+            x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
+            _texel_add(st, base, w, c, x0, y0, ((1.0 - fx) * (1.0 - fy)) * d_out)
+            _texel_add(st, base, w, c, x1, y0, (fx * (1.0 - fy)) * d_out)
+            _texel_add(st, base, w, c, x0, y1, ((1.0 - fx) * fy) * d_out)
+            _texel_add(st, base, w, c, x1, y1, (fx * fy) * d_out)
+
+
+@ti.func
+def tex_eval_scalar(st: ti.template(), tid, uv):
+    return tex_eval(st, tid, uv)[0]
+
+
+@ti.func
+def tex_eval_scalar_adjoint(st: ti.template(), tid, uv, d):
+    """Adjoint of a 1-channel lookup: d is a scalar."""
+    tex_eval_adjoint(st, tid, uv, vec3(d, 0.0, 0.0))
