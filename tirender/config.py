@@ -1,0 +1,97 @@
+"""Job configs (YAML): loading, `--set key=value` overrides and section validation.
+
+A config has a ``scene:`` section (inline mapping or a path to a scene YAML) and job sections
+(``render:``, ``optimize:``, ``radiance_field:``, ``viewer:``); ``arch:`` picks the backend.
+A file without ``scene:`` is itself a scene file.
+"""
+import copy
+import os
+
+import yaml
+
+from .errors import ConfigError
+from .scene.description import load_yaml
+
+TOP_KEYS = {"arch", "scene", "render", "optimize", "radiance_field", "viewer", "seed"}
+
+
+def apply_overrides(data, overrides, file=None):
+    """Apply ["a.b.c=value", ...] to a nested dict (values parsed as YAML). List items can be
+    addressed by index (``shapes.2.bsdf``) or by their ``id`` (``shapes.floor.bsdf``)."""
+    data = copy.deepcopy(data)
+    for ov in overrides or []:
+        if "=" not in ov:
+            raise ConfigError(f"override '{ov}' must look like key=value", file, "--set")
+        key, val = ov.split("=", 1)
+        try:
+            value = yaml.safe_load(val)
+        except yaml.YAMLError:
+            raise ConfigError(f"cannot parse value '{val}'", file, key)
+        parts = key.strip().split(".")
+        cur = data
+        for i, p in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(cur, list):
+                idx = None
+                if p.isdigit() and int(p) < len(cur):
+                    idx = int(p)
+                else:
+                    for j, item in enumerate(cur):
+                        if isinstance(item, dict) and str(item.get("id")) == p:
+                            idx = j
+                if idx is None:
+                    raise ConfigError(f"no list item '{p}'", file, key)
+                if last:
+                    cur[idx] = value
+                else:
+                    cur = cur[idx]
+            elif isinstance(cur, dict):
+                if last:
+                    cur[p] = value
+                else:
+                    if p not in cur or cur[p] is None:
+                        cur[p] = {}
+                    cur = cur[p]
+            else:
+                raise ConfigError(f"cannot set '{p}' inside a {type(cur).__name__}", file, key)
+    return data
+
+
+def load_config(path, overrides=None):
+    """YAML job config -> dict with a resolved ``scene`` (mapping) and ``_file``/``_dir``."""
+    data = load_yaml(path)
+    data = apply_overrides(data, overrides, path)
+    if "scene" not in data:
+        data = {"scene": data}
+    for k in data:
+        if k not in TOP_KEYS:
+            raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(TOP_KEYS))})", path, k)
+    base = os.path.dirname(os.path.abspath(path))
+    scene = data["scene"]
+    if isinstance(scene, str):
+        sp = scene if os.path.isabs(scene) else os.path.join(base, scene)
+        scene = load_yaml(sp)
+        data["_scene_file"] = sp
+    elif not isinstance(scene, dict):
+        raise ConfigError("expected a mapping or a file name", path, "scene")
+    else:
+        data["_scene_file"] = path
+    data["scene"] = scene
+    data["_file"] = path
+    data["_dir"] = base
+    return data
+
+
+def section(cfg, name, allowed, required=()):
+    """A validated job section (dict) of the config."""
+    sec = cfg.get(name) or {}
+    if not isinstance(sec, dict):
+        raise ConfigError("expected a mapping", cfg.get("_file"), name)
+    for k in sec:
+        if k not in allowed:
+            raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(allowed))})",
+                              cfg.get("_file"), f"{name}.{k}")
+    for k in required:
+        if k not in sec:
+            raise ConfigError("missing required key", cfg.get("_file"), f"{name}.{k}")
+    return sec
