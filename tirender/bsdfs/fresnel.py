@@ -1,0 +1,108 @@
+"""Fresnel equations and reflection / refraction helpers (Mitsuba 3 ``fresnel.h``).
+
+All functions are ``@ti.func``s working in the local shading frame (z = normal) with
+Taichi's default float type.
+
+fresnel_dielectric(cos_theta_i, eta) -> (F, cos_theta_t, eta_it, eta_ti)
+    Unpolarized reflectance of a dielectric interface with relative IOR ``eta``
+    (interior / exterior). ``cos_theta_i < 0`` means the ray arrives from the inside.
+    cos_theta_t is signed (opposite side to cos_theta_i; 0 under total internal
+    reflection, where F = 1), eta_it is the relative IOR in the direction of travel and
+    eta_ti = 1 / eta_it the scale of the tangential components of the refracted direction.
+fresnel_conductor(cos_theta_i, eta: vec3, k: vec3) -> vec3
+    Unpolarized reflectance of a conductor with complex IOR eta + i k (per RGB channel),
+    for cos_theta_i >= 0.
+fresnel_diffuse_reflectance(eta) -> float
+    Mitsuba's fitted diffuse (hemispherically averaged, cosine weighted) Fresnel
+    reflectance "Fdr" (Egan & Hilgeman 1973 for eta < 1, d'Eon & Irving 2011 otherwise).
+reflect(wi) / reflect_m(wi, m), refract(wi, cos_theta_t, eta_ti) / refract_m(wi, m, cos_theta_t, eta_ti)
+"""
+import taichi as ti
+
+from ..core.math import safe_sqrt, vec3
+
+
+@ti.func
+def fresnel_dielectric(cos_theta_i, eta):
+    outside = cos_theta_i >= 0.0
+    rcp_eta = 1.0 / eta
+    eta_it = eta if outside else rcp_eta
+    eta_ti = rcp_eta if outside else eta
+
+    # Snell: squared cosine of the transmitted direction
+    cos_theta_t_sqr = 1.0 - (1.0 - cos_theta_i * cos_theta_i) * (eta_ti * eta_ti)
+    cos_i = ti.abs(cos_theta_i)
+    cos_t = safe_sqrt(cos_theta_t_sqr)
+
+    r = 0.0
+    if eta == 1.0:
+        r = 0.0
+    elif cos_i == 0.0:
+        r = 1.0
+    else:
+        # denominators are > 0 here (cos_i > 0, eta_it > 0)
+        a_s = (cos_i - eta_it * cos_t) / (cos_i + eta_it * cos_t)
+        a_p = (cos_t - eta_it * cos_i) / (cos_t + eta_it * cos_i)
+        r = 0.5 * (a_s * a_s + a_p * a_p)
+
+    # transmitted direction lies on the other side of the interface
+    cos_theta_t = -cos_t if cos_theta_i >= 0.0 else cos_t
+    return r, cos_theta_t, eta_it, eta_ti
+
+
+@ti.func
+def fresnel_conductor(cos_theta_i, eta, k):
+    """Per-channel conductor reflectance (K. D. Moeller, "Optics"), as Mitsuba 3."""
+    c2 = cos_theta_i * cos_theta_i
+    s2 = 1.0 - c2
+    s4 = s2 * s2
+    temp_1 = eta * eta - k * k - s2
+    a_2_pb_2 = safe_sqrt(temp_1 * temp_1 + 4.0 * k * k * eta * eta)
+    a = safe_sqrt(0.5 * (a_2_pb_2 + temp_1))
+    term_1 = a_2_pb_2 + c2
+    term_2 = 2.0 * cos_theta_i * a
+    den_s = term_1 + term_2
+    r_s = (term_1 - term_2) / ti.select(den_s > 0.0, den_s, 1.0)
+    term_3 = a_2_pb_2 * c2 + s4
+    term_4 = term_2 * s2
+    den_p = term_3 + term_4
+    r_p = r_s * (term_3 - term_4) / ti.select(den_p > 0.0, den_p, 1.0)
+    # den == 0 only for a vanishing IOR at grazing incidence: total reflection
+    r_s = ti.select(den_s > 0.0, r_s, 1.0)
+    r_p = ti.select(den_p > 0.0, r_p, 1.0)
+    return 0.5 * (r_s + r_p)
+
+
+@ti.func
+def fresnel_diffuse_reflectance(eta):
+    res = 0.0
+    if eta < 1.0:
+        res = -1.4399 * (eta * eta) + 0.7099 * eta + 0.6681 + 0.0636 / eta
+    else:
+        x = 1.0 / eta
+        res = 0.919317 + x * (-3.4793 + x * (6.75335 + x * (-7.80989 + x * (4.98554 + x * (-1.36881)))))
+    return res
+
+
+@ti.func
+def reflect(wi):
+    """Mirror reflection about +z (local frame)."""
+    return vec3(-wi[0], -wi[1], wi[2])
+
+
+@ti.func
+def reflect_m(wi, m):
+    """Reflection of wi about the (micro)normal m."""
+    return 2.0 * wi.dot(m) * m - wi
+
+
+@ti.func
+def refract(wi, cos_theta_t, eta_ti):
+    """Refraction about +z; cos_theta_t and eta_ti from fresnel_dielectric."""
+    return vec3(-eta_ti * wi[0], -eta_ti * wi[1], cos_theta_t)
+
+
+@ti.func
+def refract_m(wi, m, cos_theta_t, eta_ti):
+    """Refraction of wi about the microfacet normal m (cos_theta_t relative to m)."""
+    return m * (wi.dot(m) * eta_ti + cos_theta_t) - wi * eta_ti

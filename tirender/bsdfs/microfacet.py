@@ -1,0 +1,152 @@
+"""Isotropic GGX (Trowbridge-Reitz) microfacet distribution, Smith masking and visible
+normal sampling (Heitz 2018), plus the roughness derivatives used by the adjoints.
+
+All ``@ti.func``s in the local frame (z = macro normal), Taichi's default float type.
+The roughness is clamped to ``ALPHA_MIN`` internally (no Inf/NaN as α → 0); derivatives
+w.r.t. α are 0 below the clamp.
+
+    D(m, alpha)                      GGX normal distribution (0 for m.z <= 0, as Mitsuba)
+    dD_dalpha(m, alpha)              ∂D/∂α
+    smith_g1(v, m, alpha)            Smith G1 (0 when v sees the back of m)
+    dsmith_g1_dalpha(v, m, alpha)    ∂G1/∂α
+    G(wi, wo, m, alpha)              separable Smith G = G1(wi, m) G1(wo, m)
+    dG_dalpha(wi, wo, m, alpha)      ∂G/∂α
+    DG_and_dalpha(wi, wo, m, alpha)  (D G, ∂(D G)/∂α)
+    sample_visible_normal(wi, alpha, u2) -> (m, pdf)   wi.z > 0 required
+    pdf_visible_normal(wi, m, alpha) = D_wi(m) = G1(wi, m) max(0, wi·m) D(m) / cos θi
+"""
+import taichi as ti
+
+from ..core.math import PI, safe_sqrt, vec3
+
+ALPHA_MIN = 1e-4
+
+
+@ti.func
+def clamp_alpha(alpha):
+    return ti.max(alpha, ALPHA_MIN)
+
+
+@ti.func
+def D(m, alpha):
+    """D(m) = α² / (π ((m_x² + m_y²) + α² m_z²)²) (Mitsuba's form, normalised m)."""
+    a = clamp_alpha(alpha)
+    a2 = a * a
+    A = m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+    res = 0.0
+    if A > 0.0:
+        res = a2 / (PI * A * A)
+    # Mitsuba: "prevent potential numerical issues in other stages of the model"
+    if res * m[2] <= 1e-20:
+        res = 0.0
+    return res
+
+
+@ti.func
+def dD_dalpha(m, alpha):
+    """∂D/∂α = D (2/α) (1 - 2 α² m_z² / A), A = m_x² + m_y² + α² m_z²."""
+    a = clamp_alpha(alpha)
+    a2 = a * a
+    A = m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+    d = D(m, alpha)
+    res = 0.0
+    if d > 0.0 and alpha >= ALPHA_MIN:
+        res = d * (2.0 / a) * (1.0 - 2.0 * a2 * m[2] * m[2] / A)
+    return res
+
+
+@ti.func
+def smith_g1(v, m, alpha):
+    """G1 = 2 / (1 + sqrt(1 + α² tan²θv)) = 2|v_z| / (|v_z| + sqrt(v_z² + α² (v_x² + v_y²)))."""
+    a = clamp_alpha(alpha)
+    xy2 = v[0] * v[0] + v[1] * v[1]
+    z = ti.abs(v[2])
+    r = ti.sqrt(z * z + a * a * xy2)
+    res = 1.0
+    if xy2 > 0.0:
+        den = z + r
+        res = ti.select(den > 0.0, 2.0 * z / ti.select(den > 0.0, den, 1.0), 0.0)
+    if v.dot(m) * v[2] <= 0.0:
+        res = 0.0
+    return res
+
+
+@ti.func
+def dsmith_g1_dalpha(v, m, alpha):
+    """∂G1/∂α = -2 |v_z| α (v_x² + v_y²) / (r (|v_z| + r)²), r = sqrt(v_z² + α² (v_x² + v_y²))."""
+    a = clamp_alpha(alpha)
+    xy2 = v[0] * v[0] + v[1] * v[1]
+    z = ti.abs(v[2])
+    r = ti.sqrt(z * z + a * a * xy2)
+    res = 0.0
+    if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0 and alpha >= ALPHA_MIN:
+        res = -2.0 * z * a * xy2 / (r * (z + r) * (z + r))
+    return res
+
+
+@ti.func
+def G(wi, wo, m, alpha):
+    return smith_g1(wi, m, alpha) * smith_g1(wo, m, alpha)
+
+
+@ti.func
+def dG_dalpha(wi, wo, m, alpha):
+    return (dsmith_g1_dalpha(wi, m, alpha) * smith_g1(wo, m, alpha)
+            + smith_g1(wi, m, alpha) * dsmith_g1_dalpha(wo, m, alpha))
+
+
+@ti.func
+def DG_and_dalpha(wi, wo, m, alpha):
+    """(D(m) G(wi, wo, m), ∂(D G)/∂α)."""
+    d = D(m, alpha)
+    g = G(wi, wo, m, alpha)
+    dd = dD_dalpha(m, alpha)
+    dg = dG_dalpha(wi, wo, m, alpha)
+    return d * g, dd * g + d * dg
+
+
+@ti.func
+def pdf_visible_normal(wi, m, alpha):
+    """Density of sample_visible_normal: G1(wi, m) max(0, wi·m) D(m) / cos θi (wi.z > 0)."""
+    res = 0.0
+    if wi[2] > 0.0:
+        res = smith_g1(wi, m, alpha) * ti.max(wi.dot(m), 0.0) * D(m, alpha) / wi[2]
+    return res
+
+
+@ti.func
+def sample_visible_normal(wi, alpha, u2):
+    """Heitz 2018, "Sampling the GGX Distribution of Visible Normals". Needs wi.z > 0.
+
+    Returns (m, pdf) with pdf = pdf_visible_normal(wi, m, alpha) (0 for a degenerate m).
+    """
+    a = clamp_alpha(alpha)
+    # stretch the view direction to the hemisphere configuration (α = 1)
+    vh = vec3(a * wi[0], a * wi[1], wi[2])
+    vl = vh.norm()
+    vh = vh / ti.select(vl > 0.0, vl, 1.0)
+    # orthonormal basis (degenerate when vh = +z)
+    lensq = vh[0] * vh[0] + vh[1] * vh[1]
+    t1 = vec3(1.0, 0.0, 0.0)
+    if lensq > 0.0:
+        inv = 1.0 / ti.sqrt(lensq)
+        t1 = vec3(-vh[1] * inv, vh[0] * inv, 0.0)
+    t2 = vh.cross(t1)
+    # uniform disk sample, warped onto the projected visible hemisphere
+    r = ti.sqrt(u2[0])
+    phi = 2.0 * PI * u2[1]
+    p1 = r * ti.cos(phi)
+    p2 = r * ti.sin(phi)
+    s = 0.5 * (1.0 + vh[2])
+    p2 = (1.0 - s) * safe_sqrt(1.0 - p1 * p1) + s * p2
+    nh = p1 * t1 + p2 * t2 + safe_sqrt(1.0 - p1 * p1 - p2 * p2) * vh
+    # unstretch
+    m = vec3(a * nh[0], a * nh[1], ti.max(nh[2], 0.0))
+    ml = m.norm()
+    pdf = 0.0
+    if ml > 0.0:
+        m = m / ml
+        pdf = pdf_visible_normal(wi, m, alpha)
+    else:
+        m = vec3(0.0, 0.0, 1.0)
+    return m, pdf
