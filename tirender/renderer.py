@@ -91,6 +91,19 @@ def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
     return resolve_film(st, s)
 
 
+def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrator=None, clear=False):
+    """Add `spp` more samples (indices sample_offset..) to the film and return the running image.
+    Used by the interactive viewer: call with clear=True after the camera moved."""
+    from .integrators import path
+    t, max_depth, rr_depth, hide = _integrator_args(scene, integrator)
+    st = scene.bind()
+    if clear:
+        st.film.fill(0)
+    path.render_kernel(st, scene.bsdf_mask, scene.em_mask, sensor, int(spp), int(sample_offset),
+                       int(seed) & 0xFFFFFFFF, max_depth, rr_depth, hide)
+    return resolve_film(st, scene.sensors[sensor])
+
+
 def resolve_film(st, s):
     acc = st.film.to_numpy()[:s.width * s.height]
     w = acc[:, 3:4]

@@ -257,6 +257,18 @@ class Scene:
             self._env_dirty = False
         self._host_dirty = False
 
+    def set_sensor_transform(self, sensor, to_world):
+        """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""
+        import numpy as np
+        m = np.asarray(to_world, float)
+        s = self.sensors[sensor]
+        s.to_world = m
+        cols = [m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3)]
+        for name, v in (("cam_o", m[:3, 3]), ("cam_left", cols[0]), ("cam_up", cols[1]), ("cam_fwd", cols[2])):
+            self._arrays[name][sensor] = v
+            if self._storage is not None:
+                getattr(self._storage, name)[sensor] = v.tolist()
+
     def __repr__(self):
         return (f"Scene({self.desc.file or '<dict>'}: {self.n_triangles} triangles, {len(self.desc.bsdfs)} BSDFs, "
                 f"{len(self.desc.emitters)} emitters, {len(self.sensors)} sensors, {len(self.params)} parameters)")
