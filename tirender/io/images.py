@@ -1,0 +1,147 @@
+"""Image input/output: sRGB transfer curves, PNG output with a simple tonemap, and loading
+of PNG/JPG/EXR/NPY files as linear float32 (H, W, C) arrays (row 0 at the top)."""
+import io
+import os
+
+import numpy as np
+
+from ..errors import ConfigError
+from .exr import _atomic_write as _atomic_bytes
+from .exr import read_exr, write_exr
+
+__all__ = ["to_srgb", "from_srgb", "save_png", "save_image_set", "load_image"]
+
+_LDR_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tga", ".tif", ".tiff", ".gif")
+
+
+def to_srgb(linear):
+    """Linear values -> sRGB-encoded values (exact IEC 61966-2-1 curve; negatives -> 0).
+    Values above 1 follow the same power curve (clip before calling if needed)."""
+    x = np.asarray(linear)
+    x = np.maximum(x.astype(x.dtype if x.dtype.kind == "f" else np.float32), 0)
+    with np.errstate(invalid="ignore"):
+        return np.where(x <= 0.0031308, 12.92 * x, 1.055 * np.power(x, 1 / 2.4) - 0.055
+                        ).astype(x.dtype)
+
+
+def from_srgb(srgb):
+    """sRGB-encoded values -> linear values (exact inverse of :func:`to_srgb` on [0, 1];
+    negatives -> 0)."""
+    x = np.asarray(srgb)
+    x = np.maximum(x.astype(x.dtype if x.dtype.kind == "f" else np.float32), 0)
+    with np.errstate(invalid="ignore"):
+        return np.where(x <= 0.04045, x / 12.92, np.power((x + 0.055) / 1.055, 2.4)
+                        ).astype(x.dtype)
+
+
+def _as_hwc(img):
+    a = np.asarray(img)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3 or a.shape[2] not in (1, 2, 3, 4) or a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"image must be (H,W) or (H,W,C) with C in 1..4, got shape {a.shape}")
+    return a
+
+
+def _to_8bit(linear_img, exposure=0.0):
+    a = _as_hwc(linear_img).astype(np.float32)
+    C = a.shape[2]
+    n_col = 3 if C >= 3 else 1                  # alpha (channel 3 or 1 of C=2) stays linear
+    col = np.nan_to_num(a[:, :, :n_col], nan=0.0, posinf=1.0, neginf=0.0)
+    col = to_srgb(np.clip(col * np.float32(2.0 ** exposure), 0, 1))
+    out = np.concatenate([col, np.clip(np.nan_to_num(a[:, :, n_col:]), 0, 1)], axis=2)
+    out = np.round(out * 255).astype(np.uint8)
+    return out[:, :, 0] if C == 1 else out
+
+
+def save_png(path, linear_img, exposure=0.0):
+    """Tonemap a linear image (H,W[,C]) and write an 8-bit PNG atomically.
+
+    Colour is multiplied by ``2**exposure``, clipped to [0, 1], sRGB-encoded and rounded
+    to 8 bits (NaN -> 0, +Inf -> 1); an alpha channel is written linearly.
+    """
+    import imageio.v3 as iio
+
+    buf = io.BytesIO()
+    iio.imwrite(buf, _to_8bit(linear_img, exposure), extension=".png", plugin="pillow")
+    _atomic_bytes(path, buf.getvalue())
+
+
+def _save_npy(path, arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    _atomic_bytes(path, buf.getvalue())
+
+
+def save_image_set(dir, img, stem="image", exposure=0.0):
+    """Write ``<stem>.png`` (tonemapped), ``<stem>.exr`` (float) and ``<stem>.npy``
+    (linear float32 H×W×3, row 0 at the top) into ``dir`` (created if needed).
+
+    img: linear (H,W), (H,W,1) (grey, repeated to RGB), (H,W,3) or (H,W,4) (alpha dropped).
+    Returns a dict {"png": path, "exr": path, "npy": path}.
+    """
+    a = _as_hwc(img).astype(np.float32)
+    if a.shape[2] in (1, 2):
+        a = np.repeat(a[:, :, :1], 3, axis=2)
+    rgb = np.ascontiguousarray(a[:, :, :3])
+    os.makedirs(dir, exist_ok=True)
+    paths = {ext: os.path.join(dir, f"{stem}.{ext}") for ext in ("png", "exr", "npy")}
+    save_png(paths["png"], rgb, exposure=exposure)
+    write_exr(paths["exr"], rgb)
+    _save_npy(paths["npy"], rgb)
+    return paths
+
+
+def load_image(path, srgb=None):
+    """Load an image as float32 (H, W, C), row 0 at the top.
+
+    png/jpg/... (8 or 16 bit): scaled to [0, 1], then decoded from sRGB to linear when
+    ``srgb`` is True or None (alpha stays linear); exr/npy: returned as stored (decoded
+    only when ``srgb`` is True). A missing or unreadable file raises ConfigError.
+    """
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1].lower()
+    if not os.path.isfile(path):
+        raise ConfigError("image file not found", file=path)
+    if ext == ".exr":
+        img = read_exr(path)
+        ldr = False
+    elif ext == ".npy":
+        try:
+            img = np.load(path, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - any numpy load failure is bad input
+            raise ConfigError(f"cannot read .npy image ({e})", file=path) from None
+        if img.dtype.kind not in "fiub" or img.ndim not in (2, 3):
+            raise ConfigError(f".npy image must be a 2-D or 3-D numeric array, got "
+                              f"{img.dtype} {img.shape}", file=path)
+        img = img.astype(np.float32)
+        ldr = False
+    elif ext in _LDR_EXTS:
+        import imageio.v3 as iio
+        try:
+            raw = iio.imread(path, plugin="pillow")
+        except Exception as e:  # noqa: BLE001 - imageio raises many types
+            raise ConfigError(f"cannot read image ({type(e).__name__}: {e})", file=path) from None
+        if raw.ndim == 4 or (raw.ndim == 3 and raw.shape[2] not in (1, 2, 3, 4)):
+            raw = raw[0]                         # animated image: first frame
+        if raw.ndim not in (2, 3):
+            raise ConfigError(f"unsupported image layout {raw.shape}", file=path)
+        if raw.dtype == np.uint8:
+            img = raw.astype(np.float32) / 255.0
+        elif raw.dtype == np.uint16:
+            img = raw.astype(np.float32) / 65535.0
+        elif raw.dtype == bool:
+            img = raw.astype(np.float32)
+        else:
+            img = raw.astype(np.float32)
+        ldr = True
+    else:
+        raise ConfigError(f"unknown image format '{ext or path}' (png, jpg, exr or npy)",
+                          file=path)
+    if img.ndim == 2:
+        img = img[:, :, None]
+    if srgb or (srgb is None and ldr):
+        C = img.shape[2]
+        n_col = 3 if C >= 3 else 1
+        img = np.concatenate([from_srgb(img[:, :, :n_col]), img[:, :, n_col:]], axis=2)
+    return np.ascontiguousarray(img, dtype=np.float32)
