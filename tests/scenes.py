@@ -1,0 +1,75 @@
+"""Small scene dictionaries shared by the tests."""
+import numpy as np
+
+
+def camera(origin, target, up=(0, 1, 0), fov=40.0, w=32, h=32, filt="box"):
+    return {"type": "perspective", "fov": fov, "fov_axis": "x",
+            "to_world": {"look_at": {"origin": list(origin), "target": list(target), "up": list(up)}},
+            "film": {"width": w, "height": h, "filter": {"type": filt}}}
+
+
+def furnace_plane(bsdf, tilt_deg=0.0, w=16, env=1.0):
+    """A rectangle facing the camera (tilted by tilt_deg about x) inside a constant environment;
+    narrow fov so that every pixel sees the plane at nearly the same angle."""
+    return {
+        "integrator": {"type": "path", "max_depth": 8, "rr_depth": 100},
+        "sensors": [camera([0, 0, 10], [0, 0, 0], fov=2.0, w=w, h=w)],
+        "bsdfs": {"mat": bsdf},
+        "emitters": [{"type": "constant", "radiance": env}],
+        "shapes": [{"id": "plane", "type": "rectangle", "bsdf": "mat",
+                    "to_world": [{"rotate": {"axis": [1, 0, 0], "angle": tilt_deg}}]}],
+    }
+
+
+def lit_plane(emitter_shape=None, point=None, w=24, rho=0.5, fov=60.0):
+    """A diffuse floor (z = 0, normal +z) seen from above, lit by a point light or an area light shape."""
+    sc = {
+        "integrator": {"type": "path", "max_depth": 2},
+        "sensors": [camera([0.3, -0.2, 3.0], [0.3, -0.2, 0], up=[0, 1, 0], fov=fov, w=w, h=w)],
+        "bsdfs": {"floor": {"type": "diffuse", "reflectance": rho}},
+        "shapes": [{"id": "floor", "type": "rectangle", "bsdf": "floor", "to_world": [{"scale": 4.0}]}],
+        "emitters": [],
+    }
+    if point is not None:
+        sc["emitters"].append({"id": "lamp", "type": "point", "position": list(point[0]), "intensity": point[1]})
+    if emitter_shape is not None:
+        sc["shapes"].append(emitter_shape)
+    return sc
+
+
+def cornell_like(w=24, max_depth=4, extra_bsdfs=None, texture=None):
+    """A tiny closed box with a ceiling light (fast to render, every path bounces)."""
+    bs = {"white": {"type": "diffuse", "reflectance": [0.7, 0.7, 0.7]},
+          "red": {"type": "diffuse", "reflectance": [0.6, 0.1, 0.1]},
+          "green": {"type": "diffuse", "reflectance": [0.1, 0.5, 0.1]}}
+    bs.update(extra_bsdfs or {})
+    sh = [
+        {"id": "floor", "type": "rectangle", "bsdf": "white", "to_world": [{"rotate": {"axis": [1, 0, 0], "angle": -90}}, {"translate": [0, -1, 0]}]},
+        {"id": "ceiling", "type": "rectangle", "bsdf": "white", "to_world": [{"rotate": {"axis": [1, 0, 0], "angle": 90}}, {"translate": [0, 1, 0]}]},
+        {"id": "back", "type": "rectangle", "bsdf": "white", "to_world": [{"translate": [0, 0, -1]}]},
+        {"id": "left", "type": "rectangle", "bsdf": "red", "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": 90}}, {"translate": [-1, 0, 0]}]},
+        {"id": "right", "type": "rectangle", "bsdf": "green", "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": -90}}, {"translate": [1, 0, 0]}]},
+        {"id": "light", "type": "rectangle", "to_world": [{"scale": 0.3}, {"rotate": {"axis": [1, 0, 0], "angle": 90}}, {"translate": [0, 0.99, 0]}],
+         "emitter": {"type": "area", "radiance": [10.0, 9.0, 8.0]}},
+    ]
+    return {"integrator": {"type": "path", "max_depth": max_depth, "rr_depth": 100},
+            "sensors": [camera([0, 0, 3.5], [0, 0, 0], fov=40, w=w, h=w)],
+            "bsdfs": bs, "shapes": sh}
+
+
+def polygon_irradiance(x, n, poly):
+    """Lambert's formula: irradiance at points x (N,3) with normals n from a unit-radiance
+    Lambertian polygon (vertices (K,3), counter-clockwise seen from the receiver side does not matter:
+    the absolute value is taken). Returns (N,)."""
+    E = np.zeros(len(x))
+    K = len(poly)
+    for i in range(K):
+        a = poly[i][None] - x
+        b = poly[(i + 1) % K][None] - x
+        a /= np.linalg.norm(a, axis=1, keepdims=True)
+        b /= np.linalg.norm(b, axis=1, keepdims=True)
+        th = np.arccos(np.clip((a * b).sum(1), -1, 1))
+        g = np.cross(a, b)
+        g /= np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-30)
+        E += th * (g * n).sum(1)
+    return np.abs(E) / 2.0
