@@ -105,7 +105,7 @@ def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrat
 
 
 def resolve_film(st, s):
-    acc = st.film.to_numpy()[:s.width * s.height]
+    acc = st.film.to_numpy()[:s.width * s.height].astype(np.float64)  # fixed point: the scale cancels
     w = acc[:, 3:4]
     img = np.where(w > 0, acc[:, :3] / np.where(w > 0, w, 1), 0.0)
     return img.reshape(s.height, s.width, 3).astype(np.float32)

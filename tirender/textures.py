@@ -4,10 +4,11 @@ A texture ``tid`` is a (H, W, C) slice of ``st.pool`` at ``st.tex_offset[tid]``,
 channel c) at offset + (y * W + x) * C + c, row 0 at the top of the image; uv (0, 0) is the image's
 bottom-left corner (v grows upwards, the OBJ/OpenGL convention). Constants are 1x1 textures.
 Differentiable: the texel values. The adjoint scatters ``d_out`` with the bilinear weights into
-``st.grad`` with ti.atomic_add (four texels per lookup).
+``st.grad_fx`` (deterministic fixed point, see core/fixed_point.py) with ti.atomic_add (four texels per lookup).
 """
 import taichi as ti
 
+from .core.fixed_point import to_fixed
 from .core.math import vec3
 
 
@@ -37,12 +38,13 @@ def _texel(st: ti.template(), base, w, c, x, y):
 @ti.func
 def _texel_add(st: ti.template(), base, w, c, x, y, d):
     o = base + (y * w + x) * c
+    s = st.info_f[2]  # fixed-point gradient scale
     if c == 1:
-        ti.atomic_add(st.grad[o], d[0] + d[1] + d[2])
+        ti.atomic_add(st.grad_fx[o], to_fixed(d[0] + d[1] + d[2], s))
     else:
-        ti.atomic_add(st.grad[o], d[0])
-        ti.atomic_add(st.grad[o + 1], d[1])
-        ti.atomic_add(st.grad[o + 2], d[2])
+        ti.atomic_add(st.grad_fx[o], to_fixed(d[0], s))
+        ti.atomic_add(st.grad_fx[o + 1], to_fixed(d[1], s))
+        ti.atomic_add(st.grad_fx[o + 2], to_fixed(d[2], s))
 
 
 @ti.func

@@ -3,13 +3,15 @@
 Each sample at continuous film position ``pos`` (pixels) adds w·L and w to every pixel whose
 centre lies within the filter radius; the image is Σ w L / Σ w. Gaussian (Mitsuba):
 w(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)), r = 4σ, separable. Box: the pixel containing pos.
-``st.film`` holds (Σ w L, Σ w) per pixel, row-major from the top-left pixel.
+``st.film`` holds (Σ w L, Σ w) per pixel in fixed point (core/fixed_point.py), row-major from
+the top-left pixel.
 
 Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
 of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
 """
 import taichi as ti
 
+from .fixed_point import FILM_SCALE, to_fixed
 from .math import vec3
 
 FILTER_BOX, FILTER_GAUSSIAN = 0, 1
@@ -30,9 +32,9 @@ def splat(st: ti.template(), cam, pos, L, weight_only: ti.template()):
         x = ti.min(ti.cast(pos[0], ti.i32), w - 1)
         y = ti.min(ti.cast(pos[1], ti.i32), h - 1)
         if ti.static(weight_only):
-            ti.atomic_add(st.adj_w[y * w + x], 1.0)
+            ti.atomic_add(st.adj_w[y * w + x], to_fixed(1.0, FILM_SCALE))
         else:
-            ti.atomic_add(st.film[y * w + x], ti.Vector([L[0], L[1], L[2], 1.0]))
+            ti.atomic_add(st.film[y * w + x], to_fixed(ti.Vector([L[0], L[1], L[2], 1.0]), FILM_SCALE))
     else:
         r = st.cam_radius[cam]
         sd = st.cam_stddev[cam]
@@ -47,9 +49,10 @@ def splat(st: ti.template(), cam, pos, L, weight_only: ti.template()):
                     wt = wy * _w1(x + 0.5 - pos[0], sd, r)
                     if wt > 0.0:
                         if ti.static(weight_only):
-                            ti.atomic_add(st.adj_w[y * w + x], wt)
+                            ti.atomic_add(st.adj_w[y * w + x], to_fixed(wt, FILM_SCALE))
                         else:
-                            ti.atomic_add(st.film[y * w + x], ti.Vector([wt * L[0], wt * L[1], wt * L[2], wt]))
+                            ti.atomic_add(st.film[y * w + x],
+                                          to_fixed(ti.Vector([wt * L[0], wt * L[1], wt * L[2], wt]), FILM_SCALE))
 
 
 @ti.func

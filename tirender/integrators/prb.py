@@ -13,6 +13,7 @@ import taichi as ti
 
 from ..core import film
 from ..core.camera import camera_ray
+from ..core.fixed_point import FILM_SCALE, grad_scale_for
 from ..core.math import vec2, vec3
 from ..core.rng import make_sampler
 from ..errors import ConfigError
@@ -35,8 +36,16 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
 @ti.kernel
 def normalize_adjoint_kernel(st: ti.template(), n: ti.i32):
     for p in range(n):
-        wp = st.adj_w[p]
+        wp = ti.cast(st.adj_w[p], float) * (1.0 / FILM_SCALE)
         st.adj[p] = st.adj[p] / wp if wp > 0.0 else vec3(0.0)
+
+
+@ti.kernel
+def finalize_grad_kernel(st: ti.template(), n: ti.i32):
+    """st.grad = st.grad_fx / scale (fixed-point accumulator -> float gradients)."""
+    inv = 1.0 / st.info_f[2]
+    for i in range(n):
+        st.grad[i] = ti.cast(ti.cast(st.grad_fx[i], ti.f64) * ti.cast(inv, ti.f64), float)
 
 
 @ti.kernel
@@ -88,10 +97,9 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
         return render_grad_rb(scene, adjoint_image, spp=spp, seed=seed, sensor=sensor, method=method,
                               accumulate=accumulate)
     st = scene.bind()
-    if not accumulate:
-        st.grad.fill(0)
     seed = int(seed) & 0xFFFFFFFF
     prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed)
+    begin_gradient(st, scene, accumulate)
     t, max_depth, rr_depth, hide = _integrator_args(scene, None)
     s = scene.sensors[sensor]
     with Progress(spp, "gradient", unit="spp") as bar:
@@ -101,6 +109,19 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     return read_gradients(scene, st)
 
 
+def begin_gradient(st, scene, accumulate):
+    """Reset the fixed-point gradient accumulator (unless accumulating views) and pick its scale
+    from the normalised adjoint image st.adj (a sample's δL is at most ~ the filter's weight sum
+    times max |δy / W|)."""
+    if not accumulate or st.info_f[2] <= 0:
+        st.grad_fx.fill(0)
+        s = scene.sensors[0]
+        npix = max(sc.width * sc.height for sc in scene.sensors)
+        m = float(np.abs(st.adj.to_numpy()[:npix]).max()) * (4.0 if s.filter == "gaussian" else 1.0)
+        st.info_f[2] = grad_scale_for(m)
+
+
 def read_gradients(scene, st):
     n = scene.params.data.size
+    finalize_grad_kernel(st, n)
     return scene.params.split(st.grad.to_numpy()[:n])

@@ -12,7 +12,7 @@ from ..core.math import vec2, vec3
 from .description import N_SLOTS
 
 INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)
-INFO_RAY_EPS, INFO_SCENE_RADIUS = range(2)
+INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_GRAD_SCALE = range(3)
 
 
 def _cap(n, minimum):
@@ -54,8 +54,10 @@ class Storage:
         fb.dense(ti.ij, (c["bsdfs"], N_SLOTS)).place(f.bsdf_tex)
         f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap = (ti.field(ti.i32) for _ in range(6))
         fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap)
-        f.pool, f.grad = ti.field(float), ti.field(float)
-        fb.dense(ti.i, c["pool"]).place(f.pool, f.grad)
+        # parameters, gradients (float, for readout and the optimiser) and the deterministic
+        # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
+        f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
+        fb.dense(ti.i, c["pool"]).place(f.pool, f.grad, f.grad_fx)
         f.em_type, f.em_tex, f.em_shape, f.em_tri_start, f.em_tri_count, f.em_dist = (
             ti.field(ti.i32) for _ in range(6))
         f.em_pos, f.em_dir = vec3.field(), vec3.field()
@@ -72,10 +74,10 @@ class Storage:
         f.cam_w, f.cam_h, f.cam_filter = (ti.field(ti.i32) for _ in range(3))
         fb.dense(ti.i, c["sensors"]).place(f.cam_o, f.cam_left, f.cam_up, f.cam_fwd, f.cam_tx, f.cam_ty,
                                            f.cam_stddev, f.cam_radius, f.cam_w, f.cam_h, f.cam_filter)
-        # film: rgb + filter weight; adjoint image and its per-pixel weight sum
-        f.film = ti.Vector.field(4, float)
+        # film: (Σ w·rgb, Σ w) in fixed point; adjoint image and its per-pixel weight sum (fixed point)
+        f.film = ti.Vector.field(4, ti.i64)
         f.adj = vec3.field()
-        f.adj_w = ti.field(float)
+        f.adj_w = ti.field(ti.i64)
         f.aux = ti.Vector.field(4, float)
         fb.dense(ti.i, c["pixels"]).place(f.film, f.adj, f.adj_w, f.aux)
         f.info_i = ti.field(ti.i32)

@@ -1,0 +1,390 @@
+"""Voxel radiance field: density σ and spherical-harmonic colour c on a grid in a box.
+
+Storage: one flat 1-D Taichi field ``x`` (Taichi's default float type) of R³·C values,
+``index = ((z*R + y)*R + x)*C + channel``; channel 0 is the raw density, channels
+``1 + 3k + rgb`` the SH coefficient k (k < (deg+1)²) of colour channel rgb. A twin field
+``grad`` receives ∂ℒ/∂x. Values sit at voxel centres; lookups are trilinear with
+clamp-to-edge. σ = act_σ(trilinear(raw)), c = act_c(Σ_k Y_k(d) · trilinear(coef_k)).
+
+The lookup (:func:`query`) and its adjoint (:func:`query_adjoint`) sit side by side.
+"""
+import numpy as np
+import taichi as ti
+
+from .. import backend
+from ..errors import ConfigError
+
+DENSITY_ACTIVATIONS = {"relu": 0, "softplus": 1}
+COLOR_ACTIVATIONS = {"none": 0, "relu": 1, "sigmoid": 2}
+
+# Real spherical harmonics up to degree 2 (same constants and signs as Plenoxels / Mitsuba).
+SH_C0 = 0.28209479177387814
+SH_C1 = 0.4886025119029199
+SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005,
+         -1.0925484305920792, 0.5462742152960396)
+
+
+def sh_count(degree):
+    """Number of SH basis functions K = (degree+1)² (1, 4, 9)."""
+    return (int(degree) + 1) ** 2
+
+
+def channels(degree):
+    """Values per voxel C = 1 + 3K (4, 13, 28)."""
+    return 1 + 3 * sh_count(degree)
+
+
+def np_float():
+    """numpy dtype matching Taichi's default float type (f32 unless initialised with fp='f64')."""
+    return np.float64 if backend._state.get("fp") == "f64" else np.float32
+
+
+def sh_basis_np(d, degree):
+    """SH basis Y_k(d) for unit directions d (..., 3) → (..., K), float64 (reference implementation)."""
+    d = np.asarray(d, np.float64)
+    x, y, z = d[..., 0], d[..., 1], d[..., 2]
+    out = [np.full_like(x, SH_C0)]
+    if degree >= 1:
+        out += [-SH_C1 * y, SH_C1 * z, -SH_C1 * x]
+    if degree >= 2:
+        out += [SH_C2[0] * x * y, SH_C2[1] * y * z, SH_C2[2] * (2 * z * z - x * x - y * y),
+                SH_C2[3] * x * z, SH_C2[4] * (x * x - y * y)]
+    return np.stack(out, -1)
+
+
+@ti.func
+def sh_basis(d, degree: ti.template()):
+    """Y_k(d), k < (degree+1)², for a unit direction d (vec3) → ti.Vector of K floats."""
+    x, y, z = d[0], d[1], d[2]
+    Y = ti.Vector.zero(float, (degree + 1) ** 2)
+    Y[0] = SH_C0
+    if ti.static(degree >= 1):
+        Y[1] = -SH_C1 * y
+        Y[2] = SH_C1 * z
+        Y[3] = -SH_C1 * x
+    if ti.static(degree >= 2):
+        Y[4] = SH_C2[0] * x * y
+        Y[5] = SH_C2[1] * y * z
+        Y[6] = SH_C2[2] * (2.0 * z * z - x * x - y * y)
+        Y[7] = SH_C2[3] * x * z
+        Y[8] = SH_C2[4] * (x * x - y * y)
+    return Y
+
+
+@ti.func
+def density_act(s, kind: ti.template()):
+    """σ = act(s) and dσ/ds (relu or softplus)."""
+    v = 0.0
+    dv = 0.0
+    if ti.static(kind == 0):
+        if s > 0.0:
+            v = s
+            dv = 1.0
+    else:
+        # softplus(s) = max(s, 0) + log(1 + exp(-|s|)), derivative sigmoid(s)
+        e = ti.exp(-ti.abs(s))
+        v = ti.max(s, 0.0) + ti.log(1.0 + e)
+        dv = 1.0 / (1.0 + e) if s >= 0.0 else e / (1.0 + e)
+    return v, dv
+
+
+@ti.func
+def color_act(p, kind: ti.template()):
+    """c = act(p) and dc/dp per channel (none, relu or sigmoid) for p: vec3."""
+    c = p
+    dc = ti.Vector([1.0, 1.0, 1.0], dt=float)
+    if ti.static(kind == 1):
+        for k in ti.static(range(3)):
+            if p[k] <= 0.0:
+                c[k] = 0.0
+                dc[k] = 0.0
+    elif ti.static(kind == 2):
+        for k in ti.static(range(3)):
+            e = ti.exp(-ti.abs(p[k]))
+            s = 1.0 / (1.0 + e) if p[k] >= 0.0 else e / (1.0 + e)
+            c[k] = s
+            dc[k] = s * (1.0 - s)
+    return c, dc
+
+
+@ti.func
+def trilinear_setup(p, bmin, bmax, R):
+    """Base voxel index (x, y, z) and fractional weights f ∈ [0,1]³ of world point p (cell-centred, clamped)."""
+    u = (p - bmin) / (bmax - bmin) * R - 0.5
+    u = ti.min(ti.max(u, 0.0), R - 1.0)
+    i0 = ti.min(ti.cast(ti.floor(u), ti.i32), R - 2)
+    i0 = ti.max(i0, 0)
+    f = u - ti.cast(i0, float)
+    return i0, f
+
+
+@ti.func
+def _corner(i0, f, R, C: ti.template(), corner):
+    """Trilinear weight and flat base index of one of the 8 corners (bit 0: +x, 1: +y, 2: +z)."""
+    cx = corner & 1
+    cy = (corner >> 1) & 1
+    cz = (corner >> 2) & 1
+    w = (f[0] if cx else 1.0 - f[0]) * (f[1] if cy else 1.0 - f[1]) * (f[2] if cz else 1.0 - f[2])
+    base = (((i0[2] + cz) * R + (i0[1] + cy)) * R + (i0[0] + cx)) * C
+    return w, base
+
+
+@ti.func
+def query(x: ti.template(), p, d, bmin, bmax, R, C: ti.template(), degree: ti.template(),
+          dact: ti.template(), cact: ti.template()):
+    """Field at world point p seen along unit direction d.
+
+    Returns (σ, c, s, dσ/ds, dc/dpre): σ ≥ 0 [1/world unit], c: vec3 colour, s the interpolated
+    raw density, and the activation derivatives needed by :func:`query_adjoint`.
+    """
+    i0, f = trilinear_setup(p, bmin, bmax, R)
+    Y = sh_basis(d, degree)
+    s = 0.0
+    pre = ti.Vector([0.0, 0.0, 0.0], dt=float)
+    for corner in range(8):
+        w, base = _corner(i0, f, R, C, corner)
+        s += w * x[base]
+        for k in ti.static(range((degree + 1) ** 2)):
+            wy = w * Y[k]
+            for ch in ti.static(range(3)):
+                pre[ch] += wy * x[base + 1 + 3 * k + ch]
+    sigma, dsigma = density_act(s, dact)
+    c, dc = color_act(pre, cact)
+    return sigma, c, s, dsigma, dc
+
+
+@ti.func
+def scatter_add(g: ti.template(), i, v, expand: ti.template(), off):
+    """g[i] += v. expand=False: ``ti.atomic_add`` (any number of threads). expand=True: plain
+    read-add-write into the caller's private slice ``g[off + i]`` (one slice per CPU worker,
+    race-free by construction, summed afterwards: Dr.Jit's ``ReduceMode.Expand``)."""
+    if ti.static(expand):
+        g[off + i] = g[off + i] + v
+    else:
+        ti.atomic_add(g[i], v)
+
+
+@ti.func
+def query_adjoint(g: ti.template(), p, d, bmin, bmax, R, C: ti.template(), degree: ti.template(),
+                  g_s, g_pre, expand: ti.template(), off):
+    """Adjoint of :func:`query`: scatter ∂ℒ/∂s (scalar, through the activation already) and
+    ∂ℒ/∂pre (vec3, pre-activation colour) through the trilinear weights w and the SH basis Y_k:
+    ∂ℒ/∂raw[v] += w_v·∂ℒ/∂s, ∂ℒ/∂coef[v, k, ch] += w_v·Y_k(d)·∂ℒ/∂pre_ch."""
+    i0, f = trilinear_setup(p, bmin, bmax, R)
+    Y = sh_basis(d, degree)
+    do_color = g_pre[0] != 0.0 or g_pre[1] != 0.0 or g_pre[2] != 0.0
+    for corner in range(8):
+        w, base = _corner(i0, f, R, C, corner)
+        if g_s != 0.0:
+            scatter_add(g, base, w * g_s, expand, off)
+        if do_color:
+            for k in ti.static(range((degree + 1) ** 2)):
+                wy = w * Y[k]
+                for ch in ti.static(range(3)):
+                    scatter_add(g, base + 1 + 3 * k + ch, wy * g_pre[ch], expand, off)
+
+
+@ti.kernel
+def _resample(src: ti.types.ndarray(), dst: ti.types.ndarray(), Rs: ti.i32, Rd: ti.i32, C: ti.i32):
+    """dst (Rd³·C) = trilinear resampling of src (Rs³·C) at the destination voxel centres."""
+    for v, ch in ti.ndrange(Rd * Rd * Rd, C):
+        vx = v % Rd
+        vy = (v // Rd) % Rd
+        vz = v // (Rd * Rd)
+        u = (ti.Vector([vx, vy, vz], dt=float) + 0.5) * (Rs / Rd) - 0.5
+        u = ti.min(ti.max(u, 0.0), Rs - 1.0)
+        i0 = ti.max(ti.min(ti.cast(ti.floor(u), ti.i32), Rs - 2), 0)
+        f = u - ti.cast(i0, float)
+        acc = 0.0
+        for corner in ti.static(range(8)):
+            cx, cy, cz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
+            w = (f[0] if cx else 1.0 - f[0]) * (f[1] if cy else 1.0 - f[1]) * (f[2] if cz else 1.0 - f[2])
+            acc += w * src[(((i0[2] + cz) * Rs + (i0[1] + cy)) * Rs + (i0[0] + cx)) * C + ch]
+        dst[v * C + ch] = acc
+
+
+@ti.kernel
+def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), ch0: ti.i32, ch1: ti.i32,
+             weight: float) -> float:
+    """Add ∇ of TV = weight/N · Σ_voxels Σ_axes Σ_ch∈[ch0,ch1) (x[v+axis] − x[v])² into g; returns TV."""
+    tv = 0.0
+    inv_n = 1.0 / ti.cast(R * R * R, float)
+    for v in range(R * R * R):
+        vx = v % R
+        vy = (v // R) % R
+        vz = v // (R * R)
+        for axis in ti.static(range(3)):
+            ok = (vx < R - 1) if axis == 0 else ((vy < R - 1) if axis == 1 else (vz < R - 1))
+            if ok:
+                stride = 1 if axis == 0 else (R if axis == 1 else R * R)
+                for ch in range(ch0, ch1):
+                    a = v * C + ch
+                    b = (v + stride) * C + ch
+                    diff = x[b] - x[a]
+                    tv += weight * inv_n * diff * diff
+                    gd = 2.0 * weight * inv_n * diff
+                    ti.atomic_add(g[b], gd)
+                    ti.atomic_add(g[a], -gd)
+    return tv
+
+
+@ti.kernel
+def _sparsity_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), weight: float) -> float:
+    """Add ∇ of weight/N · Σ_v max(raw_v, 0) (an L1 prior on the density) into g; returns its value."""
+    tot = 0.0
+    inv_n = 1.0 / ti.cast(R * R * R, float)
+    for v in range(R * R * R):
+        s = x[v * C]
+        if s > 0.0:
+            tot += weight * inv_n * s
+            g[v * C] += weight * inv_n
+    return tot
+
+
+class RadianceField:
+    """A voxel radiance field (Taichi storage + metadata).
+
+    res: R (voxels per axis, ≥ 2); sh_degree: 0…2; bbox_min/bbox_max: world box (3,);
+    density_activation: "relu" | "softplus"; color_activation: "none" | "relu" | "sigmoid";
+    step: ray-march step as a fraction of a voxel (δ = step · max(extent) / R, world units);
+    background: RGB added with the final transmittance; t_min: early termination once T < t_min.
+    Fields: ``x`` (R³·C parameters) and ``grad`` (∂ℒ/∂x, same layout).
+    """
+
+    def __init__(self, res, sh_degree=2, bbox_min=(-1, -1, -1), bbox_max=(1, 1, 1),
+                 density_activation="relu", color_activation="none", step=1.0,
+                 background=(0.0, 0.0, 0.0), t_min=1e-4, init_density=0.01, init_color=0.0,
+                 params=None):
+        backend.ensure_init()
+        res = int(res)
+        if res < 2:
+            raise ConfigError(f"grid resolution must be at least 2, got {res}", key="res")
+        if int(sh_degree) not in (0, 1, 2):
+            raise ConfigError(f"sh_degree must be 0, 1 or 2, got {sh_degree}", key="sh_degree")
+        if density_activation not in DENSITY_ACTIVATIONS:
+            raise ConfigError(f"unknown density activation '{density_activation}' "
+                              f"({', '.join(DENSITY_ACTIVATIONS)})", key="density_activation")
+        if color_activation not in COLOR_ACTIVATIONS:
+            raise ConfigError(f"unknown colour activation '{color_activation}' "
+                              f"({', '.join(COLOR_ACTIVATIONS)})", key="color_activation")
+        self.bbox_min = np.asarray(bbox_min, np.float64).reshape(3)
+        self.bbox_max = np.asarray(bbox_max, np.float64).reshape(3)
+        if not np.all(self.bbox_max > self.bbox_min):
+            raise ConfigError("bbox max must exceed bbox min on every axis", key="bbox")
+        if not float(step) > 0:
+            raise ConfigError(f"step must be positive, got {step}", key="step")
+        self.res, self.sh_degree = res, int(sh_degree)
+        self.K, self.C = sh_count(sh_degree), channels(sh_degree)
+        self.density_activation, self.color_activation = density_activation, color_activation
+        self.step = float(step)
+        self.background = np.asarray(background, np.float64).reshape(3)
+        self.t_min = float(t_min)
+        n = res ** 3 * self.C
+        self.x = ti.field(float, n)
+        self.grad = ti.field(float, n)
+        self._lanes = None
+        if params is None:
+            params = np.zeros((res, res, res, self.C))
+            params[..., 0] = init_density
+            params[..., 1:4] = init_color / SH_C0
+        self.from_numpy(params)
+
+    @property
+    def delta(self):
+        """Ray-march step δ in world units."""
+        return self.step * float(np.max(self.bbox_max - self.bbox_min)) / self.res
+
+    @property
+    def n_params(self):
+        return self.res ** 3 * self.C
+
+    def to_numpy(self):
+        """Parameters as a (R, R, R, C) array indexed [z, y, x, channel]."""
+        return self.x.to_numpy().reshape(self.res, self.res, self.res, self.C)
+
+    def from_numpy(self, arr):
+        arr = np.asarray(arr, np_float())
+        if arr.size != self.n_params:
+            raise ConfigError(f"parameter array has {arr.size} values, expected {self.n_params} "
+                              f"({self.res}³ × {self.C})", key="params")
+        self.x.from_numpy(arr.reshape(-1))
+
+    def grad_numpy(self):
+        return self.grad.to_numpy().reshape(self.res, self.res, self.res, self.C)
+
+    def grad_lanes(self):
+        """(G, P): P private gradient copies (one per CPU worker thread) for the "expand" backward,
+        allocated on first use and kept zeroed between uses."""
+        if self._lanes is None:
+            P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
+            self._lanes = (ti.field(float, P * self.n_params), P)
+        return self._lanes
+
+    def zero_grad(self):
+        self.grad.fill(0)
+
+    def meta(self):
+        return dict(res=self.res, sh_degree=self.sh_degree, bbox_min=self.bbox_min, bbox_max=self.bbox_max,
+                    density_activation=self.density_activation, color_activation=self.color_activation,
+                    step=self.step, background=self.background, t_min=self.t_min)
+
+    def resampled(self, new_res):
+        """A new field of resolution new_res (trilinear resampling of the raw parameters)."""
+        src = self.x.to_numpy()
+        dst = np.zeros(int(new_res) ** 3 * self.C, src.dtype)
+        _resample(src, dst, self.res, int(new_res), self.C)
+        m = self.meta()
+        m["res"] = int(new_res)
+        return RadianceField(params=dst, **m)
+
+    def tv_grad(self, weight_density, weight_color=0.0):
+        """Add the gradient of the squared-difference TV regulariser to ``grad``; returns its value."""
+        tv = 0.0
+        if weight_density > 0:
+            tv += _tv_grad(self.x, self.grad, self.res, self.C, 0, 1, float(weight_density))
+        if weight_color > 0:
+            tv += _tv_grad(self.x, self.grad, self.res, self.C, 1, self.C, float(weight_color))
+        return tv
+
+    def sparsity_grad(self, weight):
+        """Add the gradient of the L1 density prior weight·mean(max(raw, 0)) to ``grad``; returns its value."""
+        return _sparsity_grad(self.x, self.grad, self.res, self.C, float(weight)) if weight > 0 else 0.0
+
+    def save(self, path, **extra):
+        """Write the field (and extra metadata such as camera info) to an .npz, atomically."""
+        import os
+        tmp = str(path) + ".tmp.npz"
+        np.savez_compressed(tmp, params=self.to_numpy().astype(np.float32),
+                            density_activation=np.array(self.density_activation),
+                            color_activation=np.array(self.color_activation),
+                            **{k: np.asarray(v) for k, v in self.meta().items()
+                               if k not in ("density_activation", "color_activation")},
+                            **{k: np.asarray(v) for k, v in extra.items()})
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path):
+        """Load a field saved by :meth:`save`; returns (field, extra metadata dict)."""
+        try:
+            z = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise ConfigError("file not found", file=path)
+        except Exception as e:  # noqa: BLE001
+            raise ConfigError(f"not a radiance-field .npz ({type(e).__name__})", file=path)
+        need = ("params", "res", "sh_degree", "bbox_min", "bbox_max")
+        for k in need:
+            if k not in z.files:
+                raise ConfigError(f"missing '{k}' (not a radiance field saved by tirender)", file=path, key=k)
+        known = {"params", "res", "sh_degree", "bbox_min", "bbox_max", "density_activation",
+                 "color_activation", "step", "background", "t_min"}
+        kw = {k: z[k] for k in known if k in z.files}
+        for k in ("density_activation", "color_activation"):
+            if k in kw:
+                kw[k] = str(kw[k])
+        for k in ("res", "sh_degree"):
+            kw[k] = int(kw[k])
+        for k in ("step", "t_min"):
+            if k in kw:
+                kw[k] = float(kw[k])
+        extra = {k: z[k] for k in z.files if k not in known}
+        return RadianceField(**kw), extra

@@ -1,0 +1,245 @@
+"""Emission–absorption ray marching of a :class:`RadianceField` and its path-replay adjoint.
+
+Forward (one thread per ray): intersect the field's box, march points tᵢ = t_near + (i + j)·δ
+(j ∈ [0,1) the ray's jitter) while tᵢ < t_far, and accumulate
+
+    L = Σᵢ Tᵢ αᵢ cᵢ + T_end · background,   αᵢ = 1 − exp(−σᵢ δ),   Tᵢ₊₁ = Tᵢ (1 − αᵢ),
+
+stopping early once T < t_min. The number of points marched is recorded per ray (one int).
+
+Backward (path replay, Vicini et al. 2021, as derived in the seed): march the *same* points
+again with L ← L_forward (the *remaining* radiance) and T ← 1; at every point
+
+    ∂ℒ/∂cᵢ += δL · Tᵢ αᵢ,       ∂ℒ/∂σᵢ += δL · δ · (Tᵢ cᵢ − L_remaining),
+
+then L ← L − Tᵢ αᵢ cᵢ, T ← T (1 − αᵢ). Both are chained through the activations, the SH basis
+and the trilinear weights and scattered with ``ti.atomic_add`` into ``field.grad``.
+No per-sample storage: memory is O(1) per ray.
+"""
+import numpy as np
+import taichi as ti
+
+from .. import backend
+from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, np_float, query, query_adjoint
+
+LOSSES = {"l2": 0, "l1": 1}
+
+
+@ti.func
+def ray_box(o, d, bmin, bmax):
+    """Slab test: (t_near ≥ 0, t_far); t_near ≥ t_far when the ray misses (divisions guarded)."""
+    t0 = 0.0
+    t1 = 1e30
+    for k in ti.static(range(3)):
+        dk = d[k]
+        if ti.abs(dk) < 1e-12:
+            if o[k] < bmin[k] or o[k] > bmax[k]:
+                t0 = 1e30
+                t1 = -1e30
+        else:
+            inv = 1.0 / dk
+            ta = (bmin[k] - o[k]) * inv
+            tb = (bmax[k] - o[k]) * inv
+            t0 = ti.max(t0, ti.min(ta, tb))
+            t1 = ti.min(t1, ti.max(ta, tb))
+    return t0, t1
+
+
+@ti.func
+def _vec3(a: ti.template(), i):
+    return ti.Vector([a[i, 0], a[i, 1], a[i, 2]], dt=float)
+
+
+@ti.func
+def march_forward(x: ti.template(), o, d, j, bmin, bmax, R, delta, t_min, bg,
+                  C: ti.template(), degree: ti.template(), dact: ti.template(), cact: ti.template()):
+    """L (vec3) and number of points marched for one ray (o, unit d, jitter j ∈ [0,1))."""
+    t_near, t_far = ray_box(o, d, bmin, bmax)
+    L = ti.Vector([0.0, 0.0, 0.0], dt=float)
+    T = 1.0
+    n = 0
+    if t_near < t_far:
+        while True:
+            t = t_near + (n + j) * delta
+            if t >= t_far:
+                break
+            p = o + t * d
+            sigma, c, s, dsig, dc = query(x, p, d, bmin, bmax, R, C, degree, dact, cact)
+            alpha = 1.0 - ti.exp(-sigma * delta)
+            L += T * alpha * c
+            T = T * (1.0 - alpha)
+            n += 1
+            if T < t_min:
+                break
+    L += T * bg
+    return L, n
+
+
+@ti.func
+def march_backward(x: ti.template(), g: ti.template(), o, d, j, L, dL, n, bmin, bmax, R, delta,
+                   C: ti.template(), degree: ti.template(), dact: ti.template(), cact: ti.template(),
+                   expand: ti.template(), off):
+    """Replay the n points of :func:`march_forward` and scatter ∂ℒ/∂x given L_forward and δL = ∂ℒ/∂L."""
+    t_near, t_far = ray_box(o, d, bmin, bmax)
+    T = 1.0
+    for i in range(n):
+        t = t_near + (i + j) * delta
+        p = o + t * d
+        sigma, c, s, dsig, dc = query(x, p, d, bmin, bmax, R, C, degree, dact, cact)
+        alpha = 1.0 - ti.exp(-sigma * delta)
+        # ∂ℒ/∂c = δL·T·α (per channel);  ∂ℒ/∂σ = δL·δ·(T·c − L_remaining)
+        g_c = dL * (T * alpha)
+        g_sigma = (dL * delta * (T * c - L)).sum()
+        g_s = g_sigma * dsig
+        g_pre = g_c * dc
+        if g_s != 0.0 or alpha != 0.0:
+            query_adjoint(g, p, d, bmin, bmax, R, C, degree, g_s, g_pre, expand, off)
+        L -= T * alpha * c
+        T = T * (1.0 - alpha)
+
+
+@ti.kernel
+def _forward_kernel(x: ti.template(), C: ti.template(), degree: ti.template(), dact: ti.template(),
+                    cact: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(),
+                    jit: ti.types.ndarray(), L_out: ti.types.ndarray(), n_out: ti.types.ndarray(),
+                    n_rays: ti.i32, bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
+                    t_min: float, bg: ti.math.vec3):
+    for i in range(n_rays):
+        L, n = march_forward(x, _vec3(o, i), _vec3(d, i), jit[i], bmin, bmax, R, delta, t_min, bg,
+                             C, degree, dact, cact)
+        for k in ti.static(range(3)):
+            L_out[i, k] = L[k]
+        n_out[i] = n
+
+
+@ti.kernel
+def _backward_kernel(x: ti.template(), g: ti.template(), C: ti.template(), degree: ti.template(),
+                     dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(),
+                     d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
+                     dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
+                     bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float):
+    """One thread per ray; gradients scattered with ti.atomic_add into g."""
+    for i in range(n_rays):
+        march_backward(x, g, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
+                       bmin, bmax, R, delta, C, degree, dact, cact, False, 0)
+
+
+@ti.kernel
+def _backward_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template(), degree: ti.template(),
+                            dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(),
+                            d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
+                            dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
+                            bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
+                            P: ti.i32, N: ti.i32):
+    """CPU variant: P workers, worker w replays rays w, w+P, … into its own slice G[w·N:(w+1)·N]."""
+    ti.loop_config(block_dim=1)
+    for w in range(P):
+        for k in range((n_rays - w + P - 1) // P):
+            i = w + k * P
+            march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
+                           bmin, bmax, R, delta, C, degree, dact, cact, True, w * N)
+
+
+@ti.kernel
+def _reduce_lanes(g: ti.template(), G: ti.template(), P: ti.i32, N: ti.i32):
+    """g += Σ_w G[w·N + i], and G ← 0."""
+    for i in range(N):
+        acc = 0.0
+        for w in range(P):
+            acc += G[w * N + i]
+            G[w * N + i] = 0.0
+        g[i] += acc
+
+
+@ti.kernel
+def _loss_kernel(L: ti.types.ndarray(), ref: ti.types.ndarray(), dL: ti.types.ndarray(), n_rays: ti.i32,
+                 kind: ti.template(), scale: float) -> float:
+    """ℒ = scale·Σ ℓ(L − ref) (ℓ = x² or |x|); writes δL = ∂ℒ/∂L; returns ℒ."""
+    loss = 0.0
+    for i, k in ti.ndrange(n_rays, 3):
+        r = L[i, k] - ref[i, k]
+        if ti.static(kind == 0):
+            loss += scale * r * r
+            dL[i, k] = 2.0 * scale * r
+        else:
+            loss += scale * ti.abs(r)
+            dL[i, k] = scale * (1.0 if r > 0.0 else (-1.0 if r < 0.0 else 0.0))
+    return loss
+
+
+def _static(field):
+    return (field.C, field.sh_degree, DENSITY_ACTIVATIONS[field.density_activation],
+            COLOR_ACTIVATIONS[field.color_activation])
+
+
+def _rays(o, d, jitter):
+    fp = np_float()
+    o = np.ascontiguousarray(o, fp).reshape(-1, 3)
+    d = np.asarray(d, np.float64).reshape(-1, 3)
+    d = np.ascontiguousarray(d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-30), fp)
+    if o.shape[0] == 1 and d.shape[0] > 1:
+        o = np.ascontiguousarray(np.broadcast_to(o, d.shape))
+    n = d.shape[0]
+    if jitter is None:
+        jitter = np.full(n, 0.5)
+    jitter = np.ascontiguousarray(np.broadcast_to(np.asarray(jitter, fp), (n,)))
+    return o, d, jitter, n
+
+
+def render_rays(field, o, d, jitter=None):
+    """Forward march. o, d: (n, 3) world origins / directions (normalised here); jitter: (n,) ∈ [0,1)
+    (default 0.5). Returns (L (n, 3) radiance, n_steps (n,) int32 points marched)."""
+    o, d, jitter, n = _rays(o, d, jitter)
+    L = np.zeros((n, 3), np_float())
+    ns = np.zeros(n, np.int32)
+    if n:
+        _forward_kernel(field.x, *_static(field), o, d, jitter, L, ns, n,
+                        ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res,
+                        field.delta, field.t_min, ti.math.vec3(*field.background))
+    return L, ns
+
+
+def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto"):
+    """Path-replay backward: add ∂ℒ/∂x to ``field.grad`` given L (n, 3) and n_steps from
+    :func:`render_rays` on the same rays and jitter, and δL = ∂ℒ/∂L (n, 3).
+
+    mode: "atomic" (ti.atomic_add into field.grad, one thread per ray), "expand" (CPU: one
+    private gradient copy per worker thread, summed after) or "auto" (expand on CPU backends).
+    """
+    o, d, jitter, n = _rays(o, d, jitter)
+    fp = np_float()
+    if not n:
+        return
+    args = (*_static(field), o, d, jitter,
+            np.ascontiguousarray(L, fp).reshape(n, 3), np.ascontiguousarray(dL, fp).reshape(n, 3),
+            np.ascontiguousarray(n_steps, np.int32).reshape(n), n,
+            ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res, field.delta)
+    if mode == "auto":
+        mode = "expand" if backend.current_arch() == "cpu" else "atomic"
+    if mode == "expand":
+        G, P = field.grad_lanes()
+        _backward_expand_kernel(field.x, G, *args, P, field.n_params)
+        _reduce_lanes(field.grad, G, P, field.n_params)
+    elif mode == "atomic":
+        _backward_kernel(field.x, field.grad, *args)
+    else:
+        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand)")
+
+
+def loss_and_adjoint(L, ref, kind="l2", scale=1.0):
+    """ℒ = scale·Σ ℓ(L − ref) over rays and channels and δL = ∂ℒ/∂L (n, 3)."""
+    fp = np_float()
+    L = np.ascontiguousarray(L, fp).reshape(-1, 3)
+    ref = np.ascontiguousarray(ref, fp).reshape(-1, 3)
+    dL = np.zeros_like(L)
+    loss = _loss_kernel(L, ref, dL, L.shape[0], LOSSES[kind], float(scale)) if L.shape[0] else 0.0
+    return float(loss), dL
+
+
+def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0):
+    """One gradient evaluation: forward, loss against ref (n, 3), replay backward into field.grad.
+    Returns (ℒ, L)."""
+    L, ns = render_rays(field, o, d, jitter)
+    loss, dL = loss_and_adjoint(L, ref, kind, scale)
+    backward_rays(field, o, d, jitter, L, dL, ns)
+    return loss, L

@@ -1,0 +1,505 @@
+"""Training driver: coarse-to-fine stages, Adam, TV, held-out PSNR, checkpoints with resume.
+
+Each iteration: draw a batch of training pixels (or one full view), march them with per-ray
+jitter (forward), form ℒ and δL, replay the same rays backward into the grid gradient
+(no per-sample storage), add the TV gradient, take one Adam step. Between stages the grid is
+upsampled trilinearly (new fields once per stage) and Adam's moments are reset.
+
+Outputs in ``out_dir``: ``field.npz`` (final field + camera metadata for ``tirender render``),
+``checkpoint.npz`` (written atomically, used by ``resume``), ``metrics.json`` (``heldout_psnr``
+per stage and final, time-to-PSNR curve, peak RSS) and ``heldout_<view>.png`` (render | reference).
+"""
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..optim.adam import Adam
+from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
+from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, RadianceField, channels, np_float
+from .render import LOSSES, render_and_backward
+
+DEFAULTS = {
+    "seed": 0,
+    "dataset": {"type": "procedural", "views": 8, "heldout": 2, "width": 128, "height": 128, "fov": 45.0,
+                "radius": 3.2, "elevation": [-30.0, 75.0], "azimuth": 360.0, "gt_res": 64, "gt_step": 0.5,
+                "spp": 1},
+    "field": {"bbox_min": [-1.0, -1.0, -1.0], "bbox_max": [1.0, 1.0, 1.0], "sh_degree": 2,
+              "density_activation": "relu", "color_activation": "none", "init_density": 0.1,
+              "init_color": 0.0, "step": 1.0, "background": None, "t_min": 1e-4},
+    "train": {"stages": [{"res": 16, "iters": 100}, {"res": 32, "iters": 100}, {"res": 64, "iters": 100}],
+              "batch": 8192, "loss": "l2", "lr_density": 1.0, "lr_color": 0.05, "lr_decay": 1.0,
+              "tv_density": 0.0, "tv_color": 0.0, "l1_density": 0.0, "eval_every": 0, "eval_spp": 1,
+              "checkpoint_every": 100, "save_pngs": True},
+}
+
+
+# ----------------------------------------------------------------------------- config
+
+def _merge(defaults, user, file, prefix):
+    out = dict(defaults)
+    for k, v in (user or {}).items():
+        if k not in defaults:
+            raise ConfigError(f"unknown key (expected one of {', '.join(defaults)})", file=file,
+                              key=f"{prefix}.{k}")
+        out[k] = v
+    return out
+
+
+def parse_config(cfg, cfg_path=None):
+    """Validate the ``radiance_field:`` section (or a dict that is that section) → normalised dict."""
+    if isinstance(cfg, dict) and "radiance_field" in cfg:
+        cfg = cfg["radiance_field"]
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        raise ConfigError("expected a mapping", file=cfg_path, key="radiance_field")
+    f = cfg_path
+    top = _merge({"seed": 0, "dataset": None, "field": None, "train": None}, cfg, f, "radiance_field")
+    out = {"seed": top["seed"]}
+    for sec in ("dataset", "field", "train"):
+        user = top[sec] or {}
+        if not isinstance(user, dict):
+            raise ConfigError("expected a mapping", file=f, key=f"radiance_field.{sec}")
+        if sec == "dataset":
+            kind = user.get("type", "procedural")
+            extra = {"procedural": {}, "nerf": {"path": None, "background": [1.0, 1.0, 1.0], "downscale": 1,
+                                                "max_views": None},
+                     "path_traced": {"scene": None, "center": [0.0, 0.0, 0.0], "up": [0.0, 1.0, 0.0]}}
+            if kind not in extra:
+                raise ConfigError(f"unknown dataset type '{kind}' (procedural, nerf, path_traced)", file=f,
+                                  key="radiance_field.dataset.type")
+            d = dict(DEFAULTS["dataset"], **extra[kind])
+            if kind == "path_traced":
+                d["spp"] = 64
+            out[sec] = _merge(d, user, f, f"radiance_field.{sec}")
+        else:
+            out[sec] = _merge(DEFAULTS[sec], user, f, f"radiance_field.{sec}")
+    ds, fl, tr = out["dataset"], out["field"], out["train"]
+    key = "radiance_field."
+
+    def num(sec, k, lo=None, integer=False, d=None):
+        v = (d if d is not None else out[sec])[k]
+        try:
+            v = int(v) if integer else float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"expected a number, got {v!r}", file=f, key=f"{key}{sec}.{k}")
+        if lo is not None and v < lo:
+            raise ConfigError(f"must be ≥ {lo}, got {v}", file=f, key=f"{key}{sec}.{k}")
+        (d if d is not None else out[sec])[k] = v
+        return v
+
+    try:
+        out["seed"] = int(out["seed"])
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected an integer, got {out['seed']!r}", file=f, key=key + "seed")
+    for k in ("views", "width", "height", "spp"):
+        num("dataset", k, 1, True)
+    num("dataset", "heldout", 0, True)
+    for k in ("fov", "radius"):
+        num("dataset", k, 1e-9)
+    try:
+        el = [float(v) for v in ds["elevation"]]
+        assert len(el) == 2 and -90 <= el[0] <= 90 and -90 <= el[1] <= 90
+    except (TypeError, ValueError, AssertionError):
+        raise ConfigError(f"expected [min, max] degrees in [-90, 90], got {ds['elevation']!r}", file=f,
+                          key=key + "dataset.elevation")
+    ds["elevation"] = el
+    num("dataset", "azimuth", 1e-6)
+    if ds["type"] == "nerf" and not ds["path"]:
+        raise ConfigError("the nerf dataset needs 'path' (a folder with transforms.json)", file=f,
+                          key=key + "dataset.path")
+    if ds["type"] == "path_traced" and ds["scene"] is None:
+        raise ConfigError("the path_traced dataset needs 'scene' (a scene mapping or file)", file=f,
+                          key=key + "dataset.scene")
+    for k in ("bbox_min", "bbox_max"):
+        try:
+            a = np.asarray(fl[k], np.float64)
+        except (TypeError, ValueError):
+            a = None
+        if a is None or a.shape != (3,) or not np.all(np.isfinite(a)):
+            raise ConfigError(f"expected 3 numbers, got {fl[k]!r}", file=f, key=f"{key}field.{k}")
+        fl[k] = a.tolist()
+    if not np.all(np.asarray(fl["bbox_max"]) > np.asarray(fl["bbox_min"])):
+        raise ConfigError("bbox_max must exceed bbox_min on every axis", file=f, key=key + "field.bbox_max")
+    if fl["sh_degree"] not in (0, 1, 2):
+        raise ConfigError(f"must be 0, 1 or 2, got {fl['sh_degree']!r}", file=f, key=key + "field.sh_degree")
+    if fl["density_activation"] not in DENSITY_ACTIVATIONS:
+        raise ConfigError(f"unknown activation '{fl['density_activation']}' ({', '.join(DENSITY_ACTIVATIONS)})",
+                          file=f, key=key + "field.density_activation")
+    if fl["color_activation"] not in COLOR_ACTIVATIONS:
+        raise ConfigError(f"unknown activation '{fl['color_activation']}' ({', '.join(COLOR_ACTIVATIONS)})",
+                          file=f, key=key + "field.color_activation")
+    num("field", "step", 1e-6)
+    num("field", "t_min", 0.0)
+    num("field", "init_density")
+    num("field", "init_color")
+    if fl["background"] is not None:
+        try:
+            bg = np.broadcast_to(np.asarray(fl["background"], np.float64), (3,))
+        except (TypeError, ValueError):
+            raise ConfigError(f"expected a number or 3 numbers, got {fl['background']!r}", file=f,
+                              key=key + "field.background")
+        fl["background"] = bg.tolist()
+    stages = tr["stages"]
+    if not isinstance(stages, list) or not stages:
+        raise ConfigError("expected a non-empty list of {res, iters}", file=f, key=key + "train.stages")
+    norm = []
+    for i, st in enumerate(stages):
+        if not isinstance(st, dict) or "res" not in st or "iters" not in st:
+            raise ConfigError("each stage needs res and iters", file=f, key=f"{key}train.stages[{i}]")
+        extra = set(st) - {"res", "iters", "lr_scale"}
+        if extra:
+            raise ConfigError(f"unknown key '{sorted(extra)[0]}' (res, iters, lr_scale)", file=f,
+                              key=f"{key}train.stages[{i}]")
+        s = dict(st)
+        num("train", "res", 2, True, d=s)
+        num("train", "iters", 0, True, d=s)
+        s["lr_scale"] = float(s.get("lr_scale", 1.0))
+        norm.append(s)
+    tr["stages"] = norm
+    b = tr["batch"]
+    if isinstance(b, str):
+        if b not in ("view", "all"):
+            raise ConfigError(f"expected a number of rays, 'view' or 'all', got '{b}'", file=f,
+                              key=key + "train.batch")
+    else:
+        num("train", "batch", 1, True)
+    if tr["loss"] not in LOSSES:
+        raise ConfigError(f"unknown loss '{tr['loss']}' ({', '.join(LOSSES)})", file=f, key=key + "train.loss")
+    for k in ("lr_density", "lr_color", "tv_density", "tv_color", "l1_density"):
+        num("train", k, 0.0)
+    num("train", "lr_decay", 1e-9)
+    num("train", "eval_every", 0, True)
+    num("train", "eval_spp", 1, True)
+    num("train", "checkpoint_every", 0, True)
+    return out
+
+
+def load_dataset(cfg, cfg_path=None, progress=None):
+    ds = cfg["dataset"]
+    fl = cfg["field"]
+    common = dict(views=ds["views"], heldout=ds["heldout"], width=ds["width"], height=ds["height"],
+                  fov=ds["fov"], radius=ds["radius"], elevation=ds["elevation"], azimuth=ds["azimuth"],
+                  spp=ds["spp"], seed=cfg["seed"], progress=progress)
+    if ds["type"] == "procedural":
+        bg = fl["background"] or [0.0, 0.0, 0.0]
+        return procedural_dataset(gt_res=int(ds["gt_res"]), gt_step=float(ds["gt_step"]), bbox_min=fl["bbox_min"],
+                                  bbox_max=fl["bbox_max"], background=bg, **common)
+    if ds["type"] == "nerf":
+        p = ds["path"]
+        if not os.path.isabs(p) and cfg_path:
+            p = os.path.join(os.path.dirname(os.path.abspath(cfg_path)), p)
+        return load_nerf(p, heldout=ds["heldout"], background=ds["background"], downscale=int(ds["downscale"]),
+                         max_views=ds["max_views"])
+    return path_traced_dataset(ds["scene"], center=ds["center"], up=ds["up"], cfg_file=cfg_path, **common)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+class Progress:
+    """A tiny progress bar on stderr (only drawn when stderr is a terminal)."""
+
+    def __init__(self, total, desc="", stream=None):
+        self.total, self.desc, self.n = max(int(total), 1), desc, 0
+        self.stream = stream or sys.stderr
+        self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.t0 = time.perf_counter()
+        self.postfix = ""
+
+    def update(self, n=1, postfix=None):
+        self.n += n
+        if postfix is not None:
+            self.postfix = postfix
+        if self.live:
+            frac = min(self.n / self.total, 1.0)
+            bar = "#" * int(24 * frac)
+            el = time.perf_counter() - self.t0
+            self.stream.write(f"\r{self.desc} [{bar:<24}] {self.n}/{self.total} {el:6.1f}s {self.postfix}   ")
+            self.stream.flush()
+
+    def close(self):
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def psnr(pred, ref):
+    """PSNR in dB (peak 1) of pred clipped to [0, 1] against ref."""
+    mse = float(np.mean((np.clip(pred, 0, 1) - np.asarray(ref, np.float64)) ** 2))
+    return float("inf") if mse == 0 else -10.0 * np.log10(mse)
+
+
+def to_srgb(img):
+    img = np.clip(img, 0, 1)
+    return np.where(img <= 0.0031308, 12.92 * img, 1.055 * np.power(img, 1 / 2.4) - 0.055)
+
+
+def save_png(path, img, linear):
+    """Write an (H, W, 3) image as 8-bit PNG (sRGB-encoded first when ``linear``)."""
+    import imageio.v3 as iio
+    a = to_srgb(img) if linear else np.clip(img, 0, 1)
+    iio.imwrite(path, (a * 255 + 0.5).astype(np.uint8))
+
+
+def peak_rss_mb():
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / 1024.0 if sys.platform != "darwin" else r / 1024.0 ** 2
+
+
+def _atomic_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=2)
+    os.replace(tmp, path)
+
+
+def scale_schedule(stages, iters):
+    """Distribute a total of ``iters`` iterations over the stages in proportion to their counts."""
+    tot = sum(s["iters"] for s in stages)
+    out = [dict(s) for s in stages]
+    if iters is None:
+        return out
+    iters = int(iters)
+    if tot == 0:
+        for s in out:
+            s["iters"] = 0
+        out[-1]["iters"] = iters
+        return out
+    acc = 0
+    for i, s in enumerate(out):
+        n = iters - acc if i == len(out) - 1 else int(round(iters * s["iters"] / tot))
+        s["iters"] = max(0, n)
+        acc += s["iters"]
+    return out
+
+
+# ----------------------------------------------------------------------------- trainer
+
+class Trainer:
+    """Coarse-to-fine radiance-field optimisation on a :class:`Dataset`."""
+
+    def __init__(self, cfg, dataset: Dataset, out_dir=None, cfg_path=None, log=print):
+        self.cfg, self.ds, self.out_dir, self.cfg_path, self.log = cfg, dataset, out_dir, cfg_path, log
+        tr = cfg["train"]
+        self.stages = tr["stages"]
+        bg = cfg["field"]["background"]
+        self.background = np.asarray(bg if bg is not None else dataset.background, np.float64)
+        self.fp = np_float()
+        V, H, W = len(dataset.train), dataset.height, dataset.width
+        # all training rays at pixel centres (per-ray march jitter is drawn per iteration)
+        views = np.repeat(dataset.train, H * W)
+        rows, cols = np.divmod(np.tile(np.arange(H * W), V), W)
+        o, d = dataset.rays(views, rows, cols)
+        self.o, self.d = o.astype(self.fp), d.astype(self.fp)
+        self.ref = dataset.images[dataset.train].reshape(-1, 3).astype(self.fp)
+        self.n_pix = self.ref.shape[0]
+        self.field = None
+        self.opt = None
+        self.metrics = {"stages": [], "curve": [], "heldout_psnr_per_stage": []}
+        self.train_time = 0.0
+
+    # -- field / optimiser per stage
+    def _make_field(self, res, params=None):
+        fl = self.cfg["field"]
+        return RadianceField(res, sh_degree=fl["sh_degree"], bbox_min=fl["bbox_min"], bbox_max=fl["bbox_max"],
+                             density_activation=fl["density_activation"], color_activation=fl["color_activation"],
+                             step=fl["step"], background=self.background, t_min=fl["t_min"],
+                             init_density=fl["init_density"], init_color=fl["init_color"], params=params)
+
+    def _make_opt(self, stage_idx):
+        tr = self.cfg["train"]
+        C = self.field.C
+        scale = self.stages[stage_idx]["lr_scale"] * tr["lr_decay"] ** stage_idx
+        lr_ch = np.full(C, tr["lr_color"] * scale)
+        lr_ch[0] = tr["lr_density"] * scale
+        lr = np.tile(lr_ch, self.field.res ** 3)
+        self.opt = Adam(self.field.x, self.field.grad, lr=lr)
+
+    # -- one iteration
+    def batch(self, global_it):
+        """(o, d, jitter, ref) of iteration ``global_it``: a deterministic function of (seed, it)."""
+        tr = self.cfg["train"]
+        rng = np.random.default_rng([self.cfg["seed"], global_it])
+        b = tr["batch"]
+        HW = self.ds.height * self.ds.width
+        if b == "all":
+            idx = slice(None)
+            n = self.n_pix
+        elif b == "view":
+            V = len(self.ds.train)
+            perm = np.random.default_rng([self.cfg["seed"], global_it // V, 7]).permutation(V)
+            v = perm[global_it % V]
+            idx = slice(v * HW, (v + 1) * HW)
+            n = HW
+        else:
+            n = min(int(b), self.n_pix)
+            idx = rng.integers(0, self.n_pix, n)
+        jit = rng.random(n).astype(self.fp)
+        return self.o[idx], self.d[idx], jit, self.ref[idx]
+
+    def step(self, global_it):
+        tr = self.cfg["train"]
+        o, d, jit, ref = self.batch(global_it)
+        self.field.zero_grad()
+        loss, _ = render_and_backward(self.field, o, d, jit, ref, kind=tr["loss"], scale=1.0 / (3 * len(jit)))
+        if tr["tv_density"] > 0 or tr["tv_color"] > 0:
+            loss += self.field.tv_grad(tr["tv_density"], tr["tv_color"])
+        if tr["l1_density"] > 0:
+            loss += self.field.sparsity_grad(tr["l1_density"])
+        self.opt.step()
+        return loss
+
+    # -- evaluation
+    def render_views(self, views, spp=None):
+        spp = spp or self.cfg["train"]["eval_spp"]
+        return render_field_views(self.field, self.ds.c2w[views], self.ds.fov_x[views], self.ds.width,
+                                  self.ds.height, spp=spp, seed=12345)
+
+    def heldout_psnr(self):
+        """Mean PSNR over held-out views (NaN when there are none) and the rendered images."""
+        if len(self.ds.heldout) == 0:
+            return float("nan"), None
+        imgs = self.render_views(self.ds.heldout)
+        return float(np.mean([psnr(im, self.ds.images[v]) for im, v in zip(imgs, self.ds.heldout)])), imgs
+
+    # -- checkpoints
+    def _ckpt_path(self):
+        return os.path.join(self.out_dir, "checkpoint.npz") if self.out_dir else None
+
+    def save_checkpoint(self, stage, it_in_stage, global_it):
+        p = self._ckpt_path()
+        if not p:
+            return
+        st = self.opt.state_dict()
+        tmp = p + ".tmp.npz"
+        np.savez(tmp, params=self.field.x.to_numpy(), res=self.field.res, stage=stage, it=it_in_stage,
+                 global_it=global_it, m=st["m"], v=st["v"], t=st["t"], train_time=self.train_time,
+                 metrics=json.dumps(self.metrics), config=json.dumps(self.cfg, default=str))
+        os.replace(tmp, p)
+
+    def load_checkpoint(self):
+        p = self._ckpt_path()
+        if not p or not os.path.isfile(p):
+            return None
+        try:
+            z = np.load(p, allow_pickle=False)
+            c = {k: z[k] for k in z.files}
+        except Exception as e:  # noqa: BLE001
+            raise ConfigError(f"cannot read checkpoint ({type(e).__name__}); delete it or run without --resume",
+                              file=p)
+        saved = json.loads(str(c["config"]))
+        if saved.get("field", {}).get("sh_degree") != self.cfg["field"]["sh_degree"]:
+            raise ConfigError("checkpoint was written with another sh_degree; delete it or run without --resume",
+                              file=p)
+        return c
+
+    # -- main loop
+    def run(self, resume=False):
+        tr = self.cfg["train"]
+        start_stage, start_it, global_it = 0, 0, 0
+        ck = self.load_checkpoint() if resume else None
+        if ck is not None:
+            start_stage, start_it, global_it = int(ck["stage"]), int(ck["it"]), int(ck["global_it"])
+            self.metrics = json.loads(str(ck["metrics"]))
+            self.train_time = float(ck["train_time"])
+            if start_stage >= len(self.stages) or int(ck["res"]) != self.stages[start_stage]["res"]:
+                raise ConfigError("checkpoint does not match the stage schedule; delete it or run without --resume",
+                                  file=self._ckpt_path())
+            self.field = self._make_field(int(ck["res"]), params=ck["params"])
+            self._make_opt(start_stage)
+            self.opt.load_state_dict({"m": ck["m"], "v": ck["v"], "t": ck["t"]})
+            self.log(f"resuming at stage {start_stage + 1}, iteration {start_it} (global {global_it})")
+        total = sum(s["iters"] for s in self.stages)
+        bar = Progress(total, "radiance field")
+        bar.update(global_it)
+        every = tr["eval_every"]
+        for si in range(start_stage, len(self.stages)):
+            st = self.stages[si]
+            if si != start_stage or ck is None:
+                if self.field is None:
+                    self.field = self._make_field(st["res"])
+                elif self.field.res != st["res"]:
+                    self.field = self.field.resampled(st["res"])
+                self._make_opt(si)
+                it0 = 0
+            else:
+                it0 = start_it
+            loss = float("nan")
+            for it in range(it0, st["iters"]):
+                t0 = time.perf_counter()
+                loss = self.step(global_it)
+                self.train_time += time.perf_counter() - t0
+                global_it += 1
+                bar.update(1, f"{st['res']}³ loss {loss:.2e}")
+                if every and global_it % every == 0 and it + 1 < st["iters"]:
+                    p, _ = self.heldout_psnr()
+                    self.metrics["curve"].append({"iter": global_it, "time_s": round(self.train_time, 4),
+                                                  "res": st["res"], "heldout_psnr": p})
+                ce = tr["checkpoint_every"]
+                if ce and global_it % ce == 0 and it + 1 < st["iters"]:
+                    self.save_checkpoint(si, it + 1, global_it)
+            if ck is not None and si == start_stage and it0 == st["iters"] and \
+                    len(self.metrics["stages"]) > si:
+                continue  # resumed from the end-of-stage checkpoint: already evaluated
+            p, _ = self.heldout_psnr()
+            self.metrics["curve"].append({"iter": global_it, "time_s": round(self.train_time, 4), "res": st["res"],
+                                          "heldout_psnr": p})
+            self.metrics["stages"].append({"res": st["res"], "iters": st["iters"], "last_loss": loss,
+                                           "heldout_psnr": p, "train_time_s": round(self.train_time, 4)})
+            self.metrics["heldout_psnr_per_stage"].append(p)
+            self.log(f"stage {si + 1}/{len(self.stages)}: {st['res']}³, {st['iters']} iterations, "
+                     f"held-out PSNR {p:.2f} dB, {self.train_time:.1f} s")
+            self.save_checkpoint(si, st["iters"], global_it)
+        bar.close()
+        p = self.metrics["heldout_psnr_per_stage"][-1]
+        self.metrics.update({"heldout_psnr": p, "train_time_s": round(self.train_time, 4), "iterations": global_it,
+                             "final_res": self.field.res, "n_params": self.field.n_params,
+                             "peak_rss_mb": round(peak_rss_mb(), 1)})
+        return self.metrics
+
+
+def train(cfg, cfg_path=None, out_dir=None, iters=None, resume=False, dataset=None, log=print):
+    """Run a ``radiance_field`` config end to end; returns the metrics dict (also written to
+    ``out_dir/metrics.json`` with the field, held-out PNGs and checkpoints when out_dir is given)."""
+    from .. import backend
+    backend.ensure_init()
+    cfg = parse_config(cfg, cfg_path)
+    if iters is not None:
+        cfg["train"]["stages"] = scale_schedule(cfg["train"]["stages"], iters)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    t0 = time.perf_counter()
+    if dataset is None:
+        bar = Progress(cfg["dataset"]["views"] + cfg["dataset"]["heldout"], "dataset")
+        dataset = load_dataset(cfg, cfg_path, progress=lambda n: bar.update(n - bar.n))
+        bar.close()
+    t_data = time.perf_counter() - t0
+    tr = Trainer(cfg, dataset, out_dir=out_dir, cfg_path=cfg_path, log=log)
+    metrics = tr.run(resume=resume)
+    metrics["dataset_time_s"] = round(t_data, 3)
+    metrics["dataset"] = {"name": dataset.name, "train_views": int(len(dataset.train)),
+                          "heldout_views": int(len(dataset.heldout)), "width": dataset.width,
+                          "height": dataset.height}
+    if out_dir:
+        center = (np.asarray(cfg["field"]["bbox_min"]) + np.asarray(cfg["field"]["bbox_max"])) / 2
+        radius = float(np.mean(np.linalg.norm(dataset.c2w[:, :3, 3] - center, axis=1)))
+        up = np.mean(dataset.c2w[:, :3, 1], 0)
+        up = up / max(np.linalg.norm(up), 1e-12)
+        rel = dataset.c2w[:, :3, 3] - center
+        rel /= np.maximum(np.linalg.norm(rel, axis=1, keepdims=True), 1e-12)
+        elev = float(np.degrees(np.mean(np.arcsin(np.clip(rel @ up, -1, 1)))))
+        tr.field.save(os.path.join(out_dir, "field.npz"), orbit_center=center, orbit_radius=radius,
+                      orbit_up=up, orbit_elevation=elev, fov_x=float(np.mean(dataset.fov_x)), width=dataset.width,
+                      height=dataset.height, linear=bool(dataset.linear))
+        if cfg["train"]["save_pngs"] and len(dataset.heldout):
+            imgs = tr.render_views(dataset.heldout)
+            for im, v in zip(imgs, dataset.heldout):
+                save_png(os.path.join(out_dir, f"heldout_{int(v):03d}.png"),
+                         np.concatenate([im, dataset.images[v]], 1), dataset.linear)
+        _atomic_json(os.path.join(out_dir, "metrics.json"), metrics)
+    return metrics
