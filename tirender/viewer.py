@@ -517,19 +517,25 @@ class SceneView(_Progressive):
 
 class FieldView(_Progressive):
     """Progressive rendering of a saved radiance field (``RadianceField.save`` .npz) from an
-    orbit camera around its ``orbit_center``; each step adds jittered samples per pixel."""
+    orbit camera around its ``orbit_center``; each step adds jittered samples per pixel.
+
+    The start camera and the orbit are those of ``tirender render FIELD.npz`` (radiance_field.cli
+    ``render_main``: metadata orbit_center / orbit_radius / orbit_up / orbit_elevation / fov_x /
+    width / height / linear, same defaults), so ``view --orbit 360/N`` frames follow its frames."""
 
     modes = ("field",)
 
     def __init__(self, fld, extra=None, width=None, height=None, spp_target=64, spp_per_frame=None,
-                 exposure=0.0, seed=0, elevation=25.0):
+                 exposure=0.0, seed=0, elevation=None):
         extra = extra or {}
 
         def get(k, default):
             return np.asarray(extra[k]) if k in extra else default
         self.field = fld
         center = np.asarray(get("orbit_center", (fld.bbox_min + fld.bbox_max) / 2), np.float64).reshape(3)
-        radius = float(get("orbit_radius", 1.6 * float(np.max(fld.bbox_max - fld.bbox_min))))
+        radius = float(get("orbit_radius", 2.0 * float(np.linalg.norm(fld.bbox_max - fld.bbox_min))))
+        if elevation is None:
+            elevation = float(get("orbit_elevation", 25.0))
         up = np.asarray(get("orbit_up", (0.0, 1.0, 0.0)), np.float64).reshape(3)
         if not np.linalg.norm(up) > 0:
             up = np.array([0.0, 1.0, 0.0])
