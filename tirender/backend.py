@@ -54,7 +54,7 @@ def init(arch="auto", fp=None, debug=False, **kwargs):
         chosen = "cpu"
         for cand in ("cuda", "vulkan"):
             try:
-                if _try_init(cand, tfp, **kw):
+                if _try_init(cand, tfp, **dict(kw, log_level=ti.ERROR)):
                     chosen = cand
                     break
                 ti.reset()

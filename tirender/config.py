@@ -74,6 +74,20 @@ def load_config(path, overrides=None):
         data["_scene_file"] = sp
     elif not isinstance(scene, dict):
         raise ConfigError("expected a mapping or a file name", path, "scene")
+    elif "include" in scene:
+        # scene: {include: other.yaml, set: ["sensors.0.film.width=128", ...]}
+        if set(scene) - {"include", "set"}:
+            raise ConfigError("with 'include', only 'set' may be given", path, "scene")
+        inc = scene["include"]
+        sp = inc if os.path.isabs(inc) else os.path.join(base, inc)
+        inner = load_yaml(sp)
+        if "scene" in inner and isinstance(inner["scene"], dict):
+            inner = inner["scene"]
+        sets = scene.get("set") or []
+        if not isinstance(sets, list):
+            raise ConfigError("expected a list of key=value strings", path, "scene.set")
+        scene = apply_overrides(inner, sets, path)
+        data["_scene_file"] = sp
     else:
         data["_scene_file"] = path
     data["scene"] = scene

@@ -84,7 +84,7 @@ def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
         aov.aov_kernel(st, scene.bsdf_mask, sensor, aov.aov_code(scene.integrator["aovs"][0]), spp, seed)
         img = st.aux.to_numpy()[:npix, :3] / max(spp, 1)
         return img.reshape(s.height, s.width, 3).astype(np.float32)
-    with Progress(spp, "render", unit="spp") as bar:
+    with Progress(spp, "render", unit="spp", force=False) if progress else _NoBar() as bar:
         for off, k in _batches(spp, npix):
             path.render_kernel(st, scene.bsdf_mask, scene.em_mask, sensor, k, off, seed, max_depth, rr_depth, hide)
             bar.update(k)
@@ -102,6 +102,17 @@ def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrat
     path.render_kernel(st, scene.bsdf_mask, scene.em_mask, sensor, int(spp), int(sample_offset),
                        int(seed) & 0xFFFFFFFF, max_depth, rr_depth, hide)
     return resolve_film(st, scene.sensors[sensor])
+
+
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        pass
+
+    def update(self, *a, **k):
+        pass
 
 
 def resolve_film(st, s):

@@ -102,7 +102,8 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     begin_gradient(st, scene, accumulate)
     t, max_depth, rr_depth, hide = _integrator_args(scene, None)
     s = scene.sensors[sensor]
-    with Progress(spp, "gradient", unit="spp") as bar:
+    from ..renderer import _NoBar
+    with Progress(spp, "gradient", unit="spp") if progress else _NoBar() as bar:
         for off, k in _batches(spp, s.width * s.height):
             prb_kernel(st, scene.bsdf_mask, scene.em_mask, sensor, k, off, seed, max_depth, rr_depth, hide)
             bar.update(k)

@@ -204,27 +204,32 @@ def _resample(src: ti.types.ndarray(), dst: ti.types.ndarray(), Rs: ti.i32, Rd: 
 
 
 @ti.kernel
-def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), ch0: ti.i32, ch1: ti.i32,
-             weight: float) -> float:
-    """Add ∇ of TV = weight/N · Σ_voxels Σ_axes Σ_ch∈[ch0,ch1) (x[v+axis] − x[v])² into g; returns TV."""
+def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), ch0: ti.template(),
+             ch1: ti.template(), weight: float, want_value: ti.template()) -> float:
+    """Add ∇ of TV = weight/N · Σ_voxels Σ_axes Σ_ch∈[ch0,ch1) (x[v+axis] − x[v])² into g; returns TV
+    when want_value. Gather form (each element reads its ≤ 6 neighbours and writes its own
+    gradient): no atomics."""
     tv = 0.0
-    inv_n = 1.0 / ti.cast(R * R * R, float)
+    k = 2.0 * weight / ti.cast(R * R * R, float)
     for v in range(R * R * R):
         vx = v % R
         vy = (v // R) % R
         vz = v // (R * R)
-        for axis in ti.static(range(3)):
-            ok = (vx < R - 1) if axis == 0 else ((vy < R - 1) if axis == 1 else (vz < R - 1))
-            if ok:
+        for ch in ti.static(range(ch0, ch1)):
+            a = v * C + ch
+            xa = x[a]
+            acc = 0.0
+            for axis in ti.static(range(3)):
+                coord = vx if axis == 0 else (vy if axis == 1 else vz)
                 stride = 1 if axis == 0 else (R if axis == 1 else R * R)
-                for ch in range(ch0, ch1):
-                    a = v * C + ch
-                    b = (v + stride) * C + ch
-                    diff = x[b] - x[a]
-                    tv += weight * inv_n * diff * diff
-                    gd = 2.0 * weight * inv_n * diff
-                    ti.atomic_add(g[b], gd)
-                    ti.atomic_add(g[a], -gd)
+                if coord < R - 1:
+                    diff = x[a + stride * C] - xa
+                    acc -= diff
+                    if ti.static(want_value):
+                        tv += 0.5 * k * diff * diff
+                if coord > 0:
+                    acc += xa - x[a - stride * C]
+            g[a] = g[a] + k * acc  # each element is written by one thread: no atomic needed
     return tv
 
 
@@ -337,13 +342,15 @@ class RadianceField:
         m["res"] = int(new_res)
         return RadianceField(params=dst, **m)
 
-    def tv_grad(self, weight_density, weight_color=0.0):
-        """Add the gradient of the squared-difference TV regulariser to ``grad``; returns its value."""
+    def tv_grad(self, weight_density, weight_color=0.0, value=False):
+        """Add the gradient of the squared-difference TV regulariser
+        weight/N · Σ_v Σ_axes (x[v+axis] − x[v])² (density: channel 0; colour: the SH channels) to
+        ``grad``; returns its value when ``value`` (a reduction that costs as much again), else 0."""
         tv = 0.0
         if weight_density > 0:
-            tv += _tv_grad(self.x, self.grad, self.res, self.C, 0, 1, float(weight_density))
+            tv += _tv_grad(self.x, self.grad, self.res, self.C, 0, 1, float(weight_density), bool(value))
         if weight_color > 0:
-            tv += _tv_grad(self.x, self.grad, self.res, self.C, 1, self.C, float(weight_color))
+            tv += _tv_grad(self.x, self.grad, self.res, self.C, 1, self.C, float(weight_color), bool(value))
         return tv
 
     def sparsity_grad(self, weight):

@@ -399,7 +399,9 @@ class Trainer:
         return c
 
     # -- main loop
-    def run(self, resume=False):
+    def run(self, resume=False, stop_after=None):
+        """Train through all stages (from the checkpoint when ``resume``); returns the metrics.
+        stop_after: stop (with a checkpoint) once this many iterations are done, returning None."""
         tr = self.cfg["train"]
         start_stage, start_it, global_it = 0, 0, 0
         ck = self.load_checkpoint() if resume else None
@@ -441,8 +443,11 @@ class Trainer:
                     self.metrics["curve"].append({"iter": global_it, "time_s": round(self.train_time, 4),
                                                   "res": st["res"], "heldout_psnr": p})
                 ce = tr["checkpoint_every"]
-                if ce and global_it % ce == 0 and it + 1 < st["iters"]:
+                if (ce and global_it % ce == 0 and it + 1 < st["iters"]) or global_it == stop_after:
                     self.save_checkpoint(si, it + 1, global_it)
+                if global_it == stop_after:
+                    bar.close()
+                    return None
             if ck is not None and si == start_stage and it0 == st["iters"] and \
                     len(self.metrics["stages"]) > si:
                 continue  # resumed from the end-of-stage checkpoint: already evaluated

@@ -30,6 +30,10 @@ class Scene:
     def __init__(self, desc: SceneDescription):
         import time
         ensure_init()
+        self._storage = None
+        self._host_dirty = False     # params changed on the host, upload before the next kernel
+        self._device_dirty = False   # params changed on the device (optimizer), download before reading
+        self._env_dirty = False      # an environment map changed: rebuild its sampling distribution
         self.desc = desc
         self.integrator = dict(desc.integrator)
         self.sensors = desc.sensors
@@ -201,9 +205,6 @@ class Scene:
             self.em_mask |= 1 << e.type
         if not self.em_mask:
             self.em_mask = 1 << EM_AREA
-        self._storage = None
-        self._host_dirty = False     # params changed on the host, upload before the next kernel
-        self._device_dirty = False   # params changed on the device (optimizer), download before reading
 
     # -- parameters -------------------------------------------------------------------------
     def _param_changed(self, name):
@@ -256,6 +257,26 @@ class Scene:
                 st.env_dist.from_numpy(padded(d, st.caps["envdist"]))
             self._env_dirty = False
         self._host_dirty = False
+
+    def resize_texture(self, name, height, width):
+        """Resample the bitmap parameter `name` to (height, width) (bilinear), e.g. for
+        coarse-to-fine optimisation. Rebuilds the scene's device layout (parameter offsets change;
+        kernels are reused when the storage capacities suffice)."""
+        from ..errors import ConfigError
+        from ..optim.schedules import upsample
+        info = self.params.info(name)
+        if info.kind != "texture":
+            raise ConfigError("only bitmap textures can be resized", key=name)
+        for i, tex in enumerate(self.desc.textures):  # carry the current values of every parameter
+            v = self.params[tex.name]
+            tex.data = v.reshape(tex.data.shape[:2] + (-1,)) if not tex.constant else v.reshape(1, 1, -1)
+            if tex.name == name:
+                tex.data = upsample(tex.data, int(height), int(width))
+        self.desc.warnings = []
+        old = self._storage
+        if old is not None and old.owner is self:
+            old.owner = None
+        self.__init__(self.desc)
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""

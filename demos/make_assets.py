@@ -1,0 +1,48 @@
+"""Regenerate the small image assets used by the example configs (deterministic).
+
+    python demos/make_assets.py
+"""
+import os
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "configs", "textures")
+
+
+def target_texture(n=256):
+    """A smooth colourful pattern (blobs and a ring) with values in [0.05, 0.95]."""
+    y, x = np.mgrid[0:n, 0:n] / n
+    img = np.zeros((n, n, 3))
+    blobs = [((0.3, 0.3), 0.12, (0.9, 0.2, 0.1)), ((0.7, 0.35), 0.15, (0.1, 0.6, 0.9)),
+             ((0.45, 0.72), 0.18, (0.95, 0.85, 0.1)), ((0.8, 0.8), 0.1, (0.2, 0.9, 0.3))]
+    for (cx, cy), r, col in blobs:
+        g = np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2 * r * r))
+        img += g[..., None] * np.array(col)
+    ring = np.exp(-((np.sqrt((x - 0.5) ** 2 + (y - 0.5) ** 2) - 0.38) ** 2) / (2 * 0.02 ** 2))
+    img += 0.6 * ring[..., None] * np.array([0.6, 0.2, 0.8])
+    img = 0.1 + 0.8 * img / img.max()
+    return np.clip(img, 0.05, 0.95)
+
+
+def envmap(w=64, h=32):
+    """A small sky-like environment: bright sun spot, blue sky gradient, dark ground (linear HDR)."""
+    v, u = np.mgrid[0:h, 0:w] + 0.5
+    th = v / h * np.pi
+    ph = u / w * 2 * np.pi
+    d = np.stack([np.sin(ph) * np.sin(th), np.cos(th), -np.cos(ph) * np.sin(th)], -1)
+    sky = np.where(d[..., 1:2] > 0, np.array([0.3, 0.5, 0.9]) * (0.5 + 0.5 * d[..., 1:2]), np.array([0.15, 0.12, 0.1]))
+    sun = np.array([0.5, 0.6, 0.62])
+    sun /= np.linalg.norm(sun)
+    s = np.exp(((d * sun).sum(-1) - 1) * 60)[..., None] * np.array([20.0, 18.0, 14.0])
+    return (sky + s).astype(np.float32)
+
+
+if __name__ == "__main__":
+    import imageio.v3 as iio
+    os.makedirs(OUT, exist_ok=True)
+    tex = target_texture()
+    srgb = np.where(tex <= 0.0031308, 12.92 * tex, 1.055 * tex ** (1 / 2.4) - 0.055)
+    iio.imwrite(os.path.join(OUT, "target_texture.png"), np.round(srgb * 255).astype(np.uint8))
+    np.save(os.path.join(OUT, "sky.npy"), envmap())
+    print("wrote", OUT)

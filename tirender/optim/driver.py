@@ -1,0 +1,420 @@
+"""`tirender optimize`: inverse rendering driven by a YAML config.
+
+Config (section ``optimize:``; see docs/optimize.md)::
+
+    optimize:
+      params:                      # parameters to optimise: name -> options
+        red.reflectance: {init: 0.5, lr: 0.05}
+      target: {type: render, spp: 256, seed: 1000}   # synthetic: the scene as written is the truth
+      # target: {images: [view0.exr, view1.png]}     # or one image per sensor
+      loss: l2                     # l1 | l2 | relative_l2
+      optimizer: {type: adam, lr: 0.02, beta1: 0.9, beta2: 0.999}   # or {type: sgd, lr, momentum}
+      iters: 40
+      spp: 16                      # primal spp; spp_grad: adjoint spp (default = spp)
+      spp_schedule: {double_every: 20, max: 64}
+      views: [0, 1]                # sensors used (default: all)
+      method: prb                  # prb | rb | rb_biased | rb_pipelined | rb_biased_pipelined
+      tv: {weight: 0.01, params: [floor.reflectance]}
+      multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}
+      save_every: 10               # renders + checkpoint every k iterations
+      seed: 0
+
+Each iteration follows the three-pass scheme: primal render (seed s0) -> loss and δy -> PRB
+gradient (seed s1 != s0), accumulated over views -> (TV) -> optimiser step -> projection to bounds.
+"""
+import csv
+import json
+import os
+import time
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..io.checkpoints import load_checkpoint, save_checkpoint
+from ..io.images import load_image, save_image_set, save_png
+from ..progress import Progress
+from . import losses
+from .adam import SGD, Adam
+from .regularizers import tv as tv_reg
+from .schedules import parse_multires, resolution_at, spp_at
+
+OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
+            "tv", "multires", "save_every", "method", "lr"}
+METHODS = ("prb", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
+
+
+def _seed(base, it, view, k):
+    """Decorrelated seeds: k = 0 primal, 1 adjoint (PRB three-pass scheme: s0 != s1)."""
+    return (int(base) * 1000003 + it * 4099 + view * 67 + k * 7919 + 1) & 0xFFFFFFFF
+
+
+class OptimizationRun:
+    """State of one optimisation (also usable from Python: ``OptimizationRun(cfg, out).run()``)."""
+
+    def __init__(self, cfg, out=None, iters=None, resume=False, gui=False):
+        from ..scene.description import parse_scene
+        from ..scene.scene import Scene
+        self.cfg = cfg
+        self.file = cfg.get("_file")
+        from ..config import section
+        o = section(cfg, "optimize", OPT_KEYS, required=("params",))
+        f = self.file
+        self.out = out or os.path.join("out", os.path.splitext(os.path.basename(f or "optimize"))[0])
+        self.iters = int(iters if iters is not None else o.get("iters", 40))
+        if self.iters < 0:
+            raise ConfigError("iters must be >= 0", f, "optimize.iters")
+        self.spp = int(o.get("spp", 16))
+        self.spp_grad = int(o.get("spp_grad", self.spp))
+        if self.spp < 1 or self.spp_grad < 1:
+            raise ConfigError("spp must be >= 1", f, "optimize.spp")
+        sched = o.get("spp_schedule") or {}
+        if not isinstance(sched, dict) or set(sched) - {"double_every", "max"}:
+            raise ConfigError("expected {double_every: k, max: spp}", f, "optimize.spp_schedule")
+        self.sched = sched
+        self.seed = int(o.get("seed", 0))
+        self.save_every = max(int(o.get("save_every", 10)), 1)
+        self.method = o.get("method", "prb")
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown method '{self.method}' (expected one of: {', '.join(METHODS)})", f,
+                              "optimize.method")
+        self.loss_name = o.get("loss", "l2")
+        if self.loss_name not in losses.LOSSES:
+            raise ConfigError(f"unknown loss '{self.loss_name}' (l1, l2, relative_l2)", f, "optimize.loss")
+        self.loss_fn = losses.LOSSES[self.loss_name]
+        opt = o.get("optimizer", {"type": "adam"}) or {}
+        if isinstance(opt, str):
+            opt = {"type": opt}
+        if opt.get("type", "adam") not in ("adam", "sgd") or set(opt) - {"type", "lr", "beta1", "beta2", "eps",
+                                                                         "momentum"}:
+            raise ConfigError("expected {type: adam|sgd, lr, beta1, beta2, eps, momentum}", f, "optimize.optimizer")
+        self.opt_cfg = opt
+        lr_default = float(opt.get("lr", o.get("lr", 0.02)))
+        self.gui = gui
+        # ---- scene (as written = ground truth for synthetic targets) ----
+        self.scene = Scene(parse_scene(cfg["scene"], cfg.get("_scene_file", f)))
+        sc = self.scene
+        views = o.get("views", list(range(len(sc.sensors))))
+        if not isinstance(views, list) or not views or any(
+                not isinstance(v, int) or not 0 <= v < len(sc.sensors) for v in views):
+            raise ConfigError(f"views must be a list of sensor indices in [0, {len(sc.sensors)})", f, "optimize.views")
+        self.views = views
+        params = o["params"]
+        if isinstance(params, list):
+            params = {p: {} for p in params}
+        if not isinstance(params, dict) or not params:
+            raise ConfigError("expected a mapping parameter name -> {init, lr}", f, "optimize.params")
+        self.popts = {}
+        for name, po in params.items():
+            po = po or {}
+            if not isinstance(po, dict) or set(po) - {"init", "lr"}:
+                raise ConfigError("expected {init: value, lr: rate}", f, f"optimize.params.{name}")
+            if name not in sc.params:
+                raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sc.params.keys())})", f,
+                                  f"optimize.params.{name}")
+            self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)))
+        self.truth = {n: sc.params[n] for n in self.popts}
+        self.tv = o.get("tv")
+        if self.tv is not None:
+            if not isinstance(self.tv, dict) or "weight" not in self.tv:
+                raise ConfigError("expected {weight: w, params: [names]}", f, "optimize.tv")
+            for n in self.tv.get("params", list(self.popts)):
+                if n not in self.popts:
+                    raise ConfigError(f"'{n}' is not an optimised parameter", f, "optimize.tv.params")
+        self.multires = {}
+        for n, spec in (o.get("multires") or {}).items():
+            if n not in self.popts or sc.params.info(n).kind != "texture":
+                raise ConfigError("multires applies to optimised bitmap textures", f, f"optimize.multires.{n}")
+            self.multires[n] = parse_multires(spec, f, f"optimize.multires.{n}")
+        self.target_spec = o.get("target", {"type": "render"}) or {"type": "render"}
+        self.resume = resume
+
+    # ---------------------------------------------------------------------------------------
+    def _targets(self):
+        os.makedirs(self.out, exist_ok=True)
+        t = self.target_spec
+        sc = self.scene
+        f = self.file
+        if not isinstance(t, dict):
+            raise ConfigError("expected a mapping", f, "optimize.target")
+        targets = []
+        if "images" in t:
+            imgs = t["images"]
+            if not isinstance(imgs, list) or len(imgs) != len(self.views):
+                raise ConfigError(f"expected one image per view ({len(self.views)})", f, "optimize.target.images")
+            base = self.cfg.get("_dir", ".")
+            for v, p in zip(self.views, imgs):
+                full = p if os.path.isabs(p) else os.path.join(base, p)
+                img = load_image(full)[..., :3]
+                s = sc.sensors[v]
+                if img.shape[:2] != (s.height, s.width):
+                    raise ConfigError(f"target image is {img.shape[1]}x{img.shape[0]}, the sensor's film is "
+                                      f"{s.width}x{s.height}", full, "optimize.target.images")
+                targets.append(img.astype(np.float32))
+            self.synthetic = False
+        else:
+            if t.get("type", "render") != "render" or set(t) - {"type", "spp", "seed"}:
+                raise ConfigError("expected {type: render, spp, seed} or {images: [...]}", f, "optimize.target")
+            from ..renderer import render
+            self.synthetic = True
+            for v in self.views:
+                cache = os.path.join(self.out, f"target_view{v}.npy")
+                if self.resume and os.path.exists(cache):
+                    targets.append(np.load(cache))
+                    continue
+                img = render(sc, spp=int(t.get("spp", 256)), seed=int(t.get("seed", 100000)) + v, sensor=v)
+                np.save(cache, img)
+                targets.append(img)
+        for v, img in zip(self.views, targets):
+            save_png(os.path.join(self.out, f"target_view{v}.png"), img)
+        return targets
+
+    def _apply_init(self):
+        sc = self.scene
+        for n, po in self.popts.items():
+            info = sc.params.info(n)
+            if n in self.multires:
+                res = resolution_at(0, self.multires[n])
+                h, w = (res, res) if isinstance(res, int) else res
+                sc.resize_texture(n, h, w)
+                info = sc.params.info(n)
+            if po["init"] is not None:
+                v = np.asarray(po["init"], np.float32)
+                try:
+                    sc.params[n] = np.broadcast_to(v, info.shape) if v.size in (1, info.shape[-1]) else v
+                except ConfigError as e:
+                    raise ConfigError(e.problem, self.file, f"optimize.params.{n}.init")
+
+    def _make_optimizer(self, state=None):
+        """Adam/SGD over the scene's device pool; lr = 0 outside the optimised slices."""
+        sc = self.scene
+        st = sc.bind()
+        cap = st.caps["pool"]
+        lr = np.zeros(cap, np.float32)
+        lo = np.full(cap, -np.inf, np.float32)
+        hi = np.full(cap, np.inf, np.float32)
+        plo, phi = sc.params.bounds_arrays()
+        n = plo.size
+        lo[:n], hi[:n] = plo, phi
+        for name, po in self.popts.items():
+            i = sc.params.info(name)
+            lr[i.offset:i.offset + i.size] = po["lr"]
+        o = self.opt_cfg
+        if o.get("type", "adam") == "adam":
+            opt = Adam(st.pool, st.grad, lr=lr, beta1=float(o.get("beta1", 0.9)), beta2=float(o.get("beta2", 0.999)),
+                       eps=float(o.get("eps", 1e-8)), lo=lo, hi=hi)
+        else:
+            opt = SGD(st.pool, st.grad, lr=lr, momentum=float(o.get("momentum", 0.0)), lo=lo, hi=hi)
+        if state is not None:
+            m = np.zeros(cap, np.float32)
+            v = np.zeros(cap, np.float32)
+            for name in self.popts:
+                i = sc.params.info(name)
+                if f"m:{name}" in state and state[f"m:{name}"].size == i.size:
+                    m[i.offset:i.offset + i.size] = state[f"m:{name}"].ravel()
+                    v[i.offset:i.offset + i.size] = state[f"v:{name}"].ravel()
+            opt.load_state_dict({"m": m, "v": v, "t": int(state["t"])})
+        return opt
+
+    def _opt_state(self, opt):
+        sc = self.scene
+        s = opt.state_dict()
+        out = {"t": np.array(s["t"])}
+        for name in self.popts:
+            i = sc.params.info(name)
+            out[f"m:{name}"] = s["m"][i.offset:i.offset + i.size].reshape(i.shape)
+            out[f"v:{name}"] = s["v"][i.offset:i.offset + i.size].reshape(i.shape)
+        return out
+
+    def _checkpoint(self, it, opt, history, elapsed):
+        sc = self.scene
+        arrays = {f"param:{n}": sc.params[n] for n in sc.params.keys()}
+        arrays.update(self._opt_state(opt))
+        arrays["iteration"] = np.array(it)
+        arrays["loss_history"] = np.array(history, np.float64).reshape(-1, 5)
+        arrays["elapsed"] = np.array(elapsed)
+        save_checkpoint(os.path.join(self.out, "checkpoint.npz"), **arrays)
+
+    def _rmse(self, name):
+        cur = self.scene.params[name]
+        tru = self.truth[name]
+        if cur.shape != tru.shape:
+            from .schedules import upsample
+            cur = upsample(cur, tru.shape[0], tru.shape[1])
+        return float(np.sqrt(((cur - tru) ** 2).mean()))
+
+    # ---------------------------------------------------------------------------------------
+    def run(self, callback=None):
+        from ..integrators.prb import read_gradients, render_grad
+        from ..renderer import render
+        sc = self.scene
+        targets = self._targets()
+        self._apply_init()
+        rmse_start = {n: self._rmse(n) for n in self.popts} if self.synthetic else {}
+        start, history, elapsed0 = 0, [], 0.0
+        ck = load_checkpoint(os.path.join(self.out, "checkpoint.npz")) if self.resume else None
+        state = None
+        if ck is not None:
+            for name in sc.params.keys():
+                v = ck.get(f"param:{name}")
+                if v is None:
+                    continue
+                info = sc.params.info(name)
+                if v.shape != info.shape and info.kind == "texture":
+                    sc.resize_texture(name, v.shape[0], v.shape[1])
+                sc.params[name] = v
+            start = int(ck["iteration"])
+            history = [tuple(r) for r in ck["loss_history"]]
+            elapsed0 = float(ck["elapsed"])
+            state = ck
+            ms = ck.get("rmse_start")
+            print(f"resuming from iteration {start} ({os.path.join(self.out, 'checkpoint.npz')})")
+        elif self.resume:
+            print(f"no checkpoint in {self.out}: starting from scratch")
+        if ck is not None and self.synthetic:
+            rmse_start = json.loads(open(os.path.join(self.out, "rmse_start.json")).read()) if os.path.exists(
+                os.path.join(self.out, "rmse_start.json")) else rmse_start
+        elif self.synthetic:
+            with open(os.path.join(self.out, "rmse_start.json"), "w") as fh:
+                json.dump(rmse_start, fh)
+        opt = self._make_optimizer(state)
+        view = None
+        if self.gui:
+            from ..viewer import LiveOptimizationView
+            s0 = sc.sensors[self.views[0]]
+            view = LiveOptimizationView("tirender optimize", s0.width, s0.height, out_dir=self.out)
+        abort_at = int(os.environ.get("TIRENDER_TEST_ABORT_AT", "-1"))  # test hook: simulate a kill
+        t_start = time.perf_counter()
+        stopped = False
+        it = start
+        nv = len(self.views)
+        with Progress(self.iters - start, "optimize", unit="it", delay=0.0) as bar:
+            for it in range(start, self.iters):
+                if it == abort_at:
+                    os._exit(3)
+                # coarse-to-fine: resize textures when a new stage begins
+                changed = False
+                for n, stages in self.multires.items():
+                    res = resolution_at(it, stages)
+                    h, w = (res, res) if isinstance(res, int) else res
+                    if sc.params.info(n).shape[:2] != (h, w):
+                        ost = self._opt_state(opt)
+                        sc.resize_texture(n, h, w)
+                        from .schedules import upsample
+                        ost[f"m:{n}"] = upsample(ost[f"m:{n}"], h, w)
+                        ost[f"v:{n}"] = upsample(ost[f"v:{n}"], h, w)
+                        opt = None
+                        state = ost
+                        changed = True
+                if changed:
+                    opt = self._make_optimizer(state)
+                spp = spp_at(it, self.spp, self.sched.get("double_every"), self.sched.get("max"))
+                spp_g = spp_at(it, self.spp_grad, self.sched.get("double_every"), self.sched.get("max"))
+                loss = 0.0
+                imgs = []
+                for k, v in enumerate(self.views):
+                    img = render(sc, spp=spp, seed=_seed(self.seed, it, v, 0), sensor=v, progress=False)
+                    lv, dy = self.loss_fn(img, targets[k])
+                    loss += lv / nv
+                    imgs.append(img)
+                    render_grad(sc, dy / nv, spp=spp_g, seed=_seed(self.seed, it, v, 1), sensor=v,
+                                method=self.method, accumulate=k > 0, progress=False)
+                st = sc.bind()
+                if self.tv is not None:
+                    grads = read_gradients(sc, st)
+                    w = float(self.tv["weight"])
+                    gflat = st.grad.to_numpy()
+                    for n in self.tv.get("params", list(self.popts)):
+                        if sc.params.info(n).kind == "texture":
+                            val, g = tv_reg(sc.params[n])
+                            i = sc.params.info(n)
+                            gflat[i.offset:i.offset + i.size] += w * g.ravel()
+                            loss += w * val
+                    st.grad.from_numpy(gflat)
+                else:
+                    read_gradients(sc, st)
+                opt.step()
+                sc.mark_device_params_changed()
+                el = elapsed0 + time.perf_counter() - t_start
+                perr = float(np.mean([self._rmse(n) for n in self.popts])) if self.synthetic else float("nan")
+                history.append((it, loss, el, spp, perr))
+                bar.update(1, postfix=f"loss {loss:.4g}")
+                if callback is not None:
+                    callback(it, loss, imgs)
+                last = it + 1 == self.iters
+                if (it + 1) % self.save_every == 0 or last:
+                    for k, v in enumerate(self.views):
+                        save_png(os.path.join(self.out, "renders", f"iter{it + 1:04d}_view{v}.png"), imgs[k])
+                    self._checkpoint(it + 1, opt, history, el)
+                    self._write_loss(history)
+                if view is not None:
+                    if not view.update(it, imgs[0], targets[0], [h[1] for h in history]):
+                        self._checkpoint(it + 1, opt, history, el)
+                        self._write_loss(history)
+                        stopped = True
+                        print(f"window closed: checkpoint written at iteration {it + 1}")
+                        break
+        if view is not None:
+            view.close()
+        seconds = elapsed0 + time.perf_counter() - t_start
+        self._write_loss(history)
+        self._save_params()
+        final = {}
+        for k, v in enumerate(self.views):
+            img = render(sc, spp=max(self.spp, 16), seed=_seed(self.seed, 10 ** 6, v, 0), sensor=v, progress=False)
+            save_image_set(os.path.join(self.out, "final"), img, f"view{v}")
+            final[v] = img
+        metrics = {
+            "iterations": len(history) and int(history[-1][0]) + 1,
+            "seconds": round(seconds, 3),
+            "final_loss": history[-1][1] if history else None,
+            "initial_loss": history[0][1] if history else None,
+            "method": self.method,
+            "views": self.views,
+            "stopped_early": stopped,
+        }
+        if self.synthetic:
+            metrics["params"] = {n: {"rmse_start": rmse_start.get(n), "rmse_end": self._rmse(n),
+                                     "value": sc.params[n].tolist() if sc.params[n].size <= 16 else None,
+                                     "truth": self.truth[n].tolist() if self.truth[n].size <= 16 else None}
+                                 for n in self.popts}
+        with open(os.path.join(self.out, "metrics.json"), "w") as fh:
+            json.dump(metrics, fh, indent=2)
+        return metrics
+
+    def _write_loss(self, history):
+        from ..io.plot import save_line_plot
+        tmp = os.path.join(self.out, "loss.csv.tmp")
+        with open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["iteration", "loss", "seconds", "spp", "param_rmse"])
+            for h in history:
+                w.writerow([int(h[0]), f"{h[1]:.8g}", f"{h[2]:.3f}", int(h[3]), f"{h[4]:.8g}"])
+        os.replace(tmp, os.path.join(self.out, "loss.csv"))
+        if history:
+            x = np.array([h[0] for h in history], float)
+            y = np.array([max(h[1], 1e-30) for h in history], float)
+            save_line_plot(os.path.join(self.out, "loss.png"), {f"{self.loss_name} loss": (x, y)},
+                           title="tirender optimize: image loss", xlabel="iteration", ylabel="loss", logy=True)
+            if self.synthetic:
+                e = np.array([max(h[4], 1e-30) for h in history], float)
+                save_line_plot(os.path.join(self.out, "param_rmse.png"), {"parameter RMSE vs truth": (x, e)},
+                               title="tirender optimize: parameter error", xlabel="iteration", ylabel="RMSE",
+                               logy=True)
+
+    def _save_params(self):
+        from ..io.exr import write_exr
+        d = os.path.join(self.out, "params")
+        os.makedirs(d, exist_ok=True)
+        sc = self.scene
+        for n in self.popts:
+            v = sc.params[n]
+            np.save(os.path.join(d, f"{n}.npy"), v)
+            if v.ndim == 3:
+                img = v if v.shape[2] == 3 else np.repeat(v, 3, axis=2)
+                write_exr(os.path.join(d, f"{n}.exr"), img.astype(np.float32))
+                save_png(os.path.join(d, f"{n}.png"), img)
+
+
+def run_optimization(cfg, out=None, iters=None, resume=False, gui=False, callback=None):
+    """Run `tirender optimize` for a loaded config (see tirender.config.load_config)."""
+    return OptimizationRun(cfg, out=out, iters=iters, resume=resume, gui=gui).run(callback)
