@@ -27,7 +27,7 @@ from ..core.math import BIG, max3, mis_power, safe_div, to_local, to_world, vec2
 from ..core.rng import make_sampler
 from ..emitters import area
 from ..emitters import dispatch as emitters
-from .shading import bsdf_params, bsdf_params_adjoint, shading_frame
+from .shading import bsdf_params, bsdf_params_adjoint, has_normalmap, normalmap_adjoint, shading_frame
 
 PRIMAL, ADJOINT = 0, 1
 
@@ -106,8 +106,11 @@ def sample(st: ti.template(), bm: ti.template(), em: ti.template(), mode: ti.tem
                             contrib = beta * mis_em * f_em * ds.weight
                             if ti.static(mode == ADJOINT):
                                 L -= contrib
-                                g = bsdf.bsdf_eval_adjoint(bm, btype, p, wi, wo_em, dL * beta * mis_em * ds.weight)
+                                wv = dL * beta * mis_em * ds.weight
+                                g = bsdf.bsdf_eval_adjoint(bm, btype, p, wi, wo_em, wv)
                                 bsdf_params_adjoint(st, b, si.uv, g)
+                                if has_normalmap(st, b):
+                                    normalmap_adjoint(st, bm, btype, p, b, si, fn, -ray_d, ds.d, wv)
                                 # ds.weight = Le / pdf (pdf incl. the 1/N selection, also for delta emitters)
                                 emitters.sample_le_adjoint(st, em, ds, dL * beta * mis_em * f_em / ds.pdf)
                             else:
@@ -124,8 +127,11 @@ def sample(st: ti.template(), bm: ti.template(), em: ti.template(), mode: ti.tem
                         # L_ind · f / detach(f): cancels the detached BSDF value inside L
                         f_det = bs.weight * bs.pdf
                         inv_f = vec3(safe_div(1.0, f_det[0]), safe_div(1.0, f_det[1]), safe_div(1.0, f_det[2]))
-                        g = bsdf.bsdf_eval_adjoint(bm, btype, p, wi, bs.wo, dL * L * inv_f)
+                        wv = dL * L * inv_f
+                        g = bsdf.bsdf_eval_adjoint(bm, btype, p, wi, bs.wo, wv)
                         bsdf_params_adjoint(st, b, si.uv, g)
+                        if has_normalmap(st, b):
+                            normalmap_adjoint(st, bm, btype, p, b, si, fn, -ray_d, to_world(fs, ft, fn, bs.wo), wv)
                 wo = to_world(fs, ft, fn, bs.wo)
                 beta *= bs.weight
                 eta *= bs.eta

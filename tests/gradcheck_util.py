@@ -1,0 +1,37 @@
+"""Finite-difference checks of render_grad with correlated random numbers (shared by tests)."""
+import numpy as np
+
+import tirender
+
+
+def projected_gradients(scene, pname, direction, weights, spp, seeds_prb, seeds_fd, h, method="prb",
+                        sensor=0):
+    """PRB: <∇_π <w, y>, u> for each adjoint seed; FD: (<w, y(π + h u)> - <w, y(π - h u)>) / 2h with the
+    same seed for the ± renders (correlated random numbers), for each FD seed. Returns two arrays."""
+    from tirender.integrators.prb import render_grad
+    u = np.asarray(direction, np.float32)
+    g = []
+    for s in seeds_prb:
+        gr = render_grad(scene, weights, spp=spp, seed=s, method=method, sensor=sensor, progress=False)
+        g.append(float((gr[pname].astype(np.float64) * u).sum()))
+    v0 = scene.params[pname]
+    f = []
+    for s in seeds_fd:
+        scene.params[pname] = v0 + h * u
+        a = (tirender.render(scene, spp=spp, seed=s, sensor=sensor, progress=False).astype(np.float64) * weights).sum()
+        scene.params[pname] = v0 - h * u
+        b = (tirender.render(scene, spp=spp, seed=s, sensor=sensor, progress=False).astype(np.float64) * weights).sum()
+        f.append((a - b) / (2 * h))
+    scene.params[pname] = v0
+    return np.array(g), np.array(f)
+
+
+def assert_agree(g, f, name, sigmas=3.0, min_signal=3.0):
+    """Means agree within `sigmas` combined standard errors; the gradient is clearly non-zero."""
+    mg, mf = g.mean(), f.mean()
+    se_g = g.std(ddof=1) / np.sqrt(len(g))
+    se_f = f.std(ddof=1) / np.sqrt(len(f))
+    se = np.sqrt(se_g ** 2 + se_f ** 2)
+    assert abs(mg - mf) <= sigmas * se + 1e-7 * abs(mf), f"{name}: PRB {mg:.6g} ± {se_g:.2g} vs FD {mf:.6g} ± {se_f:.2g}"
+    assert abs(mf) > min_signal * se_f, f"{name}: gradient not significant (FD {mf:.3g} ± {se_f:.2g})"
+    return mg, mf, se
