@@ -220,16 +220,15 @@ def procedural_dataset(views=8, heldout=2, width=128, height=128, fov=45.0, radi
 # ----------------------------------------------------------------------------- NeRF-synthetic folders
 
 def _read_image(path):
-    import imageio.v3 as iio
-    a = iio.imread(path)
-    if a.dtype == np.uint8:
-        a = a.astype(np.float32) / 255.0
-    elif a.dtype == np.uint16:
-        a = a.astype(np.float32) / 65535.0
-    else:
-        a = a.astype(np.float32)
+    """float32 (H, W, C) as stored (no sRGB decoding; 8/16-bit scaled to [0, 1])."""
+    from ..io.images import load_image
+    a = load_image(path, srgb=False)
     if a.ndim == 2:
-        a = np.repeat(a[..., None], 3, -1)
+        a = a[..., None]
+    if a.shape[2] == 1:
+        a = np.repeat(a, 3, -1)
+    elif a.shape[2] == 2:   # grey + alpha
+        a = np.concatenate([np.repeat(a[..., :1], 3, -1), a[..., 1:]], -1)
     return a
 
 
@@ -321,9 +320,8 @@ def load_nerf(path, heldout=2, background=(1.0, 1.0, 1.0), downscale=1, max_view
     for n, ((img_path, _, _), _) in enumerate(entries):
         try:
             a = _read_image(img_path)
-        except Exception as e:  # noqa: BLE001
-            raise ConfigError(f"cannot read image '{img_path}' ({type(e).__name__}: {e})".replace("\n", " "),
-                              file=files[n])
+        except ConfigError as e:
+            raise ConfigError(f"image '{img_path}': {e.problem}", file=files[n])
         if a.ndim != 3 or a.shape[2] not in (3, 4):
             raise ConfigError(f"image '{img_path}' has shape {a.shape}; expected RGB or RGBA", file=files[n])
         if shape0 is None:

@@ -1,12 +1,20 @@
 """Voxel radiance field: density σ and spherical-harmonic colour c on a grid in a box.
 
-Storage: one flat 1-D Taichi field ``x`` (Taichi's default float type) of R³·C values,
-``index = ((z*R + y)*R + x)*C + channel``; channel 0 is the raw density, channels
-``1 + 3k + rgb`` the SH coefficient k (k < (deg+1)²) of colour channel rgb. A twin field
-``grad`` receives ∂ℒ/∂x. Values sit at voxel centres; lookups are trilinear with
-clamp-to-edge. σ = act_σ(trilinear(raw)), c = act_c(Σ_k Y_k(d) · trilinear(coef_k)).
+Storage: one flat 1-D Taichi field ``x`` (Taichi's default float type) of R³·C values
+(C = 1 + 3K, K = (deg+1)² SH functions), so that Adam runs over it directly. With the voxel
+index v = (z·R + y)·R + x and N = R³:
 
-The lookup (:func:`query`) and its adjoint (:func:`query_adjoint`) sit side by side.
+    x[v]                    raw density s of voxel v            (a compact density plane)
+    x[N + v·3K + 3k + rgb]  SH coefficient k of colour channel rgb
+
+The compact density plane lets a lookup test for empty space (σ = 0) touching 8 floats of a
+small array before it gathers the 8 × 3K colour coefficients. A twin field ``grad`` receives
+∂ℒ/∂x in the same layout. numpy views (``to_numpy``) are (R, R, R, C) arrays [z, y, x, ch] with
+channel 0 the density and 1 + 3k + rgb the coefficients. Values sit at voxel centres; lookups are
+trilinear with clamp-to-edge: σ = act_σ(trilinear(s)), c = act_c(Σ_k Y_k(d) · trilinear(coef_k)).
+
+The lookup (:func:`query_cell`) and its adjoints (:func:`query_adjoint`, :func:`flush_voxel`)
+sit side by side.
 """
 import numpy as np
 import taichi as ti
@@ -119,38 +127,54 @@ def trilinear_setup(p, bmin, bmax, R):
 
 
 @ti.func
-def _corner(i0, f, R, C: ti.template(), corner):
-    """Trilinear weight and flat base index of one of the 8 corners (bit 0: +x, 1: +y, 2: +z)."""
+def _corner(i0, f, R, corner):
+    """Trilinear weight and voxel index v of one of the 8 corners (bit 0: +x, 1: +y, 2: +z)."""
     cx = corner & 1
     cy = (corner >> 1) & 1
     cz = (corner >> 2) & 1
     w = (f[0] if cx else 1.0 - f[0]) * (f[1] if cy else 1.0 - f[1]) * (f[2] if cz else 1.0 - f[2])
-    base = (((i0[2] + cz) * R + (i0[1] + cy)) * R + (i0[0] + cx)) * C
-    return w, base
+    v = ((i0[2] + cz) * R + (i0[1] + cy)) * R + (i0[0] + cx)
+    return w, v
 
 
 @ti.func
-def query(x: ti.template(), p, d, bmin, bmax, R, C: ti.template(), degree: ti.template(),
-          dact: ti.template(), cact: ti.template()):
-    """Field at world point p seen along unit direction d.
+def query_cell(x: ti.template(), i0, f, Y, R, degree: ti.template(), dact: ti.template(),
+               cact: ti.template()):
+    """Field in cell i0 at fractional position f, with the SH basis Y = Y_k(d) of the view direction.
 
-    Returns (σ, c, s, dσ/ds, dc/dpre): σ ≥ 0 [1/world unit], c: vec3 colour, s the interpolated
-    raw density, and the activation derivatives needed by :func:`query_adjoint`.
+    Returns (σ, c, dσ/ds, dc/dpre): σ ≥ 0 [1/world unit], c: vec3 colour, and the activation
+    derivatives needed by the adjoint (s: interpolated raw density, pre: colour before activation).
+    Where σ = 0 with a zero derivative (ReLU in empty space) the point contributes nothing to L or
+    to any gradient, and the colour is not gathered (c = 0).
     """
-    i0, f = trilinear_setup(p, bmin, bmax, R)
-    Y = sh_basis(d, degree)
+    S = 3 * (degree + 1) ** 2
+    N = R * R * R
     s = 0.0
-    pre = ti.Vector([0.0, 0.0, 0.0], dt=float)
     for corner in range(8):
-        w, base = _corner(i0, f, R, C, corner)
-        s += w * x[base]
-        for k in ti.static(range((degree + 1) ** 2)):
-            wy = w * Y[k]
-            for ch in ti.static(range(3)):
-                pre[ch] += wy * x[base + 1 + 3 * k + ch]
+        w, v = _corner(i0, f, R, corner)
+        s += w * x[v]
     sigma, dsigma = density_act(s, dact)
-    c, dc = color_act(pre, cact)
-    return sigma, c, s, dsigma, dc
+    c = ti.Vector([0.0, 0.0, 0.0], dt=float)
+    dc = ti.Vector([0.0, 0.0, 0.0], dt=float)
+    if sigma != 0.0 or dsigma != 0.0:
+        pre = ti.Vector([0.0, 0.0, 0.0], dt=float)
+        for corner in range(8):
+            w, v = _corner(i0, f, R, corner)
+            base = N + v * S
+            for k in ti.static(range((degree + 1) ** 2)):
+                wy = w * Y[k]
+                for ch in ti.static(range(3)):
+                    pre[ch] += wy * x[base + 3 * k + ch]
+        c, dc = color_act(pre, cact)
+    return sigma, c, dsigma, dc
+
+
+@ti.func
+def query(x: ti.template(), p, d, bmin, bmax, R, degree: ti.template(), dact: ti.template(),
+          cact: ti.template()):
+    """Field at world point p seen along unit direction d: (σ, c, dσ/ds, dc/dpre), see query_cell."""
+    i0, f = trilinear_setup(p, bmin, bmax, R)
+    return query_cell(x, i0, f, sh_basis(d, degree), R, degree, dact, cact)
 
 
 @ti.func
@@ -165,28 +189,35 @@ def scatter_add(g: ti.template(), i, v, expand: ti.template(), off):
 
 
 @ti.func
-def query_adjoint(g: ti.template(), p, d, bmin, bmax, R, C: ti.template(), degree: ti.template(),
-                  g_s, g_pre, expand: ti.template(), off):
-    """Adjoint of :func:`query`: scatter ∂ℒ/∂s (scalar, through the activation already) and
-    ∂ℒ/∂pre (vec3, pre-activation colour) through the trilinear weights w and the SH basis Y_k:
-    ∂ℒ/∂raw[v] += w_v·∂ℒ/∂s, ∂ℒ/∂coef[v, k, ch] += w_v·Y_k(d)·∂ℒ/∂pre_ch."""
-    i0, f = trilinear_setup(p, bmin, bmax, R)
-    Y = sh_basis(d, degree)
+def query_adjoint(g: ti.template(), i0, f, Y, R, degree: ti.template(), g_s, g_pre,
+                  expand: ti.template(), off):
+    """Adjoint of :func:`query_cell`: scatter ∂ℒ/∂s (scalar, through the density activation already)
+    and ∂ℒ/∂pre (vec3, pre-activation colour) through the trilinear weights w and the SH basis Y_k:
+    ∂ℒ/∂s[v] += w_v·∂ℒ/∂s, ∂ℒ/∂coef[v, k, rgb] += w_v·Y_k(d)·∂ℒ/∂pre_rgb."""
     do_color = g_pre[0] != 0.0 or g_pre[1] != 0.0 or g_pre[2] != 0.0
     for corner in range(8):
-        w, base = _corner(i0, f, R, C, corner)
-        if g_s != 0.0:
-            scatter_add(g, base, w * g_s, expand, off)
-        if do_color:
-            for k in ti.static(range((degree + 1) ** 2)):
-                wy = w * Y[k]
-                for ch in ti.static(range(3)):
-                    scatter_add(g, base + 1 + 3 * k + ch, wy * g_pre[ch], expand, off)
+        w, v = _corner(i0, f, R, corner)
+        a = ti.Vector([w * g_s, w * g_pre[0], w * g_pre[1], w * g_pre[2]], dt=float)
+        flush_voxel(g, v, a, Y, R, degree, expand, off)
+
+
+@ti.func
+def flush_voxel(g: ti.template(), v, a, Y, R, degree: ti.template(), expand: ti.template(), off):
+    """Scatter into voxel v the adjoint a = (w·∂ℒ/∂s, w·∂ℒ/∂pre) — one point's, or a ray's sum over
+    the points near v: the SH basis is constant along a ray, so ∂ℒ/∂coef[k, rgb] = Y_k · a[1 + rgb]."""
+    S = 3 * (degree + 1) ** 2
+    if a[0] != 0.0:
+        scatter_add(g, v, a[0], expand, off)
+    if a[1] != 0.0 or a[2] != 0.0 or a[3] != 0.0:
+        base = R * R * R + v * S
+        for k in ti.static(range((degree + 1) ** 2)):
+            for ch in ti.static(range(3)):
+                scatter_add(g, base + 3 * k + ch, Y[k] * a[1 + ch], expand, off)
 
 
 @ti.kernel
 def _resample(src: ti.types.ndarray(), dst: ti.types.ndarray(), Rs: ti.i32, Rd: ti.i32, C: ti.i32):
-    """dst (Rd³·C) = trilinear resampling of src (Rs³·C) at the destination voxel centres."""
+    """dst (Rd³·C, channel-last) = trilinear resampling of src (Rs³·C) at the destination voxel centres."""
     for v, ch in ti.ndrange(Rd * Rd * Rd, C):
         vx = v % Rd
         vy = (v // Rd) % Rd
@@ -204,10 +235,11 @@ def _resample(src: ti.types.ndarray(), dst: ti.types.ndarray(), Rs: ti.i32, Rd: 
 
 
 @ti.kernel
-def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), ch0: ti.template(),
-             ch1: ti.template(), weight: float, want_value: ti.template()) -> float:
-    """Add ∇ of TV = weight/N · Σ_voxels Σ_axes Σ_ch∈[ch0,ch1) (x[v+axis] − x[v])² into g; returns TV
-    when want_value. Gather form (each element reads its ≤ 6 neighbours and writes its own
+def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, start: ti.i32, S: ti.template(),
+             weight: float, want_value: ti.template()) -> float:
+    """Add ∇ of TV = weight/N · Σ_v Σ_axes Σ_j (y[v+axis, j] − y[v, j])² into g, where
+    y[v, j] = x[start + v·S + j] (density plane: start 0, S 1; SH block: start N, S 3K); returns TV
+    when want_value. Gather form (each element reads its ≤ 6 neighbours and writes only its own
     gradient): no atomics."""
     tv = 0.0
     k = 2.0 * weight / ti.cast(R * R * R, float)
@@ -215,34 +247,34 @@ def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), ch
         vx = v % R
         vy = (v // R) % R
         vz = v // (R * R)
-        for ch in ti.static(range(ch0, ch1)):
-            a = v * C + ch
+        for j in ti.static(range(S)):
+            a = start + v * S + j
             xa = x[a]
             acc = 0.0
             for axis in ti.static(range(3)):
                 coord = vx if axis == 0 else (vy if axis == 1 else vz)
                 stride = 1 if axis == 0 else (R if axis == 1 else R * R)
                 if coord < R - 1:
-                    diff = x[a + stride * C] - xa
+                    diff = x[a + stride * S] - xa
                     acc -= diff
                     if ti.static(want_value):
                         tv += 0.5 * k * diff * diff
                 if coord > 0:
-                    acc += xa - x[a - stride * C]
+                    acc += xa - x[a - stride * S]
             g[a] = g[a] + k * acc  # each element is written by one thread: no atomic needed
     return tv
 
 
 @ti.kernel
-def _sparsity_grad(x: ti.template(), g: ti.template(), R: ti.i32, C: ti.template(), weight: float) -> float:
-    """Add ∇ of weight/N · Σ_v max(raw_v, 0) (an L1 prior on the density) into g; returns its value."""
+def _sparsity_grad(x: ti.template(), g: ti.template(), R: ti.i32, weight: float) -> float:
+    """Add ∇ of weight/N · Σ_v max(s_v, 0) (an L1 prior on the raw density) into g; returns its value."""
     tot = 0.0
     inv_n = 1.0 / ti.cast(R * R * R, float)
     for v in range(R * R * R):
-        s = x[v * C]
+        s = x[v]
         if s > 0.0:
             tot += weight * inv_n * s
-            g[v * C] += weight * inv_n
+            g[v] = g[v] + weight * inv_n
     return tot
 
 
@@ -253,7 +285,7 @@ class RadianceField:
     density_activation: "relu" | "softplus"; color_activation: "none" | "relu" | "sigmoid";
     step: ray-march step as a fraction of a voxel (δ = step · max(extent) / R, world units);
     background: RGB added with the final transmittance; t_min: early termination once T < t_min.
-    Fields: ``x`` (R³·C parameters) and ``grad`` (∂ℒ/∂x, same layout).
+    Fields: ``x`` (R³·C parameters, layout in the module docstring) and ``grad`` (∂ℒ/∂x, same layout).
     """
 
     def __init__(self, res, sh_degree=2, bbox_min=(-1, -1, -1), bbox_max=(1, 1, 1),
@@ -303,19 +335,37 @@ class RadianceField:
     def n_params(self):
         return self.res ** 3 * self.C
 
+    def flat_to_grid(self, flat):
+        """Flat storage layout (n_params,) → (R, R, R, C) array [z, y, x, ch]."""
+        R, N = self.res, self.res ** 3
+        flat = np.asarray(flat)
+        return np.concatenate([flat[:N].reshape(R, R, R, 1), flat[N:].reshape(R, R, R, self.C - 1)], -1)
+
+    def grid_to_flat(self, arr):
+        """(R, R, R, C) array [z, y, x, ch] → flat storage layout (n_params,)."""
+        a = np.asarray(arr).reshape(-1, self.C)
+        return np.concatenate([a[:, 0], a[:, 1:].reshape(-1)])
+
+    def channel_of_flat(self):
+        """(n_params,) int array: the channel (0 density, 1.. SH) of every flat storage index."""
+        N = self.res ** 3
+        return np.concatenate([np.zeros(N, int), np.tile(np.arange(1, self.C), N)])
+
     def to_numpy(self):
         """Parameters as a (R, R, R, C) array indexed [z, y, x, channel]."""
-        return self.x.to_numpy().reshape(self.res, self.res, self.res, self.C)
+        return self.flat_to_grid(self.x.to_numpy())
 
     def from_numpy(self, arr):
+        """Set the parameters from a (R, R, R, C) array [z, y, x, channel] (or R³·C values in that order)."""
         arr = np.asarray(arr, np_float())
         if arr.size != self.n_params:
             raise ConfigError(f"parameter array has {arr.size} values, expected {self.n_params} "
                               f"({self.res}³ × {self.C})", key="params")
-        self.x.from_numpy(arr.reshape(-1))
+        self.x.from_numpy(np.ascontiguousarray(self.grid_to_flat(arr), np_float()))
 
     def grad_numpy(self):
-        return self.grad.to_numpy().reshape(self.res, self.res, self.res, self.C)
+        """∂ℒ/∂x as a (R, R, R, C) array [z, y, x, channel]."""
+        return self.flat_to_grid(self.grad.to_numpy())
 
     def grad_lanes(self):
         """(G, P): P private gradient copies (one per CPU worker thread) for the "expand" backward,
@@ -335,7 +385,7 @@ class RadianceField:
 
     def resampled(self, new_res):
         """A new field of resolution new_res (trilinear resampling of the raw parameters)."""
-        src = self.x.to_numpy()
+        src = np.ascontiguousarray(self.to_numpy().reshape(-1))
         dst = np.zeros(int(new_res) ** 3 * self.C, src.dtype)
         _resample(src, dst, self.res, int(new_res), self.C)
         m = self.meta()
@@ -348,14 +398,15 @@ class RadianceField:
         ``grad``; returns its value when ``value`` (a reduction that costs as much again), else 0."""
         tv = 0.0
         if weight_density > 0:
-            tv += _tv_grad(self.x, self.grad, self.res, self.C, 0, 1, float(weight_density), bool(value))
+            tv += _tv_grad(self.x, self.grad, self.res, 0, 1, float(weight_density), bool(value))
         if weight_color > 0:
-            tv += _tv_grad(self.x, self.grad, self.res, self.C, 1, self.C, float(weight_color), bool(value))
+            tv += _tv_grad(self.x, self.grad, self.res, self.res ** 3, self.C - 1, float(weight_color),
+                           bool(value))
         return tv
 
     def sparsity_grad(self, weight):
         """Add the gradient of the L1 density prior weight·mean(max(raw, 0)) to ``grad``; returns its value."""
-        return _sparsity_grad(self.x, self.grad, self.res, self.C, float(weight)) if weight > 0 else 0.0
+        return _sparsity_grad(self.x, self.grad, self.res, float(weight)) if weight > 0 else 0.0
 
     def save(self, path, **extra):
         """Write the field (and extra metadata such as camera info) to an .npz, atomically."""

@@ -20,9 +20,11 @@ import numpy as np
 import taichi as ti
 
 from .. import backend
-from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, np_float, query, query_adjoint
+from .field import (COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, _corner, flush_voxel, np_float, query_adjoint,
+                    query_cell, sh_basis, trilinear_setup)
 
 LOSSES = {"l2": 0, "l1": 1}
+EXPAND_MAX_BYTES = 32 << 20   # "auto" uses private gradient copies on CPUs while they fit in this
 
 
 @ti.func
@@ -55,6 +57,7 @@ def march_forward(x: ti.template(), o, d, j, bmin, bmax, R, delta, t_min, bg,
                   C: ti.template(), degree: ti.template(), dact: ti.template(), cact: ti.template()):
     """L (vec3) and number of points marched for one ray (o, unit d, jitter j ∈ [0,1))."""
     t_near, t_far = ray_box(o, d, bmin, bmax)
+    Y = sh_basis(d, degree)
     L = ti.Vector([0.0, 0.0, 0.0], dt=float)
     T = 1.0
     n = 0
@@ -63,8 +66,8 @@ def march_forward(x: ti.template(), o, d, j, bmin, bmax, R, delta, t_min, bg,
             t = t_near + (n + j) * delta
             if t >= t_far:
                 break
-            p = o + t * d
-            sigma, c, s, dsig, dc = query(x, p, d, bmin, bmax, R, C, degree, dact, cact)
+            i0, f = trilinear_setup(o + t * d, bmin, bmax, R)
+            sigma, c, dsig, dc = query_cell(x, i0, f, Y, R, degree, dact, cact)
             alpha = 1.0 - ti.exp(-sigma * delta)
             L += T * alpha * c
             T = T * (1.0 - alpha)
@@ -76,26 +79,74 @@ def march_forward(x: ti.template(), o, d, j, bmin, bmax, R, delta, t_min, bg,
 
 
 @ti.func
+def _corner_offset(k):
+    return ti.Vector([k & 1, (k >> 1) & 1, (k >> 2) & 1])
+
+
+@ti.func
+def _move_cell(g: ti.template(), acc, cell, i0, Y, R, degree: ti.template(), expand: ti.template(), off):
+    """The ray entered cell i0: flush the coalesced adjoints of cell's corners that are not corners of
+    i0, carry over the shared ones. acc: 8×4 (per corner Σw·∂ℒ/∂s, Σw·∂ℒ/∂pre)."""
+    new = ti.Matrix.zero(float, 8, 4)
+    for k in range(8):
+        v = cell + _corner_offset(k)           # old corner voxel
+        r = v - i0                             # its offset in the new cell
+        if (r >= 0).all() and (r <= 1).all():
+            nk = r[0] + 2 * r[1] + 4 * r[2]
+            for q in ti.static(range(4)):
+                new[nk, q] = acc[k, q]
+        elif cell[0] >= 0:
+            a = ti.Vector([acc[k, 0], acc[k, 1], acc[k, 2], acc[k, 3]], dt=float)
+            flush_voxel(g, (v[2] * R + v[1]) * R + v[0], a, Y, R, degree, expand, off)
+    return new
+
+
+@ti.func
 def march_backward(x: ti.template(), g: ti.template(), o, d, j, L, dL, n, bmin, bmax, R, delta,
                    C: ti.template(), degree: ti.template(), dact: ti.template(), cact: ti.template(),
-                   expand: ti.template(), off):
-    """Replay the n points of :func:`march_forward` and scatter ∂ℒ/∂x given L_forward and δL = ∂ℒ/∂L."""
+                   expand: ti.template(), off, coalesce: ti.template()):
+    """Replay the n points of :func:`march_forward` and scatter ∂ℒ/∂x given L_forward and δL = ∂ℒ/∂L.
+
+    coalesce=False scatters every point's adjoint at once (8 corners × (1 + 3K) adds); True sums
+    a ray's adjoints per voxel while the ray stays near it (consecutive points share trilinear
+    corners) and scatters when it moves on — the same sums, fewer atomic adds.
+    """
     t_near, t_far = ray_box(o, d, bmin, bmax)
+    Y = sh_basis(d, degree)
     T = 1.0
+    Lr = L + 0.0                                   # remaining radiance
+    acc = ti.Matrix.zero(float, 8, 4)
+    cell = ti.Vector([-1, -1, -1])
     for i in range(n):
         t = t_near + (i + j) * delta
-        p = o + t * d
-        sigma, c, s, dsig, dc = query(x, p, d, bmin, bmax, R, C, degree, dact, cact)
+        i0, f = trilinear_setup(o + t * d, bmin, bmax, R)
+        sigma, c, dsig, dc = query_cell(x, i0, f, Y, R, degree, dact, cact)
         alpha = 1.0 - ti.exp(-sigma * delta)
         # ∂ℒ/∂c = δL·T·α (per channel);  ∂ℒ/∂σ = δL·δ·(T·c − L_remaining)
         g_c = dL * (T * alpha)
-        g_sigma = (dL * delta * (T * c - L)).sum()
+        g_sigma = (dL * delta * (T * c - Lr)).sum()
         g_s = g_sigma * dsig
         g_pre = g_c * dc
         if g_s != 0.0 or alpha != 0.0:
-            query_adjoint(g, p, d, bmin, bmax, R, C, degree, g_s, g_pre, expand, off)
-        L -= T * alpha * c
+            if ti.static(coalesce):
+                if (i0 != cell).any():
+                    acc = _move_cell(g, acc, cell, i0, Y, R, degree, expand, off)
+                    cell = i0
+                for k in range(8):
+                    w, v = _corner(i0, f, R, k)
+                    acc[k, 0] += w * g_s
+                    for ch in ti.static(range(3)):
+                        acc[k, 1 + ch] += w * g_pre[ch]
+            else:
+                query_adjoint(g, i0, f, Y, R, degree, g_s, g_pre, expand, off)
+        Lr -= T * alpha * c
         T = T * (1.0 - alpha)
+    if ti.static(coalesce):
+        if cell[0] >= 0:
+            for k in range(8):
+                v = cell + _corner_offset(k)
+                a = ti.Vector([acc[k, 0], acc[k, 1], acc[k, 2], acc[k, 3]], dt=float)
+                flush_voxel(g, (v[2] * R + v[1]) * R + v[0], a, Y, R, degree, expand, off)
 
 
 @ti.kernel
@@ -117,11 +168,12 @@ def _backward_kernel(x: ti.template(), g: ti.template(), C: ti.template(), degre
                      dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(),
                      d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
                      dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
-                     bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float):
+                     bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
+                     coalesce: ti.template()):
     """One thread per ray; gradients scattered with ti.atomic_add into g."""
     for i in range(n_rays):
         march_backward(x, g, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
-                       bmin, bmax, R, delta, C, degree, dact, cact, False, 0)
+                       bmin, bmax, R, delta, C, degree, dact, cact, False, 0, coalesce)
 
 
 @ti.kernel
@@ -130,14 +182,14 @@ def _backward_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template()
                             d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
                             dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
                             bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
-                            P: ti.i32, N: ti.i32):
+                            coalesce: ti.template(), P: ti.i32, N: ti.i32):
     """CPU variant: P workers, worker w replays rays w, w+P, … into its own slice G[w·N:(w+1)·N]."""
     ti.loop_config(block_dim=1)
     for w in range(P):
         for k in range((n_rays - w + P - 1) // P):
             i = w + k * P
             march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
-                           bmin, bmax, R, delta, C, degree, dact, cact, True, w * N)
+                           bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
 
 
 @ti.kernel
@@ -199,12 +251,14 @@ def render_rays(field, o, d, jitter=None):
     return L, ns
 
 
-def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto"):
+def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=True):
     """Path-replay backward: add ∂ℒ/∂x to ``field.grad`` given L (n, 3) and n_steps from
     :func:`render_rays` on the same rays and jitter, and δL = ∂ℒ/∂L (n, 3).
 
     mode: "atomic" (ti.atomic_add into field.grad, one thread per ray), "expand" (CPU: one
-    private gradient copy per worker thread, summed after) or "auto" (expand on CPU backends).
+    private gradient copy per worker thread, summed after) or "auto" (expand on CPU backends
+    while the copies fit in the last-level cache). coalesce: sum a ray's adjoints per voxel before
+    scattering (same result up to rounding, fewer adds); False scatters at every point.
     """
     o, d, jitter, n = _rays(o, d, jitter)
     fp = np_float()
@@ -213,9 +267,12 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto"):
     args = (*_static(field), o, d, jitter,
             np.ascontiguousarray(L, fp).reshape(n, 3), np.ascontiguousarray(dL, fp).reshape(n, 3),
             np.ascontiguousarray(n_steps, np.int32).reshape(n), n,
-            ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res, field.delta)
+            ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res, field.delta,
+            bool(coalesce))
     if mode == "auto":
-        mode = "expand" if backend.current_arch() == "cpu" else "atomic"
+        P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
+        small = P * field.n_params * np.dtype(fp).itemsize <= EXPAND_MAX_BYTES
+        mode = "expand" if backend.current_arch() == "cpu" and small else "atomic"
     if mode == "expand":
         G, P = field.grad_lanes()
         _backward_expand_kernel(field.x, G, *args, P, field.n_params)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..optim.adam import Adam
+from ..progress import Progress
 from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
 from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, RadianceField, channels, np_float
 from .render import LOSSES, render_and_backward
@@ -201,49 +202,18 @@ def load_dataset(cfg, cfg_path=None, progress=None):
 
 # ----------------------------------------------------------------------------- helpers
 
-class Progress:
-    """A tiny progress bar on stderr (only drawn when stderr is a terminal)."""
-
-    def __init__(self, total, desc="", stream=None):
-        self.total, self.desc, self.n = max(int(total), 1), desc, 0
-        self.stream = stream or sys.stderr
-        self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.t0 = time.perf_counter()
-        self.postfix = ""
-
-    def update(self, n=1, postfix=None):
-        self.n += n
-        if postfix is not None:
-            self.postfix = postfix
-        if self.live:
-            frac = min(self.n / self.total, 1.0)
-            bar = "#" * int(24 * frac)
-            el = time.perf_counter() - self.t0
-            self.stream.write(f"\r{self.desc} [{bar:<24}] {self.n}/{self.total} {el:6.1f}s {self.postfix}   ")
-            self.stream.flush()
-
-    def close(self):
-        if self.live:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 def psnr(pred, ref):
     """PSNR in dB (peak 1) of pred clipped to [0, 1] against ref."""
     mse = float(np.mean((np.clip(pred, 0, 1) - np.asarray(ref, np.float64)) ** 2))
     return float("inf") if mse == 0 else -10.0 * np.log10(mse)
 
 
-def to_srgb(img):
-    img = np.clip(img, 0, 1)
-    return np.where(img <= 0.0031308, 12.92 * img, 1.055 * np.power(img, 1 / 2.4) - 0.055)
-
-
 def save_png(path, img, linear):
-    """Write an (H, W, 3) image as 8-bit PNG (sRGB-encoded first when ``linear``)."""
-    import imageio.v3 as iio
-    a = to_srgb(img) if linear else np.clip(img, 0, 1)
-    iio.imwrite(path, (a * 255 + 0.5).astype(np.uint8))
+    """Write an (H, W, 3) image as an 8-bit PNG: linear radiance is sRGB-encoded, display-space
+    values (``linear=False``, e.g. NeRF PNG data) are written as they are."""
+    from ..io.images import from_srgb, save_png as _save
+    a = np.asarray(img, np.float32)
+    _save(path, a if linear else from_srgb(np.clip(a, 0, 1)))
 
 
 def peak_rss_mb():
@@ -317,7 +287,7 @@ class Trainer:
         scale = self.stages[stage_idx]["lr_scale"] * tr["lr_decay"] ** stage_idx
         lr_ch = np.full(C, tr["lr_color"] * scale)
         lr_ch[0] = tr["lr_density"] * scale
-        lr = np.tile(lr_ch, self.field.res ** 3)
+        lr = lr_ch[self.field.channel_of_flat()]
         self.opt = Adam(self.field.x, self.field.grad, lr=lr)
 
     # -- one iteration
@@ -377,7 +347,7 @@ class Trainer:
             return
         st = self.opt.state_dict()
         tmp = p + ".tmp.npz"
-        np.savez(tmp, params=self.field.x.to_numpy(), res=self.field.res, stage=stage, it=it_in_stage,
+        np.savez(tmp, params=self.field.to_numpy(), res=self.field.res, stage=stage, it=it_in_stage,
                  global_it=global_it, m=st["m"], v=st["v"], t=st["t"], train_time=self.train_time,
                  metrics=json.dumps(self.metrics), config=json.dumps(self.cfg, default=str))
         os.replace(tmp, p)
@@ -418,7 +388,7 @@ class Trainer:
             self.log(f"resuming at stage {start_stage + 1}, iteration {start_it} (global {global_it})")
         total = sum(s["iters"] for s in self.stages)
         bar = Progress(total, "radiance field")
-        bar.update(global_it)
+        bar.n = global_it
         every = tr["eval_every"]
         for si in range(start_stage, len(self.stages)):
             st = self.stages[si]
@@ -446,7 +416,7 @@ class Trainer:
                 if (ce and global_it % ce == 0 and it + 1 < st["iters"]) or global_it == stop_after:
                     self.save_checkpoint(si, it + 1, global_it)
                 if global_it == stop_after:
-                    bar.close()
+                    bar.__exit__(None, None, None)
                     return None
             if ck is not None and si == start_stage and it0 == st["iters"] and \
                     len(self.metrics["stages"]) > si:
@@ -460,7 +430,7 @@ class Trainer:
             self.log(f"stage {si + 1}/{len(self.stages)}: {st['res']}³, {st['iters']} iterations, "
                      f"held-out PSNR {p:.2f} dB, {self.train_time:.1f} s")
             self.save_checkpoint(si, st["iters"], global_it)
-        bar.close()
+        bar.__exit__(None, None, None)
         p = self.metrics["heldout_psnr_per_stage"][-1]
         self.metrics.update({"heldout_psnr": p, "train_time_s": round(self.train_time, 4), "iterations": global_it,
                              "final_res": self.field.res, "n_params": self.field.n_params,
@@ -480,9 +450,8 @@ def train(cfg, cfg_path=None, out_dir=None, iters=None, resume=False, dataset=No
         os.makedirs(out_dir, exist_ok=True)
     t0 = time.perf_counter()
     if dataset is None:
-        bar = Progress(cfg["dataset"]["views"] + cfg["dataset"]["heldout"], "dataset")
-        dataset = load_dataset(cfg, cfg_path, progress=lambda n: bar.update(n - bar.n))
-        bar.close()
+        with Progress(cfg["dataset"]["views"] + cfg["dataset"]["heldout"], "dataset", unit="view") as bar:
+            dataset = load_dataset(cfg, cfg_path, progress=lambda n: bar.update(n - bar.n))
     t_data = time.perf_counter() - t0
     tr = Trainer(cfg, dataset, out_dir=out_dir, cfg_path=cfg_path, log=log)
     metrics = tr.run(resume=resume)
