@@ -157,14 +157,19 @@ def sample(st: ti.template(), bm: ti.template(), em: ti.template(), mode: ti.tem
 @ti.kernel
 def render_kernel(st: ti.template(), bm: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
                   sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32):
-    """Primal render of `spp` samples per pixel (indices sample_offset..) splatted into st.film."""
+    """Primal render of `spp` samples per pixel (indices sample_offset..) splatted into st.film.
+    One thread per pixel; its samples' filter footprints are gathered locally, then flushed."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
+        px = pix % w
+        py = pix // w
+        acc = film.local_zero()
         for s in range(spp):
             sampler = make_sampler(seed, pix, sample_offset + s)
-            pos = vec2(pix % w, pix // w) + sampler.next_2d()
+            pos = vec2(px, py) + sampler.next_2d()
             o, d = camera_ray(st, cam, pos)
             L = sample(st, bm, em, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters, vec3(0.0), vec3(0.0))
             if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
                 L = vec3(0.0)  # never let a NaN sample poison a pixel
-            film.splat(st, cam, pos, L, False)
+            film.local_splat(st, cam, px, py, pos, L, acc)
+        film.local_flush(st, cam, px, py, acc, False)

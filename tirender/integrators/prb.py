@@ -27,10 +27,14 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
     """W_p: filter-weight sums of the adjoint pass's samples (same positions as prb_kernel)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
+        px = pix % w
+        py = pix // w
+        acc = film.local_zero()
         for s in range(spp):
             sampler = make_sampler(seed, pix, sample_offset + s)
-            pos = vec2(pix % w, pix // w) + sampler.next_2d()
-            film.splat(st, cam, pos, vec3(0.0), True)
+            pos = vec2(px, py) + sampler.next_2d()
+            film.local_splat(st, cam, px, py, pos, vec3(0.0), acc)
+        film.local_flush(st, cam, px, py, acc, True)
 
 
 @ti.kernel
