@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from .errors import ConfigError, TirenderError
+from .errors import TirenderError
 
 
 def _common(p):

@@ -1,25 +1,17 @@
-"""Checkpoints: one .npz written atomically (temp file + rename), so a killed run never leaves a
-half-written checkpoint; ``load_checkpoint`` returns None when there is none."""
+"""Checkpoints: one .npz written atomically (temp file + fsync + rename), so a killed run never
+leaves a half-written checkpoint; ``load_checkpoint`` returns None when there is none."""
+import io
 import os
-import tempfile
 
 import numpy as np
 
+from .atomic import atomic_write_bytes
+
 
 def save_checkpoint(path, **arrays):
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".npz", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue(), fsync=True)
 
 
 def load_checkpoint(path):

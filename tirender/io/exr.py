@@ -7,11 +7,11 @@ order, as the specification requires). Pixel values are linear radiance, row 0 a
 """
 import os
 import struct
-import tempfile
 
 import numpy as np
 
 from ..errors import ConfigError
+from .atomic import atomic_write_bytes as _atomic_write
 
 __all__ = ["write_exr", "read_exr"]
 
@@ -70,24 +70,6 @@ def write_exr(path, img, half=False):
     with np.errstate(over="ignore"):
         block["px"] = np.transpose(img[:, :, order], (0, 2, 1)).astype(dt)
     _atomic_write(path, header + offsets.tobytes() + block.tobytes())
-
-
-def _atomic_write(path, data):
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _read_header(data, path):

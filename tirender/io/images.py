@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from ..errors import ConfigError
-from .exr import _atomic_write as _atomic_bytes
+from .atomic import atomic_write_bytes as _atomic_bytes
 from .exr import read_exr, write_exr
 
 __all__ = ["to_srgb", "from_srgb", "save_png", "save_image_set", "load_image"]

@@ -266,7 +266,6 @@ class OptimizationRun:
             history = [tuple(r) for r in ck["loss_history"]]
             elapsed0 = float(ck["elapsed"])
             state = ck
-            ms = ck.get("rmse_start")
             print(f"resuming from iteration {start} ({os.path.join(self.out, 'checkpoint.npz')})")
         elif self.resume:
             print(f"no checkpoint in {self.out}: starting from scratch")
@@ -320,7 +319,7 @@ class OptimizationRun:
                                 method=self.method, accumulate=k > 0, progress=False)
                 st = sc.bind()
                 if self.tv is not None:
-                    grads = read_gradients(sc, st)
+                    read_gradients(sc, st)
                     w = float(self.tv["weight"])
                     gflat = st.grad.to_numpy()
                     for n in self.tv.get("params", list(self.popts)):

@@ -12,12 +12,12 @@ Bad input raises :class:`tirender.errors.ConfigError` naming the file.
 """
 import os
 import struct
-import tempfile
 import warnings
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..io.atomic import atomic_write_bytes as _atomic_write
 
 __all__ = ["load_mesh", "save_ply", "save_obj", "clean_triangles"]
 
@@ -157,24 +157,6 @@ def _format_rows(a, fmt, prefix=b""):
         return b""
     row = prefix.decode() + " ".join([fmt] * a.shape[1])
     return ("\n".join([row] * len(a)) % tuple(a.ravel().tolist())).encode() + b"\n"
-
-
-def _atomic_write(path, data):
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _validate(mesh, path):
