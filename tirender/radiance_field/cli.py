@@ -19,6 +19,12 @@ def optimize_main(cfg, cfg_path, out_dir, iters=None, resume=False):
     stages in proportion). Returns the metrics dict."""
     from .train import train
     backend.ensure_init()
+    if isinstance(cfg, dict) and isinstance(cfg.get("radiance_field"), dict):
+        # a path_traced dataset without its own scene renders the config's top-level scene
+        ds = cfg["radiance_field"].get("dataset")
+        if isinstance(ds, dict) and ds.get("type") == "path_traced" and ds.get("scene") is None \
+                and isinstance(cfg.get("scene"), dict) and cfg["scene"]:
+            cfg = dict(cfg, radiance_field=dict(cfg["radiance_field"], dataset=dict(ds, scene=cfg["scene"])))
     return train(cfg, cfg_path=cfg_path, out_dir=out_dir, iters=iters, resume=resume)
 
 

@@ -76,6 +76,15 @@ def pixel_rays(c2w, fov_x, width, height, rows, cols, jx=0.5, jy=0.5):
     return o, d
 
 
+def _azimuth_frame(up):
+    """Unit vectors (e1, e2) ⟂ up: azimuth 0 along e1 (+z for up = +y, the side Mitsuba's default
+    cameras look from), 90° along e2 (+x)."""
+    a = np.array([1.0, 0, 0]) if abs(up[0]) < 0.9 else np.array([0, 0, 1.0])
+    e1 = np.cross(a, up)
+    e1 /= np.linalg.norm(e1)
+    return e1, np.cross(up, e1)
+
+
 def sphere_cameras(n, radius, center=(0, 0, 0), up=(0, 1, 0), elevation=(-30.0, 75.0), azimuth=360.0):
     """n camera-to-world matrices looking at ``center`` from distance ``radius``: a spiral whose
     elevation (degrees about ``up``) grows from elevation[0] to elevation[1] while the azimuth
@@ -84,10 +93,7 @@ def sphere_cameras(n, radius, center=(0, 0, 0), up=(0, 1, 0), elevation=(-30.0, 
     center = np.asarray(center, np.float64)
     up = np.asarray(up, np.float64)
     up = up / np.linalg.norm(up)
-    a = np.array([1.0, 0, 0]) if abs(up[0]) < 0.9 else np.array([0, 0, 1.0])
-    e1 = np.cross(up, a)
-    e1 /= np.linalg.norm(e1)
-    e2 = np.cross(up, e1)
+    e1, e2 = _azimuth_frame(up)
     phi = (np.sqrt(5) - 1) / 2
     mats = []
     for i in range(n):
@@ -105,10 +111,7 @@ def orbit_cameras(n, radius, center=(0, 0, 0), up=(0, 1, 0), elevation=25.0):
     center = np.asarray(center, np.float64)
     up = np.asarray(up, np.float64)
     up = up / np.linalg.norm(up)
-    a = np.array([1.0, 0, 0]) if abs(up[0]) < 0.9 else np.array([0, 0, 1.0])
-    e1 = np.cross(up, a)
-    e1 /= np.linalg.norm(e1)
-    e2 = np.cross(up, e1)
+    e1, e2 = _azimuth_frame(up)
     el = np.radians(elevation)
     mats = []
     for i in range(n):
@@ -364,6 +367,8 @@ def path_traced_dataset(scene, views=8, heldout=2, width=128, height=128, fov=45
     if not hasattr(tirender, "load_scene") or not hasattr(tirender, "render"):
         raise ConfigError("the path tracer (tirender.load_scene / tirender.render) is not available in this "
                           "build", file=cfg_file, key="dataset.type")
+    if isinstance(scene.get("scene"), dict):   # a job config (render:, scene:) rather than a bare scene
+        scene = scene["scene"]
     c2w = sphere_cameras(views + heldout, radius, center=center, up=up, elevation=elevation, azimuth=azimuth)
     scene = copy.deepcopy(scene)
     scene["sensors"] = [{"type": "perspective", "fov": float(fov), "fov_axis": "x",

@@ -30,11 +30,11 @@ DEFAULTS = {
                 "radius": 3.2, "elevation": [-30.0, 75.0], "azimuth": 360.0, "gt_res": 64, "gt_step": 0.5,
                 "spp": 1},
     "field": {"bbox_min": [-1.0, -1.0, -1.0], "bbox_max": [1.0, 1.0, 1.0], "sh_degree": 2,
-              "density_activation": "relu", "color_activation": "none", "init_density": 0.1,
-              "init_color": 0.0, "step": 1.0, "background": None, "t_min": 1e-4},
-    "train": {"stages": [{"res": 16, "iters": 100}, {"res": 32, "iters": 100}, {"res": 64, "iters": 100}],
-              "batch": 8192, "loss": "l2", "lr_density": 1.0, "lr_color": 0.05, "lr_decay": 1.0,
-              "tv_density": 0.0, "tv_color": 0.0, "l1_density": 0.0, "eval_every": 0, "eval_spp": 1,
+              "density_activation": "relu", "color_activation": "relu", "init_density": 0.01,
+              "init_color": 0.5, "step": 1.0, "background": None, "t_min": 1e-4},
+    "train": {"stages": [{"res": 16, "iters": 200}, {"res": 32, "iters": 200}, {"res": 64, "iters": 200}],
+              "batch": 4096, "loss": "l2", "lr_density": 0.2, "lr_color": 0.05, "lr_decay": 1.0,
+              "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "eval_every": 0, "eval_spp": 1,
               "checkpoint_every": 100, "save_pngs": True},
 }
 
