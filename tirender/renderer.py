@@ -75,6 +75,9 @@ def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
     if not 0 <= sensor < len(scene.sensors):
         raise ConfigError(f"sensor index {sensor} out of range (scene has {len(scene.sensors)})", key="sensor")
     t, max_depth, rr_depth, hide = _integrator_args(scene, integrator)
+    if t in ("volpath", "prbvolpath", "volpath_raymarch"):  # participating media (tirender/media)
+        from .integrators import volpath
+        return volpath.render(scene, spp=spp, seed=seed, sensor=sensor, integrator=t, progress=progress)
     st = scene.bind()
     s = scene.sensors[sensor]
     npix = s.width * s.height

@@ -96,6 +96,12 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     shaped like the parameter. ``accumulate=True`` adds into the existing st.grad (multi-view).
     """
     from ..renderer import _batches, _integrator_args
+    if scene.integrator["type"] in ("volpath", "prbvolpath", "volpath_raymarch"):  # media: prbvolpath.py
+        if method != "prb":
+            raise ConfigError(f"method '{method}' does not support participating media (use prb)", key="method")
+        from .prbvolpath import render_grad as render_grad_volume
+        return render_grad_volume(scene, adjoint_image, spp=spp, seed=seed, sensor=sensor, accumulate=accumulate,
+                                  progress=progress)
     if method != "prb":
         from .rb import render_grad_rb
         return render_grad_rb(scene, adjoint_image, spp=spp, seed=seed, sensor=sensor, method=method,

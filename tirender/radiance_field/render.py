@@ -24,7 +24,8 @@ from .field import (COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, _corner, flush_voxel
                     query_cell, sh_basis, trilinear_setup)
 
 LOSSES = {"l2": 0, "l1": 1}
-EXPAND_MAX_BYTES = 32 << 20   # "auto" uses private gradient copies on CPUs while they fit in this
+EXPAND_MAX_BYTES = 1 << 30     # "auto": private gradient copies on CPUs only while they fit in this ...
+EXPAND_POINTS_PER_PARAM = 40  # ... and once the batch marches ≥ n_params / 40 points
 
 
 @ti.func
@@ -256,8 +257,8 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
     :func:`render_rays` on the same rays and jitter, and δL = ∂ℒ/∂L (n, 3).
 
     mode: "atomic" (ti.atomic_add into field.grad, one thread per ray), "expand" (CPU: one
-    private gradient copy per worker thread, summed after) or "auto" (expand on CPU backends
-    while the copies fit in the last-level cache). coalesce: sum a ray's adjoints per voxel before
+    private gradient copy per worker thread, summed after) or "auto" (expand on CPU backends when
+    the batch is large enough to amortise summing the copies). coalesce: sum a ray's adjoints per voxel before
     scattering (same result up to rounding, fewer adds); False scatters at every point.
     """
     o, d, jitter, n = _rays(o, d, jitter)
@@ -270,9 +271,12 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
             ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res, field.delta,
             bool(coalesce))
     if mode == "auto":
+        # private copies pay off once the scatter work outweighs summing the copies (measured on a
+        # 2-core CPU: from about one marched point per 40 parameters), within a memory cap
         P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
-        small = P * field.n_params * np.dtype(fp).itemsize <= EXPAND_MAX_BYTES
-        mode = "expand" if backend.current_arch() == "cpu" and small else "atomic"
+        fits = P * field.n_params * np.dtype(fp).itemsize <= EXPAND_MAX_BYTES
+        busy = int(np.sum(n_steps)) * EXPAND_POINTS_PER_PARAM >= field.n_params
+        mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
     if mode == "expand":
         G, P = field.grad_lanes()
         _backward_expand_kernel(field.x, G, *args, P, field.n_params)

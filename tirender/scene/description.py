@@ -75,6 +75,8 @@ class Shape:
     uvs: np.ndarray
     bsdf: int
     emitter: int = -1
+    interior: int = -1         # medium index inside the shape (-1: none), see tirender/media
+    exterior: int = -1
 
 
 @dataclass
@@ -100,6 +102,7 @@ class SceneDescription:
     shapes: list
     emitters: list
     warnings: list
+    media: list = field(default_factory=list)   # tirender.media.spec.Medium
 
 
 def _keys(d, allowed, file, where):
@@ -157,6 +160,7 @@ class _Builder:
         self.textures, self.bsdfs, self.shapes, self.emitters = [], [], [], []
         self.bsdf_index = {}
         self.warnings = []
+        self.media, self.media_index, self.media_specs = [], {}, {}
         self.names = set()
 
     def path(self, p, key):
@@ -371,7 +375,7 @@ class _Builder:
     def shape(self, i, spec):
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
-                     "resolution"}, self.file, key)
+                     "resolution", "interior", "exterior"}, self.file, key)
         sid = str(spec.get("id", f"shape{i}"))
         key = f"shapes.{sid}"
         t = spec.get("type")
@@ -422,6 +426,10 @@ class _Builder:
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi)
+        for side in ("interior", "exterior"):
+            if spec.get(side) is not None:
+                from ..media.spec import medium_ref
+                setattr(s, side, medium_ref(self, spec[side], f"{key}.{side}", sid, side, pos))
         self.shapes.append(s)
         if spec.get("emitter") is not None:
             s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
@@ -462,16 +470,16 @@ def _sensor(spec, file, key):
     return Sensor(m, w, h, float(tx), float(ty), ftype, stddev, radius)
 
 
-INTEGRATORS = ("path", "direct", "aov", "prb")
+INTEGRATORS = ("path", "direct", "aov", "prb", "volpath", "prbvolpath", "volpath_raymarch")
 
 
 def parse_scene(spec, file=None, base_dir=None):
     """Scene mapping (already loaded YAML) -> SceneDescription."""
     if base_dir is None:
         base_dir = os.path.dirname(os.path.abspath(file)) if file else os.getcwd()
-    _keys(spec, {"integrator", "sensor", "sensors", "bsdfs", "emitters", "shapes", "textures"}, file, "")
+    _keys(spec, {"integrator", "sensor", "sensors", "bsdfs", "emitters", "shapes", "textures", "media"}, file, "")
     integ = spec.get("integrator", {}) or {}
-    _keys(integ, {"type", "max_depth", "rr_depth", "hide_emitters", "aovs"}, file, "integrator")
+    _keys(integ, {"type", "max_depth", "rr_depth", "hide_emitters", "aovs", "step_size"}, file, "integrator")
     itype = integ.get("type", "path")
     if itype not in INTEGRATORS:
         raise ConfigError(f"unknown integrator '{itype}' (expected one of: {', '.join(INTEGRATORS)})", file,
@@ -488,7 +496,12 @@ def parse_scene(spec, file=None, base_dir=None):
             raise ConfigError(f"unknown AOV '{a}' (depth, normal, albedo, position, uv)", file, "integrator.aovs")
     integrator = dict(type=itype, max_depth=max_depth, rr_depth=rr_depth,
                       hide_emitters=bool(integ.get("hide_emitters", False)), aovs=list(aovs))
+    if "step_size" in integ:  # volpath_raymarch: fixed step (world units); default: half a voxel
+        integrator["step_size"] = _num(integ["step_size"], file, "integrator.step_size", 0.0, strict_lo=True)
     b = _Builder(file, base_dir)
+    if spec.get("media") is not None:
+        from ..media.spec import set_media_specs
+        set_media_specs(b, spec["media"], file)
     sens = spec.get("sensors", [spec["sensor"]] if "sensor" in spec else [{}])
     if not isinstance(sens, list) or not sens:
         raise ConfigError("expected a non-empty list of sensors", file, "sensors")
@@ -510,6 +523,9 @@ def parse_scene(spec, file=None, base_dir=None):
             raise ConfigError(f"duplicate shape id '{sid}'", file, f"shapes[{i}].id")
         ids.add(sid)
         b.shape(i, s)
+    if b.media_specs:
+        from ..media.spec import finish_media
+        finish_media(b)
     ems = spec.get("emitters", []) or []
     if not isinstance(ems, list):
         raise ConfigError("expected a list of emitters", file, "emitters")
@@ -528,4 +544,4 @@ def parse_scene(spec, file=None, base_dir=None):
     if not b.shapes and not b.emitters:
         raise ConfigError("the scene has no shapes and no emitters", file, "")
     return SceneDescription(file, base_dir, integrator, sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
-                            b.warnings)
+                            b.warnings, b.media)

@@ -46,8 +46,8 @@ class Scene:
             val = tex.data.reshape(-1) if tex.constant else tex.data
             if tex.constant and tex.data.shape[2] == 1:
                 val = tex.data.reshape(1)
-            info = self.params.add(tex.name, val, tex.lo, tex.hi, kind="rgb" if tex.constant else "texture",
-                                   file=desc.file)
+            kind = "rgb" if tex.constant else ("grid" if tex.data.ndim == 4 else "texture")
+            info = self.params.add(tex.name, val, tex.lo, tex.hi, kind=kind, file=desc.file)
             self._tex_param.append(info)
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
@@ -98,6 +98,8 @@ class Scene:
         a["shape_bsdf"] = np.array([s.bsdf for s in shapes] or [0], np.int32)
         a["shape_emitter"] = np.array([s.emitter for s in shapes] or [-1], np.int32)
         a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] or [0], np.int32)
+        a["shape_med_int"] = np.array([s.interior for s in shapes] or [-1], np.int32)
+        a["shape_med_ext"] = np.array([s.exterior for s in shapes] or [-1], np.int32)
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.type for b in bs] or [0], np.int32)
         a["bsdf_twosided"] = np.array([int(b.twosided) for b in bs] or [0], np.int32)
@@ -108,9 +110,10 @@ class Scene:
         a["bsdf_tex"] = np.array([b.tex for b in bs] or [[-1] * N_SLOTS], np.int32)
         texs = desc.textures
         a["tex_offset"] = np.array([i.offset for i in self._tex_param] or [0], np.int32)
-        a["tex_w"] = np.array([t.data.shape[1] for t in texs] or [1], np.int32)
-        a["tex_h"] = np.array([t.data.shape[0] for t in texs] or [1], np.int32)
-        a["tex_c"] = np.array([t.data.shape[2] for t in texs] or [1], np.int32)
+        a["tex_w"] = np.array([t.data.shape[-2] for t in texs] or [1], np.int32)
+        a["tex_h"] = np.array([t.data.shape[-3] for t in texs] or [1], np.int32)
+        a["tex_c"] = np.array([t.data.shape[-1] for t in texs] or [1], np.int32)
+        a["tex_d"] = np.array([t.data.shape[0] if t.data.ndim == 4 else 1 for t in texs] or [1], np.int32)
         a["tex_bilinear"] = np.array([int(t.bilinear) for t in texs] or [1], np.int32)
         a["tex_wrap"] = np.array([t.wrap for t in texs] or [0], np.int32)
         # ---- emitters ----
@@ -190,11 +193,13 @@ class Scene:
         ext = float(np.abs(P[np.isfinite(P)]).max()) if n0 else 1.0
         info_f[0], info_f[1] = RAY_EPS, ext
         a["info_i"], a["info_f"] = info_i, info_f
+        from ..media.spec import media_arrays
+        a.update(media_arrays(desc.media))
         self._arrays = a
         self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
                           textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
-                          pixels=max(s.width * s.height for s in self.sensors))
+                          pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]))
         self.bsdf_mask = 0
         for b in bs:
             self.bsdf_mask |= 1 << b.type
@@ -269,9 +274,27 @@ class Scene:
             raise ConfigError("only bitmap textures can be resized", key=name)
         for i, tex in enumerate(self.desc.textures):  # carry the current values of every parameter
             v = self.params[tex.name]
-            tex.data = v.reshape(tex.data.shape[:2] + (-1,)) if not tex.constant else v.reshape(1, 1, -1)
+            tex.data = v.reshape(tex.data.shape) if not tex.constant else v.reshape(1, 1, -1)
             if tex.name == name:
                 tex.data = upsample(tex.data, int(height), int(width))
+        self.desc.warnings = []
+        old = self._storage
+        if old is not None and old.owner is self:
+            old.owner = None
+        self.__init__(self.desc)
+
+    def resize_grid(self, name, resolution):
+        """Resample the 3D grid parameter `name` (D, H, W, C) to `resolution` (n or (D, H, W)),
+        trilinearly, e.g. for coarse-to-fine volume optimisation (like resize_texture)."""
+        from ..errors import ConfigError
+        from ..media.grid import resample_grid
+        if self.params.info(name).kind != "grid":
+            raise ConfigError("only 3D grids can be resized with resize_grid", key=name)
+        for tex in self.desc.textures:  # carry the current values of every parameter
+            v = self.params[tex.name]
+            tex.data = v.reshape(tex.data.shape) if not tex.constant else v.reshape(1, 1, -1)
+            if tex.name == name:
+                tex.data = resample_grid(tex.data, resolution)
         self.desc.warnings = []
         old = self._storage
         if old is not None and old.owner is self:

@@ -25,7 +25,7 @@ def _cap(n, minimum):
 @ti.data_oriented
 class Storage:
     MINIMUM = dict(tris=1024, nodes=2048, shapes=64, bsdfs=64, textures=256, pool=1 << 16, emitters=16,
-                   emtris=1024, envdist=16, sensors=16, pixels=256 * 256)
+                   emtris=1024, envdist=16, sensors=16, pixels=256 * 256, media=16)
     _shared = None
 
     def __init__(self, caps):
@@ -44,7 +44,9 @@ class Storage:
         f.node_first, f.node_count = ti.field(ti.i32), ti.field(ti.i32)
         fb.dense(ti.i, c["nodes"]).place(f.node_min, f.node_max, f.node_first, f.node_count)
         f.shape_bsdf, f.shape_emitter, f.shape_smooth = (ti.field(ti.i32) for _ in range(3))
-        fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth)
+        f.shape_med_int, f.shape_med_ext = ti.field(ti.i32), ti.field(ti.i32)  # interior/exterior medium
+        fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth, f.shape_med_int,
+                                          f.shape_med_ext)
         f.bsdf_type, f.bsdf_twosided, f.bsdf_cond_none = (ti.field(ti.i32) for _ in range(3))
         f.bsdf_eta = ti.field(float)
         f.bsdf_cond_eta, f.bsdf_cond_k = vec3.field(), vec3.field()
@@ -53,7 +55,9 @@ class Storage:
                                           f.bsdf_cond_eta, f.bsdf_cond_k)
         fb.dense(ti.ij, (c["bsdfs"], N_SLOTS)).place(f.bsdf_tex)
         f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap = (ti.field(ti.i32) for _ in range(6))
-        fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap)
+        f.tex_d = ti.field(ti.i32)  # depth of 3D grids (media), 1 for 2D textures
+        fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap,
+                                            f.tex_d)
         # parameters, gradients (float, for readout and the optimiser) and the deterministic
         # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
         f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
@@ -80,6 +84,13 @@ class Storage:
         f.adj_w = ti.field(ti.i64)
         f.aux = ti.Vector.field(4, float)
         fb.dense(ti.i, c["pixels"]).place(f.film, f.adj, f.adj_w, f.aux)
+        # participating media (tirender/media): type, coefficient volumes (texture indices), scale,
+        # grid bbox, fixed and effective majorants
+        f.med_type, f.med_sigma, f.med_albedo, f.med_g = (ti.field(ti.i32) for _ in range(4))
+        f.med_scale, f.med_fixed_majorant, f.med_majorant = (ti.field(float) for _ in range(3))
+        f.med_bmin, f.med_bmax = vec3.field(), vec3.field()
+        fb.dense(ti.i, c["media"]).place(f.med_type, f.med_sigma, f.med_albedo, f.med_g, f.med_scale,
+                                         f.med_fixed_majorant, f.med_majorant, f.med_bmin, f.med_bmax)
         f.info_i = ti.field(ti.i32)
         f.info_f = ti.field(float)
         fb.dense(ti.i, 8).place(f.info_i, f.info_f)
