@@ -385,6 +385,26 @@ def test_resume_matches_uninterrupted(tmp_path):
     assert isinstance(RadianceField, type)
 
 
+def test_no_fields_or_kernels_created_in_the_loop(monkeypatch):
+    """prepare() allocates every stage and compiles every kernel; the loop then creates nothing."""
+    import taichi as ti
+    from tirender.radiance_field.train import Trainer, load_dataset, parse_config
+    cfg = parse_config(_small_cfg(pixel_jitter=True, batch="view"))
+    tr = Trainer(cfg, load_dataset(cfg), log=lambda *_: None)
+    assert tr._rays is None                 # rays drawn per batch with sub-pixel jitter
+    tr.prepare()
+
+    def no_new_fields(*a, **k):
+        raise AssertionError("ti.field called inside the training loop")
+    monkeypatch.setattr(ti, "field", no_new_fields)
+    for si in range(2):
+        tr.enter_stage(si)
+        for it in range(3):
+            assert np.isfinite(tr.step(it))
+    assert tr.field.res == 8
+    assert np.isfinite(tr.heldout_psnr()[0])
+
+
 def test_config_errors():
     from tirender.errors import ConfigError
     from tirender.radiance_field.train import parse_config
