@@ -463,6 +463,19 @@ def test_nerf_loader(tmp_path):
     np.testing.assert_allclose(o[0], m[:3, 3])
 
 
+def test_nerf_loader_train_test_split(tmp_path):
+    from tirender.radiance_field.dataset import load_nerf
+    _write_nerf(str(tmp_path), n=5)
+    os.rename(tmp_path / "transforms.json", tmp_path / "transforms_train.json")
+    meta = json.load(open(tmp_path / "transforms_train.json"))
+    with open(tmp_path / "transforms_test.json", "w") as fh:
+        json.dump(dict(meta, frames=meta["frames"][3:]), fh)
+    ds = load_nerf(str(tmp_path), heldout=1, max_views=3)
+    assert list(ds.train) == [0, 1, 2] and list(ds.heldout) == [3]
+    np.testing.assert_allclose(ds.c2w[3][:3, 3], meta["frames"][3]["transform_matrix"][0][3:] +
+                               meta["frames"][3]["transform_matrix"][1][3:] + meta["frames"][3]["transform_matrix"][2][3:])
+
+
 def test_nerf_training_runs(tmp_path):
     from tirender.radiance_field.train import train
     _write_nerf(str(tmp_path / "data"), n=4)

@@ -383,14 +383,29 @@ class RadianceField:
                     density_activation=self.density_activation, color_activation=self.color_activation,
                     step=self.step, background=self.background, t_min=self.t_min)
 
-    def resampled(self, new_res):
-        """A new field of resolution new_res (trilinear resampling of the raw parameters)."""
+    def _resample_to(self, new_res):
         src = np.ascontiguousarray(self.to_numpy().reshape(-1))
         dst = np.zeros(int(new_res) ** 3 * self.C, src.dtype)
         _resample(src, dst, self.res, int(new_res), self.C)
+        return dst
+
+    def resampled(self, new_res):
+        """A new field of resolution new_res (trilinear resampling of the raw parameters)."""
         m = self.meta()
         m["res"] = int(new_res)
-        return RadianceField(params=dst, **m)
+        return RadianceField(params=self._resample_to(new_res), **m)
+
+    def resample_into(self, dst):
+        """Write this grid, trilinearly resampled, into the existing field ``dst`` (same SH degree)."""
+        if dst.C != self.C:
+            raise ConfigError(f"cannot resample SH degree {self.sh_degree} into degree {dst.sh_degree}",
+                              key="sh_degree")
+        dst.from_numpy(self._resample_to(dst.res))
+
+    def lanes_bytes(self):
+        """Bytes the private gradient copies of the "expand" backward would take."""
+        P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
+        return P * self.n_params * np.dtype(np_float()).itemsize
 
     def tv_grad(self, weight_density, weight_color=0.0, value=False):
         """Add the gradient of the squared-difference TV regulariser

@@ -22,7 +22,7 @@ from ..optim.adam import Adam
 from ..progress import Progress
 from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
 from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, RadianceField, channels, np_float
-from .render import LOSSES, render_and_backward
+from .render import LOSSES, loss_and_adjoint, render_and_backward
 
 DEFAULTS = {
     "seed": 0,
@@ -34,8 +34,8 @@ DEFAULTS = {
               "init_color": 0.5, "step": 1.0, "background": None, "t_min": 1e-4},
     "train": {"stages": [{"res": 16, "iters": 200}, {"res": 32, "iters": 200}, {"res": 64, "iters": 200}],
               "batch": 4096, "loss": "l2", "lr_density": 0.2, "lr_color": 0.05, "lr_decay": 1.0,
-              "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "eval_every": 0, "eval_spp": 1,
-              "checkpoint_every": 100, "save_pngs": True},
+              "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "pixel_jitter": False,
+              "eval_every": 0, "eval_spp": 1, "checkpoint_every": 100, "save_pngs": True},
 }
 
 
@@ -175,6 +175,8 @@ def parse_config(cfg, cfg_path=None):
     for k in ("lr_density", "lr_color", "tv_density", "tv_color", "l1_density"):
         num("train", k, 0.0)
     num("train", "lr_decay", 1e-9)
+    if not isinstance(tr["pixel_jitter"], bool):
+        raise ConfigError(f"expected true or false, got {tr['pixel_jitter']!r}", file=f, key=key + "train.pixel_jitter")
     num("train", "eval_every", 0, True)
     num("train", "eval_spp", 1, True)
     num("train", "checkpoint_every", 0, True)
@@ -203,9 +205,9 @@ def load_dataset(cfg, cfg_path=None, progress=None):
 # ----------------------------------------------------------------------------- helpers
 
 def psnr(pred, ref):
-    """PSNR in dB (peak 1) of pred clipped to [0, 1] against ref."""
+    """PSNR in dB (peak 1, at most 100) of pred clipped to [0, 1] against ref."""
     mse = float(np.mean((np.clip(pred, 0, 1) - np.asarray(ref, np.float64)) ** 2))
-    return float("inf") if mse == 0 else -10.0 * np.log10(mse)
+    return 100.0 if mse <= 1e-10 else float(-10.0 * np.log10(mse))
 
 
 def save_png(path, img, linear):
@@ -251,7 +253,14 @@ def scale_schedule(stages, iters):
 # ----------------------------------------------------------------------------- trainer
 
 class Trainer:
-    """Coarse-to-fine radiance-field optimisation on a :class:`Dataset`."""
+    """Coarse-to-fine radiance-field optimisation on a :class:`Dataset`.
+
+    :meth:`prepare` allocates every stage's field and Adam state up front and compiles the kernels
+    on a few dummy rays, so that no field is created and no kernel compiled inside the loop; a
+    stage change resamples the previous grid into the next field and resets Adam's moments.
+    """
+
+    RAY_CACHE_MAX = 1 << 22   # precompute the training rays while there are at most this many pixels
 
     def __init__(self, cfg, dataset: Dataset, out_dir=None, cfg_path=None, log=print):
         self.cfg, self.ds, self.out_dir, self.cfg_path, self.log = cfg, dataset, out_dir, cfg_path, log
@@ -260,20 +269,19 @@ class Trainer:
         bg = cfg["field"]["background"]
         self.background = np.asarray(bg if bg is not None else dataset.background, np.float64)
         self.fp = np_float()
-        V, H, W = len(dataset.train), dataset.height, dataset.width
-        # all training rays at pixel centres (per-ray march jitter is drawn per iteration)
-        views = np.repeat(dataset.train, H * W)
-        rows, cols = np.divmod(np.tile(np.arange(H * W), V), W)
-        o, d = dataset.rays(views, rows, cols)
-        self.o, self.d = o.astype(self.fp), d.astype(self.fp)
         self.ref = dataset.images[dataset.train].reshape(-1, 3).astype(self.fp)
         self.n_pix = self.ref.shape[0]
+        self._rays = None
+        if self.n_pix <= self.RAY_CACHE_MAX and not tr["pixel_jitter"]:
+            o, d = self._pixel_rays(np.arange(self.n_pix))
+            self._rays = (o.astype(self.fp), d.astype(self.fp))
         self.field = None
         self.opt = None
+        self._fields, self._opts = {}, {}
         self.metrics = {"stages": [], "curve": [], "heldout_psnr_per_stage": []}
         self.train_time = 0.0
 
-    # -- field / optimiser per stage
+    # -- fields and optimisers
     def _make_field(self, res, params=None):
         fl = self.cfg["field"]
         return RadianceField(res, sh_degree=fl["sh_degree"], bbox_min=fl["bbox_min"], bbox_max=fl["bbox_max"],
@@ -281,16 +289,78 @@ class Trainer:
                              step=fl["step"], background=self.background, t_min=fl["t_min"],
                              init_density=fl["init_density"], init_color=fl["init_color"], params=params)
 
-    def _make_opt(self, stage_idx):
+    def _make_opt(self, stage_idx, fld):
         tr = self.cfg["train"]
-        C = self.field.C
         scale = self.stages[stage_idx]["lr_scale"] * tr["lr_decay"] ** stage_idx
-        lr_ch = np.full(C, tr["lr_color"] * scale)
+        lr_ch = np.full(fld.C, tr["lr_color"] * scale)
         lr_ch[0] = tr["lr_density"] * scale
-        lr = lr_ch[self.field.channel_of_flat()]
-        self.opt = Adam(self.field.x, self.field.grad, lr=lr)
+        return Adam(fld.x, fld.grad, lr=lr_ch[fld.channel_of_flat()])
+
+    def prepare(self, first_stage=0, warm=True):
+        """Allocate the fields (one per resolution) and Adam states (one per stage) of stages ≥
+        first_stage, and compile every kernel the loop uses (forward, both scatter modes, loss, TV,
+        Adam) on a few dummy rays."""
+        tr = self.cfg["train"]
+        for si in range(first_stage, len(self.stages)):
+            res = self.stages[si]["res"]
+            if res not in self._fields:
+                self._fields[res] = self._make_field(res)
+            self._opts[si] = self._make_opt(si, self._fields[res])
+        if not warm:
+            return
+        from .render import EXPAND_MAX_BYTES, backward_rays, render_rays
+        o = np.zeros((4, 3))
+        o[:, 2] = -3.0
+        d = np.tile([0.05, 0.02, 1.0], (4, 1))
+        j = np.full(4, 0.5)
+        for fld in self._fields.values():
+            L, ns = render_rays(fld, o, d, j)
+            loss_and_adjoint(L, L, tr["loss"])
+            backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="atomic")
+            if fld.lanes_bytes() <= EXPAND_MAX_BYTES:
+                backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="expand")
+            if tr["tv_density"] > 0 or tr["tv_color"] > 0:
+                fld.tv_grad(tr["tv_density"], tr["tv_color"])
+            if tr["l1_density"] > 0:
+                fld.sparsity_grad(tr["l1_density"])
+            fld.zero_grad()
+        for opt in self._opts.values():
+            opt.step()
+            opt.reset()
+
+    def enter_stage(self, si, params=None):
+        """Make stage si current: its field gets ``params`` (R, R, R, C) if given, else the previous
+        stage's grid resampled (or the initial values for the first stage); Adam starts afresh."""
+        res = self.stages[si]["res"]
+        if si not in self._opts:
+            self.prepare(si, warm=False)
+        fld = self._fields[res]
+        if params is not None:
+            fld.from_numpy(params)
+        elif self.field is None:
+            fld.from_numpy(self._make_init(res))
+        elif self.field is not fld:
+            self.field.resample_into(fld)
+        self.field, self.opt = fld, self._opts[si]
+        self.opt.reset()
+        self.field.zero_grad()
+
+    def _make_init(self, res):
+        fl = self.cfg["field"]
+        from .field import SH_C0
+        p = np.zeros((res, res, res, channels(fl["sh_degree"])))
+        p[..., 0] = fl["init_density"]
+        p[..., 1:4] = fl["init_color"] / SH_C0
+        return p
 
     # -- one iteration
+    def _pixel_rays(self, idx, jx=0.5, jy=0.5):
+        """World rays of flat training-pixel indices (view-major, then row-major)."""
+        HW, W = self.ds.height * self.ds.width, self.ds.width
+        v, pix = np.divmod(idx, HW)
+        rows, cols = np.divmod(pix, W)
+        return self.ds.rays(self.ds.train[v], rows, cols, jx, jy)
+
     def batch(self, global_it):
         """(o, d, jitter, ref) of iteration ``global_it``: a deterministic function of (seed, it)."""
         tr = self.cfg["train"]
@@ -298,19 +368,22 @@ class Trainer:
         b = tr["batch"]
         HW = self.ds.height * self.ds.width
         if b == "all":
-            idx = slice(None)
-            n = self.n_pix
+            idx = np.arange(self.n_pix)
         elif b == "view":
             V = len(self.ds.train)
             perm = np.random.default_rng([self.cfg["seed"], global_it // V, 7]).permutation(V)
             v = perm[global_it % V]
-            idx = slice(v * HW, (v + 1) * HW)
-            n = HW
+            idx = np.arange(v * HW, (v + 1) * HW)
         else:
-            n = min(int(b), self.n_pix)
-            idx = rng.integers(0, self.n_pix, n)
-        jit = rng.random(n).astype(self.fp)
-        return self.o[idx], self.d[idx], jit, self.ref[idx]
+            idx = rng.integers(0, self.n_pix, min(int(b), self.n_pix))
+        jit = rng.random(idx.size).astype(self.fp)
+        if self._rays is not None:
+            o, d = self._rays[0][idx], self._rays[1][idx]
+        elif tr["pixel_jitter"]:
+            o, d = self._pixel_rays(idx, rng.random(idx.size), rng.random(idx.size))
+        else:
+            o, d = self._pixel_rays(idx)
+        return o, d, jit, self.ref[idx]
 
     def step(self, global_it):
         tr = self.cfg["train"]
@@ -382,10 +455,12 @@ class Trainer:
             if start_stage >= len(self.stages) or int(ck["res"]) != self.stages[start_stage]["res"]:
                 raise ConfigError("checkpoint does not match the stage schedule; delete it or run without --resume",
                                   file=self._ckpt_path())
-            self.field = self._make_field(int(ck["res"]), params=ck["params"])
-            self._make_opt(start_stage)
+            self.prepare(start_stage)
+            self.enter_stage(start_stage, params=ck["params"])
             self.opt.load_state_dict({"m": ck["m"], "v": ck["v"], "t": ck["t"]})
             self.log(f"resuming at stage {start_stage + 1}, iteration {start_it} (global {global_it})")
+        else:
+            self.prepare(0)
         total = sum(s["iters"] for s in self.stages)
         bar = Progress(total, "radiance field")
         bar.n = global_it
@@ -393,11 +468,7 @@ class Trainer:
         for si in range(start_stage, len(self.stages)):
             st = self.stages[si]
             if si != start_stage or ck is None:
-                if self.field is None:
-                    self.field = self._make_field(st["res"])
-                elif self.field.res != st["res"]:
-                    self.field = self.field.resampled(st["res"])
-                self._make_opt(si)
+                self.enter_stage(si)
                 it0 = 0
             else:
                 it0 = start_it
