@@ -278,6 +278,12 @@ def _sparsity_grad(x: ti.template(), g: ti.template(), R: ti.i32, weight: float)
     return tot
 
 
+@ti.kernel
+def _zero(g: ti.template(), n: ti.i32):
+    for i in range(n):
+        g[i] = 0.0
+
+
 class RadianceField:
     """A voxel radiance field (Taichi storage + metadata).
 
@@ -286,12 +292,15 @@ class RadianceField:
     step: ray-march step as a fraction of a voxel (δ = step · max(extent) / R, world units);
     background: RGB added with the final transmittance; t_min: early termination once T < t_min.
     Fields: ``x`` (R³·C parameters, layout in the module docstring) and ``grad`` (∂ℒ/∂x, same layout).
+    capacity: number of values to allocate (default R³·C). A larger capacity lets :meth:`resize`
+    change R in place (the parameters occupy the first R³·C values), so that one set of fields —
+    and one compilation of every kernel — serves all the stages of a coarse-to-fine schedule.
     """
 
     def __init__(self, res, sh_degree=2, bbox_min=(-1, -1, -1), bbox_max=(1, 1, 1),
                  density_activation="relu", color_activation="none", step=1.0,
                  background=(0.0, 0.0, 0.0), t_min=1e-4, init_density=0.01, init_color=0.0,
-                 params=None):
+                 params=None, capacity=None):
         backend.ensure_init()
         res = int(res)
         if res < 2:
@@ -316,9 +325,9 @@ class RadianceField:
         self.step = float(step)
         self.background = np.asarray(background, np.float64).reshape(3)
         self.t_min = float(t_min)
-        n = res ** 3 * self.C
-        self.x = ti.field(float, n)
-        self.grad = ti.field(float, n)
+        self.capacity = max(int(capacity or 0), res ** 3 * self.C)
+        self.x = ti.field(float, self.capacity)
+        self.grad = ti.field(float, self.capacity)
         self._lanes = None
         if params is None:
             params = np.zeros((res, res, res, self.C))
@@ -353,7 +362,7 @@ class RadianceField:
 
     def to_numpy(self):
         """Parameters as a (R, R, R, C) array indexed [z, y, x, channel]."""
-        return self.flat_to_grid(self.x.to_numpy())
+        return self.flat_to_grid(self.x.to_numpy()[:self.n_params])
 
     def from_numpy(self, arr):
         """Set the parameters from a (R, R, R, C) array [z, y, x, channel] (or R³·C values in that order)."""
@@ -361,22 +370,40 @@ class RadianceField:
         if arr.size != self.n_params:
             raise ConfigError(f"parameter array has {arr.size} values, expected {self.n_params} "
                               f"({self.res}³ × {self.C})", key="params")
-        self.x.from_numpy(np.ascontiguousarray(self.grid_to_flat(arr), np_float()))
+        flat = self.grid_to_flat(arr)
+        if self.capacity > flat.size:
+            flat = np.concatenate([flat, np.zeros(self.capacity - flat.size, flat.dtype)])
+        self.x.from_numpy(np.ascontiguousarray(flat, np_float()))
 
     def grad_numpy(self):
         """∂ℒ/∂x as a (R, R, R, C) array [z, y, x, channel]."""
-        return self.flat_to_grid(self.grad.to_numpy())
+        return self.flat_to_grid(self.grad.to_numpy()[:self.n_params])
+
+    def set_resolution(self, res):
+        """Change R in place (no resampling; the values are reinterpreted): R³·C ≤ capacity."""
+        res = int(res)
+        if res < 2 or res ** 3 * self.C > self.capacity:
+            raise ConfigError(f"resolution {res} does not fit the field's capacity of {self.capacity} values",
+                              key="res")
+        self.res = res
+
+    def resize(self, res):
+        """Resample the grid to resolution res in place (needs capacity ≥ res³·C)."""
+        data = self._resample_to(res)
+        self.set_resolution(res)
+        self.from_numpy(data)
 
     def grad_lanes(self):
         """(G, P): P private gradient copies (one per CPU worker thread) for the "expand" backward,
         allocated on first use and kept zeroed between uses."""
         if self._lanes is None:
             P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
-            self._lanes = (ti.field(float, P * self.n_params), P)
+            self._lanes = (ti.field(float, P * self.capacity), P)
         return self._lanes
 
     def zero_grad(self):
-        self.grad.fill(0)
+        """grad[:R³·C] ← 0."""
+        _zero(self.grad, self.n_params)
 
     def meta(self):
         return dict(res=self.res, sh_degree=self.sh_degree, bbox_min=self.bbox_min, bbox_max=self.bbox_max,
@@ -405,7 +432,7 @@ class RadianceField:
     def lanes_bytes(self):
         """Bytes the private gradient copies of the "expand" backward would take."""
         P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
-        return P * self.n_params * np.dtype(np_float()).itemsize
+        return P * self.capacity * np.dtype(np_float()).itemsize
 
     def tv_grad(self, weight_density, weight_color=0.0, value=False):
         """Add the gradient of the squared-difference TV regulariser

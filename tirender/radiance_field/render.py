@@ -273,8 +273,7 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
     if mode == "auto":
         # private copies pay off once the scatter work outweighs summing the copies (measured on a
         # 2-core CPU: from about one marched point per 40 parameters), within a memory cap
-        P = max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
-        fits = P * field.n_params * np.dtype(fp).itemsize <= EXPAND_MAX_BYTES
+        fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
         busy = int(np.sum(n_steps)) * EXPAND_POINTS_PER_PARAM >= field.n_params
         mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
     if mode == "expand":

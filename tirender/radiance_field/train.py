@@ -252,12 +252,28 @@ def scale_schedule(stages, iters):
 
 # ----------------------------------------------------------------------------- trainer
 
+class _PrefixShape:
+    """Stand-in for a field in ``Adam(...)``'s constructor, which reads only ``shape`` and ``dtype``
+    (to size its moment and learning-rate fields): the optimiser then runs over x[:n]."""
+
+    def __init__(self, fld, n):
+        self.shape, self.dtype = (int(n),), fld.dtype
+
+
+def prefix_adam(x, g, n, lr):
+    """tirender.optim.Adam over the first n values of the fields x and g (n ≤ their size)."""
+    opt = Adam(_PrefixShape(x, n), g, lr=lr)
+    opt.x = x
+    return opt
+
+
 class Trainer:
     """Coarse-to-fine radiance-field optimisation on a :class:`Dataset`.
 
-    :meth:`prepare` allocates every stage's field and Adam state up front and compiles the kernels
-    on a few dummy rays, so that no field is created and no kernel compiled inside the loop; a
-    stage change resamples the previous grid into the next field and resets Adam's moments.
+    :meth:`prepare` allocates, before the loop, one field whose capacity holds the finest stage
+    (every stage uses its first R³·C values, so every kernel compiles once) and the Adam state of
+    every stage, and compiles the kernels on a few dummy rays: no field is created and no kernel
+    compiled inside the loop. A stage change resamples the grid in place and resets Adam.
     """
 
     RAY_CACHE_MAX = 1 << 22   # precompute the training rays while there are at most this many pixels
@@ -277,35 +293,43 @@ class Trainer:
             self._rays = (o.astype(self.fp), d.astype(self.fp))
         self.field = None
         self.opt = None
-        self._fields, self._opts = {}, {}
+        self._opts = {}
+        self._stage = None
         self.metrics = {"stages": [], "curve": [], "heldout_psnr_per_stage": []}
         self.train_time = 0.0
 
     # -- fields and optimisers
-    def _make_field(self, res, params=None):
+    def _make_field(self, res, params=None, capacity=None):
         fl = self.cfg["field"]
         return RadianceField(res, sh_degree=fl["sh_degree"], bbox_min=fl["bbox_min"], bbox_max=fl["bbox_max"],
                              density_activation=fl["density_activation"], color_activation=fl["color_activation"],
                              step=fl["step"], background=self.background, t_min=fl["t_min"],
-                             init_density=fl["init_density"], init_color=fl["init_color"], params=params)
+                             init_density=fl["init_density"], init_color=fl["init_color"], params=params,
+                             capacity=capacity)
 
     def _make_opt(self, stage_idx, fld):
         tr = self.cfg["train"]
         scale = self.stages[stage_idx]["lr_scale"] * tr["lr_decay"] ** stage_idx
         lr_ch = np.full(fld.C, tr["lr_color"] * scale)
         lr_ch[0] = tr["lr_density"] * scale
-        return Adam(fld.x, fld.grad, lr=lr_ch[fld.channel_of_flat()])
+        res = self.stages[stage_idx]["res"]
+        n = res ** 3 * fld.C
+        chan = np.concatenate([np.zeros(res ** 3, int), np.tile(np.arange(1, fld.C), res ** 3)])
+        return prefix_adam(fld.x, fld.grad, n, lr_ch[chan])
 
     def prepare(self, first_stage=0, warm=True):
-        """Allocate the fields (one per resolution) and Adam states (one per stage) of stages ≥
-        first_stage, and compile every kernel the loop uses (forward, both scatter modes, loss, TV,
-        Adam) on a few dummy rays."""
+        """Allocate the field (capacity: the finest stage ≥ first_stage) and the Adam state of
+        every stage ≥ first_stage, and compile every kernel the loop uses (forward, both scatter
+        modes, loss, TV, Adam) on a few dummy rays."""
         tr = self.cfg["train"]
-        for si in range(first_stage, len(self.stages)):
-            res = self.stages[si]["res"]
-            if res not in self._fields:
-                self._fields[res] = self._make_field(res)
-            self._opts[si] = self._make_opt(si, self._fields[res])
+        C = channels(self.cfg["field"]["sh_degree"])
+        todo = range(first_stage, len(self.stages))
+        cap = max(self.stages[si]["res"] ** 3 * C for si in todo)
+        if self.field is None or self.field.capacity < cap:
+            self.field = self._make_field(self.stages[first_stage]["res"], capacity=cap)
+        fld = self.field
+        for si in todo:
+            self._opts[si] = self._make_opt(si, fld)
         if not warm:
             return
         from .render import EXPAND_MAX_BYTES, backward_rays, render_rays
@@ -313,37 +337,40 @@ class Trainer:
         o[:, 2] = -3.0
         d = np.tile([0.05, 0.02, 1.0], (4, 1))
         j = np.full(4, 0.5)
-        for fld in self._fields.values():
-            L, ns = render_rays(fld, o, d, j)
-            loss_and_adjoint(L, L, tr["loss"])
-            backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="atomic")
-            if fld.lanes_bytes() <= EXPAND_MAX_BYTES:
-                backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="expand")
-            if tr["tv_density"] > 0 or tr["tv_color"] > 0:
-                fld.tv_grad(tr["tv_density"], tr["tv_color"])
-            if tr["l1_density"] > 0:
-                fld.sparsity_grad(tr["l1_density"])
-            fld.zero_grad()
+        L, ns = render_rays(fld, o, d, j)
+        loss_and_adjoint(L, L, tr["loss"])
+        backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="atomic")
+        if fld.lanes_bytes() <= EXPAND_MAX_BYTES:
+            backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="expand")
+        if tr["tv_density"] > 0 or tr["tv_color"] > 0:
+            fld.tv_grad(tr["tv_density"], tr["tv_color"])
+        if tr["l1_density"] > 0:
+            fld.sparsity_grad(tr["l1_density"])
+        fld.zero_grad()
         for opt in self._opts.values():
             opt.step()
             opt.reset()
+        self._stage = None  # the warm-up changed the values: the next stage starts from scratch
 
     def enter_stage(self, si, params=None):
-        """Make stage si current: its field gets ``params`` (R, R, R, C) if given, else the previous
-        stage's grid resampled (or the initial values for the first stage); Adam starts afresh."""
+        """Make stage si current: the grid becomes ``params`` (R, R, R, C) if given, else the
+        previous stage's grid resampled (or the initial values for a first stage); Adam restarts."""
         res = self.stages[si]["res"]
         if si not in self._opts:
             self.prepare(si, warm=False)
-        fld = self._fields[res]
+        fld = self.field
         if params is not None:
+            fld.set_resolution(res)
             fld.from_numpy(params)
-        elif self.field is None:
+        elif self._stage is None:
+            fld.set_resolution(res)
             fld.from_numpy(self._make_init(res))
-        elif self.field is not fld:
-            self.field.resample_into(fld)
-        self.field, self.opt = fld, self._opts[si]
+        elif fld.res != res:
+            fld.resize(res)
+        self._stage = si
+        self.opt = self._opts[si]
         self.opt.reset()
-        self.field.zero_grad()
+        fld.zero_grad()
 
     def _make_init(self, res):
         fl = self.cfg["field"]
