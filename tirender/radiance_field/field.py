@@ -194,7 +194,6 @@ def query_adjoint(g: ti.template(), i0, f, Y, R, degree: ti.template(), g_s, g_p
     """Adjoint of :func:`query_cell`: scatter ∂ℒ/∂s (scalar, through the density activation already)
     and ∂ℒ/∂pre (vec3, pre-activation colour) through the trilinear weights w and the SH basis Y_k:
     ∂ℒ/∂s[v] += w_v·∂ℒ/∂s, ∂ℒ/∂coef[v, k, rgb] += w_v·Y_k(d)·∂ℒ/∂pre_rgb."""
-    do_color = g_pre[0] != 0.0 or g_pre[1] != 0.0 or g_pre[2] != 0.0
     for corner in range(8):
         w, v = _corner(i0, f, R, corner)
         a = ti.Vector([w * g_s, w * g_pre[0], w * g_pre[1], w * g_pre[2]], dt=float)
