@@ -60,17 +60,20 @@ def speed(ds, res_list, reps, warm_iters, log):
             t0 = time.perf_counter()
             tr.step(warm_iters)                     # compiles on first use
             first = time.perf_counter() - t0
-            ts = []
+            ts, cpu = [], []
             for k in range(reps):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 tr.step(warm_iters + 1 + k)
                 ts.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
             row[str(batch)] = {"s_per_iter": float(np.median(ts)), "min": float(np.min(ts)),
-                               "first_call_s": round(first, 3)}
+                               "cpu_s_per_iter": float(np.median(cpu)), "first_call_s": round(first, 3)}
         out[R] = row
         m = MITSUBA["s_per_iter"][R]
         log(f"{R:>3}³  all-views {row['all']['s_per_iter']:.3f} s/it   one view {row['view']['s_per_iter']:.3f} s/it"
-            f"   4096 rays {row['4096']['s_per_iter']:.4f} s/it   (Mitsuba 3: {m:.3f})")
+            f"   4096 rays {row['4096']['s_per_iter']:.4f} s/it   (Mitsuba 3: {m:.3f})   CPU s/it (both threads):"
+            f" {row['all']['cpu_s_per_iter']:.3f} / {row['view']['cpu_s_per_iter']:.3f} / "
+            f"{row['4096']['cpu_s_per_iter']:.4f}")
     return out
 
 
@@ -139,6 +142,7 @@ def main(argv=None):
         res["quality"] = quality(ds, stages, 4096, 50, log)
         log(f"time to PSNR: {res['quality']['time_to_psnr']}")
     res["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    res["load_avg_at_end"] = os.getloadavg()
     log(f"peak RSS {res['peak_rss_mb']} MB")
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "radiance_field.json"), "w") as fh:

@@ -126,7 +126,8 @@ def child_main():
     """Runs in a float64 child process: prints JSON with the error measures."""
     import tirender.backend as backend
     backend.init("cpu", fp="f64")
-    from tirender.radiance_field import RadianceField, backward_rays, loss_and_adjoint, render_rays
+    from tirender.radiance_field import (RadianceField, backward_rays, loss_and_adjoint, render_and_backward,
+                                         render_rays)
     out = {}
     rng = np.random.default_rng(7)
     cases = [(0, "relu", "none", 0.0), (1, "relu", "none", 0.0), (2, "relu", "none", 0.0),
@@ -151,6 +152,10 @@ def child_main():
             fld.zero_grad()
             backward_rays(fld, o, d, jit, L, dL, ns, mode=mode)
             res[mode] = fld.grad_numpy()
+        for mode in ("atomic", "expand"):
+            fld.zero_grad()
+            floss, fL = render_and_backward(fld, o, d, jit, ref, mode=mode, fused=True)
+            res["fused_" + mode] = fld.grad_numpy()
         g = res["atomic"]
         rloss, rL, rns, rG = ref_forward_backward(P, meta, o, d, jit, ref)
         full_ns = ref_forward_backward(P, dict(meta, t_min=0.0), o, d, jit, ref)[2]
@@ -176,6 +181,8 @@ def child_main():
             fd_rel=fd_err, fd_checked=fd_n,
             ref_rel=float(np.abs(g - rG).max() / scale),
             expand_rel=float(np.abs(res["expand"] - g).max() / scale),
+            fused_rel=float(max(np.abs(res[k] - g).max() for k in ("fused_atomic", "fused_expand")) / scale),
+            fused_loss_err=abs(floss - rloss) / rloss,
             L_err=float(np.abs(L - rL).max()), loss_err=abs(loss - rloss) / rloss,
             steps_equal=bool(np.array_equal(ns, rns)), mean_steps=float(ns.mean()),
             terminated=int(np.sum(ns < full_ns)),
@@ -204,6 +211,8 @@ def test_replay_gradients_f64(f64_results, case):
     assert r["fd_rel"] <= 1e-3, r            # replay backward == finite differences of the forward
     assert r["ref_rel"] <= 1e-5, r           # == the stored-samples implementation
     assert r["expand_rel"] <= 1e-9, r        # CPU private-copy scatter == atomic scatter
+    assert r["fused_rel"] <= 1e-9, r         # one-kernel forward + δL + replay == separate kernels
+    assert r["fused_loss_err"] <= 1e-10, r
 
 
 def test_early_termination_exercised(f64_results):

@@ -15,7 +15,8 @@ Config (section ``optimize:``; see docs/optimize.md)::
       views: [0, 1]                # sensors used (default: all)
       method: prb                  # prb | rb | rb_biased | rb_pipelined | rb_biased_pipelined
       tv: {weight: 0.01, params: [floor.reflectance]}
-      multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}
+      multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}   # 3D grids: [[0, 32], [40, 64]]
+      holdout: [6]                 # sensors only rendered for evaluation (start/end error vs truth)
       save_every: 10               # renders + checkpoint every k iterations
       seed: 0
 
@@ -39,8 +40,27 @@ from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
-            "tv", "multires", "save_every", "method", "lr"}
+            "tv", "multires", "save_every", "method", "lr", "holdout"}
 METHODS = ("prb", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
+
+
+def _stage_shape(info, res):
+    """Multi-resolution stage -> target shape: (h, w) of a bitmap, (D, H, W) of a 3D grid."""
+    k = 3 if info.kind == "grid" else 2
+    return (int(res),) * k if isinstance(res, int) else tuple(int(x) for x in res)
+
+
+def _resample(a, shape):
+    from ..media.grid import resample_grid
+    from .schedules import upsample
+    return resample_grid(a, shape) if len(shape) == 3 else upsample(a, shape[0], shape[1])
+
+
+def _resize_param(sc, name, shape):
+    if len(shape) == 3:
+        sc.resize_grid(name, shape)
+    else:
+        sc.resize_texture(name, shape[0], shape[1])
 
 
 def _seed(base, it, view, k):
@@ -122,10 +142,16 @@ class OptimizationRun:
                     raise ConfigError(f"'{n}' is not an optimised parameter", f, "optimize.tv.params")
         self.multires = {}
         for n, spec in (o.get("multires") or {}).items():
-            if n not in self.popts or sc.params.info(n).kind != "texture":
-                raise ConfigError("multires applies to optimised bitmap textures", f, f"optimize.multires.{n}")
+            if n not in self.popts or sc.params.info(n).kind not in ("texture", "grid"):
+                raise ConfigError("multires applies to optimised bitmap textures and 3D grids", f,
+                                  f"optimize.multires.{n}")
             self.multires[n] = parse_multires(spec, f, f"optimize.multires.{n}")
         self.target_spec = o.get("target", {"type": "render"}) or {"type": "render"}
+        self.holdout = o.get("holdout", []) or []
+        if not isinstance(self.holdout, list) or any(
+                not isinstance(v, int) or not 0 <= v < len(sc.sensors) or v in views for v in self.holdout):
+            raise ConfigError(f"holdout must list sensor indices in [0, {len(sc.sensors)}) that are not views", f,
+                              "optimize.holdout")
         self.resume = resume
 
     # ---------------------------------------------------------------------------------------
@@ -164,6 +190,10 @@ class OptimizationRun:
                 img = render(sc, spp=int(t.get("spp", 256)), seed=int(t.get("seed", 100000)) + v, sensor=v)
                 np.save(cache, img)
                 targets.append(img)
+            self.holdout_targets = {v: render(sc, spp=int(t.get("spp", 256)), seed=int(t.get("seed", 100000)) + v,
+                                              sensor=v, progress=False) for v in self.holdout}
+        if self.holdout and not self.synthetic:
+            raise ConfigError("holdout views need a synthetic target ({type: render})", f, "optimize.holdout")
         for v, img in zip(self.views, targets):
             save_png(os.path.join(self.out, f"target_view{v}.png"), img)
         return targets
@@ -173,9 +203,7 @@ class OptimizationRun:
         for n, po in self.popts.items():
             info = sc.params.info(n)
             if n in self.multires:
-                res = resolution_at(0, self.multires[n])
-                h, w = (res, res) if isinstance(res, int) else res
-                sc.resize_texture(n, h, w)
+                _resize_param(sc, n, _stage_shape(info, resolution_at(0, self.multires[n])))
                 info = sc.params.info(n)
             if po["init"] is not None:
                 v = np.asarray(po["init"], np.float32)
@@ -238,18 +266,19 @@ class OptimizationRun:
         cur = self.scene.params[name]
         tru = self.truth[name]
         if cur.shape != tru.shape:
-            from .schedules import upsample
-            cur = upsample(cur, tru.shape[0], tru.shape[1])
+            cur = _resample(cur, tru.shape[:-1])
         return float(np.sqrt(((cur - tru) ** 2).mean()))
 
     # ---------------------------------------------------------------------------------------
     def run(self, callback=None):
         from ..integrators.prb import read_gradients, render_grad
+        from ..integrators.rb import render_and_grad
         from ..renderer import render
         sc = self.scene
         targets = self._targets()
         self._apply_init()
         rmse_start = {n: self._rmse(n) for n in self.popts} if self.synthetic else {}
+        holdout_start = self._holdout("start")
         start, history, elapsed0 = 0, [], 0.0
         ck = load_checkpoint(os.path.join(self.out, "checkpoint.npz")) if self.resume else None
         state = None
@@ -259,8 +288,8 @@ class OptimizationRun:
                 if v is None:
                     continue
                 info = sc.params.info(name)
-                if v.shape != info.shape and info.kind == "texture":
-                    sc.resize_texture(name, v.shape[0], v.shape[1])
+                if v.shape != info.shape and info.kind in ("texture", "grid"):
+                    _resize_param(sc, name, v.shape[:-1])
                 sc.params[name] = v
             start = int(ck["iteration"])
             history = [tuple(r) for r in ck["loss_history"]]
@@ -286,6 +315,7 @@ class OptimizationRun:
         stopped = False
         it = start
         nv = len(self.views)
+        pipe_imgs = {}  # pipelined methods: each view's image from the previous iteration
         with Progress(self.iters - start, "optimize", unit="it", delay=0.0) as bar:
             for it in range(start, self.iters):
                 if it == abort_at:
@@ -293,14 +323,12 @@ class OptimizationRun:
                 # coarse-to-fine: resize textures when a new stage begins
                 changed = False
                 for n, stages in self.multires.items():
-                    res = resolution_at(it, stages)
-                    h, w = (res, res) if isinstance(res, int) else res
-                    if sc.params.info(n).shape[:2] != (h, w):
+                    shape = _stage_shape(sc.params.info(n), resolution_at(it, stages))
+                    if sc.params.info(n).shape[:len(shape)] != shape:
                         ost = self._opt_state(opt)
-                        sc.resize_texture(n, h, w)
-                        from .schedules import upsample
-                        ost[f"m:{n}"] = upsample(ost[f"m:{n}"], h, w)
-                        ost[f"v:{n}"] = upsample(ost[f"v:{n}"], h, w)
+                        _resize_param(sc, n, shape)
+                        ost[f"m:{n}"] = _resample(ost[f"m:{n}"], shape)
+                        ost[f"v:{n}"] = _resample(ost[f"v:{n}"], shape)
                         opt = None
                         state = ost
                         changed = True
@@ -311,6 +339,20 @@ class OptimizationRun:
                 loss = 0.0
                 imgs = []
                 for k, v in enumerate(self.views):
+                    if self.method.endswith("_pipelined"):
+                        # RB biased II (pipelining, Nimier-David 2020 §3.8): δy from the previous
+                        # iteration's image; ONE joint pass renders this iteration's image and
+                        # back-propagates that δy through the current parameters (spp = primal spp)
+                        if v not in pipe_imgs:
+                            pipe_imgs[v] = render(sc, spp=spp, seed=_seed(self.seed, it, v, 1), sensor=v,
+                                                  progress=False)
+                        lv, dy = self.loss_fn(pipe_imgs[v], targets[k])
+                        img, _ = render_and_grad(sc, dy / nv, spp=spp, seed=_seed(self.seed, it, v, 0), sensor=v,
+                                                 method=self.method, accumulate=k > 0)
+                        pipe_imgs[v] = img
+                        loss += lv / nv
+                        imgs.append(img)
+                        continue
                     img = render(sc, spp=spp, seed=_seed(self.seed, it, v, 0), sensor=v, progress=False)
                     lv, dy = self.loss_fn(img, targets[k])
                     loss += lv / nv
@@ -323,8 +365,12 @@ class OptimizationRun:
                     w = float(self.tv["weight"])
                     gflat = st.grad.to_numpy()
                     for n in self.tv.get("params", list(self.popts)):
-                        if sc.params.info(n).kind == "texture":
-                            val, g = tv_reg(sc.params[n])
+                        if sc.params.info(n).kind in ("texture", "grid"):
+                            if sc.params.info(n).kind == "grid":  # 3D total variation (media)
+                                from ..media.grid import tv_grid
+                                val, g = tv_grid(sc.params[n])
+                            else:
+                                val, g = tv_reg(sc.params[n])
                             i = sc.params.info(n)
                             gflat[i.offset:i.offset + i.size] += w * g.ravel()
                             loss += w * val
@@ -376,9 +422,25 @@ class OptimizationRun:
                                      "value": sc.params[n].tolist() if sc.params[n].size <= 16 else None,
                                      "truth": self.truth[n].tolist() if self.truth[n].size <= 16 else None}
                                  for n in self.popts}
+        if self.holdout:
+            end = self._holdout("end")
+            metrics["holdout"] = {str(v): {"rmse_start": holdout_start[v], "rmse_end": end[v]} for v in self.holdout}
         with open(os.path.join(self.out, "metrics.json"), "w") as fh:
             json.dump(metrics, fh, indent=2)
         return metrics
+
+    def _holdout(self, stage):
+        """Render the held-out views with the current parameters: image RMSE vs the truth (and PNGs)."""
+        from ..renderer import render
+        err = {}
+        for v in self.holdout:
+            img = render(self.scene, spp=max(self.spp, 16), seed=_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v,
+                         progress=False)
+            err[v] = float(np.sqrt(((img - self.holdout_targets[v]) ** 2).mean()))
+            save_png(os.path.join(self.out, f"holdout_view{v}_{stage}.png"), img)
+            if stage == "start":
+                save_png(os.path.join(self.out, f"holdout_view{v}_target.png"), self.holdout_targets[v])
+        return err
 
     def _write_loss(self, history):
         from ..io.plot import save_line_plot
@@ -412,6 +474,14 @@ class OptimizationRun:
                 img = v if v.shape[2] == 3 else np.repeat(v, 3, axis=2)
                 write_exr(os.path.join(d, f"{n}.exr"), img.astype(np.float32))
                 save_png(os.path.join(d, f"{n}.png"), img)
+            elif v.ndim == 4:  # 3D grid (media): z-slices as PNG (same scale as the truth's), and .vol
+                from ..media.grid import grid_slices
+                from ..media.volfile import write_vol
+                vmax = max(float(self.truth[n].max()), 1e-12) if self.synthetic else None
+                save_png(os.path.join(d, f"{n}_slices.png"), grid_slices(v, vmax=vmax))
+                if self.synthetic:
+                    save_png(os.path.join(d, f"{n}_truth_slices.png"), grid_slices(self.truth[n], vmax=vmax))
+                write_vol(os.path.join(d, f"{n}.vol"), v)
 
 
 def run_optimization(cfg, out=None, iters=None, resume=False, gui=False, callback=None):

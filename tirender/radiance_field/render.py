@@ -193,6 +193,51 @@ def _backward_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template()
                            bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
 
 
+@ti.func
+def _fused_ray(x: ti.template(), g: ti.template(), o: ti.template(), d: ti.template(), jit: ti.template(),
+               ref: ti.template(), L_out: ti.template(), n_out: ti.template(), i, bmin, bmax, R, delta, t_min, bg, kind: ti.template(),
+               scale, C: ti.template(), degree: ti.template(), dact: ti.template(), cact: ti.template(),
+               expand: ti.template(), off, coalesce: ti.template()):
+    """Forward march, δL of the per-pixel loss, replay — one ray, one thread, nothing stored but L."""
+    oi, di = _vec3(o, i), _vec3(d, i)
+    L, n = march_forward(x, oi, di, jit[i], bmin, bmax, R, delta, t_min, bg, C, degree, dact, cact)
+    r = L - _vec3(ref, i)
+    dL = 2.0 * scale * r
+    if ti.static(kind == 1):
+        dL = scale * ti.math.sign(r)
+    for k in ti.static(range(3)):
+        L_out[i, k] = L[k]
+    n_out[i] = n
+    march_backward(x, g, oi, di, jit[i], L, dL, n, bmin, bmax, R, delta, C, degree, dact, cact, expand, off,
+                   coalesce)
+
+
+@ti.kernel
+def _fused_kernel(x: ti.template(), g: ti.template(), C: ti.template(), degree: ti.template(),
+                  dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(),
+                  jit: ti.types.ndarray(), ref: ti.types.ndarray(), L_out: ti.types.ndarray(),
+                  n_out: ti.types.ndarray(), n_rays: ti.i32,
+                  bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float, t_min: float,
+                  bg: ti.math.vec3, kind: ti.template(), scale: float, coalesce: ti.template()):
+    for i in range(n_rays):
+        _fused_ray(x, g, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C, degree,
+                   dact, cact, False, 0, coalesce)
+
+
+@ti.kernel
+def _fused_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template(), degree: ti.template(),
+                         dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(),
+                         jit: ti.types.ndarray(), ref: ti.types.ndarray(), L_out: ti.types.ndarray(),
+                         n_out: ti.types.ndarray(), n_rays: ti.i32, bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
+                         t_min: float, bg: ti.math.vec3, kind: ti.template(), scale: float,
+                         coalesce: ti.template(), P: ti.i32, N: ti.i32):
+    ti.loop_config(block_dim=1)
+    for w in range(P):
+        for k in range((n_rays - w + P - 1) // P):
+            _fused_ray(x, G, o, d, jit, ref, L_out, n_out, w + k * P, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
+                       degree, dact, cact, True, w * N, coalesce)
+
+
 @ti.kernel
 def _reduce_lanes(g: ti.template(), G: ti.template(), P: ti.i32, N: ti.i32):
     """g += Σ_w G[w·N + i], and G ← 0."""
@@ -249,6 +294,7 @@ def render_rays(field, o, d, jitter=None):
         _forward_kernel(field.x, *_static(field), o, d, jitter, L, ns, n,
                         ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res,
                         field.delta, field.t_min, ti.math.vec3(*field.background))
+        field._points_per_ray = float(ns.mean())
     return L, ns
 
 
@@ -296,10 +342,46 @@ def loss_and_adjoint(L, ref, kind="l2", scale=1.0):
     return float(loss), dL
 
 
-def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0):
-    """One gradient evaluation: forward, loss against ref (n, 3), replay backward into field.grad.
-    Returns (ℒ, L)."""
-    L, ns = render_rays(field, o, d, jitter)
-    loss, dL = loss_and_adjoint(L, ref, kind, scale)
-    backward_rays(field, o, d, jitter, L, dL, ns)
+def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0, mode="auto", fused=True):
+    """One gradient evaluation on rays (o, d, jitter) against reference radiance ref (n, 3):
+    ℒ = scale·Σ ℓ(L − ref), δL, and the path-replay backward into ``field.grad``. Returns (ℒ, L).
+
+    fused=True runs forward, δL and replay for each ray in one thread of one kernel (the replay
+    finds the ray's voxels still in cache); False runs :func:`render_rays`,
+    :func:`loss_and_adjoint` and :func:`backward_rays` one after the other. Same results.
+    mode: scatter mode as in :func:`backward_rays` ("auto" decides on the forward's point count
+    estimated from the previous call on this field).
+    """
+    if not fused:
+        L, ns = render_rays(field, o, d, jitter)
+        loss, dL = loss_and_adjoint(L, ref, kind, scale)
+        backward_rays(field, o, d, jitter, L, dL, ns, mode=mode)
+        return loss, L
+    o, d, jitter, n = _rays(o, d, jitter)
+    fp = np_float()
+    ref = np.ascontiguousarray(ref, fp).reshape(-1, 3)
+    L = np.zeros((n, 3), fp)
+    ns = np.zeros(n, np.int32)
+    if not n:
+        return 0.0, L
+    if mode == "auto":
+        est = getattr(field, "_points_per_ray", None)
+        pts = n * (est if est is not None else 2.0 * field.res)
+        fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
+        busy = pts * EXPAND_POINTS_PER_PARAM >= field.n_params
+        mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
+    args = (*_static(field), o, d, jitter, ref, L, ns, n, ti.math.vec3(*field.bbox_min),
+            ti.math.vec3(*field.bbox_max), field.res, field.delta, field.t_min, ti.math.vec3(*field.background),
+            LOSSES[kind], float(scale), True)
+    if mode == "expand":
+        G, P = field.grad_lanes()
+        _fused_expand_kernel(field.x, G, *args, P, field.n_params)
+        _reduce_lanes(field.grad, G, P, field.n_params)
+    elif mode == "atomic":
+        _fused_kernel(field.x, field.grad, *args)
+    else:
+        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand)")
+    field._points_per_ray = float(ns.mean())
+    r = L.astype(np.float64) - ref
+    loss = float(scale * (np.sum(r * r) if kind == "l2" else np.sum(np.abs(r))))
     return loss, L

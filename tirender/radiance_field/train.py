@@ -22,7 +22,7 @@ from ..optim.adam import Adam
 from ..progress import Progress
 from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
 from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, RadianceField, channels, np_float
-from .render import LOSSES, loss_and_adjoint, render_and_backward
+from .render import LOSSES, render_and_backward
 
 DEFAULTS = {
     "seed": 0,
@@ -332,16 +332,15 @@ class Trainer:
             self._opts[si] = self._make_opt(si, fld)
         if not warm:
             return
-        from .render import EXPAND_MAX_BYTES, backward_rays, render_rays
+        from .render import EXPAND_MAX_BYTES, render_rays
         o = np.zeros((4, 3))
         o[:, 2] = -3.0
         d = np.tile([0.05, 0.02, 1.0], (4, 1))
         j = np.full(4, 0.5)
-        L, ns = render_rays(fld, o, d, j)
-        loss_and_adjoint(L, L, tr["loss"])
-        backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="atomic")
+        L, ns = render_rays(fld, o, d, j)            # evaluation renders
+        render_and_backward(fld, o, d, j, L, kind=tr["loss"], mode="atomic")
         if fld.lanes_bytes() <= EXPAND_MAX_BYTES:
-            backward_rays(fld, o, d, j, L, np.ones_like(L), ns, mode="expand")
+            render_and_backward(fld, o, d, j, L, kind=tr["loss"], mode="expand")
         if tr["tv_density"] > 0 or tr["tv_color"] > 0:
             fld.tv_grad(tr["tv_density"], tr["tv_color"])
         if tr["l1_density"] > 0:
