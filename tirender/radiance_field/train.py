@@ -51,6 +51,19 @@ def _merge(defaults, user, file, prefix):
     return out
 
 
+def _batch(b, file, key):
+    if isinstance(b, str):
+        if b not in ("view", "all"):
+            raise ConfigError(f"expected a number of rays, 'view' or 'all', got '{b}'", file=file, key=key)
+        return b
+    try:
+        if isinstance(b, bool) or int(b) != b or int(b) < 1:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a number of rays ≥ 1, 'view' or 'all', got {b!r}", file=file, key=key)
+    return int(b)
+
+
 def parse_config(cfg, cfg_path=None):
     """Validate the ``radiance_field:`` section (or a dict that is that section) → normalised dict."""
     if isinstance(cfg, dict) and "radiance_field" in cfg:
@@ -153,23 +166,19 @@ def parse_config(cfg, cfg_path=None):
     for i, st in enumerate(stages):
         if not isinstance(st, dict) or "res" not in st or "iters" not in st:
             raise ConfigError("each stage needs res and iters", file=f, key=f"{key}train.stages[{i}]")
-        extra = set(st) - {"res", "iters", "lr_scale"}
+        extra = set(st) - {"res", "iters", "lr_scale", "batch"}
         if extra:
-            raise ConfigError(f"unknown key '{sorted(extra)[0]}' (res, iters, lr_scale)", file=f,
+            raise ConfigError(f"unknown key '{sorted(extra)[0]}' (res, iters, lr_scale, batch)", file=f,
                               key=f"{key}train.stages[{i}]")
         s = dict(st)
         num("train", "res", 2, True, d=s)
         num("train", "iters", 0, True, d=s)
         s["lr_scale"] = float(s.get("lr_scale", 1.0))
+        if "batch" in s:
+            s["batch"] = _batch(s["batch"], f, f"{key}train.stages[{i}].batch")
         norm.append(s)
     tr["stages"] = norm
-    b = tr["batch"]
-    if isinstance(b, str):
-        if b not in ("view", "all"):
-            raise ConfigError(f"expected a number of rays, 'view' or 'all', got '{b}'", file=f,
-                              key=key + "train.batch")
-    else:
-        num("train", "batch", 1, True)
+    tr["batch"] = _batch(tr["batch"], f, key + "train.batch")
     if tr["loss"] not in LOSSES:
         raise ConfigError(f"unknown loss '{tr['loss']}' ({', '.join(LOSSES)})", file=f, key=key + "train.loss")
     for k in ("lr_density", "lr_color", "tv_density", "tv_color", "l1_density"):
@@ -391,7 +400,8 @@ class Trainer:
         """(o, d, jitter, ref) of iteration ``global_it``: a deterministic function of (seed, it)."""
         tr = self.cfg["train"]
         rng = np.random.default_rng([self.cfg["seed"], global_it])
-        b = tr["batch"]
+        b = self.stages[self._stage]["batch"] if self._stage is not None and "batch" in self.stages[self._stage] \
+            else tr["batch"]
         HW = self.ds.height * self.ds.width
         if b == "all":
             idx = np.arange(self.n_pix)
@@ -401,7 +411,7 @@ class Trainer:
             v = perm[global_it % V]
             idx = np.arange(v * HW, (v + 1) * HW)
         else:
-            idx = rng.integers(0, self.n_pix, min(int(b), self.n_pix))
+            idx = np.sort(rng.integers(0, self.n_pix, min(int(b), self.n_pix)))  # sorted: coherent rays
         jit = rng.random(idx.size).astype(self.fp)
         if self._rays is not None:
             o, d = self._rays[0][idx], self._rays[1][idx]
