@@ -156,6 +156,15 @@ def child_main():
             fld.zero_grad()
             floss, fL = render_and_backward(fld, o, d, jit, ref, mode=mode, fused=True)
             res["fused_" + mode] = fld.grad_numpy()
+        # L1 loss: fused kernel vs separate kernels
+        fld.zero_grad()
+        L1, ns1 = render_rays(fld, o, d, jit)
+        l1, dL1 = loss_and_adjoint(L1, ref, "l1", 0.5)
+        backward_rays(fld, o, d, jit, L1, dL1, ns1)
+        g_l1 = fld.grad_numpy()
+        fld.zero_grad()
+        fl1, _ = render_and_backward(fld, o, d, jit, ref, kind="l1", scale=0.5)
+        l1_rel = float(np.abs(fld.grad_numpy() - g_l1).max() / np.abs(g_l1).max())
         g = res["atomic"]
         rloss, rL, rns, rG = ref_forward_backward(P, meta, o, d, jit, ref)
         full_ns = ref_forward_backward(P, dict(meta, t_min=0.0), o, d, jit, ref)[2]
@@ -183,6 +192,7 @@ def child_main():
             expand_rel=float(np.abs(res["expand"] - g).max() / scale),
             fused_rel=float(max(np.abs(res[k] - g).max() for k in ("fused_atomic", "fused_expand")) / scale),
             fused_loss_err=abs(floss - rloss) / rloss,
+            l1_rel=l1_rel, l1_loss_err=abs(fl1 - l1) / l1,
             L_err=float(np.abs(L - rL).max()), loss_err=abs(loss - rloss) / rloss,
             steps_equal=bool(np.array_equal(ns, rns)), mean_steps=float(ns.mean()),
             terminated=int(np.sum(ns < full_ns)),
@@ -213,6 +223,7 @@ def test_replay_gradients_f64(f64_results, case):
     assert r["expand_rel"] <= 1e-9, r        # CPU private-copy scatter == atomic scatter
     assert r["fused_rel"] <= 1e-9, r         # one-kernel forward + δL + replay == separate kernels
     assert r["fused_loss_err"] <= 1e-10, r
+    assert r["l1_rel"] <= 1e-9 and r["l1_loss_err"] <= 1e-10, r
 
 
 def test_early_termination_exercised(f64_results):
