@@ -544,7 +544,9 @@ class FieldView(_Progressive):
         H = int(height or int(get("height", W)))
         self.linear = bool(get("linear", False))
         tx = math.tan(math.radians(self.fov_x) / 2)
-        cam = OrbitCamera(center, radius, 0.0, elevation, up, tan_x=tx, tan_y=tx * H / W)
+        from .radiance_field.dataset import _azimuth_frame  # the orbit frame of `tirender render FIELD.npz`
+        cam = OrbitCamera(center, radius, 0.0, elevation, up, e1=_azimuth_frame(_unit(up))[0], tan_x=tx,
+                          tan_y=tx * H / W)
         super().__init__(cam, W, H, spp_target, spp_per_frame, exposure, seed)
         self._acc = np.zeros((H * W, 3), np.float64)
         self._rows, self._cols = np.divmod(np.arange(H * W), W)
