@@ -1,0 +1,224 @@
+"""3D grids (volumes) in the parameter pool: trilinear lookup and its hand-written adjoint.
+
+A volume ``tid`` is a (D, H, W, C) slice of ``st.pool`` at ``st.tex_offset[tid]`` (C = 1 or 3),
+voxel (z, y, x, c) at offset + ((z * H + y) * W + x) * C + c: x runs along world x, y along
+world y, z along world z (Mitsuba's .vol order). Lookups take local coordinates u in [0, 1]^3
+(the medium's bbox); voxel centres sit at (i + 0.5) / res and the lookup clamps at the border
+(Mitsuba's gridvolume with filter_type=trilinear, wrap_mode=clamp). Constants are 1x1x1 volumes.
+1-channel volumes are replicated to RGB; their adjoint sums the three channel gradients.
+
+The adjoint scatters d_out with the eight trilinear weights into ``st.grad_fx`` (deterministic
+fixed point, core/fixed_point.py) with ti.atomic_add, exactly like textures.py does in 2D.
+"""
+import numpy as np
+import taichi as ti
+
+from ..core.fixed_point import to_fixed
+from ..core.math import vec3
+
+
+@ti.func
+def _voxel(st: ti.template(), base, w, h, c, x, y, z):
+    o = base + ((z * h + y) * w + x) * c
+    v = vec3(0.0)
+    if c == 1:
+        v = vec3(st.pool[o])
+    else:
+        v = vec3(st.pool[o], st.pool[o + 1], st.pool[o + 2])
+    return v
+
+
+@ti.func
+def _voxel_add(st: ti.template(), base, w, h, c, x, y, z, d):
+    o = base + ((z * h + y) * w + x) * c
+    s = st.info_f[2]  # fixed-point gradient scale
+    if c == 1:
+        ti.atomic_add(st.grad_fx[o], to_fixed(d[0] + d[1] + d[2], s))
+    else:
+        ti.atomic_add(st.grad_fx[o], to_fixed(d[0], s))
+        ti.atomic_add(st.grad_fx[o + 1], to_fixed(d[1], s))
+        ti.atomic_add(st.grad_fx[o + 2], to_fixed(d[2], s))
+
+
+@ti.func
+def _axis(u, n):
+    """Lower voxel index, upper voxel index (clamped) and the fraction along one axis."""
+    p = u * n - 0.5
+    pf = ti.floor(p)
+    f = p - pf
+    i = ti.cast(pf, ti.i32)
+    i0 = ti.min(ti.max(i, 0), n - 1)
+    i1 = ti.min(ti.max(i + 1, 0), n - 1)
+    return i0, i1, f
+
+
+@ti.func
+def grid_eval(st: ti.template(), tid, u):
+    """Value (vec3) of volume tid at local coordinates u (vec3 in [0, 1]^3). tid < 0 gives 0."""
+    res = vec3(0.0)
+    if tid >= 0:
+        base = st.tex_offset[tid]
+        w = st.tex_w[tid]
+        h = st.tex_h[tid]
+        d = st.tex_d[tid]
+        c = st.tex_c[tid]
+        if w * h * d == 1:
+            res = _voxel(st, base, 1, 1, c, 0, 0, 0)
+        else:
+            x0, x1, fx = _axis(u[0], w)
+            y0, y1, fy = _axis(u[1], h)
+            z0, z1, fz = _axis(u[2], d)
+            for k in range(8):  # a runtime loop over the corners keeps the megakernels small
+                wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
+                res += wt * _voxel(st, base, w, h, c, x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0)
+    return res
+
+
+@ti.func
+def grid_eval_adjoint(st: ti.template(), tid, u, d_out):
+    """Adjoint of grid_eval: grad[voxels] += trilinear weights * d_out (channels summed for C = 1).
+    A zero d_out adds nothing (and touches no memory: no atomic contention on shared voxels)."""
+    if tid >= 0 and (d_out[0] != 0.0 or d_out[1] != 0.0 or d_out[2] != 0.0):
+        base = st.tex_offset[tid]
+        w = st.tex_w[tid]
+        h = st.tex_h[tid]
+        d = st.tex_d[tid]
+        c = st.tex_c[tid]
+        if w * h * d == 1:
+            _voxel_add(st, base, 1, 1, c, 0, 0, 0, d_out)
+        else:
+            x0, x1, fx = _axis(u[0], w)
+            y0, y1, fy = _axis(u[1], h)
+            z0, z1, fz = _axis(u[2], d)
+            for k in range(8):
+                wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
+                if wt != 0.0:
+                    _voxel_add(st, base, w, h, c, x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0,
+                               wt * d_out)
+
+
+@ti.func
+def const_eval(st: ti.template(), tid):
+    """Value of a 1x1x1 volume (homogeneous coefficients)."""
+    res = vec3(0.0)
+    if tid >= 0:
+        res = _voxel(st, st.tex_offset[tid], 1, 1, st.tex_c[tid], 0, 0, 0)
+    return res
+
+
+@ti.func
+def const_eval_adjoint(st: ti.template(), tid, d_out):
+    if tid >= 0 and (d_out[0] != 0.0 or d_out[1] != 0.0 or d_out[2] != 0.0):
+        _voxel_add(st, st.tex_offset[tid], 1, 1, st.tex_c[tid], 0, 0, 0, d_out)
+
+
+@ti.func
+def grid_eval_scalar_adjoint(st: ti.template(), tid, u, d):
+    """Adjoint of a 1-channel lookup's first component (d: scalar)."""
+    grid_eval_adjoint(st, tid, u, vec3(d, 0.0, 0.0))
+
+
+@ti.func
+def to_local(st: ti.template(), m, p):
+    """World position -> the medium's bbox coordinates in [0, 1]^3."""
+    return (p - st.med_bmin[m]) / (st.med_bmax[m] - st.med_bmin[m])
+
+
+@ti.func
+def clip_bbox(st: ti.template(), m, o, d, tmax):
+    """Parametric interval [t0, t1] of ray o + t d inside medium m's bbox, within [0, tmax]
+    (t1 <= t0: no overlap)."""
+    bmin = st.med_bmin[m]
+    bmax = st.med_bmax[m]
+    t0 = 0.0
+    t1 = tmax
+    for k in ti.static(range(3)):
+        if ti.abs(d[k]) > 1e-20:
+            inv = 1.0 / d[k]
+            ta = (bmin[k] - o[k]) * inv
+            tb = (bmax[k] - o[k]) * inv
+            t0 = ti.max(t0, ti.min(ta, tb))
+            t1 = ti.min(t1, ti.max(ta, tb))
+        elif o[k] < bmin[k] or o[k] > bmax[k]:
+            t1 = -1.0
+    return t0, t1
+
+
+# ---------------------------------------------------------------------------- numpy helpers
+def trilinear_np(data, u):
+    """Reference lookup (numpy, float64): data (D, H, W, C), u (N, 3) in [0, 1]^3 -> (N, C)."""
+    data = np.asarray(data, np.float64)
+    D, H, W, C = data.shape
+    u = np.atleast_2d(np.asarray(u, np.float64))
+
+    def axis(x, n):
+        p = x * n - 0.5
+        pf = np.floor(p)
+        i = pf.astype(int)
+        return np.clip(i, 0, n - 1), np.clip(i + 1, 0, n - 1), p - pf
+
+    x0, x1, fx = axis(u[:, 0], W)
+    y0, y1, fy = axis(u[:, 1], H)
+    z0, z1, fz = axis(u[:, 2], D)
+    if W * H * D == 1:
+        return np.repeat(data.reshape(1, C), len(u), 0)
+    out = np.zeros((len(u), C))
+    for k in range(8):
+        wx = fx if k & 1 else 1 - fx
+        wy = fy if k & 2 else 1 - fy
+        wz = fz if k & 4 else 1 - fz
+        out += (wx * wy * wz)[:, None] * data[np.where(k & 4, z1, z0), np.where(k & 2, y1, y0),
+                                              np.where(k & 1, x1, x0)]
+    return out
+
+
+def resample_grid(data, resolution):
+    """Trilinear resampling of a (D, H, W, C) grid to `resolution` (n or (D, H, W)); voxel centres
+    aligned (the same convention as the lookup), used for coarse-to-fine optimisation."""
+    data = np.asarray(data, np.float32)
+    r = (int(resolution),) * 3 if np.isscalar(resolution) else tuple(int(x) for x in resolution)
+    if data.shape[:3] == r:
+        return data.copy()
+    zs, ys, xs = ((np.arange(n) + 0.5) / n for n in r)
+    Z, Y, X = np.meshgrid(zs, ys, xs, indexing="ij")
+    u = np.stack([X.ravel(), Y.ravel(), Z.ravel()], -1)
+    return trilinear_np(data, u).reshape(r + (data.shape[3],)).astype(np.float32)
+
+
+def grid_slices(data, n=8, vmax=None):
+    """A PNG-ready montage (linear RGB, values in [0, 1]) of n evenly spaced z-slices of a
+    (D, H, W, C) grid, side by side, each flipped so that +y is up; normalised by vmax (default:
+    the grid's max)."""
+    data = np.asarray(data, np.float32)
+    D = data.shape[0]
+    vmax = float(data.max()) if vmax is None else float(vmax)
+    zs = np.linspace(0, D - 1, min(n, D)).round().astype(int)
+    tiles = []
+    for z in zs:
+        s = data[z][::-1]
+        s = s if s.shape[2] == 3 else np.repeat(s[..., :1], 3, axis=2)
+        tiles.append(np.pad(np.clip(s / max(vmax, 1e-12), 0, 1), ((1, 1), (1, 1), (0, 0)), constant_values=0.25))
+    return np.concatenate(tiles, axis=1)
+
+
+def tv_grid(data, eps=1e-4):
+    """Smoothed isotropic total variation of a (D, H, W, C) grid: mean over voxels of
+    sqrt(dx^2 + dy^2 + dz^2 + eps) - sqrt(eps) (forward differences). Returns (value, gradient
+    shaped like data); the optimiser's ``tv`` option uses it for 3D grids."""
+    x = np.asarray(data, np.float64)
+    d = [np.zeros_like(x) for _ in range(3)]
+    d[0][:-1] = x[1:] - x[:-1]
+    d[1][:, :-1] = x[:, 1:] - x[:, :-1]
+    d[2][:, :, :-1] = x[:, :, 1:] - x[:, :, :-1]
+    mag = np.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2 + eps)
+    n = x.size
+    val = float((mag - np.sqrt(eps)).sum() / n)
+    g = np.zeros_like(x)
+    gz, gy, gx = (di / mag / n for di in d)
+    g[:-1] -= gz[:-1]
+    g[1:] += gz[:-1]
+    g[:, :-1] -= gy[:, :-1]
+    g[:, 1:] += gy[:, :-1]
+    g[:, :, :-1] -= gx[:, :, :-1]
+    g[:, :, 1:] += gx[:, :, :-1]
+    return val, g.astype(np.float32)

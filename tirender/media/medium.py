@@ -1,0 +1,86 @@
+"""The medium interface used by the volume integrators: coefficients at a point (and their
+adjoint), bbox clipping, and the majorants of grid media (recomputed on the device before
+every render, since an optimiser changes the density in place).
+
+sigma_t(x) = scale * sigma(x) (the ``sigma_t`` volume of a homogeneous medium, the ``density``
+volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume; both RGB.
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from . import GRID_MAJORANT_MARGIN, MED_GRID
+from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local  # noqa: F401
+
+
+@ti.func
+def coefficients(st: ti.template(), m, p):
+    """(sigma_t, albedo) of medium m at world position p (RGB each)."""
+    u = to_local(st, m, p)
+    return grid_eval(st, st.med_sigma[m], u) * st.med_scale[m], grid_eval(st, st.med_albedo[m], u)
+
+
+@ti.func
+def coefficients_adjoint(st: ti.template(), m, p, d_sigma_t, d_albedo):
+    """Scatter d(objective)/d sigma_t and d/d albedo at p into the medium's volumes."""
+    u = to_local(st, m, p)
+    grid_eval_adjoint(st, st.med_sigma[m], u, d_sigma_t * st.med_scale[m])
+    grid_eval_adjoint(st, st.med_albedo[m], u, d_albedo)
+
+
+@ti.func
+def homogeneous_coefficients(st: ti.template(), m):
+    """(sigma_t, albedo) of a homogeneous medium (1x1x1 volumes: no lookup code)."""
+    return const_eval(st, st.med_sigma[m]) * st.med_scale[m], const_eval(st, st.med_albedo[m])
+
+
+@ti.func
+def homogeneous_coefficients_adjoint(st: ti.template(), m, d_sigma_t, d_albedo):
+    const_eval_adjoint(st, st.med_sigma[m], d_sigma_t * st.med_scale[m])
+    const_eval_adjoint(st, st.med_albedo[m], d_albedo)
+
+
+@ti.func
+def is_homogeneous(st: ti.template(), m):
+    return st.med_type[m] != MED_GRID
+
+
+@ti.func
+def default_step(st: ti.template(), m):
+    """Ray-marching step of a grid medium: half the smallest voxel extent."""
+    tid = st.med_sigma[m]
+    ext = st.med_bmax[m] - st.med_bmin[m]
+    res = vec3(st.tex_w[tid], st.tex_h[tid], st.tex_d[tid])
+    v = ext / res
+    return 0.5 * ti.min(v[0], ti.min(v[1], v[2]))
+
+
+# ------------------------------------------------------------------------------- majorants
+@ti.kernel
+def _slice_max(st: ti.template(), m: ti.i32, offset: ti.i32, size: ti.i32):
+    for i in range(size):
+        ti.atomic_max(st.med_majorant[m], st.pool[offset + i])
+
+
+@ti.kernel
+def _finish_majorants(st: ti.template(), n: ti.i32, margin: float):
+    for m in range(n):
+        mx = st.med_majorant[m] * st.med_scale[m]
+        if st.med_type[m] == MED_GRID:
+            mx = ti.max(st.med_fixed_majorant[m], margin * mx)
+        st.med_majorant[m] = mx
+
+
+def update_majorants(scene, st):
+    """st.med_majorant[m] = max sigma_t of medium m (homogeneous), or
+    max(fixed majorant, GRID_MAJORANT_MARGIN * max(scale * density)) (grid): a strict upper bound
+    of sigma_t, so that delta and ratio tracking are unbiased and every null-collision derivative
+    has a non-zero probability. Runs on the device (the pool may have changed there)."""
+    media = scene.desc.media
+    if not media:
+        return
+    for m in range(len(media)):
+        st.med_majorant[m] = 0.0
+    for m, med in enumerate(media):
+        info = scene.params.info(scene.desc.textures[med.sigma].name)
+        _slice_max(st, m, info.offset, info.size)
+    _finish_majorants(st, len(media), GRID_MAJORANT_MARGIN)

@@ -1,0 +1,241 @@
+"""Medium specs (YAML) -> Medium descriptions and the packed device tables (numpy only).
+
+Scene format (see docs/media.md)::
+
+    media:                                  # optional: named media, referenced by shapes
+      smoke:
+        type: grid                          # homogeneous | grid
+        density: {type: grid, filename: smoke.vol}    # or .npy (D, H, W[, C]), or
+                                            # {resolution: [D, H, W], value: 0.5}, or a number
+        albedo: [0.8, 0.8, 0.8]             # RGB constant, or a grid spec like density
+        scale: 4.0                          # sigma_t = scale * density
+        bbox: {min: [-1, -1, -1], max: [1, 1, 1]}     # default: the .vol's bbox, else the
+                                            # bounding box of the first shape using it
+        majorant: 8.0                       # optional fixed majorant (a lower bound: the
+                                            # renderer uses max(majorant, 1.1 * max sigma_t))
+        phase: {type: hg, g: 0.3}           # isotropic (default) | hg
+    shapes:
+      - {type: cube, bsdf: {type: null}, interior: smoke}
+      - {type: sphere, bsdf: {type: dielectric}, interior: {type: homogeneous,
+         sigma_t: [1, 2, 4], albedo: 0.9, scale: 1.0}}    # inline media take the shape's id
+
+Parameters (pool slices): ``<id>.sigma_t`` (homogeneous, RGB (3,)), ``<id>.density``
+(grid, (D, H, W, C)), ``<id>.albedo`` (RGB (3,) or a grid), ``<id>.g`` (HG only, (1,)).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from . import GRID_MAJORANT_MARGIN, MED_GRID, MED_HOMOGENEOUS, MEDIUM_TYPES, PHASE_HG, PHASE_ISOTROPIC
+
+MEDIUM_KEYS = {"type", "id", "sigma_t", "density", "albedo", "scale", "phase", "bbox", "majorant"}
+GRID_KEYS = {"type", "filename", "data", "resolution", "value"}
+
+
+@dataclass
+class Medium:
+    id: str
+    type: int
+    sigma: int                 # texture index: sigma_t (homogeneous) or density (grid) volume
+    albedo: int                # texture index
+    g: int = -1                # texture index of the HG asymmetry (-1: isotropic)
+    phase: int = PHASE_ISOTROPIC
+    scale: float = 1.0
+    bbox_min: tuple = (-1.0, -1.0, -1.0)
+    bbox_max: tuple = (1.0, 1.0, 1.0)
+    majorant: float = 0.0      # fixed majorant (0: automatic)
+
+
+def _load_grid(b, spec, key, channels):
+    """Grid spec -> (data (D, H, W, C) float32, bbox or None)."""
+    from ..scene.description import _keys, _num
+    bbox = None
+    if not isinstance(spec, dict):
+        if channels == 3 and isinstance(spec, (list, tuple)):
+            v = np.asarray(spec, np.float32).reshape(1, 1, 1, -1)
+        else:
+            v = np.full((1, 1, 1, 1), _num(spec, b.file, key), np.float32)
+        return v, None
+    _keys(spec, GRID_KEYS, b.file, key)
+    if spec.get("type", "grid") != "grid":
+        raise ConfigError(f"unknown volume type '{spec.get('type')}' (grid)", b.file, f"{key}.type")
+    if "filename" in spec or "data" in spec:
+        k = "filename" if "filename" in spec else "data"
+        full = b.path(spec[k], f"{key}.{k}")
+        if full.lower().endswith(".vol"):
+            from .volfile import read_vol
+            data, lo, hi = read_vol(full)
+            bbox = (tuple(lo), tuple(hi))
+        else:
+            try:
+                data = np.load(full).astype(np.float32)
+            except Exception as e:
+                raise ConfigError(f"cannot read array: {e}", full)
+            if data.ndim == 3:
+                data = data[..., None]
+            if data.ndim != 4:
+                raise ConfigError(f"expected a (D, H, W) or (D, H, W, C) array, got shape {data.shape}", full)
+    elif "resolution" in spec:
+        r = spec["resolution"]
+        r = [r, r, r] if isinstance(r, int) and not isinstance(r, bool) else r
+        if not isinstance(r, (list, tuple)) or len(r) != 3:
+            raise ConfigError(f"expected a resolution n or [D, H, W], got {r!r}", b.file, f"{key}.resolution")
+        r = [_num(x, b.file, f"{key}.resolution", 1, 1024, integer=True) for x in r]
+        val = np.atleast_1d(np.asarray(spec.get("value", 1.0 if channels == 1 else 0.5), np.float32))
+        if val.size not in (1, channels) or not np.all(np.isfinite(val)):
+            raise ConfigError(f"expected a number or {channels} numbers, got {spec.get('value')!r}", b.file,
+                              f"{key}.value")
+        data = np.ascontiguousarray(np.broadcast_to(val.reshape(1, 1, 1, -1), tuple(r) + (val.size,)), np.float32)
+    else:
+        raise ConfigError("a grid needs 'filename', 'data' or 'resolution'", b.file, key)
+    if data.shape[3] not in (1, channels) or data.shape[3] not in (1, 3):
+        raise ConfigError(f"grid has {data.shape[3]} channels, expected 1" + (" or 3" if channels == 3 else ""),
+                          b.file, key)
+    if not np.all(np.isfinite(data)):
+        raise ConfigError("grid contains NaN or Inf", b.file, key)
+    return np.ascontiguousarray(data, np.float32), bbox
+
+
+def _volume(b, spec, name, channels, lo, hi, key, default, grid_ok):
+    """A medium coefficient -> texture index (a pool slice; constants are 1x1x1)."""
+    from ..scene.description import Texture
+    if spec is None:
+        spec = default
+    if isinstance(spec, dict) and not grid_ok:
+        raise ConfigError("expected a number or RGB values (grids belong to 'grid' media)", b.file, key)
+    bbox = None
+    if isinstance(spec, dict):
+        data, bbox = _load_grid(b, spec, key, channels)
+        if data.min() < lo or data.max() > hi:
+            raise ConfigError(f"grid values must lie in [{lo:g}, {hi:g}] (found {data.min():g}..{data.max():g})",
+                              b.file, key)
+        tex = Texture(name, data, lo, hi, True, 1, constant=False)
+        if name in b.names:
+            raise ConfigError(f"duplicate parameter name '{name}' (ids must be unique)", b.file, key)
+        b.names.add(name)
+        b.textures.append(tex)
+        return len(b.textures) - 1, bbox
+    return b.texture(spec, name, channels, lo, hi, key), None
+
+
+def parse_medium(b, mid, spec, key, shape_positions=None):
+    """Parse one medium spec into b.media; returns its index."""
+    from ..scene.description import _keys, _num, _vec3
+    if not isinstance(spec, dict):
+        raise ConfigError(f"expected a medium mapping, got {spec!r}", b.file, key)
+    _keys(spec, MEDIUM_KEYS, b.file, key)
+    t = spec.get("type", "homogeneous")
+    if t not in MEDIUM_TYPES:
+        raise ConfigError(f"unknown medium type '{t}' (homogeneous, grid)", b.file, f"{key}.type")
+    mt = MEDIUM_TYPES[t]
+    scale = _num(spec.get("scale", 1.0), b.file, f"{key}.scale", 0.0)
+    if mt == MED_HOMOGENEOUS:
+        for k in ("density", "bbox", "majorant"):
+            if k in spec:
+                raise ConfigError(f"key '{k}' does not apply to a homogeneous medium (use sigma_t)", b.file,
+                                  f"{key}.{k}")
+        sigma, _ = _volume(b, spec.get("sigma_t"), f"{mid}.sigma_t", 3, 0.0, np.inf, f"{key}.sigma_t", 1.0, False)
+    else:
+        if "sigma_t" in spec:
+            raise ConfigError("key 'sigma_t' does not apply to a grid medium (use density and scale)", b.file,
+                              f"{key}.sigma_t")
+        sigma, bbox_file = _volume(b, spec.get("density"), f"{mid}.density", 3, 0.0, np.inf, f"{key}.density",
+                                   1.0, True)
+    albedo, _ = _volume(b, spec.get("albedo"), f"{mid}.albedo", 3, 0.0, 1.0, f"{key}.albedo", 0.75,
+                        mt == MED_GRID)
+    m = Medium(mid, mt, sigma, albedo, scale=scale)
+    ph = spec.get("phase", {"type": "isotropic"})
+    if isinstance(ph, str):
+        ph = {"type": ph}
+    _keys(ph, {"type", "g"}, b.file, f"{key}.phase")
+    pt = ph.get("type", "isotropic")
+    if pt == "hg":
+        g = _num(ph.get("g", 0.0), b.file, f"{key}.phase.g", -0.999, 0.999)
+        m.g = b.texture(g, f"{mid}.g", 1, -0.999, 0.999, f"{key}.phase.g")
+        m.phase = PHASE_HG
+    elif pt == "isotropic":
+        if "g" in ph:
+            raise ConfigError("an isotropic phase function has no 'g' (use type: hg)", b.file, f"{key}.phase.g")
+    else:
+        raise ConfigError(f"unknown phase function '{pt}' (isotropic, hg)", b.file, f"{key}.phase.type")
+    if mt == MED_GRID:
+        if "bbox" in spec:
+            bb = spec["bbox"]
+            _keys(bb, {"min", "max"}, b.file, f"{key}.bbox")
+            lo = _vec3(bb.get("min"), b.file, f"{key}.bbox.min")
+            hi = _vec3(bb.get("max"), b.file, f"{key}.bbox.max")
+        elif bbox_file is not None:
+            lo, hi = np.asarray(bbox_file[0]), np.asarray(bbox_file[1])
+        elif shape_positions is not None and len(shape_positions):
+            lo, hi = shape_positions.min(0), shape_positions.max(0)
+        else:
+            lo, hi = -np.ones(3), np.ones(3)
+        if np.any(hi <= lo):
+            raise ConfigError(f"empty bounding box {lo.tolist()} .. {hi.tolist()}", b.file, f"{key}.bbox")
+        m.bbox_min, m.bbox_max = tuple(float(x) for x in lo), tuple(float(x) for x in hi)
+        if "majorant" in spec:
+            m.majorant = _num(spec["majorant"], b.file, f"{key}.majorant", 0.0)
+    b.media.append(m)
+    return len(b.media) - 1
+
+
+def medium_ref(b, ref, key, sid, side, positions):
+    """A shape's ``interior``/``exterior``: a medium id (from ``media:``) or an inline spec."""
+    if isinstance(ref, str):
+        if ref in b.media_index:
+            return b.media_index[ref]
+        if ref not in b.media_specs:
+            raise ConfigError(f"unknown medium id '{ref}' (defined: {', '.join(b.media_specs) or 'none'})",
+                              b.file, key)
+        i = parse_medium(b, ref, b.media_specs[ref], f"media.{ref}", positions)
+        b.media_index[ref] = i
+        return i
+    if isinstance(ref, dict):
+        mid = str(ref.get("id", sid if side == "interior" else f"{sid}_exterior"))
+        if mid in b.media_index or mid in b.media_specs:
+            raise ConfigError(f"duplicate medium id '{mid}'", b.file, key)
+        i = parse_medium(b, mid, ref, key, positions)
+        b.media_index[mid] = i
+        return i
+    raise ConfigError(f"expected a medium id or a medium mapping, got {ref!r}", b.file, key)
+
+
+def set_media_specs(b, media, file):
+    if media is None:
+        media = {}
+    if not isinstance(media, dict):
+        raise ConfigError("expected a mapping id -> medium", file, "media")
+    b.media_specs = {str(k): v for k, v in media.items()}
+
+
+def finish_media(b):
+    """Parse the named media that no shape referenced (their parameters still exist)."""
+    for mid, spec in b.media_specs.items():
+        if mid not in b.media_index:
+            b.media_index[mid] = parse_medium(b, mid, spec, f"media.{mid}")
+
+
+def media_arrays(media):
+    """Medium tables for the Storage (padded by the scene)."""
+    a = {}
+    a["med_type"] = np.array([m.type for m in media] or [0], np.int32)
+    a["med_sigma"] = np.array([m.sigma for m in media] or [-1], np.int32)
+    a["med_albedo"] = np.array([m.albedo for m in media] or [-1], np.int32)
+    a["med_g"] = np.array([m.g for m in media] or [-1], np.int32)
+    a["med_scale"] = np.array([m.scale for m in media] or [1.0], np.float32)
+    a["med_bmin"] = np.array([m.bbox_min for m in media] or [(-1, -1, -1)], np.float32)
+    a["med_bmax"] = np.array([m.bbox_max for m in media] or [(1, 1, 1)], np.float32)
+    a["med_fixed_majorant"] = np.array([m.majorant for m in media] or [0.0], np.float32)
+    a["med_majorant"] = np.zeros(len(a["med_type"]), np.float32)
+    return a
+
+
+def host_majorant(scene, m):
+    """The majorant that the kernels use for medium m (numpy; for checks and docs)."""
+    med = scene.desc.media[m]
+    sig = scene.params[scene.desc.textures[med.sigma].name]
+    mx = float(np.max(sig)) * med.scale
+    if med.type == MED_HOMOGENEOUS:
+        return mx
+    return max(med.majorant, GRID_MAJORANT_MARGIN * mx)
