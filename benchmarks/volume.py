@@ -7,11 +7,12 @@
    Figure to beat: Mitsuba 3, 1.01 s per iteration, 159 MB.
 2. The same step with the ray-marching variant (volpath_raymarch, Mitsuba 2 style), and its bias:
    the relative difference of its image from delta tracking's (both at high spp).
-3. Time vs albedo (0.5 ... 0.999), unbounded depth (Russian roulette only from depth 1000): one
-   view of 64², 4 spp, a thick medium. The mean scattering order of the paths (radiance-weighted) is
-   measured with PRB itself: for a constant albedo a, I(a) = sum_n c_n a^n, so
-   n = a <dI/da> / I. Seconds per (mean path length) stay constant, and so does the peak RSS
-   (each albedo in a fresh process): linear time, constant memory in path length.
+3. Time vs albedo (0.5 ... 0.999), unbounded depth, Russian roulette from depth 5 (so paths get
+   longer with the albedo): one view of 64², primal 4 spp + PRB 4 spp, a thick medium filling the
+   view (the smoke + 0.3 everywhere, scale 100: optical diameter ~80). The mean number of real
+   scattering vertices per path is counted by a kernel that walks the same primal paths. Seconds
+   per vertex stay roughly constant and the peak RSS does not change (each albedo in a fresh
+   process): linear time, constant memory in path length.
 
     python benchmarks/volume.py [--arch cpu] [--quick]
 """
@@ -109,28 +110,59 @@ def bias_benchmark(arch, spp):
     return out
 
 
+def _path_length_kernel():
+    import taichi as ti
+    from tirender.core.camera import camera_ray
+    from tirender.core.math import vec2, vec3
+    from tirender.core.rng import make_sampler
+    from tirender.integrators import volpath
+
+    @ti.kernel
+    def count(st: ti.template(), bm: ti.template(), em: ti.template(), spp: ti.i32, seed: ti.u32, max_depth: ti.i32,
+              rr_depth: ti.i32) -> ti.f64:
+        """Total number of real scattering vertices of the primal paths (as render() walks them)."""
+        total = ti.f64(0.0)
+        w = st.cam_w[0]
+        for pix in range(w * st.cam_h[0]):
+            for s in range(spp):
+                sampler = make_sampler(seed, pix, s)
+                pos = vec2(pix % w, pix // w) + sampler.next_2d()
+                o, d = camera_ray(st, 0, pos)
+                _, n = volpath.sample(st, bm, em, volpath.PRIMAL, volpath.DELTA, o, d, sampler, max_depth, rr_depth,
+                                      0, 0.0, vec3(0.0), vec3(0.0))
+                total += ti.cast(n, ti.f64)
+        return total
+    return count
+
+
 def albedo_benchmark(arch, albedo, runs):
     import tirender
     tirender.init(arch)
+    from tirender.integrators import volpath
     from tirender.integrators.prb import render_grad
+    from tirender.media.medium import update_majorants
     from tirender.renderer import render
-    sc, _ = _scene(64, [0], max_depth=-1, rr_depth=1000, scale=40.0, albedo=albedo)
+    sc, truth = _scene(64, [0], max_depth=-1, rr_depth=5, scale=100.0, albedo=albedo)
+    sc.params["smoke.density"] = 0.3 + truth          # fills the whole cube: optical diameter ~ 80
+    sc.sensors[0].tan_x = sc.sensors[0].tan_y = 0.22  # the cube fills the view
+    sc._arrays["cam_tx"][0] = sc._arrays["cam_ty"][0] = 0.22
     ones = np.ones((64, 64, 3), np.float32)
-    img = render(sc, spp=4, seed=1, progress=False)
+    render(sc, spp=4, seed=1, progress=False)
     render_grad(sc, ones, spp=4, seed=2, progress=False)   # warm-up (compile)
-    ts, orders = [], []
+    ts = []
     for k in range(runs):
         t0 = time.perf_counter()
-        img = render(sc, spp=4, seed=10 + 2 * k, progress=False)
-        g = render_grad(sc, ones, spp=4, seed=11 + 2 * k, progress=False)
+        render(sc, spp=4, seed=10 + 2 * k, progress=False)
+        render_grad(sc, ones, spp=4, seed=11 + 2 * k, progress=False)
         ts.append(time.perf_counter() - t0)
-        # radiance-weighted mean scattering order: a <dI/da> / I (the adjoint image is all ones)
-        orders.append(albedo * float(g["smoke.albedo"].sum()) / float(img.astype(np.float64).sum()))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    st = sc.bind()
+    update_majorants(sc, st)
+    bm, em = volpath.kernel_masks(sc)
+    length = _path_length_kernel()(st, bm, em, 4, 10, sc.integrator["max_depth"], 5) / (64 * 64 * 4)
     sec = float(np.median(ts))
-    order = float(np.mean(orders))
-    return dict(albedo=albedo, seconds=sec, mean_scattering_order=order, seconds_per_order=sec / max(order, 1e-9),
-                peak_rss_mb=rss)
+    return dict(albedo=albedo, seconds=sec, mean_path_vertices=float(length),
+                seconds_per_vertex=sec / max(float(length), 1e-9), peak_rss_mb=rss)
 
 
 def run_child(arch, what):
@@ -175,13 +207,13 @@ def main():
           f"{r['volpath_render_seconds']:.2f} s (delta) vs {r['volpath_raymarch_render_seconds']:.2f} s (march)", flush=True)
     albedos = [0.5, 0.9, 0.99, 0.999] if a.quick else [0.5, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999]
     res["albedo"] = []
-    print("time vs albedo (1 view 64², 4+4 spp, unbounded depth, thick medium):")
-    print(f"  {'albedo':>7s} {'s/step':>8s} {'mean order':>11s} {'s/order':>8s} {'peak RSS MB':>12s}")
+    print("time vs albedo (1 view 64², primal 4 spp + PRB 4 spp, unbounded depth, RR from 5, thick medium):")
+    print(f"  {'albedo':>7s} {'s/step':>8s} {'vertices/path':>14s} {'s/step per vertex':>18s} {'peak RSS MB':>12s}")
     for al in albedos:
         r = run_child(a.arch, f"albedo,{al},{runs}")
         res["albedo"].append(r)
-        print(f"  {al:7.3f} {r['seconds']:8.3f} {r['mean_scattering_order']:11.1f} {r['seconds_per_order']:8.4f} "
-              f"{r['peak_rss_mb']:12.0f}", flush=True)
+        print(f"  {al:7.3f} {r['seconds']:8.3f} {r['mean_path_vertices']:14.1f} "
+              f"{r['seconds_per_vertex']:18.4f} {r['peak_rss_mb']:12.0f}", flush=True)
     out = os.path.join(ROOT, "out", "benchmarks")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "volume.json"), "w") as f:

@@ -130,7 +130,8 @@ def test_constant_grid_matches_homogeneous():
 
 def test_white_furnace():
     """An albedo-1 medium in a constant environment renders the environment radiance: homogeneous
-    with RGB sigma_t and HG, and a heterogeneous random grid (delta + ratio tracking, NEE, MIS)."""
+    with RGB sigma_t and HG, a heterogeneous random grid (delta + ratio tracking, NEE, MIS), and a
+    homogeneous medium behind a dielectric boundary."""
     env = [{"type": "constant", "radiance": 1.0}]
     hom = {"type": "homogeneous", "sigma_t": [0.5, 1.5, 3.0], "albedo": 1.0, "phase": {"type": "hg", "g": 0.5}}
     img = tirender.render(tirender.load_scene(_ball(hom, env)), spp=1024, seed=7)
@@ -142,6 +143,12 @@ def test_white_furnace():
     sc = tirender.load_scene(d)
     sc.params["ball.density"] = rng.uniform(0.0, 1.0, (6, 6, 6, 1)).astype(np.float32)
     img = tirender.render(sc, spp=1024, seed=8)
+    assert abs(img.mean() - 1.0) < 0.005 and np.abs(img - 1.0).max() < 0.08, (_mean(img), np.abs(img - 1).max())
+    # a dielectric boundary (refraction into the medium, total internal reflection) conserves energy too
+    d = _ball({"type": "homogeneous", "sigma_t": 2.0, "albedo": 1.0, "phase": {"type": "hg", "g": 0.3}}, env)
+    d["shapes"][0].update(type="sphere", bsdf={"type": "dielectric", "int_ior": 1.33})
+    d["integrator"]["rr_depth"] = 20
+    img = tirender.render(tirender.load_scene(d), spp=256, seed=9)
     assert abs(img.mean() - 1.0) < 0.005 and np.abs(img - 1.0).max() < 0.08, (_mean(img), np.abs(img - 1).max())
 
 

@@ -41,8 +41,8 @@ def prbvol_kernel(st: ti.template(), bm: ti.template(), em: ti.template(), march
             if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
                 o, d = camera_ray(st, cam, pos)
                 # pass 2: primal walk -> L
-                L = volpath.sample(st, bm, em, volpath.PRIMAL, march, o, d, sampler, max_depth, rr_depth,
-                                   hide_emitters, step, vec3(0.0), vec3(0.0))
+                L, _ = volpath.sample(st, bm, em, volpath.PRIMAL, march, o, d, sampler, max_depth, rr_depth,
+                                      hide_emitters, step, vec3(0.0), vec3(0.0))
                 if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
                     # pass 3: reset the RNG, replay the same path and back-propagate δL
                     replay = make_sampler(seed, pix, sample_offset + s)
