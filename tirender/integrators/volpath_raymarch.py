@@ -18,10 +18,9 @@ into it); transmittance: d T_c = -dt T_c d sigma_c(x_j).
 """
 import taichi as ti
 
-from ..core.math import vec3
+from ..core.math import safe_div, vec3
 from ..media import homogeneous as hom
 from ..media import medium as med
-from ..core.math import safe_div
 
 PRIMAL, ADJOINT = 0, 1
 

@@ -5,11 +5,15 @@ interface. Its coefficients are pool slices ("volumes"): a homogeneous coefficie
 volume, a grid a (D, H, W, C) volume looked up trilinearly (``grid.py``). Modules:
 
     spec.py         YAML medium specs -> Medium descriptions + packed tables (numpy only)
-    grid.py         trilinear lookup of a pool volume and its hand-written adjoint; numpy helpers
-    homogeneous.py  the medium interface used by the integrators: coefficients (+ adjoint), bbox
-                    clipping, analytic free-flight/transmittance of homogeneous media, majorants
+    grid.py         trilinear lookup of a pool volume and its hand-written adjoint, bbox clipping;
+                    numpy helpers (reference lookup, resampling, slices, 3D total variation)
+    medium.py       the medium interface used by the integrators: coefficients at a point (+ adjoint),
+                    majorants (recomputed on the device before every render)
+    homogeneous.py  analytic free flight / transmittance of homogeneous media (+ adjoints), the
+                    hero-channel spectral-MIS weights shared with grids
     phase.py        isotropic and Henyey-Greenstein phase functions (eval/sample/pdf, adjoint in g)
     volfile.py      Mitsuba's binary .vol grid format (read/write)
+    procedural.py   the procedural smoke plume of configs/volume_recovery.yaml
 
 See docs/media.md.
 """

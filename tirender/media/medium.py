@@ -9,7 +9,10 @@ import taichi as ti
 
 from ..core.math import vec3
 from . import GRID_MAJORANT_MARGIN, MED_GRID
-from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local  # noqa: F401
+from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
+
+__all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
+           "homogeneous_coefficients_adjoint", "is_homogeneous", "default_step", "update_majorants"]
 
 
 @ti.func
