@@ -25,7 +25,7 @@ from .field import (COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, _corner, flush_voxel
 
 LOSSES = {"l2": 0, "l1": 1}
 EXPAND_MAX_BYTES = 1 << 30     # "auto": private gradient copies on CPUs only while they fit in this ...
-EXPAND_POINTS_PER_PARAM = 40  # ... and once the batch marches ≥ n_params / 40 points
+EXPAND_POINTS_PER_PARAM = 20  # ... and once the batch marches ≥ n_params / 20 points
 
 
 @ti.func
@@ -183,12 +183,19 @@ def _backward_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template()
                             d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
                             dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
                             bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
-                            coalesce: ti.template(), P: ti.i32, N: ti.i32):
-    """CPU variant: P workers, worker w replays rays w, w+P, … into its own slice G[w·N:(w+1)·N]."""
-    ti.loop_config(block_dim=1)
-    for w in range(P):
-        for k in range((n_rays - w + P - 1) // P):
-            i = w + k * P
+                            coalesce: ti.template(), P: ti.i32, N: ti.i32, ordered: ti.template()):
+    """CPU variant: gradients go to private slices G[w·N:(w+1)·N], one per CPU thread w (ordered:
+    worker w replays rays w, w+P, … — reproducible bit for bit, but Taichi runs a P-iteration
+    loop on one thread)."""
+    if ti.static(ordered):
+        for w in range(P):
+            for k in range((n_rays - w + P - 1) // P):
+                i = w + k * P
+                march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i),
+                               n_in[i], bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
+    else:
+        for i in range(n_rays):
+            w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
             march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
                            bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
 
@@ -228,13 +235,19 @@ def _fused_kernel(x: ti.template(), g: ti.template(), C: ti.template(), degree: 
 def _fused_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template(), degree: ti.template(),
                          dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(),
                          jit: ti.types.ndarray(), ref: ti.types.ndarray(), L_out: ti.types.ndarray(),
-                         n_out: ti.types.ndarray(), n_rays: ti.i32, bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
-                         t_min: float, bg: ti.math.vec3, kind: ti.template(), scale: float,
-                         coalesce: ti.template(), P: ti.i32, N: ti.i32):
-    ti.loop_config(block_dim=1)
-    for w in range(P):
-        for k in range((n_rays - w + P - 1) // P):
-            _fused_ray(x, G, o, d, jit, ref, L_out, n_out, w + k * P, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
+                         n_out: ti.types.ndarray(), n_rays: ti.i32, bmin: ti.math.vec3, bmax: ti.math.vec3,
+                         R: ti.i32, delta: float, t_min: float, bg: ti.math.vec3, kind: ti.template(),
+                         scale: float, coalesce: ti.template(), P: ti.i32, N: ti.i32, ordered: ti.template()):
+    """Fused forward + replay into per-thread gradient slices (see _backward_expand_kernel)."""
+    if ti.static(ordered):
+        for w in range(P):
+            for k in range((n_rays - w + P - 1) // P):
+                _fused_ray(x, G, o, d, jit, ref, L_out, n_out, w + k * P, bmin, bmax, R, delta, t_min, bg, kind,
+                           scale, C, degree, dact, cact, True, w * N, coalesce)
+    else:
+        for i in range(n_rays):
+            w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
+            _fused_ray(x, G, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
                        degree, dact, cact, True, w * N, coalesce)
 
 
@@ -246,7 +259,7 @@ def _reduce_lanes(g: ti.template(), G: ti.template(), P: ti.i32, N: ti.i32):
         for w in range(P):
             acc += G[w * N + i]
             G[w * N + i] = 0.0
-        g[i] += acc
+        g[i] = g[i] + acc   # one thread per element: no atomic needed
 
 
 @ti.kernel
@@ -303,8 +316,9 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
     :func:`render_rays` on the same rays and jitter, and δL = ∂ℒ/∂L (n, 3).
 
     mode: "atomic" (ti.atomic_add into field.grad, one thread per ray), "expand" (CPU: one
-    private gradient copy per worker thread, summed after) or "auto" (expand on CPU backends when
-    the batch is large enough to amortise summing the copies). coalesce: sum a ray's adjoints per voxel before
+    private gradient copy per CPU thread, plain adds, summed after), "ordered" (expand with a fixed
+    ray-to-copy assignment: bit-reproducible, single-threaded on Taichi's CPU backend) or "auto"
+    (expand on CPU backends when the batch is large enough to amortise summing the copies). coalesce: sum a ray's adjoints per voxel before
     scattering (same result up to rounding, fewer adds); False scatters at every point.
     """
     o, d, jitter, n = _rays(o, d, jitter)
@@ -318,18 +332,18 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
             bool(coalesce))
     if mode == "auto":
         # private copies pay off once the scatter work outweighs summing the copies (measured on a
-        # 2-core CPU: from about one marched point per 40 parameters), within a memory cap
+        # 2-core CPU: from about one marched point per 20 parameters), within a memory cap
         fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
         busy = int(np.sum(n_steps)) * EXPAND_POINTS_PER_PARAM >= field.n_params
         mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
-    if mode == "expand":
+    if mode in ("expand", "ordered"):
         G, P = field.grad_lanes()
-        _backward_expand_kernel(field.x, G, *args, P, field.n_params)
+        _backward_expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
         _reduce_lanes(field.grad, G, P, field.n_params)
     elif mode == "atomic":
         _backward_kernel(field.x, field.grad, *args)
     else:
-        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand)")
+        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand, ordered)")
 
 
 def loss_and_adjoint(L, ref, kind="l2", scale=1.0):
@@ -373,14 +387,14 @@ def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0, mode="au
     args = (*_static(field), o, d, jitter, ref, L, ns, n, ti.math.vec3(*field.bbox_min),
             ti.math.vec3(*field.bbox_max), field.res, field.delta, field.t_min, ti.math.vec3(*field.background),
             LOSSES[kind], float(scale), True)
-    if mode == "expand":
+    if mode in ("expand", "ordered"):
         G, P = field.grad_lanes()
-        _fused_expand_kernel(field.x, G, *args, P, field.n_params)
+        _fused_expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
         _reduce_lanes(field.grad, G, P, field.n_params)
     elif mode == "atomic":
         _fused_kernel(field.x, field.grad, *args)
     else:
-        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand)")
+        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand, ordered)")
     field._points_per_ray = float(ns.mean())
     r = L.astype(np.float64) - ref
     loss = float(scale * (np.sum(r * r) if kind == "l2" else np.sum(np.abs(r))))

@@ -34,7 +34,7 @@ DEFAULTS = {
               "init_color": 0.5, "step": 1.0, "background": None, "t_min": 1e-4},
     "train": {"stages": [{"res": 16, "iters": 200}, {"res": 32, "iters": 200}, {"res": 64, "iters": 200}],
               "batch": 4096, "loss": "l2", "lr_density": 0.2, "lr_color": 0.05, "lr_decay": 1.0,
-              "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "pixel_jitter": False,
+              "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "pixel_jitter": False, "deterministic": False,
               "eval_every": 0, "eval_spp": 1, "checkpoint_every": 100, "save_pngs": True},
 }
 
@@ -184,8 +184,9 @@ def parse_config(cfg, cfg_path=None):
     for k in ("lr_density", "lr_color", "tv_density", "tv_color", "l1_density"):
         num("train", k, 0.0)
     num("train", "lr_decay", 1e-9)
-    if not isinstance(tr["pixel_jitter"], bool):
-        raise ConfigError(f"expected true or false, got {tr['pixel_jitter']!r}", file=f, key=key + "train.pixel_jitter")
+    for k in ("pixel_jitter", "deterministic"):
+        if not isinstance(tr[k], bool):
+            raise ConfigError(f"expected true or false, got {tr[k]!r}", file=f, key=key + "train." + k)
     num("train", "eval_every", 0, True)
     num("train", "eval_spp", 1, True)
     num("train", "checkpoint_every", 0, True)
@@ -349,7 +350,8 @@ class Trainer:
         L, ns = render_rays(fld, o, d, j)            # evaluation renders
         render_and_backward(fld, o, d, j, L, kind=tr["loss"], mode="atomic")
         if fld.lanes_bytes() <= EXPAND_MAX_BYTES:
-            render_and_backward(fld, o, d, j, L, kind=tr["loss"], mode="expand")
+            render_and_backward(fld, o, d, j, L, kind=tr["loss"],
+                                mode="ordered" if tr["deterministic"] else "expand")
         if tr["tv_density"] > 0 or tr["tv_color"] > 0:
             fld.tv_grad(tr["tv_density"], tr["tv_color"])
         if tr["l1_density"] > 0:
@@ -425,7 +427,8 @@ class Trainer:
         tr = self.cfg["train"]
         o, d, jit, ref = self.batch(global_it)
         self.field.zero_grad()
-        loss, _ = render_and_backward(self.field, o, d, jit, ref, kind=tr["loss"], scale=1.0 / (3 * len(jit)))
+        loss, _ = render_and_backward(self.field, o, d, jit, ref, kind=tr["loss"], scale=1.0 / (3 * len(jit)),
+                                      mode="ordered" if tr["deterministic"] else "auto")
         if tr["tv_density"] > 0 or tr["tv_color"] > 0:
             loss += self.field.tv_grad(tr["tv_density"], tr["tv_color"])
         if tr["l1_density"] > 0:
