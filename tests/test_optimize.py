@@ -13,7 +13,7 @@ import tirender
 from tirender.cli import main
 from tirender.config import load_config
 from tirender.optim import losses
-from tirender.optim.driver import run_optimization
+from tirender.optim.driver import run_optimization, running_mean
 from tirender.optim.regularizers import tv
 
 from scenes import cornell_like
@@ -52,6 +52,13 @@ def test_tv_gradient_matches_fd():
         xm[idx] -= h
         fd = (tv(xp)[0] - tv(xm)[0]) / (2 * h)
         assert abs(g[idx] - fd) <= 1e-3 * abs(fd) + 1e-9
+
+
+def test_running_mean_of_the_loss_plot():
+    y = np.random.default_rng(3).normal(size=37)
+    k = 5
+    ref = [y[max(0, i - k + 1):i + 1].mean() for i in range(len(y))]
+    assert np.allclose(running_mean(y, k), ref, rtol=0, atol=1e-12)
 
 
 def test_params_api_and_errors():

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from ..errors import ConfigError
+from ..io.atomic import atomic_write_bytes
 from ..io.checkpoints import load_checkpoint, save_checkpoint
 from ..io.images import load_image, save_image_set, save_png
 from ..progress import Progress
@@ -61,6 +62,14 @@ def _resize_param(sc, name, shape):
         sc.resize_grid(name, shape)
     else:
         sc.resize_texture(name, shape[0], shape[1])
+
+
+def running_mean(y, k):
+    """Trailing running mean of a 1D series over (up to) k values: y_i -> mean(y[max(0, i-k+1) : i+1])."""
+    c = np.cumsum(np.concatenate([[0.0], np.asarray(y, float)]))
+    i = np.arange(1, len(y) + 1)
+    lo = np.maximum(0, i - k)
+    return (c[i] - c[lo]) / (i - lo)
 
 
 def _seed(base, it, view, k):
@@ -425,8 +434,7 @@ class OptimizationRun:
         if self.holdout:
             end = self._holdout("end")
             metrics["holdout"] = {str(v): {"rmse_start": holdout_start[v], "rmse_end": end[v]} for v in self.holdout}
-        with open(os.path.join(self.out, "metrics.json"), "w") as fh:
-            json.dump(metrics, fh, indent=2)
+        atomic_write_bytes(os.path.join(self.out, "metrics.json"), json.dumps(metrics, indent=2).encode())
         return metrics
 
     def _holdout(self, stage):
@@ -454,7 +462,10 @@ class OptimizationRun:
         if history:
             x = np.array([h[0] for h in history], float)
             y = np.array([max(h[1], 1e-30) for h in history], float)
-            save_line_plot(os.path.join(self.out, "loss.png"), {f"{self.loss_name} loss": (x, y)},
+            series = {f"{self.loss_name} loss": (x, y)}
+            if len(y) >= 8:  # low-spp losses are dominated by Monte Carlo noise: show the trend too
+                series["running mean"] = (x, running_mean(y, max(3, len(y) // 10)))
+            save_line_plot(os.path.join(self.out, "loss.png"), series,
                            title="tirender optimize: image loss", xlabel="iteration", ylabel="loss", logy=True)
             if self.synthetic:
                 e = np.array([max(h[4], 1e-30) for h in history], float)
