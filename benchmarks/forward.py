@@ -22,7 +22,7 @@ CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
 def one(arch, spp, runs, filt, cache):
     import tirender
     tirender.init(arch, offline_cache=cache)
-    from tirender.renderer import load_scene, render
+    from tirender.api import load_scene, render
     sets = [] if filt == "gaussian" else ["sensors.0.film.filter.type=box"]
     sc = load_scene(CBOX, overrides=sets)
     t0 = time.perf_counter()

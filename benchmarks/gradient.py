@@ -23,9 +23,9 @@ CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
 def one(arch, spp_primal, spp_adj, max_depth, runs):
     import tirender
     tirender.init(arch)
-    from tirender.integrators.prb import render_grad
+    from tirender.api import render_grad
     from tirender.optim import losses
-    from tirender.renderer import load_scene, render
+    from tirender.api import load_scene, render
     sc = load_scene(CBOX, overrides=[f"integrator.max_depth={max_depth}"])
     target = render(sc, spp=4, seed=99, progress=False)
     sc.params["red.reflectance"] = [0.5, 0.5, 0.5]

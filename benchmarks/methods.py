@@ -92,7 +92,7 @@ def bench_time(arch, depths, spp, reps, w):
     _init(arch)
     import tirender
     from benchmarks.ad_baseline import ADPathTracer
-    from tirender.integrators.prb import render_grad
+    from tirender.api import render_grad
     methods = ["prb", "rb", "rb_biased", "ad_megakernel", "ad_wavefront"]
     res = {m: [] for m in methods}
     prim = []
@@ -174,7 +174,7 @@ def mem_child(arch, method, configs, w):
     """One method, configs (spp, depth) in increasing state size; prints JSON rows."""
     _init(arch)
     import tirender
-    from tirender.integrators.prb import render_grad
+    from tirender.api import render_grad
     cap = max(d for _, d in configs)
     sc = tirender.load_scene(box_scene(w, cap))
     dy = _adjoint(sc, 1, 5)

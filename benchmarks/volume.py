@@ -59,10 +59,10 @@ def _scene(res, views, integrator="prbvolpath", max_depth=8, rr_depth=5, scale=N
 def step_benchmark(arch, integrator, runs):
     import tirender
     tirender.init(arch)
-    from tirender.integrators.prb import render_grad
+    from tirender.api import render_grad
     from tirender.optim import losses
     from tirender.optim.adam import Adam
-    from tirender.renderer import render
+    from tirender.api import render
     sc, truth = _scene(128, [0, 1, 2, 3], integrator=integrator)
     targets = [render(sc, spp=8, seed=99 + v, sensor=v, progress=False) for v in range(4)]
     sc.params["smoke.density"] = 0.5 * truth + 0.02
@@ -97,7 +97,7 @@ def step_benchmark(arch, integrator, runs):
 def bias_benchmark(arch, spp):
     import tirender
     tirender.init(arch)
-    from tirender.renderer import render
+    from tirender.api import render
     out = {}
     imgs = {}
     for integ in ("volpath", "volpath_raymarch"):
@@ -141,9 +141,9 @@ def albedo_benchmark(arch, albedo, runs):
     import tirender
     tirender.init(arch)
     from tirender.integrators import volpath
-    from tirender.integrators.prb import render_grad
+    from tirender.api import render_grad
     from tirender.media.medium import update_majorants
-    from tirender.renderer import render
+    from tirender.api import render
     sc, truth = _scene(64, [0], max_depth=-1, rr_depth=5, scale=100.0, albedo=albedo)
     sc.params["smoke.density"] = 0.3 + truth          # fills the whole cube: optical diameter ~ 80
     sc.sensors[0].tan_x = sc.sensors[0].tan_y = 0.22  # the cube fills the view

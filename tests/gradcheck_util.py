@@ -8,7 +8,7 @@ def projected_gradients(scene, pname, direction, weights, spp, seeds_prb, seeds_
                         sensor=0):
     """PRB: <∇_π <w, y>, u> for each adjoint seed; FD: (<w, y(π + h u)> - <w, y(π - h u)>) / 2h with the
     same seed for the ± renders (correlated random numbers), for each FD seed. Returns two arrays."""
-    from tirender.integrators.prb import render_grad
+    from tirender.api import render_grad
     u = np.asarray(direction, np.float32)
     g = []
     for s in seeds_prb:

@@ -19,7 +19,7 @@ backend.init("cpu", fp="f64")
 import numpy as np  # noqa: E402
 
 import tirender  # noqa: E402
-from tirender.integrators.prb import render_grad  # noqa: E402
+from tirender.api import render_grad  # noqa: E402
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from test_prb_gradients import _box_scene  # noqa: E402

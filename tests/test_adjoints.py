@@ -9,7 +9,8 @@ import taichi as ti
 import tirender
 from tirender.core.fixed_point import grad_scale_for
 from tirender.core.math import vec2, vec3
-from tirender.emitters import envmap
+from tirender.emitters.base import env_record
+from tirender.emitters.envmap import Envmap
 from tirender.textures import tex_eval, tex_eval_adjoint
 
 from scenes import camera
@@ -31,13 +32,15 @@ def _lookup_adjoint(st: ti.template(), tid: ti.i32, uv: ti.types.ndarray(), w: t
 @ti.kernel
 def _env(st: ti.template(), e: ti.i32, d: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
     for k in range(d.shape[0]):
-        out[k] = envmap.eval(st, e, vec3(d[k, 0], d[k, 1], d[k, 2])).dot(vec3(w[k, 0], w[k, 1], w[k, 2]))
+        q = env_record(e, vec3(0.0), vec3(d[k, 0], d[k, 1], d[k, 2]))
+        out[k] = Envmap.eval(st, e, q).dot(vec3(w[k, 0], w[k, 1], w[k, 2]))
 
 
 @ti.kernel
 def _env_adjoint(st: ti.template(), e: ti.i32, d: ti.types.ndarray(), w: ti.types.ndarray()):
     for k in range(d.shape[0]):
-        envmap.eval_adjoint(st, e, vec3(d[k, 0], d[k, 1], d[k, 2]), vec3(w[k, 0], w[k, 1], w[k, 2]))
+        q = env_record(e, vec3(0.0), vec3(d[k, 0], d[k, 1], d[k, 2]))
+        Envmap.eval_adjoint(st, e, q, vec3(w[k, 0], w[k, 1], w[k, 2]))
 
 
 def _scene():
@@ -61,7 +64,7 @@ def _check(sc, name, primal, adjoint, n_in=40, seed=0):
     st.info_f[2] = grad_scale_for(1.0)
     st.grad_fx.fill(0)
     adjoint(st, x, w)
-    from tirender.integrators.prb import read_gradients
+    from tirender.launch import read_gradients
     g = read_gradients(sc, st)[name].astype(np.float64)
     v0 = sc.params[name]
     flat = v0.reshape(-1)

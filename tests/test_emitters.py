@@ -6,7 +6,8 @@ import taichi as ti
 
 import tirender
 from tirender.core.math import vec2, vec3
-from tirender.emitters import envmap
+from tirender.emitters.base import env_record
+from tirender.emitters.envmap import Envmap
 
 from scenes import furnace_plane
 
@@ -16,13 +17,13 @@ def _sample_env(st: ti.template(), e: ti.i32, u: ti.types.ndarray(), d_out: ti.t
                 w_out: ti.types.ndarray(), pdf_out: ti.types.ndarray(), pdf_eval: ti.types.ndarray(),
                 le_eval: ti.types.ndarray()):
     for k in range(u.shape[0]):
-        ds = envmap.sample_direction(st, e, vec3(0.0), vec2(u[k, 0], u[k, 1]))
+        ds = Envmap.sample_direction(st, e, vec3(0.0), vec2(u[k, 0], u[k, 1]))
         for c in ti.static(range(3)):
             d_out[k, c] = ds.d[c]
             w_out[k, c] = ds.weight[c]
-            le_eval[k, c] = envmap.eval(st, e, ds.d)[c]
+            le_eval[k, c] = Envmap.eval(st, e, env_record(e, vec3(0.0), ds.d))[c]
         pdf_out[k] = ds.pdf
-        pdf_eval[k] = envmap.pdf_direction(st, e, ds.d)
+        pdf_eval[k] = Envmap.pdf_direction(st, e, vec3(0.0), env_record(e, vec3(0.0), ds.d))
 
 
 def test_envmap_sampling_matches_pdf():
@@ -74,7 +75,7 @@ def test_envmap_sampling_matches_pdf():
 @ti.kernel
 def _pdf_dirs(st: ti.template(), e: ti.i32, d: ti.types.ndarray(), out: ti.types.ndarray()):
     for k in range(d.shape[0]):
-        out[k] = envmap.pdf_direction(st, e, vec3(d[k, 0], d[k, 1], d[k, 2]))
+        out[k] = Envmap.pdf_direction(st, e, vec3(0.0), env_record(e, vec3(0.0), vec3(d[k, 0], d[k, 1], d[k, 2])))
 
 
 def test_uniform_envmap_white_furnace():

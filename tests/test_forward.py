@@ -6,8 +6,7 @@ import pytest
 import taichi as ti
 
 import tirender
-from tirender.bsdfs import rough_conductor
-from tirender.bsdfs.common import BsdfParams
+from tirender.bsdfs.roughconductor import RoughConductor
 from tirender.core.intersect import intersect, occluded
 from tirender.core.math import vec3
 from tirender.scene import bvh as bvh_mod
@@ -34,7 +33,7 @@ def test_white_furnace_diffuse(tilt):
 @ti.kernel
 def _albedo_quadrature(alpha: float, cos_i: float, n: int) -> float:
     """∫ eval(wi, wo) dwo over the hemisphere for a F=1 rough conductor, by a midpoint rule in (cos θ, φ)."""
-    p = BsdfParams(specular=vec3(1.0), alpha=alpha, cond_none=1)
+    p = RoughConductor.Params(specular=vec3(1.0), alpha=alpha, eta=vec3(0.0), k=vec3(0.0), none=1)
     wi = vec3(ti.sqrt(1.0 - cos_i * cos_i), 0.0, cos_i)
     acc = 0.0
     for k in range(n * 2 * n):
@@ -44,7 +43,7 @@ def _albedo_quadrature(alpha: float, cos_i: float, n: int) -> float:
         ph = (j + 0.5) / (2 * n) * 6.283185307179586
         stt = ti.sqrt(1.0 - ct * ct)
         wo = vec3(stt * ti.cos(ph), stt * ti.sin(ph), ct)
-        acc += rough_conductor.eval(p, wi, wo)[0]  # eval = f cos θo; dω = dcosθ dφ
+        acc += RoughConductor.f(p, wi, wo)[0]  # eval = f cos θo; dω = dcosθ dφ
     return acc * (1.0 / n) * (6.283185307179586 / (2 * n))
 
 

@@ -12,7 +12,8 @@ import tirender
 from scenes import camera
 from tirender.errors import ConfigError
 from tirender.media.grid import grid_eval, grid_eval_adjoint, resample_grid, trilinear_np
-from tirender.media.phase import hg_eval, hg_eval_dg, phase_eval, phase_sample
+from tirender.media.hg import hg_eval, hg_eval_dg
+from tirender.media.phase import phase_eval, phase_sample
 from tirender.media.volfile import read_vol, write_vol
 
 SIG = np.array([0.5, 1.0, 2.0])
@@ -198,7 +199,7 @@ def _grid_scene(channels):
 
 @pytest.mark.parametrize("channels", [1, 3])
 def test_trilinear_adjoint_matches_fd(channels):
-    from tirender.integrators.prb import finalize_grad_kernel
+    from tirender.launch import finalize_grad_kernel
     sc = _grid_scene(channels)
     rng = np.random.default_rng(channels)
     name = "box.density"

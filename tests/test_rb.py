@@ -22,8 +22,8 @@ from gradcheck_util import assert_agree, projected_gradients
 from scenes import camera, cornell_like
 from test_prb_gradients import _box_scene, _glossy_scene, _weights
 from tirender.errors import ConfigError
-from tirender.integrators.prb import render_grad
-from tirender.integrators.rb import render_and_grad
+from tirender.api import render_grad
+from tirender.api import render_and_grad
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SEEDS_RB = [301 + k for k in range(10)]

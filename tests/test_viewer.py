@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tirender.cli import main as cli_main
-from tirender.renderer import load_scene, render
+from tirender.api import load_scene, render
 from tirender.scene.transforms import look_at
 from tirender.viewer import (MODES, Event, LiveOptimizationView, OrbitCamera, SceneView, apply_event,
                              tonemap)

@@ -3,7 +3,7 @@
 Public API::
 
     import tirender
-    tirender.init("cpu")                          # optional; "auto" picks CUDA > Vulkan > CPU
+    tirender.init("cpu")                          # optional; "auto" picks CUDA > GPU Vulkan > CPU
     scene = tirender.load_scene("configs/cbox.yaml")
     img = tirender.render(scene, spp=64, seed=0)  # float32 (H, W, 3), linear RGB
     scene.params["red.reflectance"]               # numpy view of a named parameter
@@ -13,16 +13,14 @@ from .backend import current_arch, init  # noqa: F401
 from .errors import ConfigError, TirenderError  # noqa: F401
 
 __version__ = "0.1.0"
+_API = ("load_scene", "render", "render_grad", "render_and_grad", "render_progressive", "scene_from_config")
 
 
 def __getattr__(name):
     # lazy imports keep `import tirender` cheap (no Taichi kernels are defined until used)
-    if name in ("load_scene", "render"):
-        from . import renderer as _r
-        return getattr(_r, name)
-    if name == "render_grad":
-        from .integrators.prb import render_grad
-        return render_grad
+    if name in _API:
+        from . import api
+        return getattr(api, name)
     if name in ("losses", "Adam", "SGD", "Optimizer"):
         from . import optim
         return getattr(optim, name)

@@ -2,33 +2,191 @@
 
 One ``ti.init`` per process: :func:`init` is idempotent and every public entry point
 calls it lazily, so ``import tirender; tirender.render(...)`` just works on the CPU.
+
+"auto" tries CUDA, then Vulkan — but only when the Vulkan loader reports a device that is not
+a CPU (a software rasteriser such as Mesa's lavapipe/llvmpipe or SwiftShader runs our kernels
+about 10× slower than Taichi's own CPU backend) — then the CPU. Taichi's banners are silenced.
 """
+import contextlib
+import ctypes
+import io
 import os
+import sys
 
-import taichi as ti
+# Taichi prints a version header at import unless told otherwise (an entry point may have imported
+# taichi before us: then the header is already out, and that is fine).
+os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "false")
 
-from .errors import ConfigError
+import taichi as ti  # noqa: E402
+
+from .errors import ConfigError  # noqa: E402
 
 ARCHS = ("auto", "cpu", "cuda", "vulkan")
 _state = {"arch": None, "fp": None}
+
+# VkPhysicalDeviceType
+VK_DEVICE_TYPES = {0: "other", 1: "integrated-gpu", 2: "discrete-gpu", 3: "virtual-gpu", 4: "cpu"}
+VK_PHYSICAL_DEVICE_TYPE_CPU = 4
 
 
 def _ti_arch(name):
     return {"cpu": ti.cpu, "cuda": ti.cuda, "vulkan": ti.vulkan}[name]
 
 
-def _try_init(name, fp, **kw):
-    ti.init(arch=_ti_arch(name), default_fp=fp, **kw)
+# ----------------------------------------------------------------------------- Vulkan probe
+class _VkApplicationInfo(ctypes.Structure):
+    _fields_ = [("sType", ctypes.c_int32), ("pNext", ctypes.c_void_p), ("pApplicationName", ctypes.c_char_p),
+                ("applicationVersion", ctypes.c_uint32), ("pEngineName", ctypes.c_char_p),
+                ("engineVersion", ctypes.c_uint32), ("apiVersion", ctypes.c_uint32)]
+
+
+class _VkInstanceCreateInfo(ctypes.Structure):
+    _fields_ = [("sType", ctypes.c_int32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
+                ("pApplicationInfo", ctypes.POINTER(_VkApplicationInfo)),
+                ("enabledLayerCount", ctypes.c_uint32), ("ppEnabledLayerNames", ctypes.c_void_p),
+                ("enabledExtensionCount", ctypes.c_uint32), ("ppEnabledExtensionNames", ctypes.c_void_p)]
+
+
+def _vk_devices_uncached():
+    """[(name, deviceType)] of the Vulkan physical devices, via the loader (libvulkan.so.1)."""
+    names = ("vulkan-1.dll",) if sys.platform == "win32" else \
+        ("libvulkan.1.dylib", "libMoltenVK.dylib") if sys.platform == "darwin" else ("libvulkan.so.1",)
+    lib = None
+    for n in names:
+        try:
+            lib = ctypes.CDLL(n)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return []
+    handle = ctypes.c_void_p
+    lib.vkCreateInstance.restype = ctypes.c_int32
+    lib.vkCreateInstance.argtypes = [ctypes.POINTER(_VkInstanceCreateInfo), ctypes.c_void_p, ctypes.POINTER(handle)]
+    lib.vkEnumeratePhysicalDevices.restype = ctypes.c_int32
+    lib.vkEnumeratePhysicalDevices.argtypes = [handle, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(handle)]
+    lib.vkGetPhysicalDeviceProperties.restype = None
+    lib.vkGetPhysicalDeviceProperties.argtypes = [handle, ctypes.c_void_p]
+    lib.vkDestroyInstance.restype = None
+    lib.vkDestroyInstance.argtypes = [handle, ctypes.c_void_p]
+    app = _VkApplicationInfo(0, None, b"tirender-probe", 1, b"tirender", 1, 1 << 22)   # Vulkan 1.0
+    info = _VkInstanceCreateInfo(1, None, 0, ctypes.pointer(app), 0, None, 0, None)
+    inst = handle()
+    if lib.vkCreateInstance(ctypes.byref(info), None, ctypes.byref(inst)) != 0 or not inst.value:
+        return []
+    out = []
+    try:
+        count = ctypes.c_uint32(0)
+        if lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), None) < 0 or count.value == 0:
+            return []
+        devs = (handle * count.value)()
+        if lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), devs) < 0:   # VK_INCOMPLETE (5) is fine
+            return []
+        for i in range(count.value):
+            # VkPhysicalDeviceProperties is ~824 bytes: apiVersion, driverVersion, vendorID, deviceID,
+            # deviceType (uint32 each), then deviceName[256]; a generous buffer, read by offset.
+            buf = ctypes.create_string_buffer(4096)
+            lib.vkGetPhysicalDeviceProperties(devs[i], buf)
+            dtype = int.from_bytes(buf.raw[16:20], sys.byteorder)
+            name = buf.raw[20:276].split(b"\0", 1)[0].decode("utf-8", "replace")
+            out.append((name, dtype))
+    finally:
+        lib.vkDestroyInstance(inst, None)
+    return out
+
+
+_vk_cache = []
+
+
+def vulkan_devices():
+    """[(device name, VkPhysicalDeviceType)] reported by the Vulkan loader; [] when there is no loader,
+    no device, or anything goes wrong. Probed once per process (a few ms to a few tens of ms)."""
+    if not _vk_cache:
+        try:
+            with _silenced(fds=True):
+                devs = _vk_devices_uncached()
+        except Exception:  # noqa: BLE001  (any ctypes/loader trouble: no Vulkan)
+            devs = []
+        _vk_cache.append(devs)
+    return list(_vk_cache[0])
+
+
+def hardware_vulkan_devices(devices):
+    """The devices of [(name, type)] worth running on: every type but VK_PHYSICAL_DEVICE_TYPE_CPU."""
+    return [(n, t) for n, t in devices if t != VK_PHYSICAL_DEVICE_TYPE_CPU]
+
+
+def has_hardware_vulkan():
+    """True when a non-CPU Vulkan device exists (what "auto" requires before trying Vulkan)."""
+    return bool(hardware_vulkan_devices(vulkan_devices()))
+
+
+# ----------------------------------------------------------------------------- quiet ti.init
+@contextlib.contextmanager
+def _silenced(fds=False):
+    """Swallow Python-level stdout (Taichi's "[Taichi] Starting on arch=..." is a bare print());
+    fds=True also points file descriptors 1 and 2 at /dev/null (C++ loggers, drivers)."""
+    saved = []
+    try:
+        if fds:
+            try:
+                for s in (sys.stdout, sys.stderr):
+                    try:
+                        s.flush()
+                    except Exception:  # noqa: BLE001
+                        pass
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    for fd in (1, 2):
+                        saved.append((fd, os.dup(fd)))
+                        os.dup2(null, fd)
+                finally:
+                    os.close(null)
+            except OSError:
+                pass
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        for fd, dup in reversed(saved):
+            try:
+                os.dup2(dup, fd)
+            finally:
+                os.close(dup)
+
+
+def _try_init(name, fp, quiet_fds=False, **kw):
+    with _silenced(fds=quiet_fds):
+        ti.init(arch=_ti_arch(name), default_fp=fp, **kw)
     got = ti.lang.impl.current_cfg().arch
     return got == _ti_arch(name) or (name == "cpu" and got in (ti.x64, ti.arm64))
 
 
-def init(arch="auto", fp=None, debug=False, **kwargs):
+def _check_fp_frozen(fp):
+    """tirender.core.math's vector types froze Taichi's `float` when they were created: once that module
+    is imported, another default float type would silently mix precisions."""
+    m = sys.modules.get("tirender.core.math")
+    vec3 = getattr(m, "vec3", None) if m is not None else None
+    if vec3 is None:
+        return
+    want = ti.f64 if fp == "f64" else ti.f32
+    if getattr(vec3, "dtype", want) != want:
+        have = "f64" if vec3.dtype == ti.f64 else "f32"
+        raise ConfigError(
+            f"fp='{fp}' requested, but tirender's kernels were already defined with {have} "
+            f"(tirender.core.math was imported before init); call tirender.backend.init(fp='{fp}') "
+            f"(or set TIRENDER_FP={fp}) before anything imports tirender's kernels, one fp per process",
+            key="fp")
+
+
+def init(arch="auto", fp=None, debug=False, verbose=False, **kwargs):
     """Initialise Taichi once for this process.
 
-    arch: "auto" (CUDA, then Vulkan, then CPU), "cpu", "cuda" or "vulkan".
+    arch: "auto" (CUDA, then Vulkan if a non-CPU Vulkan device exists, then CPU), "cpu", "cuda" or
+          "vulkan" (any Vulkan device Taichi picks, software ones included).
     fp:   "f32" (default) or "f64" (used by the f64 test oracle paths); also read from
-          the environment variable ``TIRENDER_FP``.
+          the environment variable ``TIRENDER_FP``. Must be chosen before tirender.core.math is
+          imported (ConfigError otherwise).
+    verbose: print one line naming the backend chosen (Taichi's own banners are always silenced).
     Calling again with the same (or "auto") arch is a no-op; asking for another arch
     after initialisation raises ConfigError (Taichi allows one backend per process).
     """
@@ -45,6 +203,7 @@ def init(arch="auto", fp=None, debug=False, **kwargs):
                 f"Taichi is already running on '{_state['arch']}' in this process; cannot switch to '{arch}'",
                 key="arch")
         return _state["arch"]
+    _check_fp_frozen(fp)
     tfp = ti.f64 if fp == "f64" else ti.f32
     # advanced_optimization=False: Taichi's extra IR passes cost ~4x compile time on our
     # megakernels (22 s -> 5.4 s for the path tracer) and do not make them faster.
@@ -53,27 +212,50 @@ def init(arch="auto", fp=None, debug=False, **kwargs):
     if arch == "auto":
         chosen = "cpu"
         for cand in ("cuda", "vulkan"):
+            if cand == "vulkan" and not has_hardware_vulkan():
+                continue   # no Vulkan, or only a software (CPU-type) one: the CPU backend is faster
             try:
-                if _try_init(cand, tfp, **dict(kw, log_level=ti.ERROR)):
+                # silent trial: no fallback to the CPU, errors only, fds 1/2 muted
+                if _try_init(cand, tfp, quiet_fds=True, enable_fallback=False, **dict(kw, log_level=ti.ERROR)):
                     chosen = cand
+                    ti.set_logging_level(kw["log_level"])   # back from the trial's ERROR
                     break
                 ti.reset()
-            except Exception:
+            except Exception:  # noqa: BLE001
                 ti.reset()
         if chosen == "cpu":
             _try_init("cpu", tfp, **kw)
     else:
         ok = False
         try:
-            ok = _try_init(arch, tfp, **kw)
-        except Exception:
+            ok = _try_init(arch, tfp, enable_fallback=False, **kw)
+        except Exception:  # noqa: BLE001
             ok = False
         if not ok:
             ti.reset()
             raise ConfigError(f"arch '{arch}' is not available on this machine", key="arch")
         chosen = arch
     _state["arch"], _state["fp"] = chosen, fp
+    if verbose:
+        print(describe())
     return chosen
+
+
+def describe():
+    """One line naming the backend in use (or "not initialised")."""
+    arch = _state["arch"]
+    if arch is None:
+        return "[tirender] backend: not initialised"
+    extra = ""
+    if arch == "cpu":
+        extra = f", {int(ti.lang.impl.current_cfg().cpu_max_num_threads)} threads"
+    elif arch == "vulkan":
+        devs = vulkan_devices()
+        if devs:
+            hw = hardware_vulkan_devices(devs)
+            n, t = (hw or devs)[0]
+            extra = f", {n} ({VK_DEVICE_TYPES.get(t, t)})"
+    return f"[tirender] backend: {arch} ({_state['fp']}{extra})"
 
 
 def current_arch():

@@ -22,6 +22,25 @@ def _init(args, cfg):
     return backend.init(arch)
 
 
+def _scene(args, cfg):
+    """Validate the scene (and its integrator) before Taichi starts, then start it and build the scene."""
+    from .api import describe, scene_from_config
+    described = describe(cfg)
+    arch = _init(args, cfg)
+    return scene_from_config(cfg, described), arch
+
+
+def _scene_overrides(args, sensor):
+    sets = []
+    for flag in ("width", "height"):
+        v = getattr(args, flag, None)
+        if v is not None:
+            if v < 1:
+                raise TirenderError(f"--{flag}: must be >= 1, got {v}")
+            sets.append(f"scene.sensors.{sensor}.film.{flag}={v}")
+    return sets
+
+
 def cmd_render(args):
     import numpy as np
     from .config import load_config, section
@@ -34,17 +53,19 @@ def cmd_render(args):
                     height=args.height, spp=args.spp or 1)
         return 0
     cfg = load_config(args.config, args.set)
-    arch = _init(args, cfg)
-    from .renderer import render
-    from .scene.description import parse_scene
-    from .scene.scene import Scene
     rs = section(cfg, "render", {"spp", "seed", "out", "sensor", "integrator"})
-    spp = args.spp or rs.get("spp", 64)
+    sensor = args.sensor if args.sensor is not None else rs.get("sensor", 0)
+    if args.width is not None or args.height is not None:
+        cfg = load_config(args.config, list(args.set) + _scene_overrides(args, sensor))
+    spp = args.spp if args.spp is not None else rs.get("spp", 64)
     seed = args.seed if args.seed is not None else rs.get("seed", 0)
     out = args.out or rs.get("out") or os.path.join("out", os.path.splitext(os.path.basename(args.config))[0])
-    scene = Scene(parse_scene(cfg["scene"], cfg["_scene_file"]))
-    sensor = args.sensor if args.sensor is not None else rs.get("sensor", 0)
     integ = args.integrator or rs.get("integrator")
+    from .integrators.registry import check_type
+    if integ is not None:
+        check_type(integ, key="--integrator" if args.integrator else "render.integrator")
+    scene, arch = _scene(args, cfg)
+    from .api import render
     t0 = time.perf_counter()
     img = render(scene, spp=spp, seed=seed, sensor=sensor, integrator=integ)
     dt = time.perf_counter() - t0
@@ -61,14 +82,17 @@ def cmd_render(args):
 def cmd_optimize(args):
     from .config import load_config
     cfg = load_config(args.config, args.set)
-    _init(args, cfg)
     if "radiance_field" in cfg:
+        _init(args, cfg)
         from .radiance_field.cli import optimize_main
         out = args.out or os.path.join("out", os.path.splitext(os.path.basename(args.config))[0])
         optimize_main(cfg, args.config, out, args.iters, args.resume)
         return 0
+    from .api import describe
+    described = describe(cfg)
+    _init(args, cfg)
     from .optim.driver import run_optimization
-    run_optimization(cfg, out=args.out, iters=args.iters, resume=args.resume, gui=args.gui)
+    run_optimization(cfg, out=args.out, iters=args.iters, resume=args.resume, gui=args.gui, described=described)
     return 0
 
 
@@ -80,17 +104,19 @@ def cmd_view(args):
         from .viewer import view_field
         return view_field(args.config, args)
     cfg = load_config(args.config, args.set)
+    from .api import describe
+    described = describe(cfg)
     _init(args, cfg)
     from .viewer import view
-    return view(cfg, args)
+    return view(cfg, args, described=described)
 
 
 def cmd_gradcheck(args):
     from .config import load_config
     cfg = load_config(args.config, args.set)
-    _init(args, cfg)
-    from .optim.gradcheck import gradcheck_main
-    return gradcheck_main(cfg, args)
+    scene, _ = _scene(args, cfg)
+    from .gradcheck import gradcheck_main
+    return gradcheck_main(cfg, args, scene)
 
 
 def build_parser():
@@ -102,10 +128,10 @@ def build_parser():
     r.add_argument("--seed", type=int, default=None)
     r.add_argument("--out", default=None, help="output directory (image.png, image.exr, image.npy)")
     r.add_argument("--sensor", type=int, default=None)
-    r.add_argument("--integrator", default=None, help="path | direct | aov")
+    r.add_argument("--integrator", default=None, help="override the scene's integrator (path, direct, aov, volpath, ...)")
     r.add_argument("--frames", type=int, default=36, help="radiance fields: orbit frames")
-    r.add_argument("--width", type=int, default=None)
-    r.add_argument("--height", type=int, default=None)
+    r.add_argument("--width", type=int, default=None, help="film width (overrides the sensor's)")
+    r.add_argument("--height", type=int, default=None, help="film height (overrides the sensor's)")
     _common(r)
     o = sub.add_parser("optimize", help="run an inverse-rendering optimisation")
     o.add_argument("config")
@@ -134,10 +160,15 @@ def build_parser():
     v.add_argument("--height", type=int, default=None, help="override the film / window height")
     v.add_argument("--no-text", action="store_true", help="hide the status line")
     _common(v)
-    g = sub.add_parser("gradcheck", help="compare PRB gradients with finite differences")
+    g = sub.add_parser("gradcheck", help="compare PRB gradients with finite differences (a table; exit 0 if all pass)")
     g.add_argument("config")
-    g.add_argument("--spp", type=int, default=16)
-    g.add_argument("--param", action="append", default=None)
+    g.add_argument("--param", action="append", default=None, metavar="NAME",
+                   help="parameter to check (repeatable; default: every parameter)")
+    g.add_argument("--spp", type=int, default=16, help="samples per pixel of each estimate (16)")
+    g.add_argument("--seeds", type=int, default=8, help="independent estimates per side (8)")
+    g.add_argument("--h", type=float, default=0.01, help="finite-difference step relative to the parameter's RMS")
+    g.add_argument("--method", default="prb", help="gradient method (prb, rb, rb_biased, ...)")
+    g.add_argument("--sensor", type=int, default=None)
     _common(g)
     return ap
 

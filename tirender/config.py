@@ -57,16 +57,28 @@ def apply_overrides(data, overrides, file=None):
     return data
 
 
-def load_config(path, overrides=None):
-    """YAML job config -> dict with a resolved ``scene`` (mapping) and ``_file``/``_dir``."""
-    data = load_yaml(path)
+def load_config(source, overrides=None, base_dir=None, scene_overrides=None):
+    """A job config -> dict with a resolved ``scene`` (mapping) and ``_file``/``_dir``/``_scene_file``.
+
+    source: a YAML file name (a job config with a ``scene:`` section, or a scene file) or an
+    already loaded dict of either form (relative file names resolve against base_dir, default the
+    working directory). ``overrides`` ("a.b=v") apply to the config, ``scene_overrides`` to the
+    resolved scene mapping. The one loading path of the API, the CLI, the optimiser and the viewer."""
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        data = load_yaml(path)
+    elif isinstance(source, dict):
+        path = None
+        data = copy.deepcopy(source)
+    else:
+        raise ConfigError(f"expected a file name or a dict, got {type(source).__name__}")
     data = apply_overrides(data, overrides, path)
     if "scene" not in data:
         data = {"scene": data}
     for k in data:
         if k not in TOP_KEYS:
             raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(TOP_KEYS))})", path, k)
-    base = os.path.dirname(os.path.abspath(path))
+    base = os.path.dirname(os.path.abspath(path)) if path else os.path.abspath(base_dir or os.getcwd())
     scene = data["scene"]
     if isinstance(scene, str):
         sp = scene if os.path.isabs(scene) else os.path.join(base, scene)
@@ -90,7 +102,8 @@ def load_config(path, overrides=None):
         data["_scene_file"] = sp
     else:
         data["_scene_file"] = path
-    data["scene"] = scene
+    data["scene"] = apply_overrides(scene, scene_overrides, path) if scene_overrides else scene
+    data["_scene_dir"] = os.path.dirname(os.path.abspath(data["_scene_file"])) if data["_scene_file"] else base
     data["_file"] = path
     data["_dir"] = base
     return data

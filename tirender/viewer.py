@@ -494,7 +494,7 @@ class SceneView(_Progressive):
         self.scene.set_sensor_transform(self.sensor, self.cam.to_world())
 
     def _render(self, k, clear):
-        from .renderer import render, render_progressive
+        from .api import render, render_progressive
         if self.mode.startswith("aov:"):
             name = self.mode[4:]
             old = self.scene.integrator.get("aovs")
@@ -668,11 +668,10 @@ def _log(*a):
     print(*a, file=sys.stderr)
 
 
-def view(cfg, args):
+def view(cfg, args, described=None):
     """``tirender view CONFIG``: interactive (or --headless) progressive view of a scene config."""
+    from .api import scene_from_config
     from .config import section
-    from .scene.description import parse_scene
-    from .scene.scene import Scene
     vs = section(cfg, "viewer", VIEWER_KEYS)
     rs = cfg.get("render") if isinstance(cfg.get("render"), dict) else {}
     sensor = _arg(args, "sensor", vs.get("sensor", rs.get("sensor", 0)))
@@ -687,7 +686,8 @@ def view(cfg, args):
                 film["width"] = int(w)
             if h:
                 film["height"] = int(h)
-    scene = Scene(parse_scene(cfg["scene"], cfg["_scene_file"]))
+            described = None
+    scene = scene_from_config(cfg, described)
     mode = _arg(args, "integrator", vs.get("integrator", rs.get("integrator")))
     src = SceneView(scene, sensor=int(sensor),
                     spp_target=_arg(args, "spp", vs.get("spp", rs.get("spp", 256))),

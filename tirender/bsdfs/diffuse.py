@@ -1,49 +1,76 @@
-"""Lambertian (one-sided) BSDF: f = ρ/π for wi, wo in the upper hemisphere.
+"""Lambertian BSDF (Mitsuba 3 ``diffuse``), one-sided: f = ρ/π for wi, wo in the upper hemisphere.
 
-Differentiable: reflectance ρ (RGB). Primal and adjoint side by side.
+Differentiable: reflectance ρ (RGB texture). Primal and adjoint side by side.
 """
 import taichi as ti
 
 from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_cosine_hemisphere_pdf
-from .common import BsdfParams, BsdfSample
+from ..schema import Texture
+from .base import SMOOTH, BsdfSample, invalid_sample, leaf, slot_rgb, slot_rgb_adjoint
+
+_RHO = 0  # texture slot of the reflectance
 
 
-@ti.func
-def eval(p: BsdfParams, wi, wo):
-    """f(wi, wo) |cos θo| = ρ/π cos θo (0 below either hemisphere)."""
-    res = vec3(0.0)
-    if wi[2] > 0.0 and wo[2] > 0.0:
-        res = p.reflectance * (INV_PI * wo[2])
-    return res
+@leaf
+class Diffuse:
+    NAME = "diffuse"
+    KEYS = (Texture("reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo ρ"),)
+    FLAGS = SMOOTH
+    Params = ti.types.struct(reflectance=vec3)
 
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return Diffuse.Params(reflectance=slot_rgb(st, ctx, _RHO))
 
-@ti.func
-def pdf(p: BsdfParams, wi, wo):
-    res = 0.0
-    if wi[2] > 0.0 and wo[2] > 0.0:
-        res = square_to_cosine_hemisphere_pdf(wo)
-    return res
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        slot_rgb_adjoint(st, ctx, _RHO, g.reflectance)
 
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        """f(wi, wo) |cos θo| = ρ/π cos θo (0 below either hemisphere)."""
+        res = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            res = p.reflectance * (INV_PI * wo[2])
+        return res
 
-@ti.func
-def sample(p: BsdfParams, wi, u1, u2):
-    s = BsdfSample(eta=1.0, delta=0, valid=0)
-    if wi[2] > 0.0:
-        wo = square_to_cosine_hemisphere(u2)
-        pd = square_to_cosine_hemisphere_pdf(wo)
-        if pd > 0.0 and wo[2] > 0.0:
-            s.wo = wo
-            s.pdf = pd
-            s.weight = p.reflectance
-            s.valid = 1
-    return s
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        res = 0.0
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            res = square_to_cosine_hemisphere_pdf(wo)
+        return res
 
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        s = invalid_sample()
+        if wi[2] > 0.0:
+            wo = square_to_cosine_hemisphere(u2)
+            pd = square_to_cosine_hemisphere_pdf(wo)
+            if pd > 0.0 and wo[2] > 0.0:
+                s = BsdfSample(wo=wo, weight=p.reflectance, pdf=pd, eta=1.0, delta=0, valid=1)
+        return s
 
-@ti.func
-def eval_adjoint(p: BsdfParams, wi, wo, d_out):
-    """Gradient of <d_out, eval(p, wi, wo)> w.r.t. p (only .reflectance is set)."""
-    g = BsdfParams()
-    if wi[2] > 0.0 and wo[2] > 0.0:
-        g.reflectance = d_out * (INV_PI * wo[2])
-    return g
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        """∂<d_out, f>/∂ρ = d_out cos θo / π."""
+        g = Diffuse.Params(reflectance=vec3(0.0))
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            g.reflectance = d_out * (INV_PI * wo[2])
+        return g
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d_out):
+        """f depends on the directions only through cos θo: ∂/∂wo = (0, 0, <d_out, ρ>/π)."""
+        gwo = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            gwo[2] = d_out.dot(p.reflectance) * INV_PI
+        return vec3(0.0), gwo

@@ -106,3 +106,65 @@ def refract(wi, cos_theta_t, eta_ti):
 def refract_m(wi, m, cos_theta_t, eta_ti):
     """Refraction of wi about the microfacet normal m (cos_theta_t relative to m)."""
     return m * (wi.dot(m) * eta_ti + cos_theta_t) - wi * eta_ti
+
+
+@ti.func
+def fresnel_dielectric_dcos(cos_theta_i, eta):
+    """∂F/∂cos θi of fresnel_dielectric's F (0 under total internal reflection and for η = 1)."""
+    outside = cos_theta_i >= 0.0
+    eta_it = eta if outside else 1.0 / eta
+    eta_ti = 1.0 / eta_it
+    ct2 = 1.0 - (1.0 - cos_theta_i * cos_theta_i) * (eta_ti * eta_ti)
+    ci = ti.abs(cos_theta_i)
+    res = 0.0
+    if ct2 > 0.0 and ci > 0.0 and eta != 1.0:
+        ct = ti.sqrt(ct2)
+        dci = 1.0 if outside else -1.0
+        dct = cos_theta_i * eta_ti * eta_ti / ct
+        e = eta_it
+        ds = ci + e * ct
+        dp = ct + e * ci
+        a_s = (ci - e * ct) / ds
+        a_p = (ct - e * ci) / dp
+        da_s = 2.0 * e * (ct * dci - ci * dct) / (ds * ds)
+        da_p = 2.0 * e * (ci * dct - ct * dci) / (dp * dp)
+        res = a_s * da_s + a_p * da_p
+    return res
+
+
+@ti.func
+def fresnel_conductor_dcos(cos_theta_i, eta, k):
+    """∂F/∂cos θi (RGB) of fresnel_conductor, differentiated term by term."""
+    c = cos_theta_i
+    c2 = c * c
+    s2 = 1.0 - c2
+    s4 = s2 * s2
+    t1 = eta * eta - k * k - s2
+    a22 = safe_sqrt(t1 * t1 + 4.0 * k * k * eta * eta)
+    a = safe_sqrt(0.5 * (a22 + t1))
+    term1 = a22 + c2
+    term2 = 2.0 * c * a
+    term3 = a22 * c2 + s4
+    term4 = term2 * s2
+    # derivatives w.r.t. c (ds2 = -2c, dt1 = 2c)
+    da22 = 2.0 * c * t1 / ti.select(a22 > 0.0, a22, 1.0)
+    da = 0.25 * (da22 + 2.0 * c) / ti.select(a > 0.0, a, 1.0)
+    dterm1 = da22 + 2.0 * c
+    dterm2 = 2.0 * a + 2.0 * c * da
+    dterm3 = da22 * c2 + 2.0 * c * a22 - 4.0 * c * s2
+    dterm4 = dterm2 * s2 - 2.0 * c * term2
+    den_s = term1 + term2
+    den_p = term3 + term4
+    ok_s = den_s > 0.0
+    ok_p = den_p > 0.0
+    ds_ = ti.select(ok_s, den_s, 1.0)
+    dp_ = ti.select(ok_p, den_p, 1.0)
+    r_s = (term1 - term2) / ds_
+    dr_s = 2.0 * (dterm1 * term2 - term1 * dterm2) / (ds_ * ds_)
+    q = (term3 - term4) / dp_
+    dq = 2.0 * (dterm3 * term4 - term3 * dterm4) / (dp_ * dp_)
+    dr_s = ti.select(ok_s, dr_s, 0.0)
+    dq = ti.select(ok_p, dq, 0.0)
+    q = ti.select(ok_p, q, 1.0)
+    r_s = ti.select(ok_s, r_s, 1.0)
+    return 0.5 * (dr_s + dr_s * q + r_s * dq)

@@ -150,3 +150,42 @@ def sample_visible_normal(wi, alpha, u2):
     else:
         m = vec3(0.0, 0.0, 1.0)
     return m, pdf
+
+
+# ---- derivatives with respect to directions (for normal-map / frame gradients) ---------------
+@ti.func
+def D_grad(m, alpha):
+    """∂D/∂m of D(m) = α² / (π A²), A = m_x² + m_y² + α² m_z²: -2 D / A (2 m_x, 2 m_y, 2 α² m_z)."""
+    a = clamp_alpha(alpha)
+    a2 = a * a
+    A = m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+    d = D(m, alpha)
+    res = vec3(0.0)
+    if d > 0.0:
+        res = (-4.0 * d / A) * vec3(m[0], m[1], a2 * m[2])
+    return res
+
+
+@ti.func
+def smith_g1_grad(v, m, alpha):
+    """∂G1/∂v of G1 = 2 z / (z + r), z = |v_z|, r = sqrt(z² + α² (v_x² + v_y²)) (the visibility
+    test v·m v_z > 0 is piecewise constant: no derivative)."""
+    a = clamp_alpha(alpha)
+    xy2 = v[0] * v[0] + v[1] * v[1]
+    z = ti.abs(v[2])
+    r = ti.sqrt(z * z + a * a * xy2)
+    res = vec3(0.0)
+    if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0:
+        den = z + r
+        inv2 = 1.0 / (den * den)
+        # ∂G1/∂z = 2 (r - z²/r) / (z + r)², ∂G1/∂v_x = -2 z α² v_x / (r (z + r)²)
+        dz = 2.0 * (r - z * z / r) * inv2
+        dxy = -2.0 * z * a * a / r * inv2
+        res = vec3(dxy * v[0], dxy * v[1], dz * ti.select(v[2] >= 0.0, 1.0, -1.0))
+    return res
+
+
+@ti.func
+def normalize_backprop(g_n, n, length):
+    """Gradient w.r.t. u of an objective with gradient g_n w.r.t. n = u / |u| (length = |u|)."""
+    return (g_n - n * n.dot(g_n)) / length

@@ -79,6 +79,15 @@ def gather_adjoint(st: ti.template(), cam, pos):
     return res
 
 
+@ti.func
+def nan_to_zero(L):
+    """L, or 0 if any channel is NaN: never let a NaN sample poison a pixel."""
+    res = L
+    if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
+        res = vec3(0.0)
+    return res
+
+
 # ---- per-pixel local accumulation: a thread renders all samples of one pixel; every sample lands
 # within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood in registers and
 # flushes it with 25 atomics per pixel instead of 25 per sample.

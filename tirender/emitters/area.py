@@ -1,14 +1,17 @@
-"""Diffuse area emitter (one-sided: emits into the hemisphere of the shading normal).
+"""Diffuse area emitter (Mitsuba 3 ``area``), one-sided: emits into the hemisphere of the shading
+normal, Le(x, ω) = radiance(uv) if ω·n > 0. Attached to a shape (``shapes[i].emitter``).
 
-Le(x, ω) = radiance(uv) if ω·n > 0. Differentiable: the radiance texture (adjoint = texture adjoint).
-Sampling: a triangle of the shape by area (CDF), a uniform point on it; pdf converted to solid angle.
+Sampling: a triangle of the shape by area (CDF), a uniform point on it; pdf converted to solid
+angle. Differentiable: radiance (RGB texture).
 """
 import taichi as ti
 
 from ..core.math import BIG, vec2, vec3
 from ..core.warp import square_to_uniform_triangle
-from ..textures import tex_eval, tex_eval_adjoint  # noqa: F401 (re-exported for dispatch)
-from .common import DirectionSample
+from ..schema import Texture
+from .base import SURFACE, DirectionSample, slot, slot_adjoint
+
+_RADIANCE = 0
 
 
 @ti.func
@@ -25,68 +28,72 @@ def _find_tri(st: ti.template(), start, count, u):
     return lo
 
 
-@ti.func
-def sample_direction(st: ti.template(), e, ref_p, u):
-    ds = DirectionSample(delta=0, emitter=e, dist=BIG, scale=1.0)
-    start = st.em_tri_start[e]
-    j = _find_tri(st, start, st.em_tri_count[e], u[0])
-    c0 = st.emtri_cdf[j - 1] if j > start else 0.0
-    c1 = st.emtri_cdf[j]
-    ur = ti.min((u[0] - c0) / ti.max(c1 - c0, 1e-20), 0.99999994)
-    tri = st.emtri_idx[j]
-    b = square_to_uniform_triangle(vec2(ur, u[1]))
-    e1 = st.tri_e1[tri]
-    e2 = st.tri_e2[tri]
-    p = st.tri_p0[tri] + b[0] * e1 + b[1] * e2
-    n = e1.cross(e2).normalized()
-    shape = st.tri_shape[tri]
-    if st.shape_smooth[shape] == 1:
-        nn = (1.0 - b[0] - b[1]) * st.tri_n0[tri] + b[0] * st.tri_n1[tri] + b[1] * st.tri_n2[tri]
-        if nn.norm() > 1e-12:
-            n = nn.normalized()
-    uv0 = st.tri_uv0[tri]
-    uv = uv0 + b[0] * (st.tri_uv1[tri] - uv0) + b[1] * (st.tri_uv2[tri] - uv0)
-    dv = p - ref_p
-    dist2 = dv.dot(dv)
-    dist = ti.sqrt(dist2)
-    d = dv / ti.max(dist, 1e-20)
-    cos_e = -d.dot(n)
-    ds.p = p
-    ds.n = n
-    ds.d = d
-    ds.dist = dist
-    ds.uv = uv
-    if cos_e > 0.0 and dist > 0.0:
-        ds.pdf = dist2 / (cos_e * st.em_area[e])
-        ds.le = tex_eval(st, st.em_tex[e], uv)
-        ds.weight = ds.le / ds.pdf
-    return ds
+class Area:
+    NAME = "area"
+    KEYS = (Texture("radiance", 3, default=1.0, lo=0.0, doc="emitted radiance Le (W m⁻² sr⁻¹)"),)
+    FLAGS = SURFACE
 
+    @staticmethod
+    @ti.func
+    def sample_direction(st: ti.template(), e, ref_p, u):
+        ds = DirectionSample(delta=0, emitter=e, dist=BIG, scale=1.0)
+        start = st.em_tri_start[e]
+        j = _find_tri(st, start, st.em_tri_count[e], u[0])
+        c0 = st.emtri_cdf[j - 1] if j > start else 0.0
+        c1 = st.emtri_cdf[j]
+        ur = ti.min((u[0] - c0) / ti.max(c1 - c0, 1e-20), 0.99999994)
+        tri = st.emtri_idx[j]
+        b = square_to_uniform_triangle(vec2(ur, u[1]))
+        e1 = st.tri_e1[tri]
+        e2 = st.tri_e2[tri]
+        p = st.tri_p0[tri] + b[0] * e1 + b[1] * e2
+        n = e1.cross(e2).normalized()
+        shape = st.tri_shape[tri]
+        if st.shape_smooth[shape] == 1:
+            nn = (1.0 - b[0] - b[1]) * st.tri_n0[tri] + b[0] * st.tri_n1[tri] + b[1] * st.tri_n2[tri]
+            if nn.norm() > 1e-12:
+                n = nn.normalized()
+        uv0 = st.tri_uv0[tri]
+        uv = uv0 + b[0] * (st.tri_uv1[tri] - uv0) + b[1] * (st.tri_uv2[tri] - uv0)
+        dv = p - ref_p
+        dist2 = dv.dot(dv)
+        dist = ti.sqrt(dist2)
+        d = dv / ti.max(dist, 1e-20)
+        cos_e = -d.dot(n)
+        ds.p = p
+        ds.n = n
+        ds.d = d
+        ds.dist = dist
+        ds.uv = uv
+        if cos_e > 0.0 and dist > 0.0:
+            ds.pdf = dist2 / (cos_e * st.em_area[e])
+            ds.le = slot(st, e, _RADIANCE, uv)
+            ds.weight = ds.le / ds.pdf
+        return ds
 
-@ti.func
-def pdf_direction(st: ti.template(), e, ref_p, p, n):
-    """Solid-angle density of sampling point p (normal n) from ref_p (without selection)."""
-    dv = p - ref_p
-    dist2 = dv.dot(dv)
-    cos_e = -dv.dot(n) / ti.max(ti.sqrt(dist2), 1e-20)
-    res = 0.0
-    if cos_e > 0.0:
-        res = dist2 / (cos_e * st.em_area[e])
-    return res
+    @staticmethod
+    @ti.func
+    def pdf_direction(st: ti.template(), e, ref_p, q):
+        """Solid-angle density of sampling the point q.p (normal q.n) from ref_p."""
+        dv = q.p - ref_p
+        dist2 = dv.dot(dv)
+        cos_e = -dv.dot(q.n) / ti.max(ti.sqrt(dist2), 1e-20)
+        res = 0.0
+        if cos_e > 0.0:
+            res = dist2 / (cos_e * st.em_area[e])
+        return res
 
+    @staticmethod
+    @ti.func
+    def eval(st: ti.template(), e, q):
+        """Radiance leaving q.p towards -q.d (0 from the back side)."""
+        res = vec3(0.0)
+        if q.d.dot(q.n) < 0.0:
+            res = slot(st, e, _RADIANCE, q.uv)
+        return res
 
-@ti.func
-def eval(st: ti.template(), e, uv, n, wi_world):
-    """Le seen along -wi_world... i.e. radiance leaving the surface towards wi_world (unit, pointing
-    from the surface to the viewer)."""
-    res = vec3(0.0)
-    if wi_world.dot(n) > 0.0:
-        res = tex_eval(st, st.em_tex[e], uv)
-    return res
-
-
-@ti.func
-def eval_adjoint(st: ti.template(), e, uv, n, wi_world, d_le):
-    """Adjoint of eval: scatter d_le into the radiance texture."""
-    if wi_world.dot(n) > 0.0:
-        tex_eval_adjoint(st, st.em_tex[e], uv, d_le)
+    @staticmethod
+    @ti.func
+    def eval_adjoint(st: ti.template(), e, q, d_le):
+        if q.d.dot(q.n) < 0.0:
+            slot_adjoint(st, e, _RADIANCE, q.uv, d_le)

@@ -1,25 +1,53 @@
-"""Directional emitter: irradiance E arriving along direction ``em_dir`` (propagation direction).
-Delta emitter; Le/pdf = E. Differentiable: irradiance."""
+"""Directional emitter (Mitsuba 3 ``directional``): irradiance E arriving along ``direction`` (the
+direction of propagation). Delta emitter; Le/pdf = E. Differentiable: irradiance (RGB)."""
+import numpy as np
 import taichi as ti
 
 from ..core.math import BIG, vec2
-from ..textures import tex_eval, tex_eval_adjoint
-from .common import DirectionSample
+from ..errors import ConfigError
+from ..schema import Texture, Vec3
+from .base import DELTA, DirectionSample, slot, slot_adjoint
+
+_IRRADIANCE = 0
 
 
-@ti.func
-def sample_direction(st: ti.template(), e, ref_p, u):
-    ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=1.0)
-    ds.d = -st.em_dir[e]
-    ds.n = st.em_dir[e]
-    ds.dist = BIG
-    ds.p = ref_p + ds.d * 1e6
-    ds.uv = vec2(0.5)
-    ds.le = tex_eval(st, st.em_tex[e], ds.uv)
-    ds.weight = ds.le
-    return ds
+class Directional:
+    NAME = "directional"
+    KEYS = (Texture("irradiance", 3, default=1.0, lo=0.0, doc="irradiance E (W m⁻²) on a surface facing the light"),
+            Vec3("direction", default=(0.0, 0.0, -1.0), doc="direction of propagation"))
+    FLAGS = DELTA
 
+    @staticmethod
+    def build(b, row, values, key):
+        d = np.asarray(values["direction"], float)
+        if np.linalg.norm(d) == 0:
+            raise ConfigError("direction has zero length", b.file, f"{key}.direction")
+        row.direction = tuple(d / np.linalg.norm(d))
 
-@ti.func
-def eval_adjoint_sample(st: ti.template(), e, ds, d_le):
-    tex_eval_adjoint(st, st.em_tex[e], ds.uv, d_le)
+    @staticmethod
+    @ti.func
+    def sample_direction(st: ti.template(), e, ref_p, u):
+        ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=1.0)
+        ds.d = -st.em_dir[e]
+        ds.n = st.em_dir[e]
+        ds.dist = BIG
+        ds.p = ref_p + ds.d * 1e6
+        ds.uv = vec2(0.5)
+        ds.le = slot(st, e, _IRRADIANCE, ds.uv)
+        ds.weight = ds.le
+        return ds
+
+    @staticmethod
+    @ti.func
+    def pdf_direction(st: ti.template(), e, ref_p, q):
+        return 0.0
+
+    @staticmethod
+    @ti.func
+    def eval(st: ti.template(), e, q):
+        return slot(st, e, _IRRADIANCE, q.uv)
+
+    @staticmethod
+    @ti.func
+    def eval_adjoint(st: ti.template(), e, q, d_le):
+        slot_adjoint(st, e, _IRRADIANCE, q.uv, d_le)

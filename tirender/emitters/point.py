@@ -1,32 +1,55 @@
-"""Isotropic point light of intensity I (W/sr per unit area-less): Le/pdf = I / dist². Delta emitter.
-Differentiable: intensity (a 1x1 texture)."""
+"""Isotropic point light (Mitsuba 3 ``point``) of intensity I (W sr⁻¹): Le/pdf = I / dist².
+Delta emitter (never hit). Differentiable: intensity (RGB)."""
 import taichi as ti
 
 from ..core.math import vec2
-from ..textures import tex_eval, tex_eval_adjoint
-from .common import DirectionSample
+from ..schema import Texture, Vec3
+from .base import DELTA, DirectionSample, slot, slot_adjoint
+
+_INTENSITY = 0
 
 
-@ti.func
-def sample_direction(st: ti.template(), e, ref_p, u):
-    ds = DirectionSample(delta=1, emitter=e, pdf=1.0)
-    p = st.em_pos[e]
-    dv = p - ref_p
-    dist2 = dv.dot(dv)
-    dist = ti.sqrt(dist2)
-    ds.p = p
-    ds.d = dv / ti.max(dist, 1e-20)
-    ds.n = -ds.d
-    ds.dist = dist
-    ds.uv = vec2(0.5)
-    if dist > 0.0:
-        ds.scale = 1.0 / dist2
-        ds.le = tex_eval(st, st.em_tex[e], ds.uv) * ds.scale
-        ds.weight = ds.le
-    return ds
+class Point:
+    NAME = "point"
+    KEYS = (Texture("intensity", 3, default=1.0, lo=0.0, doc="radiant intensity I (W sr⁻¹)"),
+            Vec3("position", default=(0.0, 0.0, 0.0), doc="position"))
+    FLAGS = DELTA
 
+    @staticmethod
+    def build(b, row, values, key):
+        row.position = tuple(float(x) for x in values["position"])
 
-@ti.func
-def eval_adjoint_sample(st: ti.template(), e, ds, d_le):
-    """Adjoint of the sampled Le = I / dist² w.r.t. the intensity texture."""
-    tex_eval_adjoint(st, st.em_tex[e], ds.uv, d_le * ds.scale)
+    @staticmethod
+    @ti.func
+    def sample_direction(st: ti.template(), e, ref_p, u):
+        ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=0.0)
+        p = st.em_pos[e]
+        dv = p - ref_p
+        dist2 = dv.dot(dv)
+        dist = ti.sqrt(dist2)
+        ds.p = p
+        ds.d = dv / ti.max(dist, 1e-20)
+        ds.n = -ds.d
+        ds.dist = dist
+        ds.uv = vec2(0.5)
+        if dist > 0.0:
+            ds.scale = 1.0 / dist2
+            ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
+            ds.weight = ds.le
+        return ds
+
+    @staticmethod
+    @ti.func
+    def pdf_direction(st: ti.template(), e, ref_p, q):
+        return 0.0
+
+    @staticmethod
+    @ti.func
+    def eval(st: ti.template(), e, q):
+        return slot(st, e, _INTENSITY, q.uv) * q.scale
+
+    @staticmethod
+    @ti.func
+    def eval_adjoint(st: ti.template(), e, q, d_le):
+        """Adjoint of Le = I / dist² w.r.t. the intensity."""
+        slot_adjoint(st, e, _INTENSITY, q.uv, d_le * q.scale)

@@ -1,22 +1,39 @@
-"""Arbitrary output variables: depth, shading normal, albedo, position, uv (box-filtered mean)."""
+"""Arbitrary output variables (Mitsuba 3 ``aov``): depth, shading normal, albedo, position, uv —
+the box-filtered mean over the pixel's samples. Albedo is Mitsuba's eval_diffuse_reflectance:
+π · f(n, n) |cos| at normal incidence (ρ for a diffuse BSDF)."""
+import numpy as np
 import taichi as ti
 
+from ..bsdfs.base import BsdfCtx
+from ..bsdfs.registry import dispatch
 from ..core.camera import camera_ray
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, vec2, vec3
+from ..core.math import BIG, PI, vec2, vec3
 from ..core.rng import make_sampler
-from .shading import bsdf_params
+from ..schema import Choice
 
 AOVS = {"depth": 0, "normal": 1, "albedo": 2, "position": 3, "uv": 4}
+NAMES = ("aov",)
 
 
-def aov_code(name):
-    return AOVS[name]
+class _Aovs(Choice):
+    """A list of AOV names (or one name)."""
+    kind = "list"
+
+    def parse(self, v, file, key):
+        vs = [v] if isinstance(v, str) else v
+        if not isinstance(vs, list) or not vs:
+            from ..errors import ConfigError
+            raise ConfigError(f"expected an AOV name or a list of them ({', '.join(AOVS)})", file, key)
+        return [super(_Aovs, self).parse(x, file, key) for x in vs]
+
+
+KEYS = (_Aovs("aovs", tuple(AOVS), default=["albedo"], doc="the first one is rendered"),)
 
 
 @ti.kernel
-def aov_kernel(st: ti.template(), bm: ti.template(), cam: ti.i32, code: ti.i32, spp: ti.i32, seed: ti.u32):
+def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32, spp: ti.i32, seed: ti.u32):
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
         acc = vec3(0.0)
@@ -33,13 +50,20 @@ def aov_kernel(st: ti.template(), bm: ti.template(), cam: ti.i32, code: ti.i32, 
                 elif code == 1:
                     v = si.n
                 elif code == 2:
-                    p = bsdf_params(st, st.shape_bsdf[si.shape], si.uv)
-                    v = p.reflectance + p.specular * 0.0
-                    if st.bsdf_type[st.shape_bsdf[si.shape]] != 0 and st.bsdf_type[st.shape_bsdf[si.shape]] != 5:
-                        v = p.specular
+                    n = vec3(0.0, 0.0, 1.0)
+                    v = PI * bsdf.eval(st, BsdfCtx(b=st.shape_bsdf[si.shape], uv=si.uv), n, n)
                 elif code == 3:
                     v = si.p
                 else:
                     v = vec3(si.uv[0], si.uv[1], 0.0)
             acc += v
         st.aux[pix] = ti.Vector([acc[0], acc[1], acc[2], 1.0])
+
+
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
+    st = scene.bind()
+    s = scene.sensors[sensor]
+    aov_kernel(st, dispatch(scene.bsdf_levels), sensor, AOVS[scene.integrator.get("aovs", ["albedo"])[0]], spp,
+               int(seed) & 0xFFFFFFFF)
+    img = st.aux.to_numpy()[:s.width * s.height, :3] / max(spp, 1)
+    return img.reshape(s.height, s.width, 3).astype(np.float32)

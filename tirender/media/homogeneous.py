@@ -22,6 +22,8 @@ dL * L * (d w / w).
 import taichi as ti
 
 from ..core.math import BIG, safe_div, vec3
+from ..schema import Child, Number, Volume
+from . import HOMOGENEOUS
 
 
 @ti.func
@@ -99,3 +101,15 @@ def transmittance(sigma, s):
         if sigma[c] > 0.0:
             res[c] = ti.exp(-ti.min(sigma[c] * s, 80.0))
     return res
+
+
+class Homogeneous:
+    """Mitsuba 3 ``homogeneous``: constant sigma_t = scale * sigma_t and albedo (RGB)."""
+    NAME = "homogeneous"
+    ALIASES = ()
+    KEYS = (Volume("sigma_t", 3, default=1.0, lo=0.0, grid=False, doc="extinction σt (m⁻¹), RGB"),
+            Volume("albedo", 3, default=0.75, lo=0.0, hi=1.0, grid=False, doc="single-scattering albedo"),
+            Number("scale", default=1.0, lo=0.0, doc="multiplies σt"),
+            Child("phase", default="isotropic", kind="phase function", doc="`isotropic` or {type: hg, g: ...}"))
+    FLAGS = HOMOGENEOUS
+    SIGMA = "sigma_t"

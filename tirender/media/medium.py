@@ -8,7 +8,7 @@ volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume;
 import taichi as ti
 
 from ..core.math import vec3
-from . import GRID_MAJORANT_MARGIN, MED_GRID
+from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
 from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
 
 __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
@@ -44,7 +44,7 @@ def homogeneous_coefficients_adjoint(st: ti.template(), m, d_sigma_t, d_albedo):
 
 @ti.func
 def is_homogeneous(st: ti.template(), m):
-    return st.med_type[m] != MED_GRID
+    return st.med_flags[m] & HOMOGENEOUS
 
 
 @ti.func
@@ -68,7 +68,7 @@ def _slice_max(st: ti.template(), m: ti.i32, offset: ti.i32, size: ti.i32):
 def _finish_majorants(st: ti.template(), n: ti.i32, margin: float):
     for m in range(n):
         mx = st.med_majorant[m] * st.med_scale[m]
-        if st.med_type[m] == MED_GRID:
+        if not st.med_flags[m] & HOMOGENEOUS:
             mx = ti.max(st.med_fixed_majorant[m], margin * mx)
         st.med_majorant[m] = mx
 

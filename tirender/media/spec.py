@@ -27,20 +27,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from . import GRID_MAJORANT_MARGIN, MED_GRID, MED_HOMOGENEOUS, MEDIUM_TYPES, PHASE_HG, PHASE_ISOTROPIC
+from ..schema import number, validate
+from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
+from .phase import BY_NAME as PHASES
+from .registry import BY_NAME as MEDIA
 
-MEDIUM_KEYS = {"type", "id", "sigma_t", "density", "albedo", "scale", "phase", "bbox", "majorant"}
 GRID_KEYS = {"type", "filename", "data", "resolution", "value"}
 
 
 @dataclass
 class Medium:
     id: str
-    type: int
+    type: int                  # model tag (media/registry.py)
+    flags: int
     sigma: int                 # texture index: sigma_t (homogeneous) or density (grid) volume
     albedo: int                # texture index
-    g: int = -1                # texture index of the HG asymmetry (-1: isotropic)
-    phase: int = PHASE_ISOTROPIC
+    g: int = -1                # texture index of the phase function's parameter (-1: none)
+    phase: int = 0             # phase model tag (media/phase.py)
     scale: float = 1.0
     bbox_min: tuple = (-1.0, -1.0, -1.0)
     bbox_max: tuple = (1.0, 1.0, 1.0)
@@ -49,17 +52,20 @@ class Medium:
 
 def _load_grid(b, spec, key, channels):
     """Grid spec -> (data (D, H, W, C) float32, bbox or None)."""
-    from ..scene.description import _keys, _num
-    bbox = None
     if not isinstance(spec, dict):
         if channels == 3 and isinstance(spec, (list, tuple)):
             v = np.asarray(spec, np.float32).reshape(1, 1, 1, -1)
         else:
-            v = np.full((1, 1, 1, 1), _num(spec, b.file, key), np.float32)
+            v = np.full((1, 1, 1, 1), number(spec, b.file, key), np.float32)
         return v, None
-    _keys(spec, GRID_KEYS, b.file, key)
+    unknown = set(spec) - GRID_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(GRID_KEYS))})", b.file,
+                          f"{key}.{k}")
     if spec.get("type", "grid") != "grid":
         raise ConfigError(f"unknown volume type '{spec.get('type')}' (grid)", b.file, f"{key}.type")
+    bbox = None
     if "filename" in spec or "data" in spec:
         k = "filename" if "filename" in spec else "data"
         full = b.path(spec[k], f"{key}.{k}")
@@ -81,7 +87,7 @@ def _load_grid(b, spec, key, channels):
         r = [r, r, r] if isinstance(r, int) and not isinstance(r, bool) else r
         if not isinstance(r, (list, tuple)) or len(r) != 3:
             raise ConfigError(f"expected a resolution n or [D, H, W], got {r!r}", b.file, f"{key}.resolution")
-        r = [_num(x, b.file, f"{key}.resolution", 1, 1024, integer=True) for x in r]
+        r = [number(x, b.file, f"{key}.resolution", 1, 1024, integer=True) for x in r]
         val = np.atleast_1d(np.asarray(spec.get("value", 1.0 if channels == 1 else 0.5), np.float32))
         if val.size not in (1, channels) or not np.all(np.isfinite(val)):
             raise ConfigError(f"expected a number or {channels} numbers, got {spec.get('value')!r}", b.file,
@@ -97,74 +103,56 @@ def _load_grid(b, spec, key, channels):
     return np.ascontiguousarray(data, np.float32), bbox
 
 
-def _volume(b, spec, name, channels, lo, hi, key, default, grid_ok):
-    """A medium coefficient -> texture index (a pool slice; constants are 1x1x1)."""
-    from ..scene.description import Texture
-    if spec is None:
-        spec = default
-    if isinstance(spec, dict) and not grid_ok:
-        raise ConfigError("expected a number or RGB values (grids belong to 'grid' media)", b.file, key)
-    bbox = None
+def _volume(b, k, spec, name, key):
+    """Volume key k's value -> (texture index, bbox of a .vol file or None)."""
     if isinstance(spec, dict):
-        data, bbox = _load_grid(b, spec, key, channels)
-        if data.min() < lo or data.max() > hi:
-            raise ConfigError(f"grid values must lie in [{lo:g}, {hi:g}] (found {data.min():g}..{data.max():g})",
+        data, bbox = _load_grid(b, spec, key, k.channels)
+        if data.min() < k.lo or data.max() > k.hi:
+            raise ConfigError(f"grid values must lie in [{k.lo:g}, {k.hi:g}] (found {data.min():g}..{data.max():g})",
                               b.file, key)
-        tex = Texture(name, data, lo, hi, True, 1, constant=False)
-        if name in b.names:
-            raise ConfigError(f"duplicate parameter name '{name}' (ids must be unique)", b.file, key)
-        b.names.add(name)
-        b.textures.append(tex)
-        return len(b.textures) - 1, bbox
-    return b.texture(spec, name, channels, lo, hi, key), None
+        return b.add_texture(name, data, k.lo, k.hi, True, 1, False, key), bbox
+    return b.texture(spec, name, k.channels, k.lo, k.hi, key), None
+
+
+def _phase(b, mid, spec, key):
+    """A phase spec (type name or mapping) -> (phase tag, texture index of its parameter or -1)."""
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    if not isinstance(spec, dict):
+        raise ConfigError(f"expected a phase function type or mapping, got {spec!r}", b.file, key)
+    t = spec.get("type", "isotropic")
+    if t not in PHASES:
+        raise ConfigError(f"unknown phase function '{t}' (expected one of: {', '.join(PHASES)})", b.file,
+                          f"{key}.type")
+    model = PHASES[t]
+    values = validate({k: v for k, v in spec.items() if k != "type"}, model.KEYS, b.file, key)
+    tex = -1
+    for k in model.KEYS:   # at most one differentiable parameter per phase function
+        if k.kind == "texture":
+            tex = b.texture(values[k.name], f"{mid}.{k.param}", k.channels, k.lo, k.hi, f"{key}.{k.name}")
+    return model.TAG, tex
 
 
 def parse_medium(b, mid, spec, key, shape_positions=None):
-    """Parse one medium spec into b.media; returns its index."""
-    from ..scene.description import _keys, _num, _vec3
+    """Parse one medium spec into b.media (generic over the models' KEYS); returns its index."""
     if not isinstance(spec, dict):
         raise ConfigError(f"expected a medium mapping, got {spec!r}", b.file, key)
-    _keys(spec, MEDIUM_KEYS, b.file, key)
     t = spec.get("type", "homogeneous")
-    if t not in MEDIUM_TYPES:
-        raise ConfigError(f"unknown medium type '{t}' (homogeneous, grid)", b.file, f"{key}.type")
-    mt = MEDIUM_TYPES[t]
-    scale = _num(spec.get("scale", 1.0), b.file, f"{key}.scale", 0.0)
-    if mt == MED_HOMOGENEOUS:
-        for k in ("density", "bbox", "majorant"):
-            if k in spec:
-                raise ConfigError(f"key '{k}' does not apply to a homogeneous medium (use sigma_t)", b.file,
-                                  f"{key}.{k}")
-        sigma, _ = _volume(b, spec.get("sigma_t"), f"{mid}.sigma_t", 3, 0.0, np.inf, f"{key}.sigma_t", 1.0, False)
-    else:
-        if "sigma_t" in spec:
-            raise ConfigError("key 'sigma_t' does not apply to a grid medium (use density and scale)", b.file,
-                              f"{key}.sigma_t")
-        sigma, bbox_file = _volume(b, spec.get("density"), f"{mid}.density", 3, 0.0, np.inf, f"{key}.density",
-                                   1.0, True)
-    albedo, _ = _volume(b, spec.get("albedo"), f"{mid}.albedo", 3, 0.0, 1.0, f"{key}.albedo", 0.75,
-                        mt == MED_GRID)
-    m = Medium(mid, mt, sigma, albedo, scale=scale)
-    ph = spec.get("phase", {"type": "isotropic"})
-    if isinstance(ph, str):
-        ph = {"type": ph}
-    _keys(ph, {"type", "g"}, b.file, f"{key}.phase")
-    pt = ph.get("type", "isotropic")
-    if pt == "hg":
-        g = _num(ph.get("g", 0.0), b.file, f"{key}.phase.g", -0.999, 0.999)
-        m.g = b.texture(g, f"{mid}.g", 1, -0.999, 0.999, f"{key}.phase.g")
-        m.phase = PHASE_HG
-    elif pt == "isotropic":
-        if "g" in ph:
-            raise ConfigError("an isotropic phase function has no 'g' (use type: hg)", b.file, f"{key}.phase.g")
-    else:
-        raise ConfigError(f"unknown phase function '{pt}' (isotropic, hg)", b.file, f"{key}.phase.type")
-    if mt == MED_GRID:
-        if "bbox" in spec:
-            bb = spec["bbox"]
-            _keys(bb, {"min", "max"}, b.file, f"{key}.bbox")
-            lo = _vec3(bb.get("min"), b.file, f"{key}.bbox.min")
-            hi = _vec3(bb.get("max"), b.file, f"{key}.bbox.max")
+    if t not in MEDIA:
+        raise ConfigError(f"unknown medium type '{t}' (expected one of: {', '.join(MEDIA)})", b.file, f"{key}.type")
+    model = MEDIA[t]
+    values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, b.file, key)
+    tex, bbox_file = {}, None
+    for k in model.KEYS:
+        if k.kind == "volume":
+            tex[k.name], bb = _volume(b, k, values[k.name], f"{mid}.{k.param}", f"{key}.{k.name}")
+            bbox_file = bbox_file or bb
+    phase, g = _phase(b, mid, values["phase"], f"{key}.phase")
+    m = Medium(mid, model.TAG, model.FLAGS, tex[model.SIGMA], tex["albedo"], g=g, phase=phase,
+               scale=values["scale"])
+    if not model.FLAGS & HOMOGENEOUS:
+        if values.get("bbox") is not None:
+            lo, hi = values["bbox"]
         elif bbox_file is not None:
             lo, hi = np.asarray(bbox_file[0]), np.asarray(bbox_file[1])
         elif shape_positions is not None and len(shape_positions):
@@ -172,10 +160,10 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
         else:
             lo, hi = -np.ones(3), np.ones(3)
         if np.any(hi <= lo):
-            raise ConfigError(f"empty bounding box {lo.tolist()} .. {hi.tolist()}", b.file, f"{key}.bbox")
+            raise ConfigError(f"empty bounding box {np.asarray(lo).tolist()} .. {np.asarray(hi).tolist()}", b.file,
+                              f"{key}.bbox")
         m.bbox_min, m.bbox_max = tuple(float(x) for x in lo), tuple(float(x) for x in hi)
-        if "majorant" in spec:
-            m.majorant = _num(spec["majorant"], b.file, f"{key}.majorant", 0.0)
+        m.majorant = values["majorant"]
     b.media.append(m)
     return len(b.media) - 1
 
@@ -220,6 +208,8 @@ def media_arrays(media):
     """Medium tables for the Storage (padded by the scene)."""
     a = {}
     a["med_type"] = np.array([m.type for m in media] or [0], np.int32)
+    a["med_flags"] = np.array([m.flags for m in media] or [0], np.int32)
+    a["med_phase"] = np.array([m.phase for m in media] or [0], np.int32)
     a["med_sigma"] = np.array([m.sigma for m in media] or [-1], np.int32)
     a["med_albedo"] = np.array([m.albedo for m in media] or [-1], np.int32)
     a["med_g"] = np.array([m.g for m in media] or [-1], np.int32)
@@ -236,6 +226,6 @@ def host_majorant(scene, m):
     med = scene.desc.media[m]
     sig = scene.params[scene.desc.textures[med.sigma].name]
     mx = float(np.max(sig)) * med.scale
-    if med.type == MED_HOMOGENEOUS:
+    if med.flags & HOMOGENEOUS:
         return mx
     return max(med.majorant, GRID_MAJORANT_MARGIN * mx)

@@ -80,9 +80,8 @@ def _seed(base, it, view, k):
 class OptimizationRun:
     """State of one optimisation (also usable from Python: ``OptimizationRun(cfg, out).run()``)."""
 
-    def __init__(self, cfg, out=None, iters=None, resume=False, gui=False):
-        from ..scene.description import parse_scene
-        from ..scene.scene import Scene
+    def __init__(self, cfg, out=None, iters=None, resume=False, gui=False, described=None):
+        from ..api import scene_from_config
         self.cfg = cfg
         self.file = cfg.get("_file")
         from ..config import section
@@ -120,7 +119,7 @@ class OptimizationRun:
         lr_default = float(opt.get("lr", o.get("lr", 0.02)))
         self.gui = gui
         # ---- scene (as written = ground truth for synthetic targets) ----
-        self.scene = Scene(parse_scene(cfg["scene"], cfg.get("_scene_file", f)))
+        self.scene = scene_from_config(cfg, described)
         sc = self.scene
         views = o.get("views", list(range(len(sc.sensors))))
         if not isinstance(views, list) or not views or any(
@@ -189,7 +188,7 @@ class OptimizationRun:
         else:
             if t.get("type", "render") != "render" or set(t) - {"type", "spp", "seed"}:
                 raise ConfigError("expected {type: render, spp, seed} or {images: [...]}", f, "optimize.target")
-            from ..renderer import render
+            from ..api import render
             self.synthetic = True
             for v in self.views:
                 cache = os.path.join(self.out, f"target_view{v}.npy")
@@ -280,9 +279,7 @@ class OptimizationRun:
 
     # ---------------------------------------------------------------------------------------
     def run(self, callback=None):
-        from ..integrators.prb import read_gradients, render_grad
-        from ..integrators.rb import render_and_grad
-        from ..renderer import render
+        from ..api import read_gradients, render, render_and_grad, render_grad
         sc = self.scene
         targets = self._targets()
         self._apply_init()
@@ -370,7 +367,7 @@ class OptimizationRun:
                                 method=self.method, accumulate=k > 0, progress=False)
                 st = sc.bind()
                 if self.tv is not None:
-                    read_gradients(sc, st)
+                    read_gradients(sc)
                     w = float(self.tv["weight"])
                     gflat = st.grad.to_numpy()
                     for n in self.tv.get("params", list(self.popts)):
@@ -385,7 +382,7 @@ class OptimizationRun:
                             loss += w * val
                     st.grad.from_numpy(gflat)
                 else:
-                    read_gradients(sc, st)
+                    read_gradients(sc)
                 opt.step()
                 sc.mark_device_params_changed()
                 el = elapsed0 + time.perf_counter() - t_start
@@ -439,7 +436,7 @@ class OptimizationRun:
 
     def _holdout(self, stage):
         """Render the held-out views with the current parameters: image RMSE vs the truth (and PNGs)."""
-        from ..renderer import render
+        from ..api import render
         err = {}
         for v in self.holdout:
             img = render(self.scene, spp=max(self.spp, 16), seed=_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v,
@@ -495,6 +492,6 @@ class OptimizationRun:
                 write_vol(os.path.join(d, f"{n}.vol"), v)
 
 
-def run_optimization(cfg, out=None, iters=None, resume=False, gui=False, callback=None):
+def run_optimization(cfg, out=None, iters=None, resume=False, gui=False, callback=None, described=None):
     """Run `tirender optimize` for a loaded config (see tirender.config.load_config)."""
-    return OptimizationRun(cfg, out=out, iters=iters, resume=resume, gui=gui).run(callback)
+    return OptimizationRun(cfg, out=out, iters=iters, resume=resume, gui=gui, described=described).run(callback)

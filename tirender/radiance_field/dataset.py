@@ -376,7 +376,7 @@ def path_traced_dataset(scene, views=8, heldout=2, width=128, height=128, fov=45
                                                   "target": [float(v) for v in center],
                                                   "up": [float(v) for v in up]}},
                          "film": {"width": int(width), "height": int(height)}} for m in c2w]
-    sc = tirender.load_scene(scene)
+    sc = tirender.load_scene(scene, base_dir=os.path.dirname(os.path.abspath(cfg_file)) if cfg_file else None)
     imgs = []
     for i in range(len(c2w)):
         imgs.append(np.asarray(tirender.render(sc, spp=int(spp), seed=int(seed) + i, sensor=i), np.float32))

@@ -28,6 +28,20 @@ EXPAND_MAX_BYTES = 1 << 30     # "auto": private gradient copies on CPUs only wh
 EXPAND_POINTS_PER_PARAM = 20  # ... and once the batch marches ≥ n_params / 20 points
 
 
+def thread_lanes():
+    """True where ``ti.global_thread_idx()`` names one of ``cpu_max_num_threads`` CPU workers (Taichi's
+    CPU backends): the "expand" scatter mode's private per-thread gradient copies. Elsewhere (Vulkan has no
+    thread index; a CUDA thread index is not a worker number) the kernels scatter with atomic adds
+    instead — chosen at compile time (``ti.static``), so the CPU kernels are unchanged."""
+    return ti.lang.impl.current_cfg().arch in (ti.x64, ti.arm64)
+
+
+def _scatter_mode(mode):
+    """The mode actually run: "expand" needs per-thread lanes (:func:`thread_lanes`), else "atomic"
+    ("ordered" needs no thread index and runs anywhere)."""
+    return "atomic" if mode == "expand" and not thread_lanes() else mode
+
+
 @ti.func
 def ray_box(o, d, bmin, bmax):
     """Slab test: (t_near ≥ 0, t_far); t_near ≥ t_far when the ray misses (divisions guarded)."""
@@ -195,9 +209,13 @@ def _backward_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template()
                                n_in[i], bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
     else:
         for i in range(n_rays):
-            w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
-            march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
-                           bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
+            if ti.static(thread_lanes()):
+                w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
+                march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
+                               bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
+            else:   # no worker index on this backend: atomic adds into lane 0
+                march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
+                               bmin, bmax, R, delta, C, degree, dact, cact, False, 0, coalesce)
 
 
 @ti.func
@@ -246,9 +264,13 @@ def _fused_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template(), d
                            scale, C, degree, dact, cact, True, w * N, coalesce)
     else:
         for i in range(n_rays):
-            w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
-            _fused_ray(x, G, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
-                       degree, dact, cact, True, w * N, coalesce)
+            if ti.static(thread_lanes()):
+                w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
+                _fused_ray(x, G, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
+                           degree, dact, cact, True, w * N, coalesce)
+            else:   # no worker index on this backend: atomic adds into lane 0
+                _fused_ray(x, G, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
+                           degree, dact, cact, False, 0, coalesce)
 
 
 @ti.kernel
@@ -316,7 +338,7 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
     :func:`render_rays` on the same rays and jitter, and δL = ∂ℒ/∂L (n, 3).
 
     mode: "atomic" (ti.atomic_add into field.grad, one thread per ray), "expand" (CPU: one
-    private gradient copy per CPU thread, plain adds, summed after), "ordered" (expand with a fixed
+    private gradient copy per CPU thread, plain adds, summed after; "atomic" on other backends), "ordered" (expand with a fixed
     ray-to-copy assignment: bit-reproducible, single-threaded on Taichi's CPU backend) or "auto"
     (expand on CPU backends when the batch is large enough to amortise summing the copies). coalesce: sum a ray's adjoints per voxel before
     scattering (same result up to rounding, fewer adds); False scatters at every point.
@@ -336,6 +358,7 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
         fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
         busy = int(np.sum(n_steps)) * EXPAND_POINTS_PER_PARAM >= field.n_params
         mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
+    mode = _scatter_mode(mode)
     if mode in ("expand", "ordered"):
         G, P = field.grad_lanes()
         _backward_expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
@@ -384,6 +407,7 @@ def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0, mode="au
         fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
         busy = pts * EXPAND_POINTS_PER_PARAM >= field.n_params
         mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
+    mode = _scatter_mode(mode)
     args = (*_static(field), o, d, jitter, ref, L, ns, n, ti.math.vec3(*field.bbox_min),
             ti.math.vec3(*field.bbox_max), field.res, field.delta, field.t_min, ti.math.vec3(*field.background),
             LOSSES[kind], float(scale), True)

@@ -1,7 +1,10 @@
 """Scene files (YAML or dict) -> a validated, normalised scene description (numpy only).
 
-Every problem raises ConfigError naming the file, the key path and the problem, before any
-Taichi kernel runs. The format is documented in docs/scenes.md.
+Generic over the models' schemas (tirender.schema): a BSDF, emitter or medium spec is checked
+against the KEYS its model declares (bsdfs/registry.py, emitters/registry.py, media/registry.py);
+Texture keys become named pool parameters ``<id>.<param>``; nested BSDFs become child rows. Every
+problem raises ConfigError naming the file, the key path and the problem, before any Taichi kernel
+runs. The format is documented in docs/scenes.md (its key tables are generated from the schemas).
 """
 import os
 from dataclasses import dataclass, field
@@ -9,31 +12,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
-from .. import bsdfs as B
+from ..bsdfs import registry as bsdf_registry
+from ..bsdfs.base import Row as BsdfRow
+from ..emitters import registry as emitter_registry
+from ..emitters.base import INFINITE, SURFACE
+from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
+from ..schema import Child, boolean, number, validate, vec3
 from . import shapes as builtin
 from .transforms import parse_transform
 
-# texture slots of a BSDF (index into Bsdf.tex)
-SLOT_REFLECTANCE, SLOT_SPECULAR, SLOT_ROUGHNESS, SLOT_TRANSMITTANCE, SLOT_NORMALMAP = range(5)
-N_SLOTS = 5
-
-CONDUCTORS = {  # RGB complex IOR (eta, k), Mitsuba 3 rgb-mode values
-    "Au": ((0.143, 0.374, 1.442), (3.983, 2.385, 1.603)),
-    "Ag": ((0.155, 0.117, 0.138), (4.828, 3.122, 2.147)),
-    "Cu": ((0.200, 0.924, 1.102), (3.912, 2.452, 2.142)),
-    "Al": ((1.657, 0.880, 0.521), (9.224, 6.270, 4.837)),
-}
-IORS = {"vacuum": 1.0, "air": 1.000277, "water": 1.3330, "bk7": 1.5046, "glass": 1.5046,
-        "polypropylene": 1.49, "acrylic glass": 1.49, "diamond": 2.419}
-
-EMITTER_TYPES = ("point", "directional", "constant", "envmap")
-EM_AREA, EM_POINT, EM_DIRECTIONAL, EM_CONSTANT, EM_ENVMAP = range(5)
+MAX_BSDF_NESTING = 4
 
 
 @dataclass
 class Texture:
-    """A differentiable texture: a slice (H, W, C) of the parameter pool. Constants are 1x1."""
+    """A differentiable texture: a slice (H, W, C) of the parameter pool (or (D, H, W, C) for a
+    volume). Constants are 1x1."""
     name: str
     data: np.ndarray           # (H, W, C) float32, linear
     lo: float
@@ -41,29 +36,6 @@ class Texture:
     bilinear: bool = True
     wrap: int = 0              # 0 repeat, 1 clamp
     constant: bool = True      # named parameter shape (C,) rather than (H, W, C)
-
-
-@dataclass
-class Bsdf:
-    id: str
-    type: int
-    tex: list = field(default_factory=lambda: [-1] * N_SLOTS)   # texture index per slot
-    eta: float = 1.5
-    cond_eta: tuple = (0.0, 0.0, 0.0)
-    cond_k: tuple = (0.0, 0.0, 0.0)
-    cond_none: int = 1
-    twosided: bool = False
-
-
-@dataclass
-class Emitter:
-    id: str
-    type: int
-    tex: int = -1              # radiance texture
-    shape: int = -1            # area emitter: index of its shape
-    position: tuple = (0.0, 0.0, 0.0)
-    direction: tuple = (0.0, 0.0, -1.0)
-    to_world: np.ndarray = None
 
 
 @dataclass
@@ -95,14 +67,15 @@ class Sensor:
 class SceneDescription:
     file: str
     base_dir: str
-    integrator: dict
+    integrator: dict           # the raw ``integrator:`` mapping (validated by integrators.registry.parse)
     sensors: list
     textures: list
-    bsdfs: list
+    bsdfs: list                # bsdfs.base.Row
     shapes: list
-    emitters: list
+    emitters: list             # emitters.base.Row
     warnings: list
     media: list = field(default_factory=list)   # tirender.media.spec.Medium
+    bsdf_ids: dict = field(default_factory=dict)   # id under ``bsdfs:`` -> row index
 
 
 def _keys(d, allowed, file, where):
@@ -115,28 +88,11 @@ def _keys(d, allowed, file, where):
 
 
 def _num(v, file, key, lo=-np.inf, hi=np.inf, strict_lo=False, integer=False):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ConfigError(f"expected a number, got {v!r}", file, key)
-    if not np.isfinite(v):
-        raise ConfigError("value is not finite", file, key)
-    if (v <= lo if strict_lo else v < lo) or v > hi:
-        cmp = ">" if strict_lo else ">="
-        raise ConfigError(f"must be {cmp} {lo:g}" + (f" and <= {hi:g}" if hi < np.inf else "") + f", got {v}",
-                          file, key)
-    if integer and int(v) != v:
-        raise ConfigError(f"expected an integer, got {v}", file, key)
-    return int(v) if integer else float(v)
+    return number(v, file, key, lo, hi, strict_lo, integer)
 
 
 def _vec3(v, file, key):
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        v = [v, v, v]
-    a = np.asarray(v, dtype=float) if isinstance(v, (list, tuple)) else None
-    if a is None or a.shape != (3,):
-        raise ConfigError(f"expected 3 numbers, got {v!r}", file, key)
-    if not np.all(np.isfinite(a)):
-        raise ConfigError("value is not finite", file, key)
-    return a
+    return vec3(v, file, key)
 
 
 def load_yaml(path):
@@ -171,9 +127,18 @@ class _Builder:
             raise ConfigError(f"file not found: {full}", self.file, key)
         return full
 
+    def add_texture(self, name, data, lo, hi, bilinear, wrap, constant, key):
+        """Register pool parameter `name` with its data; returns the texture index."""
+        if name in self.names:
+            raise ConfigError(f"duplicate parameter name '{name}' (ids must be unique)", self.file, key)
+        self.names.add(name)
+        self.textures.append(Texture(name, data, lo, hi, bilinear, wrap, constant))
+        return len(self.textures) - 1
+
     # -- textures -------------------------------------------------------------------------
-    def texture(self, spec, name, channels, lo, hi, key, default=None, srgb_default=True):
-        """Number / RGB list / {type: bitmap, ...} -> texture index (a named pool slice)."""
+    def texture(self, spec, name, channels, lo, hi, key, default=None, raw=None):
+        """Number / RGB list / {type: bitmap, ...} -> texture index (a named pool slice). raw: bitmaps
+        skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are always raw."""
         if spec is None:
             spec = default
         if isinstance(spec, dict):
@@ -184,7 +149,7 @@ class _Builder:
             if "filename" in spec:
                 from ..io.images import load_image
                 full = self.path(spec["filename"], f"{key}.filename")
-                srgb = spec.get("srgb", None if not spec.get("raw") else False)
+                srgb = spec.get("srgb", None if not spec.get("raw", raw) else False)
                 if srgb is None and channels == 1:
                     srgb = False
                 img = load_image(full, srgb=srgb if srgb is not None else None)
@@ -227,8 +192,8 @@ class _Builder:
                 raise ConfigError(f"unknown filter '{filt}' (bilinear, nearest)", self.file, f"{key}.filter")
             if wrap not in ("repeat", "clamp"):
                 raise ConfigError(f"unknown wrap mode '{wrap}' (repeat, clamp)", self.file, f"{key}.wrap")
-            tex = Texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear", 0 if wrap == "repeat" else 1,
-                          constant=False)
+            return self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear",
+                                    0 if wrap == "repeat" else 1, False, key)
         else:
             if channels == 3:
                 v = _vec3(spec, self.file, key)
@@ -237,138 +202,99 @@ class _Builder:
             if np.any(v < lo) or np.any(v > hi):
                 bad = v[(v < lo) | (v > hi)][0]
                 raise ConfigError(f"value {bad:g} is out of range [{lo:g}, {hi:g}]", self.file, key)
-            tex = Texture(name, v.astype(np.float32).reshape(1, 1, channels), lo, hi, True, 0, constant=True)
-        if name in self.names:
-            raise ConfigError(f"duplicate parameter name '{name}' (ids must be unique)", self.file, key)
-        self.names.add(name)
-        self.textures.append(tex)
-        return len(self.textures) - 1
+            return self.add_texture(name, v.astype(np.float32).reshape(1, 1, channels), lo, hi, True, 0, True, key)
 
     # -- BSDFs ----------------------------------------------------------------------------
-    def bsdf(self, bid, spec, key):
+    def bsdf(self, bid, spec, key, depth=0):
+        """A BSDF mapping -> row index. Keys that a wrapper model declares as SUGAR (``normalmap``,
+        ``twosided``) wrap the BSDF in that model; nested BSDFs become child rows."""
         if isinstance(spec, str):
             raise ConfigError(f"expected a BSDF mapping, got '{spec}'", self.file, key)
-        _keys(spec, {"type", "reflectance", "diffuse_reflectance", "specular_reflectance", "specular_transmittance",
-                     "alpha", "roughness", "distribution", "material", "eta", "k", "int_ior", "ext_ior",
-                     "twosided", "normalmap", "nonlinear", "id"}, self.file, key)
+        if not isinstance(spec, dict):
+            raise ConfigError(f"expected a BSDF mapping, got {spec!r}", self.file, key)
+        if depth > MAX_BSDF_NESTING:
+            raise ConfigError(f"BSDFs nested deeper than {MAX_BSDF_NESTING} levels", self.file, key)
         t = spec.get("type", "diffuse")
-        if t not in B.TYPE_NAMES:
-            raise ConfigError(f"unknown BSDF type '{t}' (expected one of: {', '.join(B.TYPE_NAMES)})", self.file,
-                              f"{key}.type")
-        tag = B.TYPE_NAMES[t]
-        b = Bsdf(bid, tag, twosided=bool(spec.get("twosided", False)))
-        allowed = {
-            B.DIFFUSE: {"reflectance"},
-            B.SMOOTH_CONDUCTOR: {"specular_reflectance", "material", "eta", "k"},
-            B.ROUGH_CONDUCTOR: {"specular_reflectance", "material", "eta", "k", "alpha", "roughness", "distribution"},
-            B.SMOOTH_DIELECTRIC: {"specular_reflectance", "specular_transmittance", "int_ior", "ext_ior"},
-            B.ROUGH_DIELECTRIC: {"specular_reflectance", "specular_transmittance", "int_ior", "ext_ior", "alpha",
-                                 "roughness", "distribution"},
-            B.ROUGH_PLASTIC: {"diffuse_reflectance", "specular_reflectance", "int_ior", "ext_ior", "alpha",
-                              "roughness", "distribution", "nonlinear"},
-            B.NULL: set(),
-        }[tag] | {"type", "twosided", "normalmap", "id"}
-        for k in spec:
-            if k not in allowed:
-                raise ConfigError(f"key '{k}' does not apply to a '{t}' BSDF", self.file, f"{key}.{k}")
-        if spec.get("distribution", "ggx") != "ggx":
-            raise ConfigError("only the 'ggx' microfacet distribution is supported", self.file, f"{key}.distribution")
-        if tag == B.DIFFUSE:
-            b.tex[SLOT_REFLECTANCE] = self.texture(spec.get("reflectance"), f"{bid}.reflectance", 3, 0.0, 1.0,
-                                                   f"{key}.reflectance", 0.5)
-        if tag == B.ROUGH_PLASTIC:
-            b.tex[SLOT_REFLECTANCE] = self.texture(spec.get("diffuse_reflectance"), f"{bid}.diffuse_reflectance",
-                                                   3, 0.0, 1.0, f"{key}.diffuse_reflectance", 0.5)
-        if tag in (B.SMOOTH_CONDUCTOR, B.ROUGH_CONDUCTOR, B.SMOOTH_DIELECTRIC, B.ROUGH_DIELECTRIC, B.ROUGH_PLASTIC):
-            b.tex[SLOT_SPECULAR] = self.texture(spec.get("specular_reflectance"), f"{bid}.specular_reflectance", 3,
-                                                0.0, 1e3 if tag in (B.SMOOTH_CONDUCTOR, B.ROUGH_CONDUCTOR) else 1.0,
-                                                f"{key}.specular_reflectance", 1.0)
-        if tag in (B.SMOOTH_DIELECTRIC, B.ROUGH_DIELECTRIC):
-            b.tex[SLOT_TRANSMITTANCE] = self.texture(spec.get("specular_transmittance"),
-                                                     f"{bid}.specular_transmittance", 3, 0.0, 1.0,
-                                                     f"{key}.specular_transmittance", 1.0)
-        if tag in (B.ROUGH_CONDUCTOR, B.ROUGH_DIELECTRIC, B.ROUGH_PLASTIC):
-            rk = "roughness" if "roughness" in spec else "alpha"
-            rspec = spec.get(rk, 0.1)
-            if not isinstance(rspec, dict):
-                r = _num(rspec, self.file, f"{key}.{rk}")
-                if r <= 0:
-                    raise ConfigError(f"roughness must be > 0, got {r}", self.file, f"{key}.{rk}")
-            b.tex[SLOT_ROUGHNESS] = self.texture(rspec, f"{bid}.roughness", 1, 1e-3, 4.0, f"{key}.{rk}")
-        if tag in (B.SMOOTH_CONDUCTOR, B.ROUGH_CONDUCTOR):
-            mat = spec.get("material", "none")
-            if "eta" in spec or "k" in spec:
-                b.cond_eta = tuple(_vec3(spec.get("eta", 0.0), self.file, f"{key}.eta"))
-                b.cond_k = tuple(_vec3(spec.get("k", 0.0), self.file, f"{key}.k"))
-                if min(b.cond_eta) <= 0 or min(b.cond_k) < 0:
-                    raise ConfigError("conductor eta must be > 0 and k >= 0", self.file, f"{key}.eta")
-                b.cond_none = 0
-            elif mat == "none":
-                b.cond_none = 1
-            elif mat in CONDUCTORS:
-                b.cond_eta, b.cond_k = CONDUCTORS[mat]
-                b.cond_none = 0
-            else:
-                raise ConfigError(f"unknown conductor material '{mat}' (none, {', '.join(CONDUCTORS)})", self.file,
-                                  f"{key}.material")
-        if tag in (B.SMOOTH_DIELECTRIC, B.ROUGH_DIELECTRIC, B.ROUGH_PLASTIC):
-            def ior(k, d):
-                v = spec.get(k, d)
-                if isinstance(v, str):
-                    if v not in IORS:
-                        raise ConfigError(f"unknown IOR name '{v}' ({', '.join(IORS)})", self.file, f"{key}.{k}")
-                    v = IORS[v]
-                return _num(v, self.file, f"{key}.{k}", 1.0)
-            b.eta = ior("int_ior", 1.49 if tag == B.ROUGH_PLASTIC else 1.5046) / ior("ext_ior", 1.000277)
-        if "normalmap" in spec:
-            b.tex[SLOT_NORMALMAP] = self.texture(spec["normalmap"], f"{bid}.normalmap", 3, 0.0, 1.0,
-                                                 f"{key}.normalmap")
-        self.bsdfs.append(b)
+        if t not in bsdf_registry.BY_NAME:
+            raise ConfigError(f"unknown BSDF type '{t}' (expected one of: {', '.join(bsdf_registry.BY_NAME)})",
+                              self.file, f"{key}.type")
+        sugar = [(w, spec[w.SUGAR]) for w in bsdf_registry.SUGAR if w.SUGAR in spec and w.NAME != t]
+        spec = {k: v for k, v in spec.items() if k not in {w.SUGAR for w, _ in sugar}}
+        wrappers = []
+        for w, value in sugar:
+            wspec = w.sugar(value, self.file, f"{key}.{w.SUGAR}")
+            if wspec is not None:
+                wrappers.append((w, wspec))
+        depth += len(wrappers)
+        idx = self._row(bid, bsdf_registry.BY_NAME[t], spec, key, depth)
+        for w, wspec in wrappers:   # innermost first (registry order)
+            depth -= 1
+            idx = self._row(bid, w, wspec, f"{key}.{w.SUGAR}", depth, children=[idx])
+        return idx
+
+    def _row(self, bid, model, spec, key, depth, children=None):
+        keys = model.KEYS if children is None else tuple(k for k in model.KEYS if not isinstance(k, Child))
+        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key)
+        row = BsdfRow(bid, model.TAG, model)
+        for k in model.KEYS:
+            if k.kind == "texture":
+                v = values.get(k.name)
+                row.tex.append(-1 if v is None else self.texture(v, f"{bid}.{k.param}", k.channels, k.lo, k.hi,
+                                                                   f"{key}.{k.name}", raw=k.raw))
+        if children is None:
+            children = []
+            for name in getattr(model, "CHILDREN", ()):
+                c = values.get(name)
+                if c is None:             # an optional child defaults to the previous one
+                    children.append(children[-1])
+                elif isinstance(c, str):
+                    if c not in self.bsdf_index:
+                        raise ConfigError(f"unknown BSDF id '{c}' (defined: {', '.join(self.bsdf_index) or 'none'})",
+                                          self.file, f"{key}.{name}")
+                    children.append(self.bsdf_index[c])
+                else:
+                    children.append(self.bsdf(f"{bid}.{name}", c, f"{key}.{name}", depth + 1))
+        children = list(children)
+        while len(children) < len(getattr(model, "CHILDREN", ())):
+            children.append(children[-1])   # an optional child defaults to the previous one
+        row.children = children
+        if children:
+            flags = [self.bsdfs[c].flags for c in children]
+            if hasattr(model, "check_child"):
+                for f in flags:
+                    model.check_child(f, self.file, key)
+            row.flags = model.combine_flags(flags)
+        if hasattr(model, "build"):
+            model.build(self, row, values, key)
+        if len(row.floats) > bsdf_registry.N_FLOAT:
+            raise ConfigError(f"internal: {model.NAME} declares too many constants", self.file, key)
+        self.bsdfs.append(row)
         return len(self.bsdfs) - 1
 
     # -- emitters -------------------------------------------------------------------------
     def emitter(self, spec, key, eid, shape=-1):
-        _keys(spec, {"type", "radiance", "intensity", "irradiance", "position", "direction", "filename", "scale",
-                     "to_world", "id", "data", "width", "height"}, self.file, key)
+        """An emitter mapping -> row index (shape >= 0: attached to that shape)."""
+        if not isinstance(spec, dict):
+            raise ConfigError(f"expected an emitter mapping, got {spec!r}", self.file, key)
         t = spec.get("type")
-        if shape >= 0:
-            if t != "area":
-                raise ConfigError(f"a shape's emitter must be of type 'area', got '{t}'", self.file, f"{key}.type")
-            e = Emitter(eid, EM_AREA, shape=shape)
-            e.tex = self.texture(spec.get("radiance", 1.0), f"{eid}.radiance", 3, 0.0, np.inf, f"{key}.radiance")
-        elif t == "point":
-            e = Emitter(eid, EM_POINT, position=tuple(_vec3(spec.get("position", [0, 0, 0]), self.file,
-                                                            f"{key}.position")))
-            e.tex = self.texture(spec.get("intensity", 1.0), f"{eid}.intensity", 3, 0.0, np.inf, f"{key}.intensity")
-        elif t == "directional":
-            d = _vec3(spec.get("direction", [0, 0, -1]), self.file, f"{key}.direction")
-            if np.linalg.norm(d) == 0:
-                raise ConfigError("direction has zero length", self.file, f"{key}.direction")
-            e = Emitter(eid, EM_DIRECTIONAL, direction=tuple(d / np.linalg.norm(d)))
-            e.tex = self.texture(spec.get("irradiance", 1.0), f"{eid}.irradiance", 3, 0.0, np.inf,
-                                 f"{key}.irradiance")
-        elif t == "constant":
-            e = Emitter(eid, EM_CONSTANT)
-            e.tex = self.texture(spec.get("radiance", 1.0), f"{eid}.radiance", 3, 0.0, np.inf, f"{key}.radiance")
-        elif t == "envmap":
-            e = Emitter(eid, EM_ENVMAP, to_world=parse_transform(spec.get("to_world"), self.file, f"{key}.to_world"))
-            if "filename" in spec:
-                tspec = {"filename": spec["filename"], "srgb": False if not str(spec["filename"]).lower().endswith(
-                    (".png", ".jpg", ".jpeg")) else True, "wrap": "repeat"}
-            elif "data" in spec:
-                tspec = {"data": spec["data"]}
-            elif "width" in spec:
-                tspec = {"width": spec["width"], "height": spec.get("height", spec["width"] // 2),
-                         "value": spec.get("radiance", 1.0)}
-            else:
-                raise ConfigError("an envmap needs 'filename', 'data' or 'width'/'height'", self.file, key)
-            e.tex = self.texture(tspec, f"{eid}.radiance", 3, 0.0, np.inf, key)
-            scale = _num(spec.get("scale", 1.0), self.file, f"{key}.scale", 0.0)
-            self.textures[e.tex].data = self.textures[e.tex].data * np.float32(scale)
-        else:
-            raise ConfigError(f"unknown emitter type '{t}' (expected one of: area (on a shape), "
-                              f"{', '.join(EMITTER_TYPES)})", self.file, f"{key}.type")
-        self.emitters.append(e)
+        model = emitter_registry.BY_NAME.get(t)
+        if model is None:
+            raise ConfigError(f"unknown emitter type '{t}' (expected one of: {', '.join(emitter_registry.BY_NAME)})",
+                              self.file, f"{key}.type")
+        if shape >= 0 and not model.FLAGS & SURFACE:
+            raise ConfigError(f"a shape's emitter must be a surface emitter (area), got '{t}'", self.file,
+                              f"{key}.type")
+        if shape < 0 and model.FLAGS & SURFACE:
+            raise ConfigError(f"{t} emitters are attached to shapes (shapes[i].emitter)", self.file, key)
+        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, self.file, key)
+        row = EmitterRow(eid, model.TAG, model, shape)
+        for k in model.KEYS:
+            if k.kind == "texture":
+                row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
+                                            f"{key}.{k.name}", raw=k.raw))
+        if hasattr(model, "build"):
+            model.build(self, row, values, key)
+        self.emitters.append(row)
         return len(self.emitters) - 1
 
     # -- shapes ---------------------------------------------------------------------------
@@ -410,10 +336,12 @@ class _Builder:
             faces = faces[~bad]
         if len(faces) == 0:
             raise ConfigError("mesh has no valid triangles", self.file, key)
-        normals = None if spec.get("face_normals", False) else mesh.get("normals")
-        if normals is not None and spec.get("flip_normals", False):
+        face_normals = boolean(spec.get("face_normals", False), self.file, f"{key}.face_normals")
+        flip = boolean(spec.get("flip_normals", False), self.file, f"{key}.flip_normals")
+        normals = None if face_normals else mesh.get("normals")
+        if normals is not None and flip:
             normals = -normals
-        if spec.get("flip_normals", False):
+        if flip:
             faces = faces[:, [0, 2, 1]]
         bspec = spec.get("bsdf")
         if bspec is None:
@@ -470,34 +398,15 @@ def _sensor(spec, file, key):
     return Sensor(m, w, h, float(tx), float(ty), ftype, stddev, radius)
 
 
-INTEGRATORS = ("path", "direct", "aov", "prb", "volpath", "prbvolpath", "volpath_raymarch")
-
-
 def parse_scene(spec, file=None, base_dir=None):
-    """Scene mapping (already loaded YAML) -> SceneDescription."""
+    """Scene mapping (already loaded YAML) -> SceneDescription (the ``integrator:`` section is kept
+    raw; tirender.integrators.registry.parse validates it)."""
     if base_dir is None:
         base_dir = os.path.dirname(os.path.abspath(file)) if file else os.getcwd()
     _keys(spec, {"integrator", "sensor", "sensors", "bsdfs", "emitters", "shapes", "textures", "media"}, file, "")
     integ = spec.get("integrator", {}) or {}
-    _keys(integ, {"type", "max_depth", "rr_depth", "hide_emitters", "aovs", "step_size"}, file, "integrator")
-    itype = integ.get("type", "path")
-    if itype not in INTEGRATORS:
-        raise ConfigError(f"unknown integrator '{itype}' (expected one of: {', '.join(INTEGRATORS)})", file,
-                          "integrator.type")
-    max_depth = _num(integ.get("max_depth", 6), file, "integrator.max_depth", -1, 1 << 20, integer=True)
-    if max_depth == -1:
-        max_depth = 1 << 20
-    rr_depth = _num(integ.get("rr_depth", 5), file, "integrator.rr_depth", 1, 1 << 20, integer=True)
-    aovs = integ.get("aovs", ["albedo"])
-    if isinstance(aovs, str):
-        aovs = [aovs]
-    for a in aovs:
-        if a not in ("depth", "normal", "albedo", "position", "uv"):
-            raise ConfigError(f"unknown AOV '{a}' (depth, normal, albedo, position, uv)", file, "integrator.aovs")
-    integrator = dict(type=itype, max_depth=max_depth, rr_depth=rr_depth,
-                      hide_emitters=bool(integ.get("hide_emitters", False)), aovs=list(aovs))
-    if "step_size" in integ:  # volpath_raymarch: fixed step (world units); default: half a voxel
-        integrator["step_size"] = _num(integ["step_size"], file, "integrator.step_size", 0.0, strict_lo=True)
+    if not isinstance(integ, dict):
+        raise ConfigError(f"expected a mapping, got {integ!r}", file, "integrator")
     b = _Builder(file, base_dir)
     if spec.get("media") is not None:
         from ..media.spec import set_media_specs
@@ -529,19 +438,14 @@ def parse_scene(spec, file=None, base_dir=None):
     ems = spec.get("emitters", []) or []
     if not isinstance(ems, list):
         raise ConfigError("expected a list of emitters", file, "emitters")
-    n_env = 0
     for i, e in enumerate(ems):
         if not isinstance(e, dict):
             raise ConfigError("expected a mapping", file, f"emitters[{i}]")
         eid = str(e.get("id", f"emitter{i}"))
-        if e.get("type") == "area":
-            raise ConfigError("area emitters are attached to shapes (shapes[i].emitter)", file, f"emitters.{eid}")
-        if e.get("type") in ("constant", "envmap"):
-            n_env += 1
         b.emitter(e, f"emitters.{eid}", eid)
-    if n_env > 1:
+    if sum(1 for e in b.emitters if e.flags & INFINITE) > 1:
         raise ConfigError("at most one environment emitter (constant or envmap) per scene", file, "emitters")
     if not b.shapes and not b.emitters:
         raise ConfigError("the scene has no shapes and no emitters", file, "")
-    return SceneDescription(file, base_dir, integrator, sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
-                            b.warnings, b.media)
+    return SceneDescription(file, base_dir, dict(integ), sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
+                            b.warnings, b.media, dict(b.bsdf_index))

@@ -1,6 +1,6 @@
 """Scene: a parsed description packed into device fields, its parameter pool and BVH.
 
-``Scene(desc)`` builds the numpy arrays (triangles in BVH order, materials, emitters, textures)
+``Scene(desc, integrator)`` builds the numpy arrays (triangles in BVH order, materials, emitters, textures)
 once; ``bind()`` uploads them into the shared :class:`Storage` (re-uploading only when another
 scene used the storage in between, or when parameters changed on the host).
 """
@@ -8,26 +8,52 @@ import warnings
 
 import numpy as np
 
-from .. import bsdfs as B
 from ..backend import ensure_init
+from ..bsdfs import registry as bsdf_registry
 from ..emitters import envmap as envmap_mod
+from ..emitters import registry as emitter_registry
+from ..emitters.base import INFINITE, SURFACE
 from ..params import ParameterPool
 from .bvh import build_bvh
-from .description import EM_AREA, EM_ENVMAP, EM_CONSTANT, N_SLOTS, SceneDescription
+from .description import SceneDescription
 from .storage import Storage, padded
 
 RAY_EPS = 2e-5
+
+
+def _row(values, n, fill):
+    """values padded with `fill` to length n (one row of a per-model table)."""
+    return list(values) + [fill] * (n - len(values))
+
+
+def bsdf_levels(rows, roots):
+    """Per nesting depth, the bitmask of BSDF models reachable from the rows `roots` (the BSDFs
+    shapes use): levels[0] the roots' models, levels[1] their children's, ..."""
+    levels = []
+    stack = [(r, 0) for r in set(roots)]
+    seen = set()
+    while stack:
+        r, d = stack.pop()
+        if (r, d) in seen:
+            continue
+        seen.add((r, d))
+        while len(levels) <= d:
+            levels.append(0)
+        levels[d] |= 1 << rows[r].tag
+        stack.extend((c, d + 1) for c in rows[r].children)
+    return tuple(levels) or (1 << bsdf_registry.BY_NAME["diffuse"].TAG,)
 
 
 class Scene:
     """A renderable, differentiable scene.
 
     Attributes: ``params`` (ParameterPool: names, shapes, bounds; numpy get/set), ``sensors``
-    (list of description.Sensor), ``integrator`` (dict), ``bsdf_mask``/``em_mask`` (bitmasks of
-    the BSDF/emitter types used, for kernel specialisation), ``n_triangles``, ``bvh_seconds``.
+    (list of description.Sensor), ``integrator`` (dict), ``bsdf_levels`` (per nesting depth, the
+    bitmask of BSDF models used: bsdfs.registry.dispatch specialises kernels to it), ``em_mask``
+    (bitmask of the emitter models used), ``n_triangles``, ``bvh_seconds``.
     """
 
-    def __init__(self, desc: SceneDescription):
+    def __init__(self, desc: SceneDescription, integrator):
         import time
         ensure_init()
         self._storage = None
@@ -35,7 +61,7 @@ class Scene:
         self._device_dirty = False   # params changed on the device (optimizer), download before reading
         self._env_dirty = False      # an environment map changed: rebuild its sampling distribution
         self.desc = desc
-        self.integrator = dict(desc.integrator)
+        self.integrator = dict(integrator)   # validated (tirender.integrators.registry.parse)
         self.sensors = desc.sensors
         for w in desc.warnings:
             warnings.warn(w, stacklevel=3)
@@ -101,13 +127,14 @@ class Scene:
         a["shape_med_int"] = np.array([s.interior for s in shapes] or [-1], np.int32)
         a["shape_med_ext"] = np.array([s.exterior for s in shapes] or [-1], np.int32)
         bs = desc.bsdfs or []
-        a["bsdf_type"] = np.array([b.type for b in bs] or [0], np.int32)
-        a["bsdf_twosided"] = np.array([int(b.twosided) for b in bs] or [0], np.int32)
-        a["bsdf_cond_none"] = np.array([b.cond_none for b in bs] or [1], np.int32)
-        a["bsdf_eta"] = np.array([b.eta for b in bs] or [1.5], np.float32)
-        a["bsdf_cond_eta"] = np.array([b.cond_eta for b in bs] or [(0, 0, 0)], np.float32)
-        a["bsdf_cond_k"] = np.array([b.cond_k for b in bs] or [(0, 0, 0)], np.float32)
-        a["bsdf_tex"] = np.array([b.tex for b in bs] or [[-1] * N_SLOTS], np.int32)
+        a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
+        a["bsdf_flags"] = np.array([b.flags for b in bs] or [0], np.int32)
+        a["bsdf_tex"] = np.array([_row(b.tex, bsdf_registry.N_TEX, -1) for b in bs] or [[-1] * bsdf_registry.N_TEX],
+                                 np.int32)
+        a["bsdf_f"] = np.array([_row(b.floats, bsdf_registry.N_FLOAT, 0.0) for b in bs]
+                               or [[0.0] * bsdf_registry.N_FLOAT], np.float32)
+        nc = max(bsdf_registry.N_CHILD, 1)
+        a["bsdf_child"] = np.array([_row(b.children, nc, 0) for b in bs] or [[0] * nc], np.int32)
         texs = desc.textures
         a["tex_offset"] = np.array([i.offset for i in self._tex_param] or [0], np.int32)
         a["tex_w"] = np.array([t.data.shape[-2] for t in texs] or [1], np.int32)
@@ -121,7 +148,7 @@ class Scene:
         em_tri_start, em_tri_count, em_area, emtri_idx, emtri_cdf = [], [], [], [], []
         env = -1
         for ei, e in enumerate(ems):
-            if e.type == EM_AREA:
+            if e.flags & SURFACE:
                 s = e.shape
                 lo, hi = starts[s], starts[s] + len(shapes[s].faces)
                 p = shapes[s].positions[shapes[s].faces].astype(np.float64)
@@ -137,10 +164,11 @@ class Scene:
                 em_tri_start.append(0)
                 em_tri_count.append(0)
                 em_area.append(0.0)
-            if e.type in (EM_CONSTANT, EM_ENVMAP):
+            if e.flags & INFINITE:
                 env = ei
-        a["em_type"] = np.array([e.type for e in ems] or [0], np.int32)
-        a["em_tex"] = np.array([e.tex for e in ems] or [-1], np.int32)
+        a["em_type"] = np.array([e.tag for e in ems] or [0], np.int32)
+        a["em_tex"] = np.array([_row(e.tex, emitter_registry.N_TEX, -1) for e in ems]
+                               or [[-1] * emitter_registry.N_TEX], np.int32)
         a["em_shape"] = np.array([e.shape for e in ems] or [-1], np.int32)
         a["em_tri_start"] = np.array(em_tri_start or [0], np.int32)
         a["em_tri_count"] = np.array(em_tri_count or [0], np.int32)
@@ -157,12 +185,12 @@ class Scene:
         a["em_rot"] = np.array(rots or [np.eye(3)], np.float32)
         a["emtri_idx"] = np.array(emtri_idx or [0], np.int32)
         a["emtri_cdf"] = np.array(emtri_cdf or [1.0], np.float32)
-        self._env_emitters = [i for i, e in enumerate(ems) if e.type == EM_ENVMAP]
+        self._env_emitters = [i for i, e in enumerate(ems) if e.model is envmap_mod.Envmap]
         dist_off, dist = [], []
         n = 0
         for e in ems:
-            if e.type == EM_ENVMAP:
-                d = envmap_mod.build_distribution(self.params[desc.textures[e.tex].name])
+            if e.model is envmap_mod.Envmap:
+                d = envmap_mod.build_distribution(self.params[desc.textures[e.tex[0]].name])
                 dist_off.append(n)
                 dist.append(d)
                 n += len(d)
@@ -200,22 +228,17 @@ class Scene:
                           textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]))
-        self.bsdf_mask = 0
-        for b in bs:
-            self.bsdf_mask |= 1 << b.type
-        if not self.bsdf_mask:
-            self.bsdf_mask = 1 << B.DIFFUSE
+        self.bsdf_levels = bsdf_levels(bs, [s.bsdf for s in shapes])
         self.em_mask = 0
         for e in ems:
-            self.em_mask |= 1 << e.type
+            self.em_mask |= 1 << e.tag
         if not self.em_mask:
-            self.em_mask = 1 << EM_AREA
+            self.em_mask = 1 << emitter_registry.BY_NAME["area"].TAG
 
     # -- parameters -------------------------------------------------------------------------
     def _param_changed(self, name):
         self._host_dirty = True
-        if any(self.desc.emitters[e].tex < len(self._tex_param) and self._tex_param[self.desc.emitters[e].tex].name
-               == name for e in self._env_emitters):
+        if any(self._tex_param[self.desc.emitters[e].tex[0]].name == name for e in self._env_emitters):
             self._env_dirty = True
 
     def _pull_params(self):
@@ -255,8 +278,8 @@ class Scene:
         if getattr(self, "_env_dirty", False):
             dist = []
             for e in self.desc.emitters:
-                if e.type == EM_ENVMAP:
-                    dist.append(envmap_mod.build_distribution(self.params[self.desc.textures[e.tex].name]))
+                if e.model is envmap_mod.Envmap:
+                    dist.append(envmap_mod.build_distribution(self.params[self.desc.textures[e.tex[0]].name]))
             if dist:
                 d = np.concatenate(dist)
                 st.env_dist.from_numpy(padded(d, st.caps["envdist"]))
@@ -281,7 +304,7 @@ class Scene:
         old = self._storage
         if old is not None and old.owner is self:
             old.owner = None
-        self.__init__(self.desc)
+        self.__init__(self.desc, self.integrator)
 
     def resize_grid(self, name, resolution):
         """Resample the 3D grid parameter `name` (D, H, W, C) to `resolution` (n or (D, H, W)),
@@ -299,7 +322,7 @@ class Scene:
         old = self._storage
         if old is not None and old.owner is self:
             old.owner = None
-        self.__init__(self.desc)
+        self.__init__(self.desc, self.integrator)
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""

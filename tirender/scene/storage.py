@@ -8,11 +8,12 @@ fields, one recompile) only when a scene does not fit.
 import numpy as np
 import taichi as ti
 
+from ..bsdfs import registry as bsdfs
 from ..core.math import vec2, vec3
-from .description import N_SLOTS
+from ..emitters import registry as emitters
 
-INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)
-INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_GRAD_SCALE = range(3)
+INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_i
+INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_GRAD_SCALE, INFO_MARCH_STEP = range(4)   # st.info_f
 
 
 def _cap(n, minimum):
@@ -47,13 +48,13 @@ class Storage:
         f.shape_med_int, f.shape_med_ext = ti.field(ti.i32), ti.field(ti.i32)  # interior/exterior medium
         fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth, f.shape_med_int,
                                           f.shape_med_ext)
-        f.bsdf_type, f.bsdf_twosided, f.bsdf_cond_none = (ti.field(ti.i32) for _ in range(3))
-        f.bsdf_eta = ti.field(float)
-        f.bsdf_cond_eta, f.bsdf_cond_k = vec3.field(), vec3.field()
-        f.bsdf_tex = ti.field(ti.i32)
-        fb.dense(ti.i, c["bsdfs"]).place(f.bsdf_type, f.bsdf_twosided, f.bsdf_cond_none, f.bsdf_eta,
-                                          f.bsdf_cond_eta, f.bsdf_cond_k)
-        fb.dense(ti.ij, (c["bsdfs"], N_SLOTS)).place(f.bsdf_tex)
+        # BSDFs (bsdfs/base.py): model tag, flags, texture slots, float constants, nested BSDFs
+        f.bsdf_type, f.bsdf_flags = ti.field(ti.i32), ti.field(ti.i32)
+        f.bsdf_tex, f.bsdf_f, f.bsdf_child = ti.field(ti.i32), ti.field(float), ti.field(ti.i32)
+        fb.dense(ti.i, c["bsdfs"]).place(f.bsdf_type, f.bsdf_flags)
+        fb.dense(ti.ij, (c["bsdfs"], bsdfs.N_TEX)).place(f.bsdf_tex)
+        fb.dense(ti.ij, (c["bsdfs"], bsdfs.N_FLOAT)).place(f.bsdf_f)
+        fb.dense(ti.ij, (c["bsdfs"], max(bsdfs.N_CHILD, 1))).place(f.bsdf_child)
         f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap = (ti.field(ti.i32) for _ in range(6))
         f.tex_d = ti.field(ti.i32)  # depth of 3D grids (media), 1 for 2D textures
         fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap,
@@ -62,13 +63,15 @@ class Storage:
         # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
         f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
         fb.dense(ti.i, c["pool"]).place(f.pool, f.grad, f.grad_fx)
-        f.em_type, f.em_tex, f.em_shape, f.em_tri_start, f.em_tri_count, f.em_dist = (
-            ti.field(ti.i32) for _ in range(6))
+        # emitters (emitters/base.py): model tag, texture slots, shape triangles, position/direction/frame
+        f.em_type, f.em_shape, f.em_tri_start, f.em_tri_count, f.em_dist = (ti.field(ti.i32) for _ in range(5))
+        f.em_tex = ti.field(ti.i32)
         f.em_pos, f.em_dir = vec3.field(), vec3.field()
         f.em_area = ti.field(float)
         f.em_rot = ti.Matrix.field(3, 3, float)
-        fb.dense(ti.i, c["emitters"]).place(f.em_type, f.em_tex, f.em_shape, f.em_tri_start, f.em_tri_count,
+        fb.dense(ti.i, c["emitters"]).place(f.em_type, f.em_shape, f.em_tri_start, f.em_tri_count,
                                             f.em_dist, f.em_pos, f.em_dir, f.em_area, f.em_rot)
+        fb.dense(ti.ij, (c["emitters"], emitters.N_TEX)).place(f.em_tex)
         f.emtri_idx, f.emtri_cdf = ti.field(ti.i32), ti.field(float)
         fb.dense(ti.i, c["emtris"]).place(f.emtri_idx, f.emtri_cdf)
         f.env_dist = ti.field(float)
@@ -86,10 +89,12 @@ class Storage:
         fb.dense(ti.i, c["pixels"]).place(f.film, f.adj, f.adj_w, f.aux)
         # participating media (tirender/media): type, coefficient volumes (texture indices), scale,
         # grid bbox, fixed and effective majorants
-        f.med_type, f.med_sigma, f.med_albedo, f.med_g = (ti.field(ti.i32) for _ in range(4))
+        f.med_type, f.med_flags, f.med_phase = (ti.field(ti.i32) for _ in range(3))
+        f.med_sigma, f.med_albedo, f.med_g = (ti.field(ti.i32) for _ in range(3))
         f.med_scale, f.med_fixed_majorant, f.med_majorant = (ti.field(float) for _ in range(3))
         f.med_bmin, f.med_bmax = vec3.field(), vec3.field()
-        fb.dense(ti.i, c["media"]).place(f.med_type, f.med_sigma, f.med_albedo, f.med_g, f.med_scale,
+        fb.dense(ti.i, c["media"]).place(f.med_type, f.med_flags, f.med_phase, f.med_sigma, f.med_albedo, f.med_g,
+                                         f.med_scale,
                                          f.med_fixed_majorant, f.med_majorant, f.med_bmin, f.med_bmax)
         f.info_i = ti.field(ti.i32)
         f.info_f = ti.field(float)

@@ -1,0 +1,164 @@
+"""A test bench for BSDF models through the same path the renderer uses: a scene built from YAML
+specs (every model under test is one entry of ``bsdfs:``), the generated dispatch, shading-point
+contexts. Kernels are compiled once for the bench's dispatcher.
+
+Per-sample parameters: every texture parameter of the bench is an N x 1 bitmap with nearest
+filtering, and sample i looks up texel i (uv at its centre), so an adjoint scattered into the pool
+lands in texel i alone — per-sample gradients, comparable with per-sample finite differences.
+"""
+import numpy as np
+import taichi as ti
+
+import tirender
+import tirender.backend as backend
+from tirender.bsdfs.base import BsdfCtx
+from tirender.bsdfs.registry import dispatch
+from tirender.core.math import vec2, vec3
+from tirender.core.rng import make_sampler
+
+
+def fdt():
+    return np.float64 if backend._state.get("fp") == "f64" else np.float32
+
+
+@ti.func
+def _v3(a: ti.template(), i):
+    return vec3(a[i, 0], a[i, 1], a[i, 2])
+
+
+@ti.func
+def _ctx(b, uv: ti.template(), i):
+    return BsdfCtx(b=b, uv=vec2(uv[i % uv.shape[0], 0], uv[i % uv.shape[0], 1]))
+
+
+@ti.kernel
+def k_sample(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), uv: ti.types.ndarray(),
+             seed: ti.i32, out: ti.types.ndarray()):
+    """out[i] = wo(3) weight(3) pdf eta delta valid eval(wi, wo)(3) pdf(wi, wo)."""
+    for i in range(out.shape[0]):
+        wi = _v3(wi_in, i % wi_in.shape[0])
+        rng = make_sampler(seed, i, 0)
+        u1 = rng.next_1d()
+        u2 = rng.next_2d()
+        ctx = _ctx(b, uv, i)
+        s = D.sample(st, ctx, wi, u1, u2)
+        e, pd = D.eval_pdf(st, ctx, wi, s.wo)
+        for k in ti.static(range(3)):
+            out[i, k] = s.wo[k]
+            out[i, 3 + k] = s.weight[k]
+            out[i, 10 + k] = e[k]
+        out[i, 6] = s.pdf
+        out[i, 7] = s.eta
+        out[i, 8] = s.delta
+        out[i, 9] = s.valid
+        out[i, 13] = pd
+
+
+@ti.kernel
+def k_eval(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
+           uv: ti.types.ndarray(), out: ti.types.ndarray()):
+    """out[i] = eval(3), pdf, eval of eval_pdf(3), pdf of eval_pdf for wi_in[i % K], wo_in[i]."""
+    for i in range(out.shape[0]):
+        wi = _v3(wi_in, i % wi_in.shape[0])
+        wo = _v3(wo_in, i)
+        ctx = _ctx(b, uv, i)
+        e = D.eval(st, ctx, wi, wo)
+        e2, p2 = D.eval_pdf(st, ctx, wi, wo)
+        for k in ti.static(range(3)):
+            out[i, k] = e[k]
+            out[i, 4 + k] = e2[k]
+        out[i, 3] = D.pdf(st, ctx, wi, wo)
+        out[i, 7] = p2
+
+
+@ti.kernel
+def k_adjoint(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
+              uv: ti.types.ndarray(), dout: ti.types.ndarray()):
+    for i in range(wo_in.shape[0]):
+        D.adjoint(st, _ctx(b, uv, i), _v3(wi_in, i % wi_in.shape[0]), _v3(wo_in, i), _v3(dout, i))
+
+
+@ti.kernel
+def k_grad_dirs(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
+                uv: ti.types.ndarray(), dout: ti.types.ndarray(), out: ti.types.ndarray()):
+    for i in range(wo_in.shape[0]):
+        gi, go = D.grad_dirs(st, _ctx(b, uv, i), _v3(wi_in, i % wi_in.shape[0]), _v3(wo_in, i), _v3(dout, i))
+        for k in ti.static(range(3)):
+            out[i, k] = gi[k]
+            out[i, 3 + k] = go[k]
+
+
+class Bench:
+    """Scene with the BSDFs `specs` (id -> YAML spec; a texture given as {"range": (lo, hi)} (lo, hi
+    numbers or per-channel lists; "channels": 1 for scalars) becomes an N x 1 random
+    nearest-filtered bitmap). ``row(id)`` is the BSDF row of an id."""
+
+    def __init__(self, specs, n=1, seed=0, tmpdir=None):
+        import os
+        import tempfile
+        self.n = n
+        rng = np.random.default_rng(seed)
+        self._dir = tmpdir or tempfile.mkdtemp(prefix="bsdf_bench_")
+
+        def convert(v, path):
+            if isinstance(v, dict) and "range" in v:
+                lo, hi = v["range"]
+                ch = v.get("channels", 3)
+                arr = rng.uniform(np.asarray(lo, float), np.asarray(hi, float), (1, n, ch)).astype(np.float32)
+                f = os.path.join(self._dir, path.replace("/", "_") + ".npy")
+                np.save(f, arr)
+                return {"type": "bitmap", "data": f, "filter": "nearest"}
+            if isinstance(v, dict):
+                return {k: convert(x, f"{path}.{k}") for k, x in v.items()}
+            return v
+        bsdfs = {i: convert(s, i) for i, s in specs.items()}
+        shapes = [{"id": f"s_{i}", "type": "rectangle", "bsdf": i} for i in specs]
+        self.scene = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}], "bsdfs": bsdfs,
+                                          "shapes": shapes})
+        self.st = self.scene.bind()
+        self.D = dispatch(self.scene.bsdf_levels)
+        dt = fdt()
+        self.uv = np.ascontiguousarray(np.stack([(np.arange(n) + 0.5) / n, np.full(n, 0.5)], 1).astype(dt))
+        self.uv0 = np.ascontiguousarray(self.uv[:1])
+
+    def row(self, bid):
+        return self.scene.desc.bsdf_ids[bid]
+
+    def _arr(self, a):
+        return np.ascontiguousarray(a, dtype=fdt())
+
+    def sample(self, bid, wi, n, seed=1, per_sample=False):
+        out = np.zeros((n, 14), fdt())
+        k_sample(self.st, self.D, self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed, out)
+        return out.astype(np.float64)
+
+    def eval(self, bid, wi, wo, per_sample=False):
+        wo = self._arr(wo)
+        out = np.zeros((wo.shape[0], 8), fdt())
+        k_eval(self.st, self.D, self.row(bid), self._arr(wi), wo, self.uv if per_sample else self.uv0, out)
+        return out.astype(np.float64)
+
+    def grad_dirs(self, bid, wi, wo, dout):
+        wo = self._arr(wo)
+        out = np.zeros((wo.shape[0], 6), fdt())
+        k_grad_dirs(self.st, self.D, self.row(bid), self._arr(wi), wo, self.uv, self._arr(dout), out)
+        return out.astype(np.float64)
+
+    # --- parameters: per-sample texels of the pool (set in full precision on the device) ---
+    def params_of(self, bid):
+        """Texture parameters of row `bid` and its nested rows (names in the pool)."""
+        return [n for n in self.scene.params.keys() if n.startswith(bid + ".")]
+
+    def pool(self):
+        return self.st.pool.to_numpy().astype(np.float64)
+
+    def set_pool(self, values):
+        self.st.pool.from_numpy(np.asarray(values, fdt()))
+
+    def adjoint(self, bid, wi, wo, dout, scale=2.0 ** 36):
+        """Per-parameter gradient arrays (shaped like the parameters) of Σ_i <dout_i, eval_i>."""
+        from tirender.launch import read_gradients
+        self.st.grad_fx.fill(0)
+        self.st.info_f[2] = scale
+        k_adjoint(self.st, self.D, self.row(bid), self._arr(wi), self._arr(wo), self.uv, self._arr(dout))
+        return read_gradients(self.scene, self.st)

@@ -1,0 +1,91 @@
+"""The public front door: load a scene, render it, differentiate it.
+
+    scene = load_scene("configs/cbox.yaml")          # a YAML file or a dict (config or scene)
+    img = render(scene, spp=64, seed=0)              # float32 (H, W, 3) linear RGB, row 0 at the top
+    grads = render_grad(scene, dy, spp=64, seed=1)   # dict parameter name -> array (PRB by default)
+    img, grads = render_and_grad(scene, dy, method="rb_biased_pipelined")   # RB pipelining
+
+Everything dispatches through the integrator registry (tirender/integrators/registry.py) on the
+scene's integrator type and the gradient method, via the host layer (tirender/launch.py).
+"""
+from . import launch
+from .backend import ensure_init
+from .config import load_config
+from .errors import ConfigError
+from .integrators import registry
+from .scene.description import parse_scene
+from .scene.scene import Scene
+
+
+def describe(cfg):
+    """(scene description, validated integrator settings) of a config loaded by
+    tirender.config.load_config: every check of the scene's input, before Taichi starts."""
+    scene_spec = cfg["scene"]
+    integrator = registry.parse(scene_spec.get("integrator"), cfg.get("_scene_file"))
+    return parse_scene(scene_spec, cfg.get("_scene_file"), cfg.get("_scene_dir")), integrator
+
+
+def scene_from_config(cfg, described=None):
+    """A Scene from a config loaded by tirender.config.load_config (or its ``describe`` result)."""
+    desc, integrator = described or describe(cfg)
+    ensure_init()
+    return Scene(desc, integrator)
+
+
+def load_scene(source, base_dir=None, overrides=None):
+    """Scene from a YAML file (a scene file, or a config with a ``scene:`` section) or a dict.
+    overrides: ["key.path=value", ...] applied to the scene mapping (e.g. "sensors.0.film.width=64")."""
+    return scene_from_config(load_config(source, base_dir=base_dir, scene_overrides=overrides))
+
+
+def _scene(scene):
+    if isinstance(scene, Scene):
+        return scene
+    if isinstance(scene, (str, dict)) or hasattr(scene, "__fspath__"):
+        return load_scene(scene)
+    raise ConfigError(f"expected a Scene, a file name or a dict, got {type(scene).__name__}", key="scene")
+
+
+def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
+    """Render one sensor: float32 linear RGB (H, W, 3), row 0 at the top.
+
+    spp: samples per pixel (default 64); seed: fixes the image (per backend); integrator: override
+    the scene's (``path``, ``direct``, ``aov``, ``volpath``, ...)."""
+    scene = _scene(scene)
+    spp, sensor = launch.check_args(scene, launch.DEFAULT_SPP if spp is None else spp, sensor)
+    t = registry.check_type(integrator or scene.integrator["type"])
+    return registry.module(t).render(scene, spp, int(seed), sensor, progress, integrator=t)
+
+
+def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrator=None, clear=False):
+    """Add `spp` more samples (indices sample_offset..) to the film and return the running image
+    (the interactive viewer: call with clear=True after the camera moved)."""
+    t = registry.check_type(integrator or scene.integrator["type"])
+    return registry.module(t).render(scene, int(spp), int(seed), int(sensor), False, integrator=t,
+                                     sample_offset=int(sample_offset), clear=clear)
+
+
+def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", accumulate=False, progress=True):
+    """Gradient of <adjoint_image, render(scene)> w.r.t. every scene parameter.
+
+    adjoint_image: (H, W, 3) δy = ∂loss/∂image of the primal image; seed: the adjoint passes'
+    seed (use one different from the primal render's); method: ``prb`` (default) or an RB method.
+    Returns dict name -> numpy array shaped like the parameter. ``accumulate=True`` adds into the
+    current gradients (multi-view)."""
+    scene = _scene(scene)
+    fn = registry.gradient_driver(scene.integrator["type"], method)
+    return fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)
+
+
+def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_biased_pipelined", accumulate=False,
+                    progress=False):
+    """RB pipelining (biased II): one joint pass rendering the image at the current parameters and
+    back-propagating ``adjoint_image`` (the previous iteration's). Returns (image, gradients)."""
+    scene = _scene(scene)
+    fn = registry.joint_driver(scene.integrator["type"], method)
+    return fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)
+
+
+def read_gradients(scene):
+    """The gradients accumulated so far (after render_grad(..., accumulate=True) calls)."""
+    return launch.read_gradients(scene, scene.bind())

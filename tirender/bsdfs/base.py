@@ -1,0 +1,165 @@
+"""What every BSDF model shares: flags, the sample record, the shading-point context, texture-slot
+access, and the ``leaf`` decorator that lifts a model's pure functions to a shading point.
+
+A BSDF model is a class in its own module that declares, in one place:
+
+    NAME     its YAML ``type`` (and Mitsuba plugin name)
+    KEYS     its keys (tirender.schema): Texture keys become pool parameters ``<id>.<param>`` and
+             occupy texture slots 0, 1, ... in declaration order; other keys are parsed values
+    FLAGS    SMOOTH / DELTA / BOTH_SIDES / TRANSMISSION / NULL (bitmask, see below)
+    build(row, values, spec)   (optional) Python: turn parsed non-texture values into the row's
+             float constants ``row.floats`` (and check combinations); nested models are children
+    CHILDREN (composites) the keys naming nested BSDFs
+
+and the Taichi functions the dispatch (``registry.py``) calls at a shading point, all in the local
+shading frame (z = shading normal; ``wi`` towards the previous vertex, ``wo`` the sampled or
+evaluated direction, both pointing away from the surface; Mitsuba 3 conventions):
+
+    eval_at(st, ctx, wi, wo, inner)            -> vec3   f(wi, wo) |cos θo|
+    pdf_at(st, ctx, wi, wo, inner)             -> float  solid-angle density of sample_at (0: Dirac)
+    eval_pdf_at(st, ctx, wi, wo, inner)        -> (vec3, float)
+    sample_at(st, ctx, wi, u1, u2, inner)      -> BsdfSample (weight = eval / pdf)
+    adjoint_at(st, ctx, wi, wo, d_out, inner)  scatter ∂<d_out, eval_at>/∂π into the gradient pool
+    grad_dirs_at(st, ctx, wi, wo, d_out, inner) -> (vec3, vec3)  ∂<d_out, eval_at>/∂wi, ∂/∂wo
+
+``inner`` is the dispatcher of the next nesting level (composites call their children through it).
+A *leaf* model writes only pure functions of its own compact parameter record ``Params`` (a
+``ti.types.struct`` holding just what it uses) and ``@leaf`` generates the ``*_at`` functions:
+
+    fetch(st, ctx) -> Params             texture lookups of its slots + its constants
+    fetch_adjoint(st, ctx, g: Params)    scatter a Params gradient into its texture slots
+    f(p, wi, wo) / pdf(p, wi, wo) / sample(p, wi, u1, u2)
+    f_adjoint(p, wi, wo, d_out) -> Params          ∂<d_out, f>/∂p (differentiable fields only)
+    f_grad_dirs(p, wi, wo, d_out) -> (vec3, vec3)  ∂<d_out, f>/∂wi, ∂<d_out, f>/∂wo (analytic)
+"""
+import taichi as ti
+
+from ..core.math import vec2, vec3
+from ..textures import tex_eval, tex_eval_adjoint
+
+# ---- flags (per model, combined for composites; stored per BSDF as st.bsdf_flags) ----
+SMOOTH = 1         # has a non-Dirac lobe: emitter sampling (NEE) and MIS apply
+DELTA = 2          # has a Dirac lobe (sampled only)
+BOTH_SIDES = 4     # handles wi below the surface itself (dielectrics, null, twosided)
+TRANSMISSION = 8   # can transmit through the surface
+NULL = 16          # index-matched interface: the path passes unchanged (media boundaries)
+
+
+@ti.dataclass
+class BsdfSample:
+    """Result of BSDF sampling: wo (local), weight = eval/pdf (cosine included), pdf (solid angle;
+    for Dirac lobes the discrete lobe probability), eta (relative IOR of the event, for Russian
+    roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends)."""
+    wo: vec3
+    weight: vec3
+    pdf: float
+    eta: float
+    delta: ti.i32
+    valid: ti.i32
+
+
+@ti.dataclass
+class BsdfCtx:
+    """A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables and
+    the texture coordinates ``uv``."""
+    b: ti.i32
+    uv: vec2
+
+
+@ti.func
+def invalid_sample():
+    return BsdfSample(eta=1.0, delta=0, valid=0)
+
+
+# ---- texture slots and constants of a BSDF row -----------------------------------------------
+@ti.func
+def slot_rgb(st: ti.template(), ctx, k):
+    """RGB texture slot k of BSDF ctx.b at ctx.uv."""
+    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)
+
+
+@ti.func
+def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
+    tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, d)
+
+
+@ti.func
+def slot_float(st: ti.template(), ctx, k):
+    """Scalar (1-channel) texture slot k."""
+    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)[0]
+
+
+@ti.func
+def slot_float_adjoint(st: ti.template(), ctx, k, d):
+    tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, vec3(d, 0.0, 0.0))
+
+
+@ti.func
+def const(st: ti.template(), ctx, k):
+    """Float constant k of the row (IORs, conductor tables, switches)."""
+    return st.bsdf_f[ctx.b, k]
+
+
+@ti.func
+def const_rgb(st: ti.template(), ctx, k):
+    return vec3(st.bsdf_f[ctx.b, k], st.bsdf_f[ctx.b, k + 1], st.bsdf_f[ctx.b, k + 2])
+
+
+@ti.func
+def child(st: ti.template(), ctx, k):
+    """Context of nested BSDF k (composites), same uv."""
+    return BsdfCtx(b=st.bsdf_child[ctx.b, k], uv=ctx.uv)
+
+
+def leaf(cls):
+    """Generate the ``*_at`` functions of a leaf model from its pure functions (see module doc)."""
+    fetch, fetch_adjoint = cls.fetch, cls.fetch_adjoint
+    f, pdf, sample, f_adjoint, f_grad_dirs = cls.f, cls.pdf, cls.sample, cls.f_adjoint, cls.f_grad_dirs
+
+    @ti.func
+    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return f(fetch(st, ctx), wi, wo)
+
+    @ti.func
+    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return pdf(fetch(st, ctx), wi, wo)
+
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        p = fetch(st, ctx)
+        return f(p, wi, wo), pdf(p, wi, wo)
+
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        return sample(fetch(st, ctx), wi, u1, u2)
+
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        fetch_adjoint(st, ctx, f_adjoint(fetch(st, ctx), wi, wo, d_out))
+
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        return f_grad_dirs(fetch(st, ctx), wi, wo, d_out)
+
+    for name, fn in (("eval_at", eval_at), ("pdf_at", pdf_at), ("eval_pdf_at", eval_pdf_at),
+                     ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at)):
+        setattr(cls, name, staticmethod(fn))
+    cls.COMPOSITE = False
+    return cls
+
+
+class Row:
+    """One BSDF of a scene as the builder fills it (Python side of the st.bsdf_* tables)."""
+
+    def __init__(self, id, tag, model):
+        self.id, self.tag, self.model = id, tag, model
+        self.tex = []          # texture index per slot (declaration order of Texture keys)
+        self.floats = []       # model constants
+        self.children = []     # nested BSDF row indices
+        self.flags = model.FLAGS
+
+
+@ti.func
+def no_dir_grads():
+    """(0, 0): the direction gradient of models whose eval is identically 0 (Dirac lobes only)."""
+    return vec3(0.0), vec3(0.0)

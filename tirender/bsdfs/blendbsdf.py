@@ -1,0 +1,97 @@
+"""Blend of two BSDFs (Mitsuba 3 ``blendbsdf``): f = (1 - w) f_0 + w f_1 with a weight texture w.
+
+Sampling picks child 1 with probability w (child 0 otherwise), samples it, and returns the
+mixture's weight and pdf (one-sample MIS over the two children, as Mitsuba 3):
+    pdf = (1 - w) pdf_0 + w pdf_1,   weight = ((1 - w) f_0 + w f_1) / pdf.
+A Dirac lobe keeps its own weight (the selection probability cancels) and pdf (1 - w | w) p_delta.
+Differentiable: weight (scalar texture, gradient <δ, f_1 - f_0>) and both children's parameters.
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from ..schema import Child, Texture
+from .base import child, invalid_sample, slot_float, slot_float_adjoint
+
+_W = 0  # texture slot: weight
+
+
+@ti.func
+def _weight(st: ti.template(), ctx):
+    return ti.min(ti.max(slot_float(st, ctx, _W), 0.0), 1.0)
+
+
+class BlendBsdf:
+    NAME = "blendbsdf"
+    KEYS = (Texture("weight", 1, default=0.5, lo=0.0, hi=1.0, doc="blend weight w (0: bsdf_0, 1: bsdf_1)"),
+            Child("bsdf_0", doc="first BSDF (weight 1 - w)"), Child("bsdf_1", doc="second BSDF (weight w)"))
+    CHILDREN = ("bsdf_0", "bsdf_1")
+    FLAGS = 0
+    COMPOSITE = True
+
+    @staticmethod
+    def combine_flags(child_flags):
+        return child_flags[0] | child_flags[1]
+
+    @staticmethod
+    @ti.func
+    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        w = _weight(st, ctx)
+        return (1.0 - w) * inner.eval(st, child(st, ctx, 0), wi, wo) + w * inner.eval(st, child(st, ctx, 1), wi, wo)
+
+    @staticmethod
+    @ti.func
+    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        w = _weight(st, ctx)
+        return (1.0 - w) * inner.pdf(st, child(st, ctx, 0), wi, wo) + w * inner.pdf(st, child(st, ctx, 1), wi, wo)
+
+    @staticmethod
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        w = _weight(st, ctx)
+        f0, p0 = inner.eval_pdf(st, child(st, ctx, 0), wi, wo)
+        f1, p1 = inner.eval_pdf(st, child(st, ctx, 1), wi, wo)
+        return (1.0 - w) * f0 + w * f1, (1.0 - w) * p0 + w * p1
+
+    @staticmethod
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        w = _weight(st, ctx)
+        pick = 1 if u1 < w else 0
+        # reuse u1 within the chosen interval
+        u = u1 / w if pick == 1 else (u1 - w) / (1.0 - w)
+        pw = w if pick == 1 else 1.0 - w          # probability of the chosen child
+        c = child(st, ctx, pick)
+        o = child(st, ctx, 1 - pick)
+        bs = inner.sample(st, c, wi, ti.min(u, 0.99999994), u2)
+        if bs.valid == 1:
+            if bs.delta == 1:
+                bs.pdf *= pw
+            else:
+                fo, po = inner.eval_pdf(st, o, wi, bs.wo)
+                f_mix = pw * bs.weight * bs.pdf + (1.0 - pw) * fo
+                p_mix = pw * bs.pdf + (1.0 - pw) * po
+                if p_mix > 0.0:
+                    bs.weight = f_mix / p_mix
+                    bs.pdf = p_mix
+                else:
+                    bs = invalid_sample()
+        return bs
+
+    @staticmethod
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        w = _weight(st, ctx)
+        c0 = child(st, ctx, 0)
+        c1 = child(st, ctx, 1)
+        dw = d_out.dot(inner.eval(st, c1, wi, wo) - inner.eval(st, c0, wi, wo))
+        slot_float_adjoint(st, ctx, _W, dw)
+        inner.adjoint(st, c0, wi, wo, d_out * (1.0 - w))
+        inner.adjoint(st, c1, wi, wo, d_out * w)
+
+    @staticmethod
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        w = _weight(st, ctx)
+        gi0, go0 = inner.grad_dirs(st, child(st, ctx, 0), wi, wo, d_out * (1.0 - w))
+        gi1, go1 = inner.grad_dirs(st, child(st, ctx, 1), wi, wo, d_out * w)
+        return gi0 + gi1, go0 + go1

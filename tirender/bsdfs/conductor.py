@@ -1,0 +1,99 @@
+"""Smooth conductor (Mitsuba 3 ``conductor``): a Dirac mirror, one-sided.
+
+eval / pdf are 0 (Dirac lobe); sample returns wo = reflect(wi), pdf = 1, delta = 1 and
+weight = specular * F, F = fresnel_conductor(cos θi, η, k) with the complex IOR η + ik (RGB), or
+F = 1 for ``material: none`` (a perfect mirror, Mitsuba's default). Detached PRB does not
+differentiate Dirac lobes (as Mitsuba's prb): eval is 0, so is its adjoint.
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from ..errors import ConfigError
+from ..schema import Choice, Texture, Vec3
+from .base import DELTA, BsdfSample, const, const_rgb, invalid_sample, leaf, no_dir_grads, slot_rgb, slot_rgb_adjoint
+from .fresnel import fresnel_conductor, reflect
+
+CONDUCTORS = {  # RGB complex IOR (eta, k), Mitsuba 3 rgb-mode values
+    "Au": ((0.143, 0.374, 1.442), (3.983, 2.385, 1.603)),
+    "Ag": ((0.155, 0.117, 0.138), (4.828, 3.122, 2.147)),
+    "Cu": ((0.200, 0.924, 1.102), (3.912, 2.452, 2.142)),
+    "Al": ((1.657, 0.880, 0.521), (9.224, 6.270, 4.837)),
+}
+_SPEC = 0                  # texture slot: specular_reflectance
+ETA, K, NONE = 0, 3, 6     # constants: η (3), k (3), 1 = perfect mirror
+
+CONDUCTOR_KEYS = (
+    Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1e3, doc="scale of the reflectance"),
+    Choice("material", ("none",) + tuple(CONDUCTORS), default="none",
+           doc="named complex IOR (`none`: perfect mirror, F = 1)"),
+    Vec3("eta", default=None, lo=0.0, doc="real part of the complex IOR (RGB); with `k` overrides `material`"),
+    Vec3("k", default=None, lo=0.0, doc="imaginary part of the complex IOR (RGB)"),
+)
+
+
+def conductor_constants(values, file, key):
+    """[η (3), k (3), none] from the parsed keys (explicit eta/k, a named material, or none)."""
+    if values.get("eta") is not None or values.get("k") is not None:
+        eta = values.get("eta", (0.0, 0.0, 0.0)) if values.get("eta") is not None else (0.0, 0.0, 0.0)
+        k = values.get("k") if values.get("k") is not None else (0.0, 0.0, 0.0)
+        if min(eta) <= 0.0:
+            raise ConfigError("conductor eta must be > 0", file, f"{key}.eta")
+        return list(eta) + list(k) + [0.0]
+    if values["material"] == "none":
+        return [0.0] * 6 + [1.0]
+    eta, k = CONDUCTORS[values["material"]]
+    return list(eta) + list(k) + [0.0]
+
+
+@leaf
+class Conductor:
+    NAME = "conductor"
+    KEYS = CONDUCTOR_KEYS
+    FLAGS = DELTA
+    Params = ti.types.struct(specular=vec3, eta=vec3, k=vec3, none=ti.i32)
+
+    @staticmethod
+    def build(b, row, values, key):
+        row.floats = conductor_constants(values, b.file, key)
+
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return Conductor.Params(specular=slot_rgb(st, ctx, _SPEC), eta=const_rgb(st, ctx, ETA),
+                                k=const_rgb(st, ctx, K), none=ti.cast(const(st, ctx, NONE), ti.i32))
+
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
+
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        return vec3(0.0)
+
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        return 0.0
+
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        s = invalid_sample()
+        if wi[2] > 0.0:
+            F = vec3(1.0)
+            if p.none == 0:
+                F = fresnel_conductor(wi[2], p.eta, p.k)
+            s = BsdfSample(wo=reflect(wi), weight=p.specular * F, pdf=1.0, eta=1.0, delta=1, valid=1)
+        return s
+
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        return Conductor.Params(specular=vec3(0.0), eta=vec3(0.0), k=vec3(0.0), none=0)
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d_out):
+        return no_dir_grads()

@@ -1,0 +1,93 @@
+"""Smooth dielectric (Mitsuba 3 ``dielectric``): Dirac reflection + refraction, two-sided by nature
+(wi below the surface means the ray is inside; η is inverted).
+
+eval / pdf are 0 (Dirac lobes). sample picks reflection with probability F = Fresnel(cos θi):
+    reflection: wo = reflect(wi), pdf = F,     weight = specular,                  eta = 1
+    refraction: wo = refract(...), pdf = 1-F,  weight = transmittance * eta_ti²,   eta = eta_it
+(radiance mode: the 1/η² solid-angle compression of radiance is in the weight); delta = 1.
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from ..errors import ConfigError
+from ..schema import Ior, Texture
+from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, no_dir_grads,
+                   slot_rgb, slot_rgb_adjoint)
+from .fresnel import fresnel_dielectric, reflect, refract
+
+_SPEC, _TRANS = 0, 1   # texture slots
+ETA = 0                # constant: relative IOR int_ior / ext_ior
+
+DIELECTRIC_KEYS = (
+    Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1.0, doc="scale of the reflected part"),
+    Texture("specular_transmittance", 3, default=1.0, lo=0.0, hi=1.0, doc="scale of the transmitted part"),
+    Ior("int_ior", default=1.5046, doc="interior IOR (BK7 glass)"),
+    Ior("ext_ior", default=1.000277, doc="exterior IOR (air)"),
+)
+
+
+def relative_ior(values, file, key):
+    eta = values["int_ior"] / values["ext_ior"]
+    if not 1e-3 < eta < 1e3:
+        raise ConfigError(f"relative IOR int_ior / ext_ior = {eta:g} is out of range", file, f"{key}.int_ior")
+    return eta
+
+
+@leaf
+class Dielectric:
+    NAME = "dielectric"
+    KEYS = DIELECTRIC_KEYS
+    FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
+    Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float)
+
+    @staticmethod
+    def build(b, row, values, key):
+        row.floats = [relative_ior(values, b.file, key)]
+
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return Dielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
+                                 eta=const(st, ctx, ETA))
+
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
+        slot_rgb_adjoint(st, ctx, _TRANS, g.transmittance)
+
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        return vec3(0.0)
+
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        return 0.0
+
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        s = invalid_sample()
+        cos_i = wi[2]
+        if cos_i != 0.0:
+            r_i, cos_t, eta_it, eta_ti = fresnel_dielectric(cos_i, p.eta)
+            if u1 <= r_i:
+                s = BsdfSample(wo=reflect(wi), weight=p.specular, pdf=r_i, eta=1.0, delta=1, valid=1)
+            else:
+                s = BsdfSample(wo=refract(wi, cos_t, eta_ti), weight=p.transmittance * (eta_ti * eta_ti),
+                               pdf=1.0 - r_i, eta=eta_it, delta=1, valid=1)
+            if s.pdf <= 0.0:
+                s.valid = 0
+        return s
+
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        return Dielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), eta=0.0)
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d_out):
+        return no_dir_grads()

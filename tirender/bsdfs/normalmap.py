@@ -1,0 +1,212 @@
+"""Normal mapping (Mitsuba 3 ``normalmap``): perturbs the shading frame of a nested BSDF.
+
+The texture encodes the perturbed normal in the local shading frame, c = 2 tex - 1 (raw values,
+no sRGB curve, by default). With ``flip_invalid_normals`` (default) a normal facing away from the
+incident direction (cos θi (wi·c) <= 0) is mirrored: (c_x, c_y) -> (-c_x, -c_y) (Schüssler 2017).
+The perturbed frame (local coordinates) is
+    n' = normalize(c),  s' = normalize(e_x - n' n'_x),  t' = n' × s'
+and the nested BSDF is evaluated with wi' = R wi, wo' = R wo (R's rows s', t', n'); a direction
+whose side differs between the two frames (cos θo cos θo' <= 0) gets 0. With
+``use_shadowing_function`` (default) the value is multiplied by Estevez et al.'s (2019) bump
+terminator term S = 2 / (1 + sqrt(1 + α² tan²θo)), α² = min(tan²θ_n' / 8, 1).
+Sugar: ``normalmap: <texture>`` on any BSDF wraps it.
+
+Differentiable: the normal map's texels — ∂<δ, f>/∂texel through R (the nested BSDF's analytic
+``grad_dirs``) and through S — and the nested BSDF's own parameters. Sampled directions are not
+differentiated (detached).
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from ..schema import Bool, Child, Texture
+from .base import child, const, slot_rgb, slot_rgb_adjoint
+from .microfacet import normalize_backprop
+
+_NM = 0               # texture slot: the normal map
+_FLIP, _SHADOW = 0, 1  # constants (0/1)
+
+
+@ti.func
+def _perturbed(st: ti.template(), ctx, wi):
+    """(c' (the possibly flipped 2 tex - 1), flip sign, n', s', t', |c'|, |e_x - n' n'_x|)."""
+    c = slot_rgb(st, ctx, _NM) * 2.0 - 1.0
+    fs = 1.0
+    if const(st, ctx, _FLIP) != 0.0 and wi[2] * wi.dot(c) <= 0.0:
+        fs = -1.0
+    c = vec3(c[0] * fs, c[1] * fs, c[2])
+    cl = ti.max(c.norm(), 1e-20)
+    n = c / cl
+    u = vec3(1.0, 0.0, 0.0) - n * n[0]
+    ul = ti.max(u.norm(), 1e-20)
+    s = u / ul
+    t = n.cross(s)
+    return c, fs, n, s, t, cl, ul
+
+
+@ti.func
+def _to(s, t, n, v):
+    return vec3(v.dot(s), v.dot(t), v.dot(n))
+
+
+@ti.func
+def _from(s, t, n, v):
+    return s * v[0] + t * v[1] + n * v[2]
+
+
+@ti.func
+def _tan2(v):
+    return (v[0] * v[0] + v[1] * v[1]) / (v[2] * v[2])
+
+
+@ti.func
+def shadow_term(n, wo):
+    """Estevez et al. 2019 (Mitsuba's eval_shadow_terminator): n perturbed normal, wo (unperturbed local)."""
+    a2 = ti.min(0.125 * _tan2(n), 1.0)
+    return 2.0 / (1.0 + ti.sqrt(1.0 + a2 * _tan2(wo)))
+
+
+@ti.func
+def shadow_term_grads(n, wo):
+    """(∂S/∂n, ∂S/∂wo) of shadow_term."""
+    tn = _tan2(n)
+    tw = _tan2(wo)
+    a2 = ti.min(0.125 * tn, 1.0)
+    q = ti.sqrt(1.0 + a2 * tw)
+    dS_dq = -2.0 / ((1.0 + q) * (1.0 + q))
+    dq_da2 = tw / (2.0 * q)
+    dq_dtw = a2 / (2.0 * q)
+    gn = vec3(0.0)
+    if 0.125 * tn < 1.0:
+        gn = (dS_dq * dq_da2 * 0.125) * vec3(2.0 * n[0] / (n[2] * n[2]), 2.0 * n[1] / (n[2] * n[2]),
+                                               -2.0 * (n[0] * n[0] + n[1] * n[1]) / (n[2] * n[2] * n[2]))
+    gw = (dS_dq * dq_dtw) * vec3(2.0 * wo[0] / (wo[2] * wo[2]), 2.0 * wo[1] / (wo[2] * wo[2]),
+                                 -2.0 * (wo[0] * wo[0] + wo[1] * wo[1]) / (wo[2] * wo[2] * wo[2]))
+    return gn, gw
+
+
+class NormalMap:
+    NAME = "normalmap"
+    KEYS = (Texture("normalmap", 3, lo=0.0, hi=1.0, raw=True,
+                    doc="tangent-space normals, x ↦ (x + 1)/2 (read raw: no sRGB curve)"),
+            Child("bsdf", doc="the BSDF whose shading frame is perturbed"),
+            Bool("flip_invalid_normals", default=True, doc="mirror normals facing away from wi"),
+            Bool("use_shadowing_function", default=True, doc="Estevez et al. 2019 bump terminator term"))
+    CHILDREN = ("bsdf",)
+    FLAGS = 0
+    COMPOSITE = True
+    SUGAR = "normalmap"   # `normalmap: <texture>` on any BSDF wraps it
+
+    @staticmethod
+    def sugar(value, file, key):
+        """``normalmap: <texture>`` -> the wrapper's own keys."""
+        return {"normalmap": value}
+
+    @staticmethod
+    def combine_flags(child_flags):
+        return child_flags[0]
+
+    @staticmethod
+    def build(b, row, values, key):
+        row.floats = [float(values["flip_invalid_normals"]), float(values["use_shadowing_function"])]
+
+    @staticmethod
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wop = _to(s, t, n, wo)
+        f = vec3(0.0)
+        p = 0.0
+        if wo[2] * wop[2] > 0.0:
+            f, p = inner.eval_pdf(st, child(st, ctx, 0), _to(s, t, n, wi), wop)
+            if const(st, ctx, _SHADOW) != 0.0:
+                f *= shadow_term(n, wo)
+        return f, p
+
+    @staticmethod
+    @ti.func
+    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wop = _to(s, t, n, wo)
+        f = vec3(0.0)
+        if wo[2] * wop[2] > 0.0:
+            f = inner.eval(st, child(st, ctx, 0), _to(s, t, n, wi), wop)
+            if const(st, ctx, _SHADOW) != 0.0:
+                f *= shadow_term(n, wo)
+        return f
+
+    @staticmethod
+    @ti.func
+    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wop = _to(s, t, n, wo)
+        p = 0.0
+        if wo[2] * wop[2] > 0.0:
+            p = inner.pdf(st, child(st, ctx, 0), _to(s, t, n, wi), wop)
+        return p
+
+    @staticmethod
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        bs = inner.sample(st, child(st, ctx, 0), _to(s, t, n, wi), u1, u2)
+        wo = _from(s, t, n, bs.wo)
+        if bs.valid == 1 and bs.wo[2] * wo[2] > 0.0:
+            bs.wo = wo
+            if const(st, ctx, _SHADOW) != 0.0:
+                bs.weight *= shadow_term(n, wo)
+        else:
+            bs.valid = 0
+        return bs
+
+    @staticmethod
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        """Nested parameters with d_out S; texels: E = <d_out, f_n(R wi, R wo)> S(n', wo) back through
+        R = (s', t', n'), s' = normalize(e_x - n' n'_x), t' = n' × s', n' = normalize(c'), c' = flip(2 tex - 1)."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wip = _to(s, t, n, wi)
+        wop = _to(s, t, n, wo)
+        if wo[2] * wop[2] > 0.0:
+            ch = child(st, ctx, 0)
+            S = 1.0
+            g_n = vec3(0.0)
+            if const(st, ctx, _SHADOW) != 0.0:
+                S = shadow_term(n, wo)
+                gsn, gsw = shadow_term_grads(n, wo)
+                g_n += d_out.dot(inner.eval(st, ch, wip, wop)) * gsn
+            inner.adjoint(st, ch, wip, wop, d_out * S)
+            gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
+            g_s = gwi[0] * wi + gwo[0] * wo
+            g_t = gwi[1] * wi + gwo[1] * wo
+            g_n += gwi[2] * wi + gwo[2] * wo
+            # t' = n' × s'
+            g_n += s.cross(g_t)
+            g_s += g_t.cross(n)
+            # s' = normalize(u), u = e_x - n' n'_x
+            g_u = normalize_backprop(g_s, s, ul)
+            g_n += -n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0)
+            # n' = normalize(c'), c' = (fs c_x, fs c_y, c_z), c = 2 tex - 1
+            g_c = normalize_backprop(g_n, n, cl)
+            slot_rgb_adjoint(st, ctx, _NM, 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2]))
+
+    @staticmethod
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        """∂E/∂wi = Rᵀ ∂E/∂wi', ∂E/∂wo = Rᵀ ∂E/∂wo' + <d_out, f_n> ∂S/∂wo (the frame depends on wi only
+        through the piecewise-constant flip)."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wip = _to(s, t, n, wi)
+        wop = _to(s, t, n, wo)
+        gi = vec3(0.0)
+        go = vec3(0.0)
+        if wo[2] * wop[2] > 0.0:
+            ch = child(st, ctx, 0)
+            S = 1.0
+            if const(st, ctx, _SHADOW) != 0.0:
+                S = shadow_term(n, wo)
+                gsn, gsw = shadow_term_grads(n, wo)
+                go += d_out.dot(inner.eval(st, ch, wip, wop)) * gsw
+            gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
+            gi = _from(s, t, n, gwi)
+            go += _from(s, t, n, gwo)
+        return gi, go

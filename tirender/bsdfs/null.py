@@ -1,0 +1,50 @@
+"""Null BSDF (Mitsuba 3 ``null``): an index-matched interface that the path passes unchanged —
+the boundary of a participating medium. sample gives wo = -wi, weight 1, pdf 1, delta; eval and
+pdf are 0. Volume integrators cross it without counting a bounce (flag NULL)."""
+import taichi as ti
+
+from ..core.math import vec3
+from .base import BOTH_SIDES, DELTA, NULL, TRANSMISSION, BsdfSample, leaf, no_dir_grads
+
+
+@leaf
+class Null:
+    NAME = "null"
+    KEYS = ()
+    FLAGS = DELTA | NULL | BOTH_SIDES | TRANSMISSION
+    Params = ti.types.struct(none=ti.i32)
+
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return Null.Params(none=0)
+
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        pass
+
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        return vec3(0.0)
+
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        return 0.0
+
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        return BsdfSample(wo=-wi, weight=vec3(1.0), pdf=1.0, eta=1.0, delta=1, valid=1)
+
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        return Null.Params(none=0)
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d_out):
+        return no_dir_grads()

@@ -1,0 +1,146 @@
+"""The BSDF registry: one line per model, and the dispatch generated from it.
+
+A model's tag is its index in ``MODELS``. Kernels are specialised to the models a scene uses at
+each nesting depth (``levels``: a tuple of tag bitmasks, ``levels[0]`` the BSDFs that shapes
+reference directly, ``levels[1]`` the children of composites, ...): ``dispatch(levels)`` returns
+a (cached) class whose ``@ti.func``s branch on ``st.bsdf_type[ctx.b]`` over those models only,
+composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.template()``.
+
+    D = dispatch(scene.bsdf_levels)
+    D.eval(st, ctx, wi, wo) -> vec3            D.pdf(st, ctx, wi, wo) -> float
+    D.eval_pdf(st, ctx, wi, wo) -> (vec3, float)
+    D.sample(st, ctx, wi, u1, u2) -> BsdfSample
+    D.adjoint(st, ctx, wi, wo, d_out)          scatter ∂<d_out, eval>/∂π into the gradient pool
+    D.grad_dirs(st, ctx, wi, wo, d_out) -> (vec3, vec3)
+A tag outside the kernel's masks behaves as a black surface.
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from .base import invalid_sample
+from .blendbsdf import BlendBsdf
+from .conductor import Conductor
+from .dielectric import Dielectric
+from .diffuse import Diffuse
+from .normalmap import NormalMap
+from .null import Null
+from .roughconductor import RoughConductor
+from .roughdielectric import RoughDielectric
+from .roughplastic import RoughPlastic
+from .thindielectric import ThinDielectric
+from .twosided import TwoSided
+
+MODELS = (
+    Diffuse,
+    Conductor,
+    RoughConductor,
+    Dielectric,
+    RoughDielectric,
+    RoughPlastic,
+    Null,
+    ThinDielectric,
+    BlendBsdf,
+    TwoSided,
+    NormalMap,
+)
+for _tag, _m in enumerate(MODELS):
+    _m.TAG = _tag
+BY_NAME = {m.NAME: m for m in MODELS}
+ALL = (1 << len(MODELS)) - 1
+LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
+# sizes of the per-BSDF tables (texture slots, float constants, children)
+N_TEX = max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS)
+N_FLOAT = 8
+N_CHILD = max(len(getattr(m, "CHILDREN", ())) for m in MODELS)
+SUGAR = tuple(m for m in MODELS if getattr(m, "SUGAR", None))   # wrappers applied by a key on any BSDF
+
+
+def tag_of(name):
+    return BY_NAME[name].TAG
+
+
+def mask_of(names):
+    return sum(1 << BY_NAME[n].TAG for n in names)
+
+
+_cache = {}
+
+
+def dispatch(levels):
+    """The dispatcher for per-depth model masks ``levels`` (tuple of ints), cached."""
+    levels = tuple(int(x) for x in levels) or (1 << Diffuse.TAG,)
+    if levels not in _cache:
+        _cache[levels] = _make(levels)
+    return _cache[levels]
+
+
+def _make(levels):
+    inner = dispatch(levels[1:]) if len(levels) > 1 else None
+    models = tuple(m for m in MODELS if levels[0] & (1 << m.TAG) and (inner is not None or not m.COMPOSITE))
+
+    class Dispatch:
+        LEVELS = levels
+        MODELS = models
+
+        @staticmethod
+        @ti.func
+        def eval(st: ti.template(), ctx, wi, wo):
+            res = vec3(0.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if t == models[i].TAG:
+                    res = models[i].eval_at(st, ctx, wi, wo, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def pdf(st: ti.template(), ctx, wi, wo):
+            res = 0.0
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if t == models[i].TAG:
+                    res = models[i].pdf_at(st, ctx, wi, wo, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def eval_pdf(st: ti.template(), ctx, wi, wo):
+            f = vec3(0.0)
+            p = 0.0
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if t == models[i].TAG:
+                    f, p = models[i].eval_pdf_at(st, ctx, wi, wo, inner)
+            return f, p
+
+        @staticmethod
+        @ti.func
+        def sample(st: ti.template(), ctx, wi, u1, u2):
+            s = invalid_sample()
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if t == models[i].TAG:
+                    s = models[i].sample_at(st, ctx, wi, u1, u2, inner)
+            return s
+
+        @staticmethod
+        @ti.func
+        def adjoint(st: ti.template(), ctx, wi, wo, d_out):
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if t == models[i].TAG:
+                    models[i].adjoint_at(st, ctx, wi, wo, d_out, inner)
+
+        @staticmethod
+        @ti.func
+        def grad_dirs(st: ti.template(), ctx, wi, wo, d_out):
+            gi = vec3(0.0)
+            go = vec3(0.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if t == models[i].TAG:
+                    gi, go = models[i].grad_dirs_at(st, ctx, wi, wo, d_out, inner)
+            return gi, go
+
+    Dispatch.__name__ = f"BsdfDispatch{levels}"
+    return Dispatch

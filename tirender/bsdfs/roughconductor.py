@@ -1,0 +1,143 @@
+"""Rough conductor (Mitsuba 3 ``roughconductor``; GGX, isotropic α, visible normal sampling).
+One-sided: 0 unless cos θi > 0 and cos θo > 0.
+
+    eval = specular * F(wi·h) D(h) G(wi, wo, h) / (4 cos θi),   h = normalize(wi + wo)
+F = fresnel_conductor(wi·h, η, k), or 1 for ``material: none``. Sampling: h ~ D_wi (visible
+normals), wo = reflect(wi, h); pdf = D_wi(h) / (4 wo·h); weight = specular F G1(wo, h).
+Differentiable: specular_reflectance (RGB), roughness α; analytic direction derivatives for
+normal-map gradients.
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from ..schema import Choice, Texture
+from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, leaf, slot_float, slot_float_adjoint,
+                   slot_rgb, slot_rgb_adjoint)
+from .conductor import CONDUCTOR_KEYS, ETA, K, NONE, conductor_constants
+from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
+from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, sample_visible_normal, smith_g1,
+                         smith_g1_grad)
+
+_SPEC, _ALPHA = 0, 1  # texture slots
+
+ROUGHNESS = Texture("roughness", 1, default=0.1, lo=1e-3, hi=4.0, aliases=("alpha",),
+                    doc="GGX roughness α (parameter `<id>.roughness`)")
+DISTRIBUTION = Choice("distribution", ("ggx",), default="ggx", doc="microfacet distribution")
+
+
+@ti.func
+def half_vector(wi, wo):
+    h = wi + wo
+    hl = h.norm()
+    ok = hl > 0.0
+    return h / ti.select(ok, hl, 1.0), hl, ok
+
+
+@leaf
+class RoughConductor:
+    NAME = "roughconductor"
+    KEYS = CONDUCTOR_KEYS[:1] + (ROUGHNESS, DISTRIBUTION) + CONDUCTOR_KEYS[1:]
+    FLAGS = SMOOTH
+    Params = ti.types.struct(specular=vec3, alpha=float, eta=vec3, k=vec3, none=ti.i32)
+
+    @staticmethod
+    def build(b, row, values, key):
+        row.floats = conductor_constants(values, b.file, key)
+
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return RoughConductor.Params(specular=slot_rgb(st, ctx, _SPEC), alpha=ti.max(slot_float(st, ctx, _ALPHA), 1e-4),
+                                     eta=const_rgb(st, ctx, ETA), k=const_rgb(st, ctx, K),
+                                     none=ti.cast(const(st, ctx, NONE), ti.i32))
+
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
+        slot_float_adjoint(st, ctx, _ALPHA, g.alpha)
+
+    @staticmethod
+    @ti.func
+    def fresnel(p, c):
+        F = vec3(1.0)
+        if p.none == 0:
+            F = fresnel_conductor(c, p.eta, p.k)
+        return F
+
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        res = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok:
+                dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
+                res = p.specular * RoughConductor.fresnel(p, wi.dot(h)) * (dg / (4.0 * wi[2]))
+        return res
+
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        res = 0.0
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok and wi.dot(h) > 0.0 and wo.dot(h) > 0.0:
+                res = D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])
+        return res
+
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        s = invalid_sample()
+        if wi[2] > 0.0:
+            m, pm = sample_visible_normal(wi, p.alpha, u2)
+            wo = reflect_m(wi, m)
+            dot_wo_m = wo.dot(m)
+            if pm > 0.0 and wo[2] > 0.0 and dot_wo_m > 0.0:
+                s = BsdfSample(wo=wo, weight=p.specular * RoughConductor.fresnel(p, wi.dot(m)) * smith_g1(wo, m, p.alpha),
+                               pdf=pm / (4.0 * dot_wo_m), eta=1.0, delta=0, valid=1)
+        return s
+
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        """∂<d_out, f>/∂(specular, α)."""
+        g = RoughConductor.Params(specular=vec3(0.0), alpha=0.0, eta=vec3(0.0), k=vec3(0.0), none=0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok:
+                dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
+                F = RoughConductor.fresnel(p, wi.dot(h))
+                inv = 1.0 / (4.0 * wi[2])
+                g.specular = d_out * F * (dg * inv)
+                g.alpha = (d_out * p.specular * F).sum() * (ddg * inv)
+        return g
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d_out):
+        """∂<d_out, f>/∂wi, ∂/∂wo: f = Φ(c) D(h) G1(wi) G1(wo) K, Φ = <d_out, S F(c)>, c = wi·h,
+        K = 1 / (4 wi_z), h = normalize(wi + wo)."""
+        gwi = vec3(0.0)
+        gwo = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok:
+                c = wi.dot(h)
+                dS = d_out * p.specular
+                phi = dS.dot(RoughConductor.fresnel(p, c))
+                dphi = 0.0
+                if p.none == 0:
+                    dphi = dS.dot(fresnel_conductor_dcos(c, p.eta, p.k))
+                d = D(h, p.alpha)
+                gi = smith_g1(wi, h, p.alpha)
+                go = smith_g1(wo, h, p.alpha)
+                k = 1.0 / (4.0 * wi[2])
+                ac = dphi * d * gi * go * k                       # ∂f/∂c
+                g_h = ac * wi + (phi * gi * go * k) * D_grad(h, p.alpha)
+                g_u = normalize_backprop(g_h, h, hl)
+                gwi = g_u + ac * h + (phi * d * go * k) * smith_g1_grad(wi, h, p.alpha)
+                gwi[2] += -phi * d * gi * go * k / wi[2]
+                gwo = g_u + (phi * d * gi * k) * smith_g1_grad(wo, h, p.alpha)
+        return gwi, gwo

@@ -1,0 +1,198 @@
+"""Rough plastic (Mitsuba 3 ``roughplastic``, ``nonlinear=False``, GGX, isotropic α,
+visible normal sampling). One-sided: 0 unless cos θi > 0 and cos θo > 0.
+
+    eval = specular * F(wi·h) D G / (4 cos θi)                                (coat)
+         + reflectance / (1 - Fdr_int) * (1/π) (1/η²) cos θo (1 - F(cos θi)) (1 - F(cos θo))
+with h = normalize(wi + wo), F = fresnel_dielectric(., η) and the diffuse internal
+reflectance Fdr_int = fresnel_diffuse_reflectance(1/η) (Mitsuba's fitted polynomial).
+
+Difference to Mitsuba 3: Mitsuba's roughplastic tabulates the *rough* interface's
+transmittance t(cos θ) (64 entries) and its internal reflectance per (α, η) at load time;
+here (as in Mitsuba's smooth ``plastic``) the smooth-interface values 1 - F(cos θ) and
+Fdr_int are used, so that everything stays a closed-form function of the per-point
+BsdfParams (α can be textured / optimised). Both agree as α → 0; at large α and grazing
+angles the diffuse lobe differs by a few percent.
+
+Sampling (as Mitsuba): the coat is chosen with probability
+    P_s = F_i w / (F_i w + (1 - F_i)(1 - w)),  F_i = F(cos θi),
+    w = mean(specular) / (mean(reflectance) + mean(specular))  (m_specular_sampling_weight,
+        here from the point's values instead of the texture means),
+otherwise a cosine-weighted direction; pdf = P_s D(h) G1(wi, h) / (4 cos θi) + (1 - P_s) cos θo / π,
+weight = eval / pdf. The model is reciprocal: eval(wi, wo)/cos θo = eval(wo, wi)/cos θi.
+Differentiable: diffuse_reflectance, specular_reflectance (RGB), roughness α; analytic direction
+derivatives.
+"""
+import taichi as ti
+
+from ..core.math import INV_PI, vec3
+from ..core.warp import square_to_cosine_hemisphere
+from ..schema import Bool, Ior, Texture
+from .base import (SMOOTH, BsdfSample, const, invalid_sample, leaf, slot_float, slot_float_adjoint, slot_rgb,
+                   slot_rgb_adjoint)
+from .dielectric import relative_ior
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_diffuse_reflectance, reflect_m
+from .microfacet import D, D_grad, DG_and_dalpha, G, normalize_backprop, sample_visible_normal, smith_g1, smith_g1_grad
+from .roughconductor import DISTRIBUTION, ROUGHNESS, half_vector
+
+_RHO, _SPEC, _ALPHA = 0, 1, 2   # texture slots
+ETA = 0                         # constant: relative IOR
+
+
+@ti.func
+def diffuse_fresnel(eta):
+    """(fdr_int, fdr_ext) = (Fdr(1/η), Fdr(η)) as Mitsuba's plastic precomputes them."""
+    return fresnel_diffuse_reflectance(1.0 / eta), fresnel_diffuse_reflectance(eta)
+
+
+@ti.func
+def _diffuse_scale(eta):
+    """(1/π)(1/η²) / (1 - Fdr_int): the diffuse lobe is reflectance * this * cos θo (1 - F_i)(1 - F_o)."""
+    den = 1.0 - fresnel_diffuse_reflectance(1.0 / eta)
+    den = ti.select(den > 0.0, den, 1.0)
+    return INV_PI / (eta * eta) / den
+
+
+@ti.func
+def _diffuse_factor(p, wi, wo):
+    f_i, ct_i, ei_i, et_i = fresnel_dielectric(wi[2], p.eta)
+    f_o, ct_o, ei_o, et_o = fresnel_dielectric(wo[2], p.eta)
+    return _diffuse_scale(p.eta) * wo[2] * (1.0 - f_i) * (1.0 - f_o)
+
+
+@ti.func
+def prob_specular(p, cos_theta_i):
+    """Probability of sampling the coat (Mitsuba's m_specular_sampling_weight scheme)."""
+    s_mean = p.specular.sum() / 3.0
+    d_mean = p.reflectance.sum() / 3.0
+    tot = s_mean + d_mean
+    w = 0.5
+    if tot > 0.0:
+        w = s_mean / tot
+    f_i, ct, ei, et = fresnel_dielectric(cos_theta_i, p.eta)
+    ps = f_i * w
+    pd = (1.0 - f_i) * (1.0 - w)
+    res = w
+    if ps + pd > 0.0:
+        res = ps / (ps + pd)
+    return res
+
+
+@leaf
+class RoughPlastic:
+    NAME = "roughplastic"
+    KEYS = (Texture("diffuse_reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo of the diffuse base"),
+            Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1.0, doc="scale of the coat"),
+            ROUGHNESS, DISTRIBUTION,
+            Ior("int_ior", default=1.49, doc="interior IOR (polypropylene)"),
+            Ior("ext_ior", default=1.000277, doc="exterior IOR (air)"),
+            Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift (only false is supported)"))
+    FLAGS = SMOOTH
+    Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=float, eta=float)
+
+    @staticmethod
+    def build(b, row, values, key):
+        from ..errors import ConfigError
+        if values.get("nonlinear"):
+            raise ConfigError("nonlinear: true is not supported", b.file, f"{key}.nonlinear")
+        row.floats = [relative_ior(values, b.file, key)]
+
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return RoughPlastic.Params(reflectance=slot_rgb(st, ctx, _RHO), specular=slot_rgb(st, ctx, _SPEC),
+                                   alpha=ti.max(slot_float(st, ctx, _ALPHA), 1e-4), eta=const(st, ctx, ETA))
+
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        slot_rgb_adjoint(st, ctx, _RHO, g.reflectance)
+        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
+        slot_float_adjoint(st, ctx, _ALPHA, g.alpha)
+
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        res = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok:
+                dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
+                F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
+                res = p.specular * (F * dg / (4.0 * wi[2]))
+            res += p.reflectance * _diffuse_factor(p, wi, wo)
+        return res
+
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        res = 0.0
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            ps = prob_specular(p, wi[2])
+            h, hl, ok = half_vector(wi, wo)
+            spec = 0.0
+            if ok:
+                spec = D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])
+            res = ps * spec + (1.0 - ps) * (wo[2] * INV_PI)
+        return res
+
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        s = invalid_sample()
+        if wi[2] > 0.0:
+            ps = prob_specular(p, wi[2])
+            wo = vec3(0.0)
+            if u1 < ps:
+                m, pm = sample_visible_normal(wi, p.alpha, u2)
+                wo = reflect_m(wi, m)
+            else:
+                wo = square_to_cosine_hemisphere(u2)
+            pd = RoughPlastic.pdf(p, wi, wo)
+            if pd > 0.0 and wo[2] > 0.0:
+                s = BsdfSample(wo=wo, weight=RoughPlastic.f(p, wi, wo) / pd, pdf=pd, eta=1.0, delta=0, valid=1)
+        return s
+
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        """∂<d_out, f>/∂(diffuse_reflectance, specular_reflectance, α)."""
+        g = RoughPlastic.Params(reflectance=vec3(0.0), specular=vec3(0.0), alpha=0.0, eta=0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok:
+                dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
+                F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
+                k = F / (4.0 * wi[2])
+                g.specular = d_out * (k * dg)
+                g.alpha = (d_out * p.specular).sum() * (k * ddg)
+            g.reflectance = d_out * _diffuse_factor(p, wi, wo)
+        return g
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d_out):
+        """Coat: as roughconductor with the dielectric F(wi·h); base: c wo_z (1 - F(wi_z))(1 - F(wo_z))."""
+        gwi = vec3(0.0)
+        gwo = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            h, hl, ok = half_vector(wi, wo)
+            if ok:
+                c = wi.dot(h)
+                cs = d_out.dot(p.specular)
+                F, ct, ei, et = fresnel_dielectric(c, p.eta)
+                d = D(h, p.alpha)
+                gi = smith_g1(wi, h, p.alpha)
+                go = smith_g1(wo, h, p.alpha)
+                k = 1.0 / (4.0 * wi[2])
+                ac = cs * fresnel_dielectric_dcos(c, p.eta) * d * gi * go * k
+                g_h = ac * wi + (cs * F * gi * go * k) * D_grad(h, p.alpha)
+                g_u = normalize_backprop(g_h, h, hl)
+                gwi = g_u + ac * h + (cs * F * d * go * k) * smith_g1_grad(wi, h, p.alpha)
+                gwi[2] += -cs * F * d * gi * go * k / wi[2]
+                gwo = g_u + (cs * F * d * gi * k) * smith_g1_grad(wo, h, p.alpha)
+            cd = d_out.dot(p.reflectance) * _diffuse_scale(p.eta)
+            f_i, ct_i, ei_i, et_i = fresnel_dielectric(wi[2], p.eta)
+            f_o, ct_o, ei_o, et_o = fresnel_dielectric(wo[2], p.eta)
+            gwi[2] += -cd * wo[2] * fresnel_dielectric_dcos(wi[2], p.eta) * (1.0 - f_o)
+            gwo[2] += cd * (1.0 - f_i) * ((1.0 - f_o) - wo[2] * fresnel_dielectric_dcos(wo[2], p.eta))
+        return gwi, gwo

@@ -1,0 +1,83 @@
+"""What every emitter model shares: flags, the direction-sample record and texture-slot access.
+
+An emitter model is a class in its own module that declares NAME (its YAML ``type``), KEYS
+(tirender.schema; Texture keys become pool parameters ``<id>.<param>`` in slots 0, 1, ...),
+FLAGS, an optional ``build(b, row, values, key)`` (Python: positions, frames, extra textures) and
+the Taichi functions the dispatch (``registry.py``) calls:
+
+    sample_direction(st, e, ref_p, u) -> DirectionSample   towards the emitter from ref_p; pdf in
+                                          solid angle *without* the emitter-selection probability
+    pdf_direction(st, e, ref_p, q) -> float   density of sampling record q (a hit found by a path)
+    eval(st, e, q) -> vec3                    Le carried by record q (a hit, or a NEE sample)
+    eval_adjoint(st, e, q, d_le)              scatter ∂<d_le, eval>/∂π into the gradient pool
+
+Records ``q`` are DirectionSamples; for a hit found by a path, ``direction_record`` builds one:
+d is the direction of travel towards the emitter (the ray direction), p/n/uv the hit.
+"""
+import taichi as ti
+
+from ..core.math import BIG, vec2, vec3
+from ..textures import tex_eval, tex_eval_adjoint
+
+SURFACE = 1     # attached to a shape; found by rays hitting it
+DELTA = 2       # a Dirac in position or direction (point, directional): never hit, no MIS
+INFINITE = 4    # the environment: found by rays that escape (at most one per scene)
+
+
+@ti.dataclass
+class DirectionSample:
+    """Emitter sample (or hit) seen from a reference point.
+
+    p, n: point on the emitter and its normal; d: unit direction ref -> p (the direction of travel);
+    dist: distance (BIG for infinite emitters); pdf: solid-angle density (incl. the emitter-selection
+    probability once returned by the registry); delta: 1 for point/directional; weight: Le / pdf
+    (0 if invalid); le: emitted radiance Le (RGB); emitter: index (-1: none); uv: texture
+    coordinates of the radiance lookup; scale: factor between the radiance texture and Le
+    (1/dist² for point lights, 1 otherwise).
+    """
+    p: vec3
+    n: vec3
+    d: vec3
+    dist: float
+    pdf: float
+    delta: ti.i32
+    weight: vec3
+    le: vec3
+    emitter: ti.i32
+    uv: vec2
+    scale: float
+
+
+@ti.func
+def direction_record(e, p, n, uv, d, dist):
+    """The record of a hit on emitter e at p (normal n, texture coordinates uv) by a ray along d."""
+    return DirectionSample(p=p, n=n, d=d, dist=dist, uv=uv, emitter=e, scale=1.0, delta=0)
+
+
+@ti.func
+def env_record(e, ref_p, d):
+    """The record of an escaped ray o + t d seen as a hit on the environment emitter e."""
+    return DirectionSample(p=ref_p + d * 1e6, n=-d, d=d, dist=BIG, uv=vec2(0.5), emitter=e, scale=1.0, delta=0)
+
+
+@ti.func
+def slot(st: ti.template(), e, k, uv):
+    """RGB texture slot k of emitter e at uv."""
+    return tex_eval(st, st.em_tex[e, k], uv)
+
+
+@ti.func
+def slot_adjoint(st: ti.template(), e, k, uv, d):
+    tex_eval_adjoint(st, st.em_tex[e, k], uv, d)
+
+
+class Row:
+    """One emitter of a scene as the builder fills it (Python side of the st.em_* tables)."""
+
+    def __init__(self, id, tag, model, shape=-1):
+        self.id, self.tag, self.model, self.shape = id, tag, model, shape
+        self.tex = []
+        self.position = (0.0, 0.0, 0.0)
+        self.direction = (0.0, 0.0, -1.0)
+        self.to_world = None
+        self.flags = model.FLAGS

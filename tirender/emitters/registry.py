@@ -1,0 +1,93 @@
+"""The emitter registry: one line per model, and the dispatch generated from it.
+
+A model's tag is its index in ``MODELS``; kernels are specialised to the set a scene uses (a tag
+bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-event estimation
+(probability 1/N, as Mitsuba); the pdfs and weights returned by ``sample_emitter`` and
+``pdf_hit`` include that selection probability.
+
+    sample_emitter(st, em, ref_p, u) -> DirectionSample    (emitter = -1: none)
+    pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
+    eval(st, em, q) -> vec3 / eval_adjoint(st, em, q, d_le)
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from .area import Area
+from .base import DELTA, INFINITE, SURFACE, DirectionSample
+from .constant import Constant
+from .directional import Directional
+from .envmap import Envmap
+from .point import Point
+
+MODELS = (
+    Area,
+    Point,
+    Directional,
+    Constant,
+    Envmap,
+)
+for _tag, _m in enumerate(MODELS):
+    _m.TAG = _tag
+BY_NAME = {m.NAME: m for m in MODELS}
+ALL = (1 << len(MODELS)) - 1
+N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
+__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
+           "eval_adjoint"]
+
+
+def mask_of(names):
+    return sum(1 << BY_NAME[n].TAG for n in names)
+
+
+@ti.func
+def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u):
+    """Pick an emitter uniformly with u[0], then sample a direction towards it."""
+    n = st.info_i[0]
+    ds = DirectionSample(emitter=-1)
+    if n > 0:
+        x = u[0] * n
+        e = ti.min(ti.cast(x, ti.i32), n - 1)
+        ur = ti.Vector([ti.min(x - e, 0.99999994), u[1]], dt=float)
+        t = st.em_type[e]
+        for i in ti.static(range(len(MODELS))):
+            if ti.static(em & (1 << MODELS[i].TAG)):
+                if t == MODELS[i].TAG:
+                    ds = MODELS[i].sample_direction(st, e, ref_p, ur)
+        ds.pdf = ds.pdf / n
+        ds.weight = ds.weight * n
+    return ds
+
+
+@ti.func
+def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
+    """Solid-angle density (incl. selection) that emitter sampling from ref_p produces hit record q."""
+    res = 0.0
+    t = st.em_type[q.emitter]
+    for i in ti.static(range(len(MODELS))):
+        if ti.static(em & (1 << MODELS[i].TAG)):
+            if t == MODELS[i].TAG:
+                res = MODELS[i].pdf_direction(st, q.emitter, ref_p, q)
+    return res / st.info_i[0]
+
+
+@ti.func
+def eval(st: ti.template(), em: ti.template(), q):
+    """Le of record q (emitter q.emitter)."""
+    res = vec3(0.0)
+    t = st.em_type[q.emitter]
+    for i in ti.static(range(len(MODELS))):
+        if ti.static(em & (1 << MODELS[i].TAG)):
+            if t == MODELS[i].TAG:
+                res = MODELS[i].eval(st, q.emitter, q)
+    return res
+
+
+@ti.func
+def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le):
+    """Scatter ∂<d_le, Le(q)>/∂π into the gradient pool."""
+    if q.emitter >= 0:
+        t = st.em_type[q.emitter]
+        for i in ti.static(range(len(MODELS))):
+            if ti.static(em & (1 << MODELS[i].TAG)):
+                if t == MODELS[i].TAG:
+                    MODELS[i].eval_adjoint(st, q.emitter, q, d_le)

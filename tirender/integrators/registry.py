@@ -1,0 +1,64 @@
+"""The integrator registry: (integrator, gradient method) -> its primal and gradient drivers.
+
+A primal module declares ``NAMES`` (the integrator types it renders), ``KEYS`` (its section of
+the scene's ``integrator:`` mapping) and ``render(scene, spp, seed, sensor, progress, integrator,
+sample_offset, clear)``. A gradient module declares ``INTEGRATES`` (the types it differentiates)
+and ``METHODS`` (method -> ``fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)``),
+optionally ``JOINT`` (method -> a pass that returns (image, gradients)). One line per module below.
+"""
+from ..errors import ConfigError
+from ..schema import validate
+from . import aov, path, prb, prbvolpath, rb, volpath
+
+PRIMAL_MODULES = (path, aov, volpath)
+GRADIENT_MODULES = (prb, rb, prbvolpath)
+
+PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
+GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}
+JOINT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in getattr(m, "JOINT", {}).items()}
+NAMES = tuple(PRIMAL)
+METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
+VOLUME = volpath.NAMES
+
+
+def module(name):
+    return PRIMAL[name]
+
+
+def parse(spec, file=None, where="integrator"):
+    """Validate a scene's ``integrator:`` mapping against its type's keys -> settings dict (with
+    ``type`` and every key's default)."""
+    spec = dict(spec or {})
+    t = spec.pop("type", "path")
+    if t not in PRIMAL:
+        raise ConfigError(f"unknown integrator '{t}' (expected one of: {', '.join(NAMES)})", file, f"{where}.type")
+    out = validate(spec, PRIMAL[t].KEYS, file, where)
+    out["type"] = t
+    return out
+
+
+def check_type(name, key="integrator"):
+    if name not in PRIMAL:
+        raise ConfigError(f"unknown integrator '{name}' (expected one of: {', '.join(NAMES)})", key=key)
+    return name
+
+
+def gradient_driver(integrator, method):
+    """The gradient function of (integrator, method), or a ConfigError saying what is supported."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown gradient method '{method}' (expected one of: {', '.join(METHODS)})", key="method")
+    fn = GRADIENT.get((integrator, method))
+    if fn is None:
+        ok = [m for (n, m) in GRADIENT if n == integrator]
+        raise ConfigError(f"method '{method}' does not support the '{integrator}' integrator "
+                          f"(supported: {', '.join(ok) or 'none'})", key="method")
+    return fn
+
+
+def joint_driver(integrator, method):
+    fn = JOINT.get((integrator, method))
+    if fn is None:
+        ok = [m for (n, m) in JOINT if n == integrator]
+        raise ConfigError(f"method '{method}' has no joint render+gradient pass for '{integrator}' "
+                          f"(available: {', '.join(ok) or 'none'})", key="method")
+    return fn

@@ -1,0 +1,295 @@
+"""Media steps of the walk: which medium a ray enters, free-flight sampling and shadow-ray
+transmittance through participating media — delta / ratio tracking in grid media, analytic in
+homogeneous ones, or fixed-step ray marching (``march = MARCH``, Mitsuba 2's biased estimator) —
+each with its adjoint (detached PRB for volumes, Vicini et al. 2021 §4.4).
+
+Delta tracking with the majorant mu (``st.med_majorant``) on the bbox-clipped segment: at a
+tentative collision x, with P_s = sigma_t,h(x) / mu (h: the path's hero channel; detached), real
+scattering with probability P_s, weight sigma_s(x) / (mu P_s); null scattering otherwise, weight
+(mu - sigma_t(x)) / (mu (1 - P_s)). Every event also yields the pdf ratios q_c = p_c / p_h of the
+other channels' strategies (spectral MIS, see media/homogeneous.py). Adjoint (given L, the radiance
+the weight multiplies, and its adjoint dL): each weight w contributes dL L (dw/dπ) / w:
+    null:    d sigma_t += dL L * (-1 / (mu - sigma_t))
+    scatter: d sigma_t += dL L / sigma_t,  d albedo += dL L / albedo
+Ratio tracking T = prod_k (1 - sigma_t(x_k) / mu) is differentiated by a nested replay of the
+shadow ray (the caller saves the sampler state before the primal estimate):
+    d sigma_t(x_k) += dT T / (1 - sigma_t(x_k)/mu) * (-1/mu).
+Ray marching (step: ``st.info_f[INFO_MARCH_STEP]`` world units, or half the smallest voxel): grid
+media are piecewise constant along the ray at jittered points; with the collision positions fixed,
+d w_c / w_c = -dt d sigma_c(x_j) before the collision and (1/sigma_c - dtt) d sigma_c +
+d albedo_c / albedo_c at the colliding step; transmittance d T_c = -dt T_c d sigma_c.
+"""
+import taichi as ti
+
+from ..bsdfs.base import NULL
+from ..core.intersect import intersect
+from ..core.math import BIG, max3, safe_div, vec3
+from ..media import homogeneous as hom
+from ..media import medium as med
+from ..scene.storage import INFO_MARCH_STEP
+from .state import PRIMAL, REPLAY
+
+DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
+MAX_CROSSINGS = 256          # null interfaces crossed by one path segment chain (guard)
+
+
+@ti.func
+def _steps(st: ti.template(), m, t0, t1):
+    h = st.info_f[INFO_MARCH_STEP]
+    if h <= 0.0:
+        h = med.default_step(st, m)
+    n = ti.max(1, ti.cast(ti.ceil((t1 - t0) / h), ti.i32))
+    return n, (t1 - t0) / n
+
+
+@ti.func
+def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, hero, sampler: ti.template(), L, dL):
+    """Free-flight sampling by ray marching in grid medium m (hero channel `hero`).
+    Returns (scattered, t, w, q) like volpath.free_flight."""
+    scattered = 0
+    ts = tmax
+    w = vec3(1.0)
+    q = vec3(1.0)
+    tau_target = -ti.log(1.0 - sampler.next_1d())
+    jitter = sampler.next_1d()
+    t0, t1 = med.clip_bbox(st, m, o, d, tmax)
+    if t1 > t0:
+        k = hero
+        n, dt = _steps(st, m, t0, t1)
+        tau = vec3(0.0)
+        i = 0
+        dtt = 0.0
+        sig_hit = vec3(0.0)
+        alb_hit = vec3(0.0)
+        while i < n and scattered == 0:
+            sig, alb = med.coefficients(st, m, o + (t0 + (i + jitter) * dt) * d)
+            sk = hom.channel(sig, k)
+            tk = hom.channel(tau, k)
+            if sk > 0.0 and tk + sk * dt >= tau_target:
+                dtt = ti.min(ti.max((tau_target - tk) / sk, 0.0), dt)
+                ts = t0 + i * dt + dtt
+                w, q = hom.collision_tau(sig, alb, tau + sig * dtt, k)
+                sig_hit = sig
+                alb_hit = alb
+                scattered = 1
+            else:
+                tau += sig * dt
+                i += 1
+        if scattered == 0:
+            w = hom.escape_tau(tau, k)
+            q = w
+        if ti.static(mode == REPLAY):
+            g = dL * L
+            for j in range(i):   # steps crossed before the collision (all of them on escape)
+                med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, -dt * g, vec3(0.0))
+            if scattered == 1:
+                med.coefficients_adjoint(
+                    st, m, o + (t0 + (i + jitter) * dt) * d,
+                    vec3(safe_div(g[0], sig_hit[0]), safe_div(g[1], sig_hit[1]), safe_div(g[2], sig_hit[2])) - dtt * g,
+                    vec3(safe_div(g[0], alb_hit[0]), safe_div(g[1], alb_hit[1]), safe_div(g[2], alb_hit[2])))
+    return scattered, ts, w, q
+
+
+@ti.func
+def march_transmittance(st: ti.template(), mode: ti.template(), m, o, d, s, sampler: ti.template(), T_total, dT):
+    """exp(-sum_j sigma_t(x_j) dt) over the bbox-clipped segment [0, s) of grid medium m."""
+    T = vec3(1.0)
+    t0, t1 = med.clip_bbox(st, m, o, d, s)
+    if t1 > t0:
+        jitter = sampler.next_1d()
+        n, dt = _steps(st, m, t0, t1)
+        tau = vec3(0.0)
+        for j in range(n):
+            x = o + (t0 + (j + jitter) * dt) * d
+            sig, _ = med.coefficients(st, m, x)
+            tau += sig * dt
+            if ti.static(mode == REPLAY):
+                med.coefficients_adjoint(st, m, x, -dt * dT * T_total, vec3(0.0))
+        T = ti.exp(-ti.min(tau, 80.0))
+    return T
+
+
+@ti.func
+def target_medium(st: ti.template(), shape, d, ng, current):
+    """Medium on the side of `shape`'s surface that direction d points into (Mitsuba's
+    target_medium: interior against the geometric normal). Shapes without media keep `current`."""
+    res = current
+    mi = st.shape_med_int[shape]
+    me = st.shape_med_ext[shape]
+    if mi >= 0 or me >= 0:
+        res = mi if d.dot(ng) < 0.0 else me
+    return res
+
+
+@ti.func
+def free_flight(st: ti.template(), mode: ti.template(), march: ti.template(), m, o, d, tmax, hero,
+                sampler: ti.template(), L, dL):
+    """Sample a real collision on o + t d, t in [0, tmax), in medium m, with hero channel `hero`.
+    Returns (scattered, t, w, q): w the throughput factor, q the pdf ratios p_c / p_hero (RGB; see
+    media/homogeneous.py). In REPLAY mode, also scatters dL * L * dw/w into the medium's
+    parameters (L: the radiance the weight multiplies)."""
+    scattered = 0
+    ts = tmax
+    w = vec3(1.0)
+    q = vec3(1.0)
+    if med.is_homogeneous(st, m):
+        sig, alb = med.homogeneous_coefficients(st, m)
+        t = hom.sample_distance(sig, hero, sampler.next_1d())
+        g_s = vec3(0.0)
+        g_a = vec3(0.0)
+        if t < tmax:
+            scattered = 1
+            ts = t
+            w, q = hom.collision(sig, alb, t, hero)
+            if ti.static(mode == REPLAY):
+                g_s, g_a = hom.collision_grads(sig, alb, t, L, dL)
+        else:
+            w = hom.escape(sig, tmax, hero)
+            q = w
+            if ti.static(mode == REPLAY):
+                g_s = hom.escape_grads(tmax, L, dL)
+        if ti.static(mode == REPLAY):
+            med.homogeneous_coefficients_adjoint(st, m, g_s, g_a)
+    elif ti.static(march == MARCH):
+        scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, sampler, L, dL)
+    else:
+        # ---- delta tracking with the majorant mu on the bbox-clipped segment ----
+        t0, t1 = med.clip_bbox(st, m, o, d, tmax)
+        mu = st.med_majorant[m]
+        if t1 > t0 and mu > 0.0:
+            t = t0
+            tracking = True
+            while tracking:
+                t += -ti.log(1.0 - sampler.next_1d()) / mu
+                if t >= t1:
+                    tracking = False
+                else:
+                    x = o + t * d
+                    sig, alb = med.coefficients(st, m, x)
+                    s_h = hom.channel(sig, hero)
+                    p_s = ti.min(ti.max(s_h / mu, 0.0), 1.0)   # the hero's scattering probability (detached)
+                    g = dL * L
+                    g_s = vec3(0.0)
+                    g_a = vec3(0.0)
+                    if sampler.next_1d() < p_s:
+                        # real scattering: psi_s = sigma_s / mu, weighted by 1 / P_s;
+                        # d w / w = d sigma_t / sigma_t + d albedo / albedo
+                        w *= alb * sig / (mu * p_s)
+                        q *= sig / (mu * p_s)
+                        g_s = vec3(safe_div(g[0], sig[0]), safe_div(g[1], sig[1]), safe_div(g[2], sig[2]))
+                        g_a = vec3(safe_div(g[0], alb[0]), safe_div(g[1], alb[1]), safe_div(g[2], alb[2]))
+                        scattered = 1
+                        ts = t
+                        tracking = False
+                    else:
+                        # null scattering: psi_n = (mu - sigma_t) / mu, weighted by 1 / (1 - P_s);
+                        # d w / w = -d sigma_t / (mu - sigma_t)
+                        sn = mu - sig
+                        w *= sn / (mu * (1.0 - p_s))
+                        q *= sn / (mu * (1.0 - p_s))
+                        g_s = -vec3(safe_div(g[0], sn[0]), safe_div(g[1], sn[1]), safe_div(g[2], sn[2]))
+                    if ti.static(mode == REPLAY):
+                        med.coefficients_adjoint(st, m, x, g_s, g_a)
+    return scattered, ts, w, q
+
+
+@ti.func
+def segment_transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), m, o, d, s,
+                          sampler: ti.template(), T_total, dT):
+    """Transmittance factor of medium m along o + t d, t in [0, s) (RGB). REPLAY: with the full
+    shadow-ray transmittance T_total and its adjoint dT, scatter dT * dT_total/dsigma_t."""
+    T = vec3(1.0)
+    if med.is_homogeneous(st, m):
+        sig, _ = med.homogeneous_coefficients(st, m)
+        T = hom.transmittance(sig, s)
+        if ti.static(mode == REPLAY):
+            med.homogeneous_coefficients_adjoint(st, m, hom.escape_grads(s, T_total, dT), vec3(0.0))
+    elif ti.static(march == MARCH):
+        T = march_transmittance(st, mode, m, o, d, s, sampler, T_total, dT)
+    else:
+        # ---- ratio tracking: T = prod_k (1 - sigma_t(x_k) / mu) ----
+        t0, t1 = med.clip_bbox(st, m, o, d, s)
+        mu = st.med_majorant[m]
+        if t1 > t0 and mu > 0.0:
+            t = t0
+            tracking = True
+            while tracking:
+                t += -ti.log(1.0 - sampler.next_1d()) / mu
+                if t >= t1:
+                    tracking = False
+                else:
+                    x = o + t * d
+                    sig, _ = med.coefficients(st, m, x)
+                    f = 1.0 - sig / mu
+                    T *= f
+                    if ti.static(mode == REPLAY):
+                        # nested replay: d T / d sigma_t(x) = -(T_total / f) / mu
+                        g = dT * T_total
+                        med.coefficients_adjoint(
+                            st, m, x, -vec3(safe_div(g[0], f[0]), safe_div(g[1], f[1]), safe_div(g[2], f[2])) / mu,
+                            vec3(0.0))
+                    if max3(T) <= 0.0:
+                        tracking = False
+    return T
+
+
+@ti.func
+def transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), o, d, dist, medium,
+                  sampler: ti.template(), T_total, dT):
+    """Transmittance (RGB) of the shadow ray o + t d, t in [0, dist), that starts in `medium`:
+    media are crossed (ratio tracking / analytic), null interfaces switch the medium, any other
+    surface blocks (T = 0). REPLAY: the nested replay (call with a copy of the sampler state
+    taken before the PRIMAL call, T_total its result and dT = d(objective)/dT)."""
+    T = vec3(1.0)
+    ray_o = o
+    remaining = dist
+    m = medium
+    crossings = 0
+    going = True
+    while going:
+        tri, t, b1, b2 = intersect(st, ray_o, d, remaining)
+        seg = remaining
+        if tri >= 0:
+            seg = t
+        if m >= 0:
+            T *= segment_transmittance(st, mode, march, m, ray_o, d, seg, sampler, T_total, dT)
+        if tri < 0:
+            going = False
+        else:
+            shape = st.tri_shape[tri]
+            if (st.bsdf_flags[st.shape_bsdf[shape]] & NULL) == 0 or crossings >= MAX_CROSSINGS:
+                T = vec3(0.0)
+                going = False
+            else:
+                ng = st.tri_e1[tri].cross(st.tri_e2[tri]).normalized()
+                m = target_medium(st, shape, d, ng, m)
+                p = ray_o + t * d
+                eps = st.info_f[0] * (1.0 + ti.abs(p).max())
+                ray_o = p + ng * (eps if ng.dot(d) >= 0.0 else -eps)
+                if remaining < BIG:
+                    remaining -= t
+                crossings += 1
+        if max3(T) <= 0.0:
+            going = False
+    return T
+
+
+class MediumVisibility:
+    """Shadow rays through media and null interfaces (``nee``'s ``vis`` for volume integrators);
+    ``MediumVisibility.of(march)`` picks the grid estimator."""
+    _cache = {}
+
+    @classmethod
+    def of(cls, march):
+        if march not in cls._cache:
+            class Vis:
+                @staticmethod
+                @ti.func
+                def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(),
+                                  T_total, dT):
+                    m = s.medium
+                    if v.medium_event == 0:
+                        m = target_medium(st, v.shape, d, v.ng, s.medium)
+                    return transmittance(st, mode, march, so, d, dist, m, sampler, T_total, dT)
+            cls._cache[march] = Vis
+        return cls._cache[march]

@@ -1,0 +1,66 @@
+"""The state of one path, declared up front (Mitsuba 3's loop state), and the walk modes.
+
+Modes (compile-time, ``ti.template()``):
+    PRIMAL  L accumulates the radiance of the path.
+    REPLAY  detached PRB (Vicini et al. 2021 §4.1): the same path is walked again with the same
+            random numbers; L starts at the primal radiance and each emission / NEE term is
+            subtracted when met, so L is the radiance still to come; every differentiable weight
+            back-propagates δL into the gradient pool.
+    RB      radiative backpropagation (Nimier-David et al. 2020): L accumulates as in PRIMAL and
+            adjoint radiance δL is scattered along the path (where δL is non-zero).
+"""
+import taichi as ti
+
+from ..core.math import vec3
+
+PRIMAL, REPLAY, RB = 0, 1, 2
+
+
+@ti.dataclass
+class PathState:
+    """L: radiance (accumulated, or still to come in REPLAY); beta: throughput β (detached);
+    eta: product of relative IORs η (Russian roulette); depth: real scattering vertices so far;
+    prev_p / prev_pdf / prev_delta: the previous real vertex, the sampling pdf of the direction that
+    left it and whether it was a Dirac lobe (1: no MIS for the next emitter hit); o, d: the current
+    ray; active; medium: the medium the ray travels in (-1: vacuum); hero / r: the hero channel and
+    the renormalised per-channel pdf ratios of spectral MIS in media."""
+    L: vec3
+    beta: vec3
+    eta: float
+    depth: ti.i32
+    prev_p: vec3
+    prev_pdf: float
+    prev_delta: ti.i32
+    o: vec3
+    d: vec3
+    active: ti.i32
+    medium: ti.i32
+    hero: ti.i32
+    r: vec3
+
+
+@ti.func
+def camera_state(o, d, L_in):
+    """A path leaving the camera at o along d (L_in: the primal radiance in REPLAY mode)."""
+    return PathState(L=L_in, beta=vec3(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
+                     active=1, medium=-1, hero=0, r=vec3(1.0))
+
+
+@ti.func
+def accumulate(mode: ti.template(), s: ti.template(), c):
+    """L += c (PRIMAL, RB) or L -= c (REPLAY: the radiance still to come)."""
+    if ti.static(mode == REPLAY):
+        s.L -= c
+    else:
+        s.L += c
+
+
+@ti.func
+def adjoint_on(mode: ti.template(), dL):
+    """Whether this mode back-propagates here: always in REPLAY, where δL != 0 in RB."""
+    res = False
+    if ti.static(mode == REPLAY):
+        res = True
+    elif ti.static(mode == RB):
+        res = dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0
+    return res

@@ -1,0 +1,146 @@
+"""The steps of a walk, each with its adjoint beside it (selected by the compile-time ``mode``,
+see state.py). All take the path state ``s`` by reference and update it.
+
+    emission(st, em, mode, s, si, hide_emitters, dL) -> mis
+        Le of the emitter the path found (surface hit or escape), MIS-weighted against NEE from the
+        previous vertex (power heuristic). Adjoint: δL β mis -> the emitter's radiance.
+    nee(st, bsdf, em, mode, s, v, sampler, dL, vis, biased)
+        next-event estimation at vertex v: an emitter sample, the shadow ray's transmittance from
+        ``vis`` (SURFACE_VISIBILITY here, media in walk/media.py), MIS with the BSDF/phase pdf.
+        Adjoint: the scattering function (weight δL β mis T Le/pdf; RB biased: Li := 1), the
+        emitter's Le, and the transmittance by its nested replay.
+    scatter(st, bsdf, mode, s, v, sampler, dL) -> BsdfSample (wo in world space)
+        samples the next direction and moves the state there (β, η, prev_*, the ray). REPLAY adds
+        the indirect term L_ind · ∂f / detach(f) (L: the radiance still to come).
+    russian_roulette(s, sampler, rr_depth, rr_max) -> 1/q (or 1)
+        from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
+MIS weights, pdfs and RR probabilities are detached (treated as constants), as in the papers.
+"""
+import taichi as ti
+
+from ..core.intersect import occluded
+from ..core.math import BIG, max3, mis_power, safe_div, vec3
+from ..core.rng import PCG32
+from ..emitters import registry as emitters
+from ..emitters.base import DirectionSample, direction_record, env_record
+from . import vertex
+from .state import PRIMAL, REPLAY, accumulate, adjoint_on
+
+
+@ti.func
+def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.template(), si, hide_emitters, dL):
+    """Emitted radiance found along the current ray (si: its surface interaction, or invalid on an
+    escape). Returns the MIS weight of the BSDF strategy for this hit (1 without an emitter or after
+    a Dirac lobe) — RB's biased estimator needs it for the previous vertex."""
+    q = DirectionSample(emitter=-1)
+    if si.valid == 1:
+        e = st.shape_emitter[si.shape]
+        if e >= 0:
+            q = direction_record(e, si.p, si.n, si.uv, s.d, si.t)
+    else:
+        e = st.info_i[1]
+        if e >= 0:
+            q = env_record(e, s.o, s.d)
+    mis = 1.0
+    if q.emitter >= 0:
+        if s.prev_delta == 0:
+            mis = mis_power(s.prev_pdf, emitters.pdf_hit(st, em, s.prev_p, q))
+        if s.depth > 0 or hide_emitters == 0:
+            le = emitters.eval(st, em, q)
+            if max3(le) > 0.0:
+                accumulate(mode, s, s.beta * mis * le)
+                if adjoint_on(mode, dL):
+                    emitters.eval_adjoint(st, em, q, dL * s.beta * mis)
+    return mis
+
+
+class SurfaceVisibility:
+    """Shadow rays between surfaces: transmittance 1 or 0 (no media)."""
+
+    @staticmethod
+    @ti.func
+    def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(), T_total,
+                      dT):
+        T = vec3(1.0)
+        if ti.static(mode == PRIMAL):
+            if occluded(st, so, d, dist):
+                T = vec3(0.0)
+        return T
+
+
+@ti.func
+def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), s: ti.template(), v,
+        sampler: ti.template(), dL, vis: ti.template(), biased: ti.template()):
+    """Next-event estimation at vertex v (see the module doc). Always consumes two random numbers
+    for the emitter sample (and whatever ``vis`` uses), so PRIMAL and REPLAY walks stay aligned."""
+    u_em = sampler.next_2d()
+    if v.medium_event == 1 or v.flags & 1:   # SMOOTH: the scattering function has a non-Dirac lobe
+        ds = emitters.sample_emitter(st, em, v.p, u_em)
+        if ds.emitter >= 0 and max3(ds.weight) > 0.0:
+            f, pdf_dir = vertex.eval_pdf(st, bsdf, v, ds.d)
+            if max3(f) > 0.0:
+                so = vertex.spawn(st, v, ds.d)
+                dist = ds.dist
+                if dist < BIG:
+                    dist = (ds.p - so).norm() * (1.0 - 1e-4)
+                saved = PCG32(state=sampler.state, inc=sampler.inc)   # for the transmittance replay
+                T = vis.transmittance(st, PRIMAL, v, s, so, ds.d, dist, sampler, vec3(0.0), vec3(0.0))
+                if max3(T) > 0.0:
+                    mis = 1.0
+                    if ds.delta == 0:
+                        mis = mis_power(ds.pdf, pdf_dir)
+                    accumulate(mode, s, s.beta * mis * f * T * ds.weight)
+                    if adjoint_on(mode, dL):
+                        li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
+                        if ti.static(biased):
+                            li = vec3(1.0 / ds.pdf)    # RB biased I: Li := 1
+                        vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li)
+                        emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf)
+                        vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
+                                          dL * s.beta * mis * f * ds.weight)
+
+
+@ti.func
+def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.template(), v, sampler: ti.template(),
+            dL):
+    """Sample the next direction at v and move the state along it (deactivates the path when
+    sampling fails). Returns the sample (wo in world space)."""
+    bs = vertex.sample(st, bsdf, v, sampler)
+    if bs.valid == 0 or max3(bs.weight) <= 0.0:
+        s.active = 0
+    else:
+        if ti.static(mode == REPLAY):
+            if bs.delta == 0:
+                # L_ind · f / detach(f): cancels the detached scattering value inside L
+                f_det = bs.weight * bs.pdf
+                inv_f = vec3(safe_div(1.0, f_det[0]), safe_div(1.0, f_det[1]), safe_div(1.0, f_det[2]))
+                vertex.adjoint(st, bsdf, v, bs.wo, dL * s.L * inv_f)
+        s.beta *= bs.weight
+        s.eta *= bs.eta
+        s.prev_p = v.p
+        s.prev_pdf = bs.pdf
+        s.prev_delta = bs.delta
+        s.o = vertex.spawn(st, v, bs.wo)
+        s.d = bs.wo
+    return bs
+
+
+@ti.func
+def russian_roulette(s: ti.template(), sampler: ti.template(), rr_depth, rr_max):
+    """Russian roulette after a vertex (Mitsuba 3): returns the survival weight 1/q applied to β."""
+    beta_max = max3(s.beta)
+    rr_prob = ti.min(beta_max * s.eta * s.eta, rr_max)
+    u_rr = sampler.next_1d()
+    scale = 1.0
+    if beta_max <= 0.0:
+        s.active = 0
+    elif s.depth >= rr_depth:
+        s.beta /= rr_prob
+        scale = 1.0 / rr_prob
+        if u_rr >= rr_prob:
+            s.active = 0
+    s.depth += 1
+    return scale
+
+
+SURFACE_VISIBILITY = SurfaceVisibility

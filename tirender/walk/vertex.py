@@ -1,0 +1,97 @@
+"""A real scattering vertex — on a surface (its BSDF) or in a medium (its phase function) — and the
+three things a walk does with it: evaluate the scattering function towards a direction (value and
+sampling pdf), sample a direction, and back-propagate into its parameters.
+
+Surface vertices use the shading frame (s, t, n) of the hit; the BSDF sees local directions
+(``wi`` towards the previous vertex). Medium vertices keep the world propagation direction d_in;
+phase functions are sampled exactly (weight 1). ``bsdf`` is the scene's BSDF dispatcher
+(tirender.bsdfs.registry.dispatch).
+"""
+import taichi as ti
+
+from ..bsdfs.base import SMOOTH, BsdfCtx, BsdfSample
+from ..core.interaction import spawn_origin
+from ..core.math import to_local, to_world, vec3
+from ..media.phase import phase_eval, phase_eval_adjoint, phase_sample
+
+
+@ti.dataclass
+class Vertex:
+    """medium_event: 1 in a medium, 0 on a surface; p: position; ng: geometric normal (surface);
+    s, t, n: shading frame; wi: local incident direction (surface) or the world propagation
+    direction d_in (medium); ctx: the BSDF and uv; flags: the BSDF's flags; shape; medium."""
+    medium_event: ti.i32
+    p: vec3
+    ng: vec3
+    s: vec3
+    t: vec3
+    n: vec3
+    wi: vec3
+    ctx: BsdfCtx
+    flags: ti.i32
+    shape: ti.i32
+    medium: ti.i32
+
+
+@ti.func
+def surface_vertex(st: ti.template(), si, ray_d):
+    """The vertex of surface interaction si reached along ray_d."""
+    b = st.shape_bsdf[si.shape]
+    return Vertex(medium_event=0, p=si.p, ng=si.ng, s=si.ss, t=si.ts, n=si.n,
+                  wi=to_local(si.ss, si.ts, si.n, -ray_d), ctx=BsdfCtx(b=b, uv=si.uv), flags=st.bsdf_flags[b],
+                  shape=si.shape, medium=-1)
+
+
+@ti.func
+def medium_vertex(p, d_in, medium):
+    """A scattering event in `medium` at p of a ray travelling along d_in."""
+    return Vertex(medium_event=1, p=p, ng=vec3(0.0), s=vec3(0.0), t=vec3(0.0), n=vec3(0.0), wi=d_in,
+                  ctx=BsdfCtx(b=-1), flags=SMOOTH, shape=-1, medium=medium)
+
+
+@ti.func
+def spawn(st: ti.template(), v, d):
+    """Origin of a ray leaving v along d (offset off surfaces to the side of d)."""
+    o = v.p
+    if v.medium_event == 0:
+        o = spawn_origin(st, v, d)
+    return o
+
+
+@ti.func
+def eval_pdf(st: ti.template(), bsdf: ti.template(), v, d):
+    """(f, pdf) towards world direction d: BSDF · |cos θo| and its sampling density, or the phase
+    function (= its density) as an RGB value."""
+    f = vec3(0.0)
+    pdf = 0.0
+    if v.medium_event == 1:
+        ph = phase_eval(st, v.medium, v.wi, d)
+        f = vec3(ph)
+        pdf = ph
+    else:
+        f, pdf = bsdf.eval_pdf(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d))
+    return f, pdf
+
+
+@ti.func
+def sample(st: ti.template(), bsdf: ti.template(), v, sampler: ti.template()):
+    """A scattered direction: BsdfSample with wo in *world* space (weight 1 for phase functions)."""
+    bs = BsdfSample(eta=1.0, delta=0, valid=0)
+    if v.medium_event == 1:
+        wo, pdf = phase_sample(st, v.medium, v.wi, sampler.next_2d())
+        bs = BsdfSample(wo=wo, weight=vec3(1.0), pdf=pdf, eta=1.0, delta=0, valid=1)
+    else:
+        u1 = sampler.next_1d()
+        u2 = sampler.next_2d()
+        bs = bsdf.sample(st, v.ctx, v.wi, u1, u2)
+        bs.wo = to_world(v.s, v.t, v.n, bs.wo)
+    return bs
+
+
+@ti.func
+def adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
+    """Scatter ∂<weight, f(d)>/∂π into the gradient pool (BSDF parameters, normal maps, phase g)."""
+    if v.medium_event == 1:
+        phase_eval_adjoint(st, v.medium, v.wi, d, weight.sum())
+    else:
+        bsdf.adjoint(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d), weight)
