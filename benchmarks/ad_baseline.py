@@ -36,10 +36,7 @@ thread for the megakernel).
 import numpy as np
 import taichi as ti
 
-from tirender.bsdfs import DIFFUSE
-from tirender.emitters import AREA
 from tirender.errors import ConfigError
-from tirender.scene.description import SLOT_REFLECTANCE
 
 INV_PI = 1.0 / np.pi
 
@@ -96,10 +93,9 @@ class ADPathTracer:
         self.rho_names, self.le_names = {}, {}
         rho = np.zeros((max(self.nbsdf, 1), 3), np.float32)
         for bi, b in enumerate(d.bsdfs):
-            if b.type != DIFFUSE or b.tex[SLOT_REFLECTANCE] < 0 or any(t >= 0 for k, t in enumerate(b.tex)
-                                                                       if k != SLOT_REFLECTANCE):
+            if b.model.NAME != "diffuse" or b.tex[0] < 0:
                 raise ConfigError(f"AD baseline: BSDF '{b.id}' must be diffuse with a constant reflectance")
-            tex = d.textures[b.tex[SLOT_REFLECTANCE]]
+            tex = d.textures[b.tex[0]]
             if not tex.constant:
                 raise ConfigError(f"AD baseline: BSDF '{b.id}' reflectance must be constant")
             rho[bi] = np.broadcast_to(scene.params[tex.name], 3)
@@ -108,9 +104,9 @@ class ADPathTracer:
         shape_bsdf = np.array([s.bsdf for s in d.shapes], np.int32)
         shape_em = np.full(self.nshape, -1, np.int32)
         for e in d.emitters:
-            if e.type != AREA:
+            if e.model.NAME != "area":
                 raise ConfigError(f"AD baseline: emitter '{e.id}' must be an area light")
-            tex = d.textures[e.tex]
+            tex = d.textures[e.tex[0]]
             le[e.shape] = np.broadcast_to(scene.params[tex.name], 3)
             shape_em[e.shape] = 1
             self.le_names[e.shape] = tex.name

@@ -118,6 +118,9 @@ def _path_length_kernel():
     from tirender.core.math import vec2, vec3
     from tirender.core.rng import make_sampler
     from tirender.integrators import volpath
+    from tirender.walk.media import DELTA, MediumVisibility
+    from tirender.walk.state import PRIMAL
+    vis = MediumVisibility.of(DELTA)
 
     @ti.kernel
     def count(st: ti.template(), bm: ti.template(), em: ti.template(), spp: ti.i32, seed: ti.u32, max_depth: ti.i32,
@@ -130,8 +133,8 @@ def _path_length_kernel():
                 sampler = make_sampler(seed, pix, s)
                 pos = vec2(pix % w, pix // w) + sampler.next_2d()
                 o, d = camera_ray(st, 0, pos)
-                _, n = volpath.sample(st, bm, em, volpath.PRIMAL, volpath.DELTA, o, d, sampler, max_depth, rr_depth,
-                                      0, 0.0, vec3(0.0), vec3(0.0))
+                _, n = volpath.trace(st, bm, em, vis, PRIMAL, o, d, sampler, max_depth, rr_depth, 0, vec3(0.0),
+                                     vec3(0.0))
                 total += ti.cast(n, ti.f64)
         return total
     return count
@@ -160,7 +163,7 @@ def albedo_benchmark(arch, albedo, runs):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     st = sc.bind()
     update_majorants(sc, st)
-    bm, em = volpath.kernel_masks(sc)
+    bm, em = volpath.kernel_dispatch(sc)
     length = _path_length_kernel()(st, bm, em, 4, 10, sc.integrator["max_depth"], 5) / (64 * 64 * 4)
     sec = float(np.median(ts))
     return dict(albedo=albedo, seconds=sec, mean_path_vertices=float(length),

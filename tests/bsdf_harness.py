@@ -157,8 +157,7 @@ class Bench:
 
     def adjoint(self, bid, wi, wo, dout, scale=2.0 ** 36):
         """Per-parameter gradient arrays (shaped like the parameters) of Σ_i <dout_i, eval_i>."""
-        from tirender.launch import read_gradients
-        self.st.grad_fx.fill(0)
-        self.st.info_f[2] = scale
+        from tirender.launch import read_gradients, reset_gradients
+        reset_gradients(self.st, scale)
         k_adjoint(self.st, self.D, self.row(bid), self._arr(wi), self._arr(wo), self.uv, self._arr(dout))
         return read_gradients(self.scene, self.st)

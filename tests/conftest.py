@@ -10,7 +10,7 @@ import tirender.backend as backend  # noqa: E402
 
 backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
 
-REFERENCE_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "reference")
+REFERENCE_DIR = os.path.join(os.path.dirname(__file__), "data", "reference")   # copies of the Mitsuba references
 
 
 @pytest.fixture(scope="session")

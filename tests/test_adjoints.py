@@ -61,10 +61,9 @@ def _check(sc, name, primal, adjoint, n_in=40, seed=0):
     st = sc.bind()
     x = primal.make_inputs(rng, n_in)
     w = rng.uniform(-1, 1, (n_in, 3)).astype(np.float32)
-    st.info_f[2] = grad_scale_for(1.0)
-    st.grad_fx.fill(0)
+    from tirender.launch import read_gradients, reset_gradients
+    reset_gradients(st, grad_scale_for(1.0))
     adjoint(st, x, w)
-    from tirender.launch import read_gradients
     g = read_gradients(sc, st)[name].astype(np.float64)
     v0 = sc.params[name]
     flat = v0.reshape(-1)

@@ -49,7 +49,7 @@ CASES = [
     ("missing_mesh", _variant(shapes=[{"id": "bunny", "type": "obj", "filename": "nope.obj"}]),
      ["shapes.bunny.filename", "not found"]),
     ("negative_roughness", _variant(bsdfs={"w": {"type": "roughconductor", "roughness": -0.1}}),
-     ["bsdfs.w.roughness", "roughness must be > 0"]),
+     ["bsdfs.w.roughness", "-0.1 is out of range"]),
     ("zero_roughness", _variant(bsdfs={"w": {"type": "roughplastic", "alpha": 0}}), ["bsdfs.w.alpha"]),
     ("negative_reflectance", _variant(bsdfs={"w": {"type": "diffuse", "reflectance": [0.5, -0.2, 0.1]}}),
      ["bsdfs.w.reflectance", "out of range"]),

@@ -169,10 +169,7 @@ def test_cbox_matches_mitsuba_reference(reference_dir):
     v128 = mean((a-b)²)/2. Our 256-spp image then has variance v128/2 and the reference (1024 spp)
     v128/8, so E[RMSE²] = v128 (1/2 + 1/8) if both estimate the same image. We require
     RMSE <= 1.15 sqrt(E[RMSE²]) (15 % margin for the heavy-tailed pixel noise)."""
-    ref_path = os.path.join(reference_dir, "cbox", "reference_spp1024.npy")
-    if not os.path.exists(ref_path):
-        pytest.skip("shared/reference not found")
-    ref = np.load(ref_path)
+    ref = np.load(os.path.join(reference_dir, "cbox", "reference_spp1024.npy"))
     sc = tirender.load_scene(os.path.join(os.path.dirname(__file__), "..", "configs", "cbox.yaml"))
     a = tirender.render(sc, spp=128, seed=11)
     b = tirender.render(sc, spp=128, seed=12)

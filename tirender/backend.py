@@ -258,6 +258,12 @@ def describe():
     return f"[tirender] backend: {arch} ({_state['fp']}{extra})"
 
 
+def software_vulkan():
+    """True when running on Vulkan with no non-CPU Vulkan device about, i.e. on a software rasteriser
+    such as lavapipe (whose integer atomics inside loops are unreliable in Mesa 22.3, see tests)."""
+    return _state["arch"] == "vulkan" and not has_hardware_vulkan()
+
+
 def current_arch():
     """Name of the backend in use ("cpu", "cuda", "vulkan"), or None before init."""
     return _state["arch"]

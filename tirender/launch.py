@@ -15,9 +15,9 @@ import numpy as np
 import taichi as ti
 
 from .core import film
+from .core.camera import pixel_sample
 from .core.fixed_point import FILM_SCALE, grad_scale_for
-from .core.math import vec2, vec3
-from .core.rng import make_sampler
+from .core.math import vec3
 from .errors import ConfigError
 from .progress import Progress
 from .scene.storage import padded
@@ -81,14 +81,11 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
     """W_p: filter-weight sums of the adjoint pass's samples (same positions as the gradient kernels)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
-        px = pix % w
-        py = pix // w
         acc = film.local_zero()
         for s in range(spp):
-            sampler = make_sampler(seed, pix, sample_offset + s)
-            pos = vec2(px, py) + sampler.next_2d()
-            film.local_splat(st, cam, px, py, pos, vec3(0.0), acc)
-        film.local_flush(st, cam, px, py, acc, True)
+            _, pos = pixel_sample(st, cam, pix, seed, sample_offset + s)
+            film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc)
+        film.local_flush(st, cam, pix % w, pix // w, acc, True)
 
 
 @ti.kernel
@@ -100,10 +97,11 @@ def normalize_adjoint_kernel(st: ti.template(), n: ti.i32):
 
 @ti.kernel
 def finalize_grad_kernel(st: ti.template(), n: ti.i32):
-    """st.grad = st.grad_fx / scale (fixed-point accumulator -> float gradients)."""
+    """st.grad += st.grad_fx / scale (fixed-point accumulator -> float gradients; st.grad holds
+    what was accumulated in float, only on software Vulkan, see core/pool.py)."""
     inv = 1.0 / st.info_f[2]
     for i in range(n):
-        st.grad[i] = ti.cast(ti.cast(st.grad_fx[i], ti.f64) * ti.cast(inv, ti.f64), float)
+        st.grad[i] += ti.cast(ti.cast(st.grad_fx[i], ti.f64) * ti.cast(inv, ti.f64), float)
 
 
 def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed):
@@ -122,22 +120,30 @@ def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed):
     normalize_adjoint_kernel(st, npix)
 
 
+def reset_gradients(st, scale):
+    """Empty the gradient accumulators and set the fixed-point scale."""
+    st.grad_fx.fill(0)
+    st.grad.fill(0)
+    st.info_f[2] = scale
+
+
 def begin_gradient(st, scene, accumulate):
     """Reset the fixed-point gradient accumulator (unless accumulating views) and pick its scale
     from the normalised adjoint image st.adj (a sample's δL is at most ~ the filter's weight sum
     times max |δy / W|)."""
     if not accumulate or st.info_f[2] <= 0:
-        st.grad_fx.fill(0)
         s = scene.sensors[0]
         npix = max(sc.width * sc.height for sc in scene.sensors)
         m = float(np.abs(st.adj.to_numpy()[:npix]).max()) * (4.0 if s.filter == "gaussian" else 1.0)
-        st.info_f[2] = grad_scale_for(m)
+        reset_gradients(st, grad_scale_for(m))
 
 
 def read_gradients(scene, st):
-    """The accumulated gradients as a dict parameter name -> array shaped like the parameter."""
+    """The accumulated gradients as a dict parameter name -> array shaped like the parameter
+    (st.grad holds them afterwards, for the optimiser; st.grad_fx is emptied)."""
     n = scene.params.data.size
     finalize_grad_kernel(st, n)
+    st.grad_fx.fill(0)
     return scene.params.split(st.grad.to_numpy()[:n])
 
 

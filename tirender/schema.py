@@ -256,9 +256,11 @@ class Child(Key):
             self.kind = kind
 
 
-def validate(spec, keys, file, where, skip=()):
+def validate(spec, keys, file, where, skip=(), family=None):
     """Check mapping `spec` against `keys`; returns {name: parsed value} with defaults filled in
-    (keys without default that are absent are left out). `skip`: keys handled by the caller."""
+    (keys without default that are absent are left out). `skip`: keys handled by the caller.
+    family: (what, type name, keys of the other models) — a key of another model of the family is
+    reported as not applying to this one."""
     if not isinstance(spec, dict):
         raise ConfigError(f"expected a mapping, got {type(spec).__name__}", file, where)
     by_name = {}
@@ -269,6 +271,9 @@ def validate(spec, keys, file, where, skip=()):
     for k in spec:
         if k not in by_name and k not in skip:
             allowed = sorted({k.name for k in keys} | set(skip))
+            if family is not None and k in family[2]:
+                raise ConfigError(f"key '{k}' does not apply to a '{family[1]}' {family[0]} (its keys: "
+                                  f"{', '.join(allowed) or 'none'})", file, _join(where, k))
             raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(allowed)})", file, _join(where, k))
     out = {}
     for key in keys:
@@ -282,6 +287,11 @@ def validate(spec, keys, file, where, skip=()):
         elif key.default is not None:
             out[key.name] = key.default
     return out
+
+
+def family_keys(models):
+    """Every key name (and alias) of a family of models, for validate(family=...)."""
+    return {n for m in models for k in m.KEYS for n in (k.name,) + k.aliases}
 
 
 def keys_table(keys):

@@ -8,7 +8,7 @@ Differentiable: the texel values. The adjoint scatters ``d_out`` with the biline
 """
 import taichi as ti
 
-from .core.fixed_point import to_fixed
+from .core import pool
 from .core.math import vec3
 
 
@@ -26,25 +26,12 @@ def _wrap(i, n, mode):
 
 @ti.func
 def _texel(st: ti.template(), base, w, c, x, y):
-    o = base + (y * w + x) * c
-    v = vec3(0.0)
-    if c == 1:
-        v = vec3(st.pool[o])
-    else:
-        v = vec3(st.pool[o], st.pool[o + 1], st.pool[o + 2])
-    return v
+    return pool.value(st, base + (y * w + x) * c, c)
 
 
 @ti.func
 def _texel_add(st: ti.template(), base, w, c, x, y, d):
-    o = base + (y * w + x) * c
-    s = st.info_f[2]  # fixed-point gradient scale
-    if c == 1:
-        ti.atomic_add(st.grad_fx[o], to_fixed(d[0] + d[1] + d[2], s))
-    else:
-        ti.atomic_add(st.grad_fx[o], to_fixed(d[0], s))
-        ti.atomic_add(st.grad_fx[o + 1], to_fixed(d[1], s))
-        ti.atomic_add(st.grad_fx[o + 2], to_fixed(d[2], s))
+    pool.add_gradient(st, base + (y * w + x) * c, c, d)
 
 
 @ti.func

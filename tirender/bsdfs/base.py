@@ -7,9 +7,9 @@ A BSDF model is a class in its own module that declares, in one place:
     KEYS     its keys (tirender.schema): Texture keys become pool parameters ``<id>.<param>`` and
              occupy texture slots 0, 1, ... in declaration order; other keys are parsed values
     FLAGS    SMOOTH / DELTA / BOTH_SIDES / TRANSMISSION / NULL (bitmask, see below)
-    build(row, values, spec)   (optional) Python: turn parsed non-texture values into the row's
-             float constants ``row.floats`` (and check combinations); nested models are children
-    CHILDREN (composites) the keys naming nested BSDFs
+    constants(values, file, key) -> [float]   (optional) the row's float constants from the parsed
+             non-texture keys (and checks of their combination)
+    CHILDREN (composites) the keys naming nested BSDFs (rows of their own)
 
 and the Taichi functions the dispatch (``registry.py``) calls at a shading point, all in the local
 shading frame (z = shading normal; ``wi`` towards the previous vertex, ``wo`` the sampled or
@@ -31,6 +31,8 @@ A *leaf* model writes only pure functions of its own compact parameter record ``
     f(p, wi, wo) / pdf(p, wi, wo) / sample(p, wi, u1, u2)
     f_adjoint(p, wi, wo, d_out) -> Params          ∂<d_out, f>/∂p (differentiable fields only)
     f_grad_dirs(p, wi, wo, d_out) -> (vec3, vec3)  ∂<d_out, f>/∂wi, ∂<d_out, f>/∂wo (analytic)
+
+A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` generates the rest.
 """
 import taichi as ti
 
@@ -148,6 +150,92 @@ def leaf(cls):
     return cls
 
 
+def one_sided(cls):
+    """``@leaf`` for a model that is 0 unless wi and wo lie above the surface (cos θ > 0, Mitsuba's
+    one-sided BRDFs): its pure functions may assume so (``sample`` is called for cos θi > 0 and
+    checks its own wo)."""
+    f, pdf, sample, f_adjoint, f_grad_dirs = cls.f, cls.pdf, cls.sample, cls.f_adjoint, cls.f_grad_dirs
+    Params = cls.Params
+
+    @ti.func
+    def f_(p, wi, wo):
+        res = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            res = f(p, wi, wo)
+        return res
+
+    @ti.func
+    def pdf_(p, wi, wo):
+        res = 0.0
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            res = pdf(p, wi, wo)
+        return res
+
+    @ti.func
+    def sample_(p, wi, u1, u2):
+        s = invalid_sample()
+        if wi[2] > 0.0:
+            s = sample(p, wi, u1, u2)
+        return s
+
+    @ti.func
+    def f_adjoint_(p, wi, wo, d_out):
+        g = Params()
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            g = f_adjoint(p, wi, wo, d_out)
+        return g
+
+    @ti.func
+    def f_grad_dirs_(p, wi, wo, d_out):
+        gwi = vec3(0.0)
+        gwo = vec3(0.0)
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            gwi, gwo = f_grad_dirs(p, wi, wo, d_out)
+        return gwi, gwo
+
+    for name, fn in (("f", f_), ("pdf", pdf_), ("sample", sample_), ("f_adjoint", f_adjoint_),
+                     ("f_grad_dirs", f_grad_dirs_)):
+        setattr(cls, name, staticmethod(fn))
+    return leaf(cls)
+
+
+def dirac(cls):
+    """Generate the ``*_at`` functions of a model with Dirac lobes only (it writes ``fetch`` and
+    ``sample``): eval, pdf, the parameter adjoint and the direction derivatives are 0 — detached PRB
+    does not differentiate Dirac lobes (as Mitsuba's prb)."""
+    fetch, sample = cls.fetch, cls.sample
+
+    @ti.func
+    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return vec3(0.0)
+
+    @ti.func
+    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return 0.0
+
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return vec3(0.0), 0.0
+
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        return sample(fetch(st, ctx), wi, u1, u2)
+
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        pass
+
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        return vec3(0.0), vec3(0.0)
+
+    for name, fn in (("eval_at", eval_at), ("pdf_at", pdf_at), ("eval_pdf_at", eval_pdf_at),
+                     ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at)):
+        setattr(cls, name, staticmethod(fn))
+    cls.COMPOSITE = False
+    return cls
+
+
 class Row:
     """One BSDF of a scene as the builder fills it (Python side of the st.bsdf_* tables)."""
 
@@ -157,9 +245,3 @@ class Row:
         self.floats = []       # model constants
         self.children = []     # nested BSDF row indices
         self.flags = model.FLAGS
-
-
-@ti.func
-def no_dir_grads():
-    """(0, 0): the direction gradient of models whose eval is identically 0 (Dirac lobes only)."""
-    return vec3(0.0), vec3(0.0)

@@ -8,7 +8,6 @@ Differentiable: weight (scalar texture, gradient <δ, f_1 - f_0>) and both child
 """
 import taichi as ti
 
-from ..core.math import vec3
 from ..schema import Child, Texture
 from .base import child, invalid_sample, slot_float, slot_float_adjoint
 

@@ -10,7 +10,7 @@ import taichi as ti
 from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
-from .base import DELTA, BsdfSample, const, const_rgb, invalid_sample, leaf, no_dir_grads, slot_rgb, slot_rgb_adjoint
+from .base import DELTA, BsdfSample, const, const_rgb, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_conductor, reflect
 
 CONDUCTORS = {  # RGB complex IOR (eta, k), Mitsuba 3 rgb-mode values
@@ -45,37 +45,20 @@ def conductor_constants(values, file, key):
     return list(eta) + list(k) + [0.0]
 
 
-@leaf
+@dirac
 class Conductor:
     NAME = "conductor"
     KEYS = CONDUCTOR_KEYS
     FLAGS = DELTA
     Params = ti.types.struct(specular=vec3, eta=vec3, k=vec3, none=ti.i32)
 
-    @staticmethod
-    def build(b, row, values, key):
-        row.floats = conductor_constants(values, b.file, key)
+    constants = staticmethod(conductor_constants)
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
         return Conductor.Params(specular=slot_rgb(st, ctx, _SPEC), eta=const_rgb(st, ctx, ETA),
                                 k=const_rgb(st, ctx, K), none=ti.cast(const(st, ctx, NONE), ti.i32))
-
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
-
-    @staticmethod
-    @ti.func
-    def f(p, wi, wo):
-        return vec3(0.0)
-
-    @staticmethod
-    @ti.func
-    def pdf(p, wi, wo):
-        return 0.0
 
     @staticmethod
     @ti.func
@@ -87,13 +70,3 @@ class Conductor:
                 F = fresnel_conductor(wi[2], p.eta, p.k)
             s = BsdfSample(wo=reflect(wi), weight=p.specular * F, pdf=1.0, eta=1.0, delta=1, valid=1)
         return s
-
-    @staticmethod
-    @ti.func
-    def f_adjoint(p, wi, wo, d_out):
-        return Conductor.Params(specular=vec3(0.0), eta=vec3(0.0), k=vec3(0.0), none=0)
-
-    @staticmethod
-    @ti.func
-    def f_grad_dirs(p, wi, wo, d_out):
-        return no_dir_grads()

@@ -11,8 +11,7 @@ import taichi as ti
 from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Ior, Texture
-from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, no_dir_grads,
-                   slot_rgb, slot_rgb_adjoint)
+from .base import BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_dielectric, reflect, refract
 
 _SPEC, _TRANS = 0, 1   # texture slots
@@ -26,45 +25,32 @@ DIELECTRIC_KEYS = (
 )
 
 
-def relative_ior(values, file, key):
+def ior_constants(values, file, key):
+    """[η = int_ior / ext_ior]: the constants of the models with an interface."""
     eta = values["int_ior"] / values["ext_ior"]
     if not 1e-3 < eta < 1e3:
         raise ConfigError(f"relative IOR int_ior / ext_ior = {eta:g} is out of range", file, f"{key}.int_ior")
-    return eta
+    return [eta]
 
 
-@leaf
-class Dielectric:
-    NAME = "dielectric"
+class SmoothInterface:
+    """Keys, parameter record and fetch shared by the smooth dielectric models (dielectric,
+    thindielectric): reflectance and transmittance scales, the relative IOR."""
     KEYS = DIELECTRIC_KEYS
     FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
     Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float)
-
-    @staticmethod
-    def build(b, row, values, key):
-        row.floats = [relative_ior(values, b.file, key)]
+    constants = staticmethod(ior_constants)
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        return Dielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
-                                 eta=const(st, ctx, ETA))
+        return SmoothInterface.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
+                                      eta=const(st, ctx, ETA))
 
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
-        slot_rgb_adjoint(st, ctx, _TRANS, g.transmittance)
 
-    @staticmethod
-    @ti.func
-    def f(p, wi, wo):
-        return vec3(0.0)
-
-    @staticmethod
-    @ti.func
-    def pdf(p, wi, wo):
-        return 0.0
+@dirac
+class Dielectric(SmoothInterface):
+    NAME = "dielectric"
 
     @staticmethod
     @ti.func
@@ -81,13 +67,3 @@ class Dielectric:
             if s.pdf <= 0.0:
                 s.valid = 0
         return s
-
-    @staticmethod
-    @ti.func
-    def f_adjoint(p, wi, wo, d_out):
-        return Dielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), eta=0.0)
-
-    @staticmethod
-    @ti.func
-    def f_grad_dirs(p, wi, wo, d_out):
-        return no_dir_grads()

@@ -7,12 +7,12 @@ import taichi as ti
 from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_cosine_hemisphere_pdf
 from ..schema import Texture
-from .base import SMOOTH, BsdfSample, invalid_sample, leaf, slot_rgb, slot_rgb_adjoint
+from .base import SMOOTH, BsdfSample, invalid_sample, one_sided, slot_rgb, slot_rgb_adjoint
 
 _RHO = 0  # texture slot of the reflectance
 
 
-@leaf
+@one_sided
 class Diffuse:
     NAME = "diffuse"
     KEYS = (Texture("reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo ρ"),)
@@ -32,45 +32,32 @@ class Diffuse:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        """f(wi, wo) |cos θo| = ρ/π cos θo (0 below either hemisphere)."""
-        res = vec3(0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            res = p.reflectance * (INV_PI * wo[2])
-        return res
+        """f(wi, wo) |cos θo| = ρ/π cos θo."""
+        return p.reflectance * (INV_PI * wo[2])
 
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        res = 0.0
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            res = square_to_cosine_hemisphere_pdf(wo)
-        return res
+        return square_to_cosine_hemisphere_pdf(wo)
 
     @staticmethod
     @ti.func
     def sample(p, wi, u1, u2):
         s = invalid_sample()
-        if wi[2] > 0.0:
-            wo = square_to_cosine_hemisphere(u2)
-            pd = square_to_cosine_hemisphere_pdf(wo)
-            if pd > 0.0 and wo[2] > 0.0:
-                s = BsdfSample(wo=wo, weight=p.reflectance, pdf=pd, eta=1.0, delta=0, valid=1)
+        wo = square_to_cosine_hemisphere(u2)
+        pd = square_to_cosine_hemisphere_pdf(wo)
+        if pd > 0.0 and wo[2] > 0.0:
+            s = BsdfSample(wo=wo, weight=p.reflectance, pdf=pd, eta=1.0, delta=0, valid=1)
         return s
 
     @staticmethod
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂ρ = d_out cos θo / π."""
-        g = Diffuse.Params(reflectance=vec3(0.0))
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            g.reflectance = d_out * (INV_PI * wo[2])
-        return g
+        return Diffuse.Params(reflectance=d_out * (INV_PI * wo[2]))
 
     @staticmethod
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
         """f depends on the directions only through cos θo: ∂/∂wo = (0, 0, <d_out, ρ>/π)."""
-        gwo = vec3(0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            gwo[2] = d_out.dot(p.reflectance) * INV_PI
-        return vec3(0.0), gwo
+        return vec3(0.0), vec3(0.0, 0.0, d_out.dot(p.reflectance) * INV_PI)

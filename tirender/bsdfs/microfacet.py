@@ -186,6 +186,31 @@ def smith_g1_grad(v, m, alpha):
 
 
 @ti.func
+def half_vector(wi, wo):
+    """(h, |wi + wo|, ok): the reflection half vector h = normalize(wi + wo)."""
+    h = wi + wo
+    hl = h.norm()
+    ok = hl > 0.0
+    return h / ti.select(ok, hl, 1.0), hl, ok
+
+
+@ti.func
+def reflection_grad_dirs(wi, wo, h, hl, alpha, phi, dphi):
+    """∂/∂wi, ∂/∂wo of a GGX reflection lobe Φ(c) D(h) G1(wi, h) G1(wo, h) / (4 cos θi), c = wi·h,
+    h = normalize(wi + wo) (hl = |wi + wo|), given Φ(c) and dΦ/dc (the model's Fresnel term)."""
+    d = D(h, alpha)
+    gi = smith_g1(wi, h, alpha)
+    go = smith_g1(wo, h, alpha)
+    k = 1.0 / (4.0 * wi[2])
+    ac = dphi * d * gi * go * k                       # ∂/∂c
+    g_u = normalize_backprop(ac * wi + (phi * gi * go * k) * D_grad(h, alpha), h, hl)
+    gwi = g_u + ac * h + (phi * d * go * k) * smith_g1_grad(wi, h, alpha)
+    gwi[2] += -phi * d * gi * go * k / wi[2]
+    gwo = g_u + (phi * d * gi * k) * smith_g1_grad(wo, h, alpha)
+    return gwi, gwo
+
+
+@ti.func
 def normalize_backprop(g_n, n, length):
     """Gradient w.r.t. u of an objective with gradient g_n w.r.t. n = u / |u| (length = |u|)."""
     return (g_n - n * n.dot(g_n)) / length

@@ -17,7 +17,7 @@ differentiated (detached).
 """
 import taichi as ti
 
-from ..core.math import vec3
+from ..core.math import to_local, to_world, vec3
 from ..schema import Bool, Child, Texture
 from .base import child, const, slot_rgb, slot_rgb_adjoint
 from .microfacet import normalize_backprop
@@ -41,16 +41,6 @@ def _perturbed(st: ti.template(), ctx, wi):
     s = u / ul
     t = n.cross(s)
     return c, fs, n, s, t, cl, ul
-
-
-@ti.func
-def _to(s, t, n, v):
-    return vec3(v.dot(s), v.dot(t), v.dot(n))
-
-
-@ti.func
-def _from(s, t, n, v):
-    return s * v[0] + t * v[1] + n * v[2]
 
 
 @ti.func
@@ -106,18 +96,18 @@ class NormalMap:
         return child_flags[0]
 
     @staticmethod
-    def build(b, row, values, key):
-        row.floats = [float(values["flip_invalid_normals"]), float(values["use_shadowing_function"])]
+    def constants(values, file, key):
+        return [float(values["flip_invalid_normals"]), float(values["use_shadowing_function"])]
 
     @staticmethod
     @ti.func
     def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wop = _to(s, t, n, wo)
+        wop = to_local(s, t, n, wo)
         f = vec3(0.0)
         p = 0.0
         if wo[2] * wop[2] > 0.0:
-            f, p = inner.eval_pdf(st, child(st, ctx, 0), _to(s, t, n, wi), wop)
+            f, p = inner.eval_pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
             if const(st, ctx, _SHADOW) != 0.0:
                 f *= shadow_term(n, wo)
         return f, p
@@ -126,10 +116,10 @@ class NormalMap:
     @ti.func
     def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wop = _to(s, t, n, wo)
+        wop = to_local(s, t, n, wo)
         f = vec3(0.0)
         if wo[2] * wop[2] > 0.0:
-            f = inner.eval(st, child(st, ctx, 0), _to(s, t, n, wi), wop)
+            f = inner.eval(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
             if const(st, ctx, _SHADOW) != 0.0:
                 f *= shadow_term(n, wo)
         return f
@@ -138,18 +128,18 @@ class NormalMap:
     @ti.func
     def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wop = _to(s, t, n, wo)
+        wop = to_local(s, t, n, wo)
         p = 0.0
         if wo[2] * wop[2] > 0.0:
-            p = inner.pdf(st, child(st, ctx, 0), _to(s, t, n, wi), wop)
+            p = inner.pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
         return p
 
     @staticmethod
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        bs = inner.sample(st, child(st, ctx, 0), _to(s, t, n, wi), u1, u2)
-        wo = _from(s, t, n, bs.wo)
+        bs = inner.sample(st, child(st, ctx, 0), to_local(s, t, n, wi), u1, u2)
+        wo = to_world(s, t, n, bs.wo)
         if bs.valid == 1 and bs.wo[2] * wo[2] > 0.0:
             bs.wo = wo
             if const(st, ctx, _SHADOW) != 0.0:
@@ -164,8 +154,8 @@ class NormalMap:
         """Nested parameters with d_out S; texels: E = <d_out, f_n(R wi, R wo)> S(n', wo) back through
         R = (s', t', n'), s' = normalize(e_x - n' n'_x), t' = n' × s', n' = normalize(c'), c' = flip(2 tex - 1)."""
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wip = _to(s, t, n, wi)
-        wop = _to(s, t, n, wo)
+        wip = to_local(s, t, n, wi)
+        wop = to_local(s, t, n, wo)
         if wo[2] * wop[2] > 0.0:
             ch = child(st, ctx, 0)
             S = 1.0
@@ -195,8 +185,8 @@ class NormalMap:
         """∂E/∂wi = Rᵀ ∂E/∂wi', ∂E/∂wo = Rᵀ ∂E/∂wo' + <d_out, f_n> ∂S/∂wo (the frame depends on wi only
         through the piecewise-constant flip)."""
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wip = _to(s, t, n, wi)
-        wop = _to(s, t, n, wo)
+        wip = to_local(s, t, n, wi)
+        wop = to_local(s, t, n, wo)
         gi = vec3(0.0)
         go = vec3(0.0)
         if wo[2] * wop[2] > 0.0:
@@ -207,6 +197,6 @@ class NormalMap:
                 gsn, gsw = shadow_term_grads(n, wo)
                 go += d_out.dot(inner.eval(st, ch, wip, wop)) * gsw
             gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
-            gi = _from(s, t, n, gwi)
-            go += _from(s, t, n, gwo)
+            gi = to_world(s, t, n, gwi)
+            go += to_world(s, t, n, gwo)
         return gi, go

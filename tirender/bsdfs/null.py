@@ -4,10 +4,10 @@ pdf are 0. Volume integrators cross it without counting a bounce (flag NULL)."""
 import taichi as ti
 
 from ..core.math import vec3
-from .base import BOTH_SIDES, DELTA, NULL, TRANSMISSION, BsdfSample, leaf, no_dir_grads
+from .base import BOTH_SIDES, DELTA, NULL, TRANSMISSION, BsdfSample, dirac
 
 
-@leaf
+@dirac
 class Null:
     NAME = "null"
     KEYS = ()
@@ -21,30 +21,5 @@ class Null:
 
     @staticmethod
     @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        pass
-
-    @staticmethod
-    @ti.func
-    def f(p, wi, wo):
-        return vec3(0.0)
-
-    @staticmethod
-    @ti.func
-    def pdf(p, wi, wo):
-        return 0.0
-
-    @staticmethod
-    @ti.func
     def sample(p, wi, u1, u2):
         return BsdfSample(wo=-wi, weight=vec3(1.0), pdf=1.0, eta=1.0, delta=1, valid=1)
-
-    @staticmethod
-    @ti.func
-    def f_adjoint(p, wi, wo, d_out):
-        return Null.Params(none=0)
-
-    @staticmethod
-    @ti.func
-    def f_grad_dirs(p, wi, wo, d_out):
-        return no_dir_grads()

@@ -17,6 +17,8 @@ A tag outside the kernel's masks behaves as a black surface.
 import taichi as ti
 
 from ..core.math import vec3
+from ..registry import mask_of as _mask_of
+from ..registry import register
 from .base import invalid_sample
 from .blendbsdf import BlendBsdf
 from .conductor import Conductor
@@ -43,9 +45,7 @@ MODELS = (
     TwoSided,
     NormalMap,
 )
-for _tag, _m in enumerate(MODELS):
-    _m.TAG = _tag
-BY_NAME = {m.NAME: m for m in MODELS}
+BY_NAME = register(MODELS)
 ALL = (1 << len(MODELS)) - 1
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
 # sizes of the per-BSDF tables (texture slots, float constants, children)
@@ -55,12 +55,8 @@ N_CHILD = max(len(getattr(m, "CHILDREN", ())) for m in MODELS)
 SUGAR = tuple(m for m in MODELS if getattr(m, "SUGAR", None))   # wrappers applied by a key on any BSDF
 
 
-def tag_of(name):
-    return BY_NAME[name].TAG
-
-
 def mask_of(names):
-    return sum(1 << BY_NAME[n].TAG for n in names)
+    return _mask_of(BY_NAME, names)
 
 
 _cache = {}

@@ -11,12 +11,11 @@ import taichi as ti
 
 from ..core.math import vec3
 from ..schema import Choice, Texture
-from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, leaf, slot_float, slot_float_adjoint,
-                   slot_rgb, slot_rgb_adjoint)
+from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, one_sided, slot_float,
+                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .conductor import CONDUCTOR_KEYS, ETA, K, NONE, conductor_constants
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
-from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, sample_visible_normal, smith_g1,
-                         smith_g1_grad)
+from .microfacet import DG_and_dalpha, D, G, half_vector, reflection_grad_dirs, sample_visible_normal, smith_g1
 
 _SPEC, _ALPHA = 0, 1  # texture slots
 
@@ -25,24 +24,14 @@ ROUGHNESS = Texture("roughness", 1, default=0.1, lo=1e-3, hi=4.0, aliases=("alph
 DISTRIBUTION = Choice("distribution", ("ggx",), default="ggx", doc="microfacet distribution")
 
 
-@ti.func
-def half_vector(wi, wo):
-    h = wi + wo
-    hl = h.norm()
-    ok = hl > 0.0
-    return h / ti.select(ok, hl, 1.0), hl, ok
-
-
-@leaf
+@one_sided
 class RoughConductor:
     NAME = "roughconductor"
     KEYS = CONDUCTOR_KEYS[:1] + (ROUGHNESS, DISTRIBUTION) + CONDUCTOR_KEYS[1:]
     FLAGS = SMOOTH
     Params = ti.types.struct(specular=vec3, alpha=float, eta=vec3, k=vec3, none=ti.i32)
 
-    @staticmethod
-    def build(b, row, values, key):
-        row.floats = conductor_constants(values, b.file, key)
+    constants = staticmethod(conductor_constants)
 
     @staticmethod
     @ti.func
@@ -68,76 +57,49 @@ class RoughConductor:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        res = vec3(0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok:
-                dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
-                res = p.specular * RoughConductor.fresnel(p, wi.dot(h)) * (dg / (4.0 * wi[2]))
-        return res
+        h, hl, _ = half_vector(wi, wo)
+        dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
+        return p.specular * RoughConductor.fresnel(p, wi.dot(h)) * (dg / (4.0 * wi[2]))
 
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
         res = 0.0
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok and wi.dot(h) > 0.0 and wo.dot(h) > 0.0:
-                res = D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])
+        h, hl, _ = half_vector(wi, wo)
+        if wi.dot(h) > 0.0 and wo.dot(h) > 0.0:
+            res = D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])
         return res
 
     @staticmethod
     @ti.func
     def sample(p, wi, u1, u2):
         s = invalid_sample()
-        if wi[2] > 0.0:
-            m, pm = sample_visible_normal(wi, p.alpha, u2)
-            wo = reflect_m(wi, m)
-            dot_wo_m = wo.dot(m)
-            if pm > 0.0 and wo[2] > 0.0 and dot_wo_m > 0.0:
-                s = BsdfSample(wo=wo, weight=p.specular * RoughConductor.fresnel(p, wi.dot(m)) * smith_g1(wo, m, p.alpha),
-                               pdf=pm / (4.0 * dot_wo_m), eta=1.0, delta=0, valid=1)
+        m, pm = sample_visible_normal(wi, p.alpha, u2)
+        wo = reflect_m(wi, m)
+        dot_wo_m = wo.dot(m)
+        if pm > 0.0 and wo[2] > 0.0 and dot_wo_m > 0.0:
+            s = BsdfSample(wo=wo, weight=p.specular * RoughConductor.fresnel(p, wi.dot(m)) * smith_g1(wo, m, p.alpha),
+                           pdf=pm / (4.0 * dot_wo_m), eta=1.0, delta=0, valid=1)
         return s
 
     @staticmethod
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂(specular, α)."""
-        g = RoughConductor.Params(specular=vec3(0.0), alpha=0.0, eta=vec3(0.0), k=vec3(0.0), none=0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok:
-                dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
-                F = RoughConductor.fresnel(p, wi.dot(h))
-                inv = 1.0 / (4.0 * wi[2])
-                g.specular = d_out * F * (dg * inv)
-                g.alpha = (d_out * p.specular * F).sum() * (ddg * inv)
-        return g
+        h, hl, _ = half_vector(wi, wo)
+        dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
+        F = RoughConductor.fresnel(p, wi.dot(h))
+        inv = 1.0 / (4.0 * wi[2])
+        return RoughConductor.Params(specular=d_out * F * (dg * inv), alpha=(d_out * p.specular * F).sum() * (ddg * inv))
 
     @staticmethod
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
-        """∂<d_out, f>/∂wi, ∂/∂wo: f = Φ(c) D(h) G1(wi) G1(wo) K, Φ = <d_out, S F(c)>, c = wi·h,
-        K = 1 / (4 wi_z), h = normalize(wi + wo)."""
-        gwi = vec3(0.0)
-        gwo = vec3(0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok:
-                c = wi.dot(h)
-                dS = d_out * p.specular
-                phi = dS.dot(RoughConductor.fresnel(p, c))
-                dphi = 0.0
-                if p.none == 0:
-                    dphi = dS.dot(fresnel_conductor_dcos(c, p.eta, p.k))
-                d = D(h, p.alpha)
-                gi = smith_g1(wi, h, p.alpha)
-                go = smith_g1(wo, h, p.alpha)
-                k = 1.0 / (4.0 * wi[2])
-                ac = dphi * d * gi * go * k                       # ∂f/∂c
-                g_h = ac * wi + (phi * gi * go * k) * D_grad(h, p.alpha)
-                g_u = normalize_backprop(g_h, h, hl)
-                gwi = g_u + ac * h + (phi * d * go * k) * smith_g1_grad(wi, h, p.alpha)
-                gwi[2] += -phi * d * gi * go * k / wi[2]
-                gwo = g_u + (phi * d * gi * k) * smith_g1_grad(wo, h, p.alpha)
-        return gwi, gwo
+        """∂<d_out, f>/∂wi, ∂/∂wo: the reflection lobe with Φ = <d_out, S F(c)>."""
+        h, hl, _ = half_vector(wi, wo)
+        c = wi.dot(h)
+        dS = d_out * p.specular
+        dphi = 0.0
+        if p.none == 0:
+            dphi = dS.dot(fresnel_conductor_dcos(c, p.eta, p.k))
+        return reflection_grad_dirs(wi, wo, h, hl, p.alpha, dS.dot(RoughConductor.fresnel(p, c)), dphi)

@@ -18,7 +18,7 @@ import taichi as ti
 from ..core.math import vec3
 from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
-from .dielectric import DIELECTRIC_KEYS, ETA, relative_ior
+from .dielectric import DIELECTRIC_KEYS, ETA, ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, pdf_visible_normal,
                          sample_visible_normal, smith_g1, smith_g1_grad)
@@ -66,9 +66,7 @@ class RoughDielectric:
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
     Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=float, eta=float)
 
-    @staticmethod
-    def build(b, row, values, key):
-        row.floats = [relative_ior(values, b.file, key)]
+    constants = staticmethod(ior_constants)
 
     @staticmethod
     @ti.func

@@ -26,13 +26,14 @@ import taichi as ti
 
 from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
+from ..errors import ConfigError
 from ..schema import Bool, Ior, Texture
-from .base import (SMOOTH, BsdfSample, const, invalid_sample, leaf, slot_float, slot_float_adjoint, slot_rgb,
+from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float, slot_float_adjoint, slot_rgb,
                    slot_rgb_adjoint)
-from .dielectric import relative_ior
+from .dielectric import ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_diffuse_reflectance, reflect_m
-from .microfacet import D, D_grad, DG_and_dalpha, G, normalize_backprop, sample_visible_normal, smith_g1, smith_g1_grad
-from .roughconductor import DISTRIBUTION, ROUGHNESS, half_vector
+from .microfacet import DG_and_dalpha, D, G, half_vector, reflection_grad_dirs, sample_visible_normal, smith_g1
+from .roughconductor import DISTRIBUTION, ROUGHNESS
 
 _RHO, _SPEC, _ALPHA = 0, 1, 2   # texture slots
 ETA = 0                         # constant: relative IOR
@@ -77,7 +78,7 @@ def prob_specular(p, cos_theta_i):
     return res
 
 
-@leaf
+@one_sided
 class RoughPlastic:
     NAME = "roughplastic"
     KEYS = (Texture("diffuse_reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo of the diffuse base"),
@@ -90,11 +91,10 @@ class RoughPlastic:
     Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=float, eta=float)
 
     @staticmethod
-    def build(b, row, values, key):
-        from ..errors import ConfigError
+    def constants(values, file, key):
         if values.get("nonlinear"):
-            raise ConfigError("nonlinear: true is not supported", b.file, f"{key}.nonlinear")
-        row.floats = [relative_ior(values, b.file, key)]
+            raise ConfigError("nonlinear: true is not supported", file, f"{key}.nonlinear")
+        return ior_constants(values, file, key)
 
     @staticmethod
     @ti.func
@@ -112,87 +112,56 @@ class RoughPlastic:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        res = vec3(0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok:
-                dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
-                F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
-                res = p.specular * (F * dg / (4.0 * wi[2]))
-            res += p.reflectance * _diffuse_factor(p, wi, wo)
-        return res
+        h, hl, _ = half_vector(wi, wo)
+        dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
+        F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
+        return p.specular * (F * dg / (4.0 * wi[2])) + p.reflectance * _diffuse_factor(p, wi, wo)
 
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        res = 0.0
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            ps = prob_specular(p, wi[2])
-            h, hl, ok = half_vector(wi, wo)
-            spec = 0.0
-            if ok:
-                spec = D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])
-            res = ps * spec + (1.0 - ps) * (wo[2] * INV_PI)
-        return res
+        h, hl, _ = half_vector(wi, wo)
+        ps = prob_specular(p, wi[2])
+        return ps * (D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])) + (1.0 - ps) * (wo[2] * INV_PI)
 
     @staticmethod
     @ti.func
     def sample(p, wi, u1, u2):
         s = invalid_sample()
-        if wi[2] > 0.0:
-            ps = prob_specular(p, wi[2])
-            wo = vec3(0.0)
-            if u1 < ps:
-                m, pm = sample_visible_normal(wi, p.alpha, u2)
-                wo = reflect_m(wi, m)
-            else:
-                wo = square_to_cosine_hemisphere(u2)
-            pd = RoughPlastic.pdf(p, wi, wo)
-            if pd > 0.0 and wo[2] > 0.0:
-                s = BsdfSample(wo=wo, weight=RoughPlastic.f(p, wi, wo) / pd, pdf=pd, eta=1.0, delta=0, valid=1)
+        wo = vec3(0.0)
+        if u1 < prob_specular(p, wi[2]):
+            m, pm = sample_visible_normal(wi, p.alpha, u2)
+            wo = reflect_m(wi, m)
+        else:
+            wo = square_to_cosine_hemisphere(u2)
+        pd = RoughPlastic.pdf(p, wi, wo)
+        if pd > 0.0 and wo[2] > 0.0:
+            s = BsdfSample(wo=wo, weight=RoughPlastic.f(p, wi, wo) / pd, pdf=pd, eta=1.0, delta=0, valid=1)
         return s
 
     @staticmethod
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂(diffuse_reflectance, specular_reflectance, α)."""
-        g = RoughPlastic.Params(reflectance=vec3(0.0), specular=vec3(0.0), alpha=0.0, eta=0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok:
-                dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
-                F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
-                k = F / (4.0 * wi[2])
-                g.specular = d_out * (k * dg)
-                g.alpha = (d_out * p.specular).sum() * (k * ddg)
-            g.reflectance = d_out * _diffuse_factor(p, wi, wo)
-        return g
+        h, hl, _ = half_vector(wi, wo)
+        dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
+        F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
+        k = F / (4.0 * wi[2])
+        return RoughPlastic.Params(reflectance=d_out * _diffuse_factor(p, wi, wo), specular=d_out * (k * dg),
+                                   alpha=(d_out * p.specular).sum() * (k * ddg))
 
     @staticmethod
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
-        """Coat: as roughconductor with the dielectric F(wi·h); base: c wo_z (1 - F(wi_z))(1 - F(wo_z))."""
-        gwi = vec3(0.0)
-        gwo = vec3(0.0)
-        if wi[2] > 0.0 and wo[2] > 0.0:
-            h, hl, ok = half_vector(wi, wo)
-            if ok:
-                c = wi.dot(h)
-                cs = d_out.dot(p.specular)
-                F, ct, ei, et = fresnel_dielectric(c, p.eta)
-                d = D(h, p.alpha)
-                gi = smith_g1(wi, h, p.alpha)
-                go = smith_g1(wo, h, p.alpha)
-                k = 1.0 / (4.0 * wi[2])
-                ac = cs * fresnel_dielectric_dcos(c, p.eta) * d * gi * go * k
-                g_h = ac * wi + (cs * F * gi * go * k) * D_grad(h, p.alpha)
-                g_u = normalize_backprop(g_h, h, hl)
-                gwi = g_u + ac * h + (cs * F * d * go * k) * smith_g1_grad(wi, h, p.alpha)
-                gwi[2] += -cs * F * d * gi * go * k / wi[2]
-                gwo = g_u + (cs * F * d * gi * k) * smith_g1_grad(wo, h, p.alpha)
-            cd = d_out.dot(p.reflectance) * _diffuse_scale(p.eta)
-            f_i, ct_i, ei_i, et_i = fresnel_dielectric(wi[2], p.eta)
-            f_o, ct_o, ei_o, et_o = fresnel_dielectric(wo[2], p.eta)
-            gwi[2] += -cd * wo[2] * fresnel_dielectric_dcos(wi[2], p.eta) * (1.0 - f_o)
-            gwo[2] += cd * (1.0 - f_i) * ((1.0 - f_o) - wo[2] * fresnel_dielectric_dcos(wo[2], p.eta))
+        """Coat: the reflection lobe with the dielectric F(wi·h); base: c wo_z (1 - F(wi_z))(1 - F(wo_z))."""
+        h, hl, _ = half_vector(wi, wo)
+        c = wi.dot(h)
+        cs = d_out.dot(p.specular)
+        F, ct, ei, et = fresnel_dielectric(c, p.eta)
+        gwi, gwo = reflection_grad_dirs(wi, wo, h, hl, p.alpha, cs * F, cs * fresnel_dielectric_dcos(c, p.eta))
+        cd = d_out.dot(p.reflectance) * _diffuse_scale(p.eta)
+        f_i, ct_i, ei_i, et_i = fresnel_dielectric(wi[2], p.eta)
+        f_o, ct_o, ei_o, et_o = fresnel_dielectric(wo[2], p.eta)
+        gwi[2] += -cd * wo[2] * fresnel_dielectric_dcos(wi[2], p.eta) * (1.0 - f_o)
+        gwo[2] += cd * (1.0 - f_i) * ((1.0 - f_o) - wo[2] * fresnel_dielectric_dcos(wo[2], p.eta))
         return gwi, gwo

@@ -8,47 +8,14 @@ Two-sided. Detached PRB does not differentiate Dirac lobes (as Mitsuba's prb).
 """
 import taichi as ti
 
-from ..core.math import vec3
-from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, no_dir_grads,
-                   slot_rgb, slot_rgb_adjoint)
-from .dielectric import DIELECTRIC_KEYS, ETA, relative_ior
+from .base import BsdfSample, dirac, invalid_sample
+from .dielectric import SmoothInterface
 from .fresnel import fresnel_dielectric, reflect
 
-_SPEC, _TRANS = 0, 1   # texture slots
 
-
-@leaf
-class ThinDielectric:
+@dirac
+class ThinDielectric(SmoothInterface):
     NAME = "thindielectric"
-    KEYS = DIELECTRIC_KEYS
-    FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float)
-
-    @staticmethod
-    def build(b, row, values, key):
-        row.floats = [relative_ior(values, b.file, key)]
-
-    @staticmethod
-    @ti.func
-    def fetch(st: ti.template(), ctx):
-        return ThinDielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
-                                     eta=const(st, ctx, ETA))
-
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
-        slot_rgb_adjoint(st, ctx, _TRANS, g.transmittance)
-
-    @staticmethod
-    @ti.func
-    def f(p, wi, wo):
-        return vec3(0.0)
-
-    @staticmethod
-    @ti.func
-    def pdf(p, wi, wo):
-        return 0.0
 
     @staticmethod
     @ti.func
@@ -70,13 +37,3 @@ class ThinDielectric:
             if s.pdf <= 0.0:
                 s.valid = 0
         return s
-
-    @staticmethod
-    @ti.func
-    def f_adjoint(p, wi, wo, d_out):
-        return ThinDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), eta=0.0)
-
-    @staticmethod
-    @ti.func
-    def f_grad_dirs(p, wi, wo, d_out):
-        return no_dir_grads()

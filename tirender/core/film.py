@@ -24,58 +24,54 @@ def _w1(d, stddev, radius):
 
 
 @ti.func
-def splat(st: ti.template(), cam, pos, L, weight_only: ti.template()):
-    """Add sample radiance L at film position pos into st.film (or only its weights into st.adj_w)."""
+def _box_pixel(st: ti.template(), cam, pos):
+    """Index of the pixel containing film position pos."""
     w = st.cam_w[cam]
-    h = st.cam_h[cam]
+    x = ti.min(ti.cast(pos[0], ti.i32), w - 1)
+    y = ti.min(ti.cast(pos[1], ti.i32), st.cam_h[cam] - 1)
+    return y * w + x
+
+
+@ti.func
+def _footprint(st: ti.template(), cam, pos):
+    """(x0, x1, y0, y1, stddev, radius): the pixels whose centres lie within the Gaussian's radius of pos."""
+    r = st.cam_radius[cam]
+    x0 = ti.max(ti.cast(ti.ceil(pos[0] - 0.5 - r), ti.i32), 0)
+    x1 = ti.min(ti.cast(ti.floor(pos[0] - 0.5 + r), ti.i32), st.cam_w[cam] - 1)
+    y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
+    y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), st.cam_h[cam] - 1)
+    return x0, x1, y0, y1, st.cam_stddev[cam], r
+
+
+@ti.func
+def splat(st: ti.template(), cam, pos, L):
+    """Add sample radiance L at film position pos into st.film (fixed point)."""
     if st.cam_filter[cam] == FILTER_BOX:
-        x = ti.min(ti.cast(pos[0], ti.i32), w - 1)
-        y = ti.min(ti.cast(pos[1], ti.i32), h - 1)
-        if ti.static(weight_only):
-            ti.atomic_add(st.adj_w[y * w + x], to_fixed(1.0, FILM_SCALE))
-        else:
-            ti.atomic_add(st.film[y * w + x], to_fixed(ti.Vector([L[0], L[1], L[2], 1.0]), FILM_SCALE))
+        ti.atomic_add(st.film[_box_pixel(st, cam, pos)], to_fixed(ti.Vector([L[0], L[1], L[2], 1.0]), FILM_SCALE))
     else:
-        r = st.cam_radius[cam]
-        sd = st.cam_stddev[cam]
-        x0 = ti.max(ti.cast(ti.ceil(pos[0] - 0.5 - r), ti.i32), 0)
-        x1 = ti.min(ti.cast(ti.floor(pos[0] - 0.5 + r), ti.i32), w - 1)
-        y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
-        y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), h - 1)
+        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
         for y in range(y0, y1 + 1):
             wy = _w1(y + 0.5 - pos[1], sd, r)
             if wy > 0.0:
                 for x in range(x0, x1 + 1):
                     wt = wy * _w1(x + 0.5 - pos[0], sd, r)
                     if wt > 0.0:
-                        if ti.static(weight_only):
-                            ti.atomic_add(st.adj_w[y * w + x], to_fixed(wt, FILM_SCALE))
-                        else:
-                            ti.atomic_add(st.film[y * w + x],
-                                          to_fixed(ti.Vector([wt * L[0], wt * L[1], wt * L[2], wt]), FILM_SCALE))
+                        ti.atomic_add(st.film[y * st.cam_w[cam] + x],
+                                      to_fixed(ti.Vector([wt * L[0], wt * L[1], wt * L[2], wt]), FILM_SCALE))
 
 
 @ti.func
 def gather_adjoint(st: ti.template(), cam, pos):
     """δL of a sample at pos: Σ_p w_p(pos) st.adj[p] (st.adj = δy / W after normalize_adjoint)."""
-    w = st.cam_w[cam]
-    h = st.cam_h[cam]
     res = vec3(0.0)
     if st.cam_filter[cam] == FILTER_BOX:
-        x = ti.min(ti.cast(pos[0], ti.i32), w - 1)
-        y = ti.min(ti.cast(pos[1], ti.i32), h - 1)
-        res = st.adj[y * w + x]
+        res = st.adj[_box_pixel(st, cam, pos)]
     else:
-        r = st.cam_radius[cam]
-        sd = st.cam_stddev[cam]
-        x0 = ti.max(ti.cast(ti.ceil(pos[0] - 0.5 - r), ti.i32), 0)
-        x1 = ti.min(ti.cast(ti.floor(pos[0] - 0.5 + r), ti.i32), w - 1)
-        y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
-        y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), h - 1)
+        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
         for y in range(y0, y1 + 1):
             wy = _w1(y + 0.5 - pos[1], sd, r)
             for x in range(x0, x1 + 1):
-                res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * w + x]
+                res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * st.cam_w[cam] + x]
     return res
 
 

@@ -55,8 +55,9 @@ def _safe_inv(d):
 
 
 @ti.func
-def intersect(st: ti.template(), o, d, tmax):
-    """Closest hit along o + t d, t in (0, tmax). Returns (tri, t, b1, b2); tri = -1 on a miss."""
+def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
+    """Stack traversal of the BVH, nearer child first. Closest hit (tri, t, b1, b2) along o + t d,
+    t in (0, tmax); with any_hit, stops at the first hit found. tri = -1 on a miss."""
     inv_d = _safe_inv(d)
     best_t = tmax
     best = -1
@@ -78,6 +79,9 @@ def intersect(st: ti.template(), o, d, tmax):
                         best_t = t
                         best = k
                         bb = vec2(b1, b2)
+                if ti.static(any_hit):
+                    if best >= 0:
+                        sp = 0
             else:
                 # visit the nearer child first (pushed last)
                 c0 = first
@@ -99,27 +103,13 @@ def intersect(st: ti.template(), o, d, tmax):
 
 
 @ti.func
+def intersect(st: ti.template(), o, d, tmax):
+    """Closest hit along o + t d, t in (0, tmax). Returns (tri, t, b1, b2); tri = -1 on a miss."""
+    return traverse(st, o, d, tmax, False)
+
+
+@ti.func
 def occluded(st: ti.template(), o, d, tmax):
     """True if anything is hit along o + t d for t in (0, tmax) (any-hit traversal)."""
-    inv_d = _safe_inv(d)
-    hit = False
-    stack = ti.Vector([0] * STACK, dt=ti.i32)
-    sp = 1
-    stack[0] = 0
-    while sp > 0 and not hit:
-        sp -= 1
-        n = stack[sp]
-        tnear, ok = _ray_box(st.node_min[n], st.node_max[n], o, inv_d, tmax)
-        if ok:
-            cnt = st.node_count[n]
-            first = st.node_first[n]
-            if cnt > 0:
-                for k in range(first, first + cnt):
-                    t, b1, b2 = ray_triangle(st, k, o, d)
-                    if t < tmax:
-                        hit = True
-            elif sp < STACK - 1:
-                stack[sp] = first + 1
-                stack[sp + 1] = first
-                sp += 2
-    return hit
+    tri, t, b1, b2 = traverse(st, o, d, tmax, True)
+    return tri >= 0

@@ -12,6 +12,7 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
 import taichi as ti
 
 from ..core.math import vec3
+from ..registry import mask_of, register
 from .area import Area
 from .base import DELTA, INFINITE, SURFACE, DirectionSample
 from .constant import Constant
@@ -26,17 +27,11 @@ MODELS = (
     Constant,
     Envmap,
 )
-for _tag, _m in enumerate(MODELS):
-    _m.TAG = _tag
-BY_NAME = {m.NAME: m for m in MODELS}
+BY_NAME = register(MODELS)
 ALL = (1 << len(MODELS)) - 1
 N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
-           "eval_adjoint"]
-
-
-def mask_of(names):
-    return sum(1 << BY_NAME[n].TAG for n in names)
+           "eval_adjoint", "mask_of"]
 
 
 @ti.func

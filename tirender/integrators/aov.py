@@ -6,11 +6,10 @@ import taichi as ti
 
 from ..bsdfs.base import BsdfCtx
 from ..bsdfs.registry import dispatch
-from ..core.camera import camera_ray
+from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, PI, vec2, vec3
-from ..core.rng import make_sampler
+from ..core.math import BIG, PI, vec3
 from ..schema import Choice
 
 AOVS = {"depth": 0, "normal": 1, "albedo": 2, "position": 3, "uv": 4}
@@ -38,8 +37,7 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
     for pix in range(w * st.cam_h[cam]):
         acc = vec3(0.0)
         for s in range(spp):
-            sampler = make_sampler(seed, pix, s)
-            pos = vec2(pix % w, pix // w) + sampler.next_2d()
+            _, pos = pixel_sample(st, cam, pix, seed, s)
             o, d = camera_ray(st, cam, pos)
             tri, t, b1, b2 = intersect(st, o, d, BIG)
             si = make_interaction(st, tri, t, b1, b2, o, d)

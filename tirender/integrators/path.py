@@ -16,15 +16,13 @@ import taichi as ti
 
 from .. import launch
 from ..bsdfs.registry import dispatch
-from ..core import film
-from ..core.camera import camera_ray
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, vec2, vec3
-from ..core.rng import make_sampler
+from ..core.math import BIG
 from ..schema import Bool, Integer
 from ..walk import steps, vertex
-from ..walk.state import PRIMAL, camera_state
+from ..walk.state import camera_state
+from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
 NAMES = ("path", "direct", "prb")   # `direct` = path with max_depth <= 2; `prb` renders like path
@@ -53,31 +51,13 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 
 @ti.func
-def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), o, d, sampler: ti.template(),
-           max_depth, rr_depth, hide_emitters, L_in, dL):
-    """Radiance of one camera path (PRIMAL), or its replay from the primal radiance L_in (REPLAY)."""
+def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), mode: ti.template(), o, d,
+           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
+    """Radiance of one camera path (PRIMAL), or its replay from the primal radiance L_in (REPLAY).
+    (opts: unused; the signature of integrators/kernels.py)"""
     s = camera_state(o, d, L_in)
     walk(st, bsdf, em, mode, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return s.L
-
-
-@ti.kernel
-def render_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
-                  sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32):
-    """Primal render of `spp` samples per pixel (indices sample_offset..) splatted into st.film.
-    One thread per pixel; its samples' filter footprints are gathered locally, then flushed."""
-    w = st.cam_w[cam]
-    for pix in range(w * st.cam_h[cam]):
-        px = pix % w
-        py = pix // w
-        acc = film.local_zero()
-        for k in range(spp):
-            sampler = make_sampler(seed, pix, sample_offset + k)
-            pos = vec2(px, py) + sampler.next_2d()
-            o, d = camera_ray(st, cam, pos)
-            L = sample(st, bsdf, em, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters, vec3(0.0), vec3(0.0))
-            film.local_splat(st, cam, px, py, pos, film.nan_to_zero(L), acc)
-        film.local_flush(st, cam, px, py, acc, False)
 
 
 def args(scene, integrator=None):
@@ -98,7 +78,8 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
         st.film.fill(0)
     bsdf = dispatch(scene.bsdf_levels)
     seed = int(seed) & 0xFFFFFFFF
+    kernel = kernels.render_kernel(sample)
     launch.sweep(scene, sensor, spp, "render", progress,
-                 lambda off, k: render_kernel(st, bsdf, scene.em_mask, sensor, k, sample_offset + off, seed, a.max_depth, a.rr_depth,
-                                              a.hide))
+                 lambda off, k: kernel(st, bsdf, scene.em_mask, 0, sensor, k, sample_offset + off, seed, a.max_depth,
+                                       a.rr_depth, a.hide))
     return launch.resolve_film(st, scene.sensors[sensor])

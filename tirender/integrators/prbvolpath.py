@@ -16,40 +16,10 @@ differentiated, never the discrete real/null choice. Memory is constant in spp a
 Gradients: density / sigma_t grids and constants, albedo (grids and constants), HG g, plus every
 surface parameter path.py differentiates (BSDFs, normal maps, emitters).
 """
-import taichi as ti
-
 from .. import launch
-from ..core import film
-from ..core.camera import camera_ray
-from ..core.math import vec2, vec3
-from ..core.rng import make_sampler
-from ..walk.state import PRIMAL, REPLAY
-from . import volpath
+from . import kernels, volpath
 
 INTEGRATES = volpath.NAMES
-
-
-@ti.kernel
-def prbvol_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), march: ti.template(), cam: ti.i32,
-                  spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
-                  hide_emitters: ti.i32):
-    w = st.cam_w[cam]
-    for pix in range(w * st.cam_h[cam]):
-        for k in range(spp):
-            sampler = make_sampler(seed, pix, sample_offset + k)
-            pos = vec2(pix % w, pix // w) + sampler.next_2d()
-            dL = film.gather_adjoint(st, cam, pos)
-            if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                o, d = camera_ray(st, cam, pos)
-                # pass 2: primal walk -> L
-                L, _ = volpath.sample(st, bsdf, em, PRIMAL, march, o, d, sampler, max_depth, rr_depth,
-                                      hide_emitters, vec3(0.0), vec3(0.0))
-                if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
-                    # pass 3: reset the RNG, replay the same path and back-propagate δL
-                    replay = make_sampler(seed, pix, sample_offset + k)
-                    replay.next_2d()
-                    volpath.sample(st, bsdf, em, REPLAY, march, o, d, replay, max_depth, rr_depth, hide_emitters,
-                                   L, dL)
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
@@ -58,9 +28,10 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     a = volpath.args(scene)
     bsdf, em = volpath.kernel_dispatch(scene)
     volpath.prepare(scene, scene.bind(), a)
+    kernel = kernels.replay_kernel(volpath.sample)
 
     def run(st, cam, sd, off, k):
-        prbvol_kernel(st, bsdf, em, a.march, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
+        kernel(st, bsdf, em, a.vis, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
 
 

@@ -36,10 +36,10 @@ import taichi as ti
 from .. import launch
 from ..bsdfs.registry import dispatch
 from ..core import film
-from ..core.camera import camera_ray
+from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, max3, vec2, vec3
+from ..core.math import BIG, max3, vec3
 from ..core.rng import make_sampler
 from ..errors import ConfigError
 from ..walk import steps, vertex
@@ -124,18 +124,16 @@ def rb_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti
     """One thread per (pixel, sample): gather δL from st.adj (normalised adjoint image) and walk an RB
     adjoint path. joint = 1: also splat the path's primal radiance into st.film (pipelining); a runtime
     flag so that the joint pass and the plain gradient share one compiled kernel."""
-    w = st.cam_w[cam]
-    for pix in range(w * st.cam_h[cam]):
+    for pix in range(st.cam_w[cam] * st.cam_h[cam]):
         for k in range(spp):
-            sampler = make_sampler(seed, pix, sample_offset + k)
-            pos = vec2(pix % w, pix // w) + sampler.next_2d()
+            sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
             dL = film.gather_adjoint(st, cam, pos)
             if joint == 1 or adjoint_on(RB, dL):
                 o, d = camera_ray(st, cam, pos)
                 nest = make_sampler(seed ^ ti.u32(NEST_SEED_XOR), pix, sample_offset + k)
                 L = rb_walk(st, bsdf, em, o, d, sampler, nest, max_depth, rr_depth, hide_emitters, dL, biased)
                 if joint == 1:
-                    film.splat(st, cam, pos, film.nan_to_zero(L), False)
+                    film.splat(st, cam, pos, film.nan_to_zero(L))
 
 
 def _gradient(scene, adjoint_image, spp, seed, sensor, accumulate, progress, method):

@@ -13,7 +13,7 @@ Per path segment inside a medium:
         (h: the path's hero channel; detached): real scattering with probability P_s, weight
         sigma_s(x) / (mu P_s); null scattering otherwise, weight (mu - sigma_t(x)) / (mu (1 - P_s)).
       - homogeneous media: analytic sampling t ~ sigma_h exp(-sigma_h t) (media/homogeneous.py).
-      - ``march`` (volpath_raymarch.py): fixed-step ray marching instead (biased, Mitsuba 2).
+      - ``volpath_raymarch``: fixed-step ray marching instead (biased, Mitsuba 2; walk/media.py).
     RGB is exact: each path picks a hero channel h that drives distance sampling and the
     real/null choice; every event also yields the pdf ratios q_c = p_c / p_h of the other
     channels' strategies, r = prod q is kept renormalised to mean(r) = 1 and the throughput is
@@ -51,20 +51,17 @@ import taichi as ti
 from .. import launch
 from ..bsdfs.base import NULL
 from ..bsdfs.registry import dispatch, mask_of
-from ..core import film
-from ..core.camera import camera_ray
 from ..core.interaction import make_interaction, spawn_origin
 from ..core.intersect import intersect
-from ..core.math import BIG, max3, vec2, vec3
-from ..core.rng import make_sampler
+from ..core.math import BIG, max3, vec3
 from ..emitters import registry as emitter_registry
 from ..media import medium as med
 from ..schema import Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
 from ..walk.media import DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, target_medium
-from ..walk.state import PRIMAL, camera_state
-from . import path
+from ..walk.state import camera_state
+from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
@@ -73,10 +70,10 @@ KEYS = path.KEYS + (Number("step_size", default=0.0, lo=0.0,
 
 
 @ti.func
-def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), march: ti.template(),
+def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), vis: ti.template(),
          s: ti.template(), sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
-    """Continue path state s through surfaces and media until it ends."""
-    vis = ti.static(MediumVisibility.of(march))
+    """Continue path state s through surfaces and media until it ends (vis: MediumVisibility.of(march),
+    which also names the free-flight estimator)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
         tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
@@ -88,7 +85,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         scattered = 0
         xs = vec3(0.0)
         if s.medium >= 0:
-            sc, ts, w, q = free_flight(st, mode, march, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL)
+            sc, ts, w, q = free_flight(st, mode, vis.MARCH, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL)
             rq = s.r * q
             mr = rq.sum() / 3.0
             if mr > 0.0:
@@ -134,34 +131,21 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 
 @ti.func
-def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), march: ti.template(),
-           o, d, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
-    """One path from o along d. Returns (L, number of real scattering vertices)."""
+def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
+          sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
+    """One path from o along d (vis: MediumVisibility.of(march)). Returns (L, real scattering vertices)."""
     s = camera_state(o, d, L_in)
     s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)   # the channel that samples distances
-    walk(st, bsdf, em, mode, march, s, sampler, max_depth, rr_depth, hide_emitters, dL)
+    walk(st, bsdf, em, mode, vis, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return s.L, s.depth
 
 
-@ti.kernel
-def render_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), march: ti.template(), cam: ti.i32,
-                  spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
-                  hide_emitters: ti.i32):
-    """Primal render of `spp` samples per pixel (indices sample_offset..) splatted into st.film.
-    One thread per pixel; its samples' filter footprints are gathered locally, then flushed."""
-    w = st.cam_w[cam]
-    for pix in range(w * st.cam_h[cam]):
-        px = pix % w
-        py = pix // w
-        acc = film.local_zero()
-        for k in range(spp):
-            sampler = make_sampler(seed, pix, sample_offset + k)
-            pos = vec2(px, py) + sampler.next_2d()
-            o, d = camera_ray(st, cam, pos)
-            L, _ = sample(st, bsdf, em, PRIMAL, march, o, d, sampler, max_depth, rr_depth, hide_emitters, vec3(0.0),
-                          vec3(0.0))
-            film.local_splat(st, cam, px, py, pos, film.nan_to_zero(L), acc)
-        film.local_flush(st, cam, px, py, acc, False)
+@ti.func
+def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
+           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
+    """Radiance of one camera path (the signature of integrators/kernels.py; opts = the visibility)."""
+    L, _ = trace(st, bsdf, em, vis, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL)
+    return L
 
 
 # ---------------------------------------------------------------------------------- host side
@@ -179,11 +163,13 @@ def kernel_dispatch(scene):
 
 
 def args(scene, integrator=None):
-    """Kernel arguments of a volume integrator: march (DELTA | MARCH), max_depth, rr_depth, hide."""
+    """Kernel arguments of a volume integrator: vis (the shadow-ray / free-flight estimators for DELTA
+    tracking or ray MARCHing), max_depth, rr_depth, hide, step."""
     a = path.args(scene, integrator)
     t = integrator or scene.integrator["type"]
-    return SimpleNamespace(march=MARCH if t == "volpath_raymarch" else DELTA, max_depth=a.max_depth,
-                           rr_depth=a.rr_depth, hide=a.hide, step=float(scene.integrator.get("step_size", 0.0)))
+    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA)
+    return SimpleNamespace(vis=vis, max_depth=a.max_depth, rr_depth=a.rr_depth, hide=a.hide,
+                           step=float(scene.integrator.get("step_size", 0.0)))
 
 
 def prepare(scene, st, a):
@@ -201,7 +187,8 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
         st.film.fill(0)
     bsdf, em = kernel_dispatch(scene)
     seed = int(seed) & 0xFFFFFFFF
+    kernel = kernels.render_kernel(sample)
     launch.sweep(scene, sensor, spp, "render", progress,
-                 lambda off, k: render_kernel(st, bsdf, em, a.march, sensor, k, sample_offset + off, seed,
-                                              a.max_depth, a.rr_depth, a.hide))
+                 lambda off, k: kernel(st, bsdf, em, a.vis, sensor, k, sample_offset + off, seed, a.max_depth,
+                                       a.rr_depth, a.hide))
     return launch.resolve_film(st, scene.sensors[sensor])

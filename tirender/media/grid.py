@@ -13,31 +13,18 @@ fixed point, core/fixed_point.py) with ti.atomic_add, exactly like textures.py d
 import numpy as np
 import taichi as ti
 
-from ..core.fixed_point import to_fixed
+from ..core import pool
 from ..core.math import vec3
 
 
 @ti.func
 def _voxel(st: ti.template(), base, w, h, c, x, y, z):
-    o = base + ((z * h + y) * w + x) * c
-    v = vec3(0.0)
-    if c == 1:
-        v = vec3(st.pool[o])
-    else:
-        v = vec3(st.pool[o], st.pool[o + 1], st.pool[o + 2])
-    return v
+    return pool.value(st, base + ((z * h + y) * w + x) * c, c)
 
 
 @ti.func
 def _voxel_add(st: ti.template(), base, w, h, c, x, y, z, d):
-    o = base + ((z * h + y) * w + x) * c
-    s = st.info_f[2]  # fixed-point gradient scale
-    if c == 1:
-        ti.atomic_add(st.grad_fx[o], to_fixed(d[0] + d[1] + d[2], s))
-    else:
-        ti.atomic_add(st.grad_fx[o], to_fixed(d[0], s))
-        ti.atomic_add(st.grad_fx[o + 1], to_fixed(d[1], s))
-        ti.atomic_add(st.grad_fx[o + 2], to_fixed(d[2], s))
+    pool.add_gradient(st, base + ((z * h + y) * w + x) * c, c, d)
 
 
 @ti.func
@@ -53,24 +40,41 @@ def _axis(u, n):
 
 
 @ti.func
+def _trilinear(st: ti.template(), tid, u, d_out, adjoint: ti.template()):
+    """The trilinear lookup of volume tid at u (primal: returns the value), or its adjoint (scatters
+    the eight corner weights times d_out). A 1x1x1 volume is a constant."""
+    res = vec3(0.0)
+    base = st.tex_offset[tid]
+    w = st.tex_w[tid]
+    h = st.tex_h[tid]
+    d = st.tex_d[tid]
+    c = st.tex_c[tid]
+    if w * h * d == 1:
+        if ti.static(adjoint):
+            _voxel_add(st, base, 1, 1, c, 0, 0, 0, d_out)
+        else:
+            res = _voxel(st, base, 1, 1, c, 0, 0, 0)
+    else:
+        x0, x1, fx = _axis(u[0], w)
+        y0, y1, fy = _axis(u[1], h)
+        z0, z1, fz = _axis(u[2], d)
+        for k in range(8):  # a runtime loop over the corners keeps the megakernels small
+            wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
+            x, y, z = x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0
+            if ti.static(adjoint):
+                if wt != 0.0:
+                    _voxel_add(st, base, w, h, c, x, y, z, wt * d_out)
+            else:
+                res += wt * _voxel(st, base, w, h, c, x, y, z)
+    return res
+
+
+@ti.func
 def grid_eval(st: ti.template(), tid, u):
     """Value (vec3) of volume tid at local coordinates u (vec3 in [0, 1]^3). tid < 0 gives 0."""
     res = vec3(0.0)
     if tid >= 0:
-        base = st.tex_offset[tid]
-        w = st.tex_w[tid]
-        h = st.tex_h[tid]
-        d = st.tex_d[tid]
-        c = st.tex_c[tid]
-        if w * h * d == 1:
-            res = _voxel(st, base, 1, 1, c, 0, 0, 0)
-        else:
-            x0, x1, fx = _axis(u[0], w)
-            y0, y1, fy = _axis(u[1], h)
-            z0, z1, fz = _axis(u[2], d)
-            for k in range(8):  # a runtime loop over the corners keeps the megakernels small
-                wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
-                res += wt * _voxel(st, base, w, h, c, x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0)
+        res = _trilinear(st, tid, u, vec3(0.0), False)
     return res
 
 
@@ -79,22 +83,7 @@ def grid_eval_adjoint(st: ti.template(), tid, u, d_out):
     """Adjoint of grid_eval: grad[voxels] += trilinear weights * d_out (channels summed for C = 1).
     A zero d_out adds nothing (and touches no memory: no atomic contention on shared voxels)."""
     if tid >= 0 and (d_out[0] != 0.0 or d_out[1] != 0.0 or d_out[2] != 0.0):
-        base = st.tex_offset[tid]
-        w = st.tex_w[tid]
-        h = st.tex_h[tid]
-        d = st.tex_d[tid]
-        c = st.tex_c[tid]
-        if w * h * d == 1:
-            _voxel_add(st, base, 1, 1, c, 0, 0, 0, d_out)
-        else:
-            x0, x1, fx = _axis(u[0], w)
-            y0, y1, fy = _axis(u[1], h)
-            z0, z1, fz = _axis(u[2], d)
-            for k in range(8):
-                wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
-                if wt != 0.0:
-                    _voxel_add(st, base, w, h, c, x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0,
-                               wt * d_out)
+        _trilinear(st, tid, u, d_out, True)
 
 
 @ti.func

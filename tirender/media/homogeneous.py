@@ -82,8 +82,8 @@ def escape(sigma, s, h):
 def collision_grads(sigma, albedo, t, L, dL):
     """(d sigma_t, d albedo) of a sampled collision: dL * L * d w / w."""
     g = dL * L
-    return (vec3(safe_div(g[0], sigma[0]), safe_div(g[1], sigma[1]), safe_div(g[2], sigma[2])) - g * t,
-            vec3(safe_div(g[0], albedo[0]), safe_div(g[1], albedo[1]), safe_div(g[2], albedo[2])))
+    return (safe_div(g, sigma) - g * t,
+            safe_div(g, albedo))
 
 
 @ti.func

@@ -8,6 +8,7 @@ Directions are propagation directions (see hg.py).
 import taichi as ti
 
 from ..core.math import vec3
+from ..registry import register
 from .hg import HenyeyGreenstein
 from .isotropic import Isotropic
 
@@ -15,9 +16,7 @@ PHASES = (
     Isotropic,
     HenyeyGreenstein,
 )
-for _tag, _m in enumerate(PHASES):
-    _m.TAG = _tag
-BY_NAME = {m.NAME: m for m in PHASES}
+BY_NAME = register(PHASES)
 
 
 @ti.func

@@ -2,6 +2,7 @@
 ``exterior``); their coefficients are pool volumes (grid.py); the walk treats HOMOGENEOUS media
 analytically and the others by delta / ratio tracking (walk/media.py). Phase functions have their
 own registry (phase.py)."""
+from ..registry import register
 from .heterogeneous import Heterogeneous
 from .homogeneous import Homogeneous
 
@@ -9,6 +10,4 @@ MEDIA = (
     Homogeneous,
     Heterogeneous,
 )
-for _tag, _m in enumerate(MEDIA):
-    _m.TAG = _tag
-BY_NAME = {n: m for m in MEDIA for n in (m.NAME,) + m.ALIASES}
+BY_NAME = register(MEDIA)

@@ -27,10 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from ..schema import number, validate
+from ..schema import family_keys, number, validate
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
 from .phase import BY_NAME as PHASES
 from .registry import BY_NAME as MEDIA
+from .registry import MEDIA as _MODELS
+
+_MEDIUM_KEYS = family_keys(_MODELS)
 
 GRID_KEYS = {"type", "filename", "data", "resolution", "value"}
 
@@ -141,7 +144,8 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
     if t not in MEDIA:
         raise ConfigError(f"unknown medium type '{t}' (expected one of: {', '.join(MEDIA)})", b.file, f"{key}.type")
     model = MEDIA[t]
-    values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, b.file, key)
+    values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, b.file, key,
+                      family=("medium", t, _MEDIUM_KEYS))
     tex, bbox_file = {}, None
     for k in model.KEYS:
         if k.kind == "volume":

@@ -29,17 +29,18 @@ EXPAND_POINTS_PER_PARAM = 20  # ... and once the batch marches ≥ n_params / 20
 
 
 def thread_lanes():
-    """True where ``ti.global_thread_idx()`` names one of ``cpu_max_num_threads`` CPU workers (Taichi's
-    CPU backends): the "expand" scatter mode's private per-thread gradient copies. Elsewhere (Vulkan has no
-    thread index; a CUDA thread index is not a worker number) the kernels scatter with atomic adds
-    instead — chosen at compile time (``ti.static``), so the CPU kernels are unchanged."""
+    """True on Taichi's CPU backends, where the lane modes work: "expand" (private gradient copies
+    indexed by ``ti.global_thread_idx()``, the CPU worker running the ray) and "ordered" (P = CPU
+    workers, each replaying its own fixed share of the rays). Elsewhere Vulkan has no thread index, a
+    CUDA thread index is no worker number, and P long serial loops would idle a GPU (and overrun
+    lavapipe's 65535-iteration loop limit): the kernels scatter with atomic adds instead, chosen at
+    compile time with ``ti.static``, so the CPU kernels are unchanged."""
     return ti.lang.impl.current_cfg().arch in (ti.x64, ti.arm64)
 
 
 def _scatter_mode(mode):
-    """The mode actually run: "expand" needs per-thread lanes (:func:`thread_lanes`), else "atomic"
-    ("ordered" needs no thread index and runs anywhere)."""
-    return "atomic" if mode == "expand" and not thread_lanes() else mode
+    """The mode actually run: the lane modes ("expand", "ordered") on CPU backends only, else "atomic"."""
+    return "atomic" if mode in ("expand", "ordered") and not thread_lanes() else mode
 
 
 @ti.func
@@ -338,10 +339,12 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
     :func:`render_rays` on the same rays and jitter, and δL = ∂ℒ/∂L (n, 3).
 
     mode: "atomic" (ti.atomic_add into field.grad, one thread per ray), "expand" (CPU: one
-    private gradient copy per CPU thread, plain adds, summed after; "atomic" on other backends), "ordered" (expand with a fixed
+    private gradient copy per CPU thread, plain adds, summed after), "ordered" (expand with a fixed
     ray-to-copy assignment: bit-reproducible, single-threaded on Taichi's CPU backend) or "auto"
-    (expand on CPU backends when the batch is large enough to amortise summing the copies). coalesce: sum a ray's adjoints per voxel before
-    scattering (same result up to rounding, fewer adds); False scatters at every point.
+    (expand on CPU backends when the batch is large enough to amortise summing the copies).
+    "expand" and "ordered" are CPU modes: other backends run "atomic" (see :func:`thread_lanes`).
+    coalesce: sum a ray's adjoints per voxel before scattering (same result up to rounding, fewer
+    adds); False scatters at every point.
     """
     o, d, jitter, n = _rays(o, d, jitter)
     fp = np_float()

@@ -340,16 +340,20 @@ class Trainer:
         fld = self.field
         for si in todo:
             self._opts[si] = self._make_opt(si, fld)
+        from .render import EXPAND_MAX_BYTES, render_rays, thread_lanes
+        if tr["deterministic"] and not thread_lanes() and not getattr(self, "_warned_det", False):
+            self._warned_det = True
+            self.log("note: train.deterministic is bit-reproducible on the CPU backend only; "
+                     "this backend scatters gradients with atomic adds")
         if not warm:
             return
-        from .render import EXPAND_MAX_BYTES, render_rays, thread_lanes
         o = np.zeros((4, 3))
         o[:, 2] = -3.0
         d = np.tile([0.05, 0.02, 1.0], (4, 1))
         j = np.full(4, 0.5)
         L, ns = render_rays(fld, o, d, j)            # evaluation renders
         render_and_backward(fld, o, d, j, L, kind=tr["loss"], mode="atomic")
-        if fld.lanes_bytes() <= EXPAND_MAX_BYTES and (tr["deterministic"] or thread_lanes()):
+        if fld.lanes_bytes() <= EXPAND_MAX_BYTES and thread_lanes():
             render_and_backward(fld, o, d, j, L, kind=tr["loss"],
                                 mode="ordered" if tr["deterministic"] else "expand")
         if tr["tv_density"] > 0 or tr["tv_color"] > 0:

@@ -18,11 +18,13 @@ from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
-from ..schema import Child, boolean, number, validate, vec3
+from ..schema import Child, boolean, family_keys, number, validate, vec3
 from . import shapes as builtin
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
+_BSDF_KEYS = family_keys(bsdf_registry.MODELS) | {m.SUGAR for m in bsdf_registry.SUGAR}
+_EMITTER_KEYS = family_keys(emitter_registry.MODELS)
 
 
 @dataclass
@@ -234,7 +236,8 @@ class _Builder:
 
     def _row(self, bid, model, spec, key, depth, children=None):
         keys = model.KEYS if children is None else tuple(k for k in model.KEYS if not isinstance(k, Child))
-        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key)
+        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
+                          family=("BSDF", model.NAME, _BSDF_KEYS))
         row = BsdfRow(bid, model.TAG, model)
         for k in model.KEYS:
             if k.kind == "texture":
@@ -264,8 +267,8 @@ class _Builder:
                 for f in flags:
                     model.check_child(f, self.file, key)
             row.flags = model.combine_flags(flags)
-        if hasattr(model, "build"):
-            model.build(self, row, values, key)
+        if hasattr(model, "constants"):
+            row.floats = list(model.constants(values, self.file, key))
         if len(row.floats) > bsdf_registry.N_FLOAT:
             raise ConfigError(f"internal: {model.NAME} declares too many constants", self.file, key)
         self.bsdfs.append(row)
@@ -286,7 +289,8 @@ class _Builder:
                               f"{key}.type")
         if shape < 0 and model.FLAGS & SURFACE:
             raise ConfigError(f"{t} emitters are attached to shapes (shapes[i].emitter)", self.file, key)
-        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, self.file, key)
+        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, self.file, key,
+                          family=("emitter", t, _EMITTER_KEYS))
         row = EmitterRow(eid, model.TAG, model, shape)
         for k in model.KEYS:
             if k.kind == "texture":

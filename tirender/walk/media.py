@@ -27,7 +27,7 @@ from ..core.math import BIG, max3, safe_div, vec3
 from ..media import homogeneous as hom
 from ..media import medium as med
 from ..scene.storage import INFO_MARCH_STEP
-from .state import PRIMAL, REPLAY
+from .state import REPLAY
 
 DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
 MAX_CROSSINGS = 256          # null interfaces crossed by one path segment chain (guard)
@@ -85,8 +85,8 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
             if scattered == 1:
                 med.coefficients_adjoint(
                     st, m, o + (t0 + (i + jitter) * dt) * d,
-                    vec3(safe_div(g[0], sig_hit[0]), safe_div(g[1], sig_hit[1]), safe_div(g[2], sig_hit[2])) - dtt * g,
-                    vec3(safe_div(g[0], alb_hit[0]), safe_div(g[1], alb_hit[1]), safe_div(g[2], alb_hit[2])))
+                    safe_div(g, sig_hit) - dtt * g,
+                    safe_div(g, alb_hit))
     return scattered, ts, w, q
 
 
@@ -176,8 +176,8 @@ def free_flight(st: ti.template(), mode: ti.template(), march: ti.template(), m,
                         # d w / w = d sigma_t / sigma_t + d albedo / albedo
                         w *= alb * sig / (mu * p_s)
                         q *= sig / (mu * p_s)
-                        g_s = vec3(safe_div(g[0], sig[0]), safe_div(g[1], sig[1]), safe_div(g[2], sig[2]))
-                        g_a = vec3(safe_div(g[0], alb[0]), safe_div(g[1], alb[1]), safe_div(g[2], alb[2]))
+                        g_s = safe_div(g, sig)
+                        g_a = safe_div(g, alb)
                         scattered = 1
                         ts = t
                         tracking = False
@@ -187,7 +187,7 @@ def free_flight(st: ti.template(), mode: ti.template(), march: ti.template(), m,
                         sn = mu - sig
                         w *= sn / (mu * (1.0 - p_s))
                         q *= sn / (mu * (1.0 - p_s))
-                        g_s = -vec3(safe_div(g[0], sn[0]), safe_div(g[1], sn[1]), safe_div(g[2], sn[2]))
+                        g_s = -safe_div(g, sn)
                     if ti.static(mode == REPLAY):
                         med.coefficients_adjoint(st, m, x, g_s, g_a)
     return scattered, ts, w, q
@@ -226,7 +226,7 @@ def segment_transmittance(st: ti.template(), mode: ti.template(), march: ti.temp
                         # nested replay: d T / d sigma_t(x) = -(T_total / f) / mu
                         g = dT * T_total
                         med.coefficients_adjoint(
-                            st, m, x, -vec3(safe_div(g[0], f[0]), safe_div(g[1], f[1]), safe_div(g[2], f[2])) / mu,
+                            st, m, x, -safe_div(g, f) / mu,
                             vec3(0.0))
                     if max3(T) <= 0.0:
                         tracking = False
@@ -276,13 +276,15 @@ def transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), 
 
 class MediumVisibility:
     """Shadow rays through media and null interfaces (``nee``'s ``vis`` for volume integrators);
-    ``MediumVisibility.of(march)`` picks the grid estimator."""
+    ``MediumVisibility.of(march)`` picks the grid estimator (its ``MARCH`` attribute)."""
     _cache = {}
 
     @classmethod
     def of(cls, march):
         if march not in cls._cache:
             class Vis:
+                MARCH = march
+
                 @staticmethod
                 @ti.func
                 def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(),

@@ -113,7 +113,7 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
             if bs.delta == 0:
                 # L_ind · f / detach(f): cancels the detached scattering value inside L
                 f_det = bs.weight * bs.pdf
-                inv_f = vec3(safe_div(1.0, f_det[0]), safe_div(1.0, f_det[1]), safe_div(1.0, f_det[2]))
+                inv_f = safe_div(vec3(1.0), f_det)
                 vertex.adjoint(st, bsdf, v, bs.wo, dL * s.L * inv_f)
         s.beta *= bs.weight
         s.eta *= bs.eta

@@ -1,0 +1,57 @@
+"""Generate docs/models.md — the key tables of every registered model — from the models' schemas.
+
+    python -m tirender.docgen > docs/models.md      (tests/test_docs.py checks it is current)
+"""
+import sys
+
+from .bsdfs import registry as bsdfs
+from .emitters import registry as emitters
+from .integrators import registry as integrators
+from .media import phase, registry as media
+from .schema import keys_table
+
+HEADER = """# Model reference
+
+Generated from the models' own declarations (`python -m tirender.docgen > docs/models.md`); every
+key below is validated before rendering starts (type, YAML booleans only, range, finiteness).
+Texture keys accept a number, an RGB list or a bitmap mapping (see [scenes.md](scenes.md)) and become
+differentiable parameters named `<id>.<key>` (`roughness` for `alpha`).
+"""
+
+
+def _first_line(doc):
+    return (doc or "").strip().split("\n\n")[0].replace("\n", " ")
+
+
+def _section(title, models, names=lambda m: (m.NAME,)):
+    out = [f"\n## {title}\n"]
+    for m in models:
+        mod = sys.modules[m.__module__]
+        out.append(f"\n### `{'` / `'.join(names(m))}`\n\n{_first_line(m.__doc__ or mod.__doc__)}\n")
+        if m.KEYS:
+            out.append("\n" + keys_table(m.KEYS) + "\n")
+        else:
+            out.append("\nNo keys.\n")
+    return "".join(out)
+
+
+def markdown():
+    parts = [HEADER]
+    parts.append(_section("BSDFs (`bsdfs:` entries, `shapes[i].bsdf`)", bsdfs.MODELS))
+    parts.append("\nAny BSDF also accepts `twosided: true` and `normalmap: <texture>`, which wrap it in the "
+                 "models of the same names.\n")
+    parts.append(_section("Emitters (`emitters:` entries; `area` on `shapes[i].emitter`)", emitters.MODELS))
+    parts.append(_section("Media (`media:` entries, `shapes[i].interior` / `exterior`)", media.MEDIA,
+                          lambda m: (m.NAME,) + m.ALIASES))
+    parts.append(_section("Phase functions (`phase:` of a medium)", phase.PHASES))
+    out = ["\n## Integrators (`integrator:`)\n"]
+    for mod in integrators.PRIMAL_MODULES:
+        out.append(f"\n### `{'` / `'.join(mod.NAMES)}`\n\n{_first_line(mod.__doc__)}\n\n{keys_table(mod.KEYS)}\n")
+    methods = ", ".join(f"`{m}`" for m in integrators.METHODS)
+    out.append(f"\nGradient methods (`render_grad(method=...)`, `optimize.method`): {methods}.\n")
+    parts.append("".join(out))
+    return "".join(parts)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

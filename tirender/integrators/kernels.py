@@ -1,0 +1,68 @@
+"""The per-pixel megakernels every integrator shares, generated once per sample function.
+
+An integrator's ``sample`` has the signature
+    sample(st, bsdf, em, opts, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL) -> L
+(``opts``: its compile-time options, e.g. volpath's free-flight estimator; ``mode``: PRIMAL or
+REPLAY, see tirender/walk/state.py). From it:
+
+    render_kernel(sample)   primal: one thread per pixel, its samples' filter footprints gathered
+                            in a pixel-local accumulator and flushed into st.film (fixed point)
+    replay_kernel(sample)   detached PRB (Vicini et al. 2021): one thread per pixel, per sample
+                            δL = Σ_p w_p δy_p / W_p, the primal walk -> L, then the RNG reset and
+                            the replay that back-propagates δL (constant memory)
+Both are cached per sample function, so each compiles once per specialisation.
+"""
+import taichi as ti
+
+from ..core import film
+from ..core.camera import camera_ray, pixel_sample
+from ..core.math import vec3
+from ..walk.state import PRIMAL, REPLAY
+
+_render, _replay = {}, {}
+
+
+def render_kernel(sample):
+    if sample not in _render:
+        @ti.kernel
+        def render(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
+                   spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
+                   hide_emitters: ti.i32):
+            w = st.cam_w[cam]
+            for pix in range(w * st.cam_h[cam]):
+                px = pix % w
+                py = pix // w
+                acc = film.local_zero()
+                for k in range(spp):
+                    sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    o, d = camera_ray(st, cam, pos)
+                    L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
+                               vec3(0.0), vec3(0.0))
+                    film.local_splat(st, cam, px, py, pos, film.nan_to_zero(L), acc)
+                film.local_flush(st, cam, px, py, acc, False)
+        _render[sample] = render
+    return _render[sample]
+
+
+def replay_kernel(sample):
+    if sample not in _replay:
+        @ti.kernel
+        def replay(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
+                   spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
+                   hide_emitters: ti.i32):
+            for pix in range(st.cam_w[cam] * st.cam_h[cam]):
+                for k in range(spp):
+                    sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    dL = film.gather_adjoint(st, cam, pos)
+                    if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                        o, d = camera_ray(st, cam, pos)
+                        # pass 2: primal walk -> L
+                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
+                                   vec3(0.0), vec3(0.0))
+                        if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
+                            # pass 3: reset the RNG, replay the same path and back-propagate δL
+                            replay_sampler, _ = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                            sample(st, bsdf, em, opts, REPLAY, o, d, replay_sampler, max_depth, rr_depth,
+                                   hide_emitters, L, dL)
+        _replay[sample] = replay
+    return _replay[sample]
