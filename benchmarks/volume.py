@@ -134,7 +134,7 @@ def _path_length_kernel():
                 pos = vec2(pix % w, pix // w) + sampler.next_2d()
                 o, d = camera_ray(st, 0, pos)
                 _, n = volpath.trace(st, bm, em, vis, PRIMAL, o, d, sampler, max_depth, rr_depth, 0, vec3(0.0),
-                                     vec3(0.0))
+                                     vec3(0.0), 0)
                 total += ti.cast(n, ti.f64)
         return total
     return count

@@ -116,7 +116,7 @@ class Bench:
         self.scene = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}], "bsdfs": bsdfs,
                                           "shapes": shapes})
         self.st = self.scene.bind()
-        self.D = dispatch(self.scene.bsdf_levels)
+        self._D = {}
         dt = fdt()
         self.uv = np.ascontiguousarray(np.stack([(np.arange(n) + 0.5) / n, np.full(n, 0.5)], 1).astype(dt))
         self.uv0 = np.ascontiguousarray(self.uv[:1])
@@ -124,24 +124,32 @@ class Bench:
     def row(self, bid):
         return self.scene.desc.bsdf_ids[bid]
 
+    def D(self, bid):
+        """The dispatcher specialised to row `bid`'s models (as a scene using only it would be)."""
+        from tirender.scene.scene import bsdf_levels
+        levels = bsdf_levels(self.scene.desc.bsdfs, [self.row(bid)])
+        if levels not in self._D:
+            self._D[levels] = dispatch(levels)
+        return self._D[levels]
+
     def _arr(self, a):
         return np.ascontiguousarray(a, dtype=fdt())
 
     def sample(self, bid, wi, n, seed=1, per_sample=False):
         out = np.zeros((n, 14), fdt())
-        k_sample(self.st, self.D, self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed, out)
+        k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed, out)
         return out.astype(np.float64)
 
     def eval(self, bid, wi, wo, per_sample=False):
         wo = self._arr(wo)
         out = np.zeros((wo.shape[0], 8), fdt())
-        k_eval(self.st, self.D, self.row(bid), self._arr(wi), wo, self.uv if per_sample else self.uv0, out)
+        k_eval(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv if per_sample else self.uv0, out)
         return out.astype(np.float64)
 
     def grad_dirs(self, bid, wi, wo, dout):
         wo = self._arr(wo)
         out = np.zeros((wo.shape[0], 6), fdt())
-        k_grad_dirs(self.st, self.D, self.row(bid), self._arr(wi), wo, self.uv, self._arr(dout), out)
+        k_grad_dirs(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv, self._arr(dout), out)
         return out.astype(np.float64)
 
     # --- parameters: per-sample texels of the pool (set in full precision on the device) ---
@@ -159,5 +167,5 @@ class Bench:
         """Per-parameter gradient arrays (shaped like the parameters) of Σ_i <dout_i, eval_i>."""
         from tirender.launch import read_gradients, reset_gradients
         reset_gradients(self.st, scale)
-        k_adjoint(self.st, self.D, self.row(bid), self._arr(wi), self._arr(wo), self.uv, self._arr(dout))
+        k_adjoint(self.st, self.D(bid), self.row(bid), self._arr(wi), self._arr(wo), self.uv, self._arr(dout))
         return read_gradients(self.scene, self.st)

@@ -16,3 +16,22 @@ REFERENCE_DIR = os.path.join(os.path.dirname(__file__), "data", "reference")   #
 @pytest.fixture(scope="session")
 def reference_dir():
     return os.path.abspath(REFERENCE_DIR)
+
+
+# Test files that share compiled kernels (the same scene specialisations) run on one worker
+# (pytest-xdist --dist loadgroup, see pyproject.toml); every other file is a group of its own.
+KERNEL_GROUPS = {
+    "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_optimize", "test_errors"),
+    "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan"),
+}
+_GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group the tests by shared kernels (xdist_group), and run the Vulkan subset last: its CPU halves
+    reuse the kernels the other tests of its group compiled."""
+    for item in items:
+        stem = os.path.splitext(os.path.basename(str(item.fspath)))[0]
+        item.add_marker(pytest.mark.xdist_group(_GROUP_OF.get(stem, stem)))
+    items.sort(key=lambda item: item.get_closest_marker("vulkan") is not None)

@@ -4,6 +4,7 @@ The texture lookup (bilinear, repeat/clamp, 1 and 3 channels) and the emitters' 
 constant, environment map) are linear in their parameters; their adjoints must reproduce the
 finite differences of the primal lookups texel by texel (relative error <= 1e-3 in f32)."""
 import numpy as np
+import pytest
 import taichi as ti
 
 import tirender
@@ -100,6 +101,7 @@ class _Dirs:
         return (d / np.linalg.norm(d, axis=1, keepdims=True)).astype(np.float32)
 
 
+@pytest.mark.slow
 def test_texture_adjoint_rgb_repeat():
     sc = _scene()
     tid = [t.name for t in sc.desc.textures].index("a.reflectance")

@@ -32,7 +32,7 @@ def _child(code=None, args=(), **env):
     e.pop("TIRENDER_FP", None)
     e.update(env)
     cmd = [sys.executable] + (["-c", code] if code is not None else list(args))
-    return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=300)
+    return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=900)
 
 
 # ----------------------------------------------------------------------------- probe logic (no Vulkan needed)
@@ -186,6 +186,7 @@ def _run_rf(arch):
 
 
 @pytest.mark.slow
+@pytest.mark.vulkan
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_radiance_field_training_on_vulkan_matches_cpu():
     cpu, vk = _run_rf("cpu"), _run_rf("vulkan")
@@ -206,5 +207,73 @@ def test_radiance_field_training_on_vulkan_matches_cpu():
     assert abs(vk["heldout_psnr"] - cpu["heldout_psnr"]) < 0.01, (vk["heldout_psnr"], cpu["heldout_psnr"])
 
 
+# ----------------------------------------------------------------------------- path tracer, PRB, prbvolpath on Vulkan
+
+VOLUME = {
+    "integrator": {"type": "prbvolpath", "max_depth": 6},
+    "sensors": [{"fov": 40, "to_world": {"look_at": {"origin": [0, 0, 4], "target": [0, 0, 0], "up": [0, 1, 0]}},
+                 "film": {"width": 24, "height": 24, "filter": {"type": "box"}}}],
+    "media": {"smoke": {"type": "grid", "density": {"type": "grid", "resolution": 4, "value": 1.0}, "scale": 1.5,
+                        "albedo": 0.8, "phase": {"type": "hg", "g": 0.3}}},
+    "shapes": [{"id": "box", "type": "cube", "bsdf": {"type": "null"}, "interior": "smoke",
+                "to_world": {"scale": 0.8}},
+               {"id": "floor", "type": "rectangle", "bsdf": {"type": "diffuse", "reflectance": 0.5},
+                "to_world": [{"scale": 3}, {"rotate": {"axis": [1, 0, 0], "angle": -90}}, {"translate": [0, -1, 0]}]}],
+    "emitters": [{"type": "constant", "radiance": 1.0}],
+}
+
+
+def _render_results():
+    """The cbox image, a PRB gradient of it and a prbvolpath gradient (on this process's backend)."""
+    import tirender
+    sc = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
+                             overrides=["sensors.0.film.width=48", "sensors.0.film.height=48"])
+    img = tirender.render(sc, spp=16, seed=5, progress=False)
+    g = tirender.render_grad(sc, np.ones_like(img), spp=16, seed=3, progress=False)
+    vs = tirender.load_scene(VOLUME)
+    vimg = tirender.render(vs, spp=8, seed=1, progress=False)
+    vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
+    return {"arch": backend.current_arch(), "img": img.reshape(-1).tolist(),
+            "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
+            "vimg": vimg.reshape(-1).tolist(),
+            "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}}
+
+
+def _render_child():
+    backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
+    print("RENDER-RESULT " + json.dumps(_render_results()))
+
+
+def _run_render_vulkan():
+    r = _child(args=[os.path.abspath(__file__), "--render-child"], TIRENDER_ARCH="vulkan")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RENDER-RESULT ")][-1]
+    return json.loads(line[len("RENDER-RESULT "):])
+
+
+@pytest.mark.slow
+@pytest.mark.vulkan
+@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
+    """The same seeds give the same paths on both backends: images agree to float rounding (the film
+    accumulates in fixed point on both); gradients to float rounding of the atomic adds (fixed point on
+    the CPU, f32 on the software Vulkan device)."""
+    if backend.current_arch() != "cpu":
+        pytest.skip("compares with this test process's CPU results")
+    vk = _run_render_vulkan()
+    cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process
+    assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
+    for key in ("img", "vimg"):
+        a, b = np.asarray(cpu[key]), np.asarray(vk[key])
+        assert np.abs(a - b).max() < 1e-3 * max(a.max(), 1.0), (key, np.abs(a - b).max())
+        assert abs(a.mean() - b.mean()) < 1e-5 * a.mean(), key
+    for grads in ("grad", "vgrad"):
+        for name, a in cpu[grads].items():
+            a, b = np.asarray(a), np.asarray(vk[grads][name])
+            assert np.abs(a - b).max() <= 1e-3 * np.abs(a).max() + 1e-6, (name, a[:6], b[:6])
+
+
 if __name__ == "__main__" and "--rf-child" in sys.argv:
     _rf_child()
+if __name__ == "__main__" and "--render-child" in sys.argv:
+    _render_child()

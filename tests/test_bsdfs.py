@@ -247,7 +247,11 @@ CHI2_CASES = [
 ]
 
 
-@pytest.mark.parametrize("bid,theta", CHI2_CASES, ids=[f"{c[0]}_t{c[1]:g}" for c in CHI2_CASES])
+FAST_CHI2 = {("diffuse", 40.0), ("blend", 35.0)}   # the fast lane's share
+
+
+@pytest.mark.parametrize("bid,theta", [c if c in FAST_CHI2 else pytest.param(*c, marks=pytest.mark.slow)
+                                       for c in CHI2_CASES], ids=[f"{c[0]}_t{c[1]:g}" for c in CHI2_CASES])
 def test_sampling_chi2_and_weights(bid, theta):
     b = bench()
     wi = sph(theta)
@@ -275,18 +279,26 @@ def test_sampling_chi2_and_weights(bid, theta):
     assert np.allclose(np.linalg.norm(v[:, :3], axis=1), 1.0, atol=1e-4)
 
 
-def test_eval_pdf_matches_eval_and_pdf():
+# one row per model (the fast lane); the slow lane checks every row
+EVAL_PDF_ROWS = ["diffuse", "rc_a0.3", "rd_a0.3", "rp_a0.2", "conductor_au", "dielectric_1.5", "thin_1.5", "null",
+                 "blend", "twosided", "normalmap"]
+
+
+@pytest.mark.parametrize("rows", [EVAL_PDF_ROWS, pytest.param(list(CONST) + list(ADJ), marks=pytest.mark.slow)],
+                         ids=["one_per_model", "all"])
+def test_eval_pdf_matches_eval_and_pdf(rows):
     rng = np.random.default_rng(4)
     b = bench()
     wi = uniform_sphere(rng, 1)
     wo = uniform_sphere(rng, 4096)
-    for bid in list(CONST) + list(ADJ):
+    for bid in rows:
         for side in (1.0, -1.0):
             out = b.eval(bid, wi * side, wo, per_sample=bid in ADJ)
             assert np.allclose(out[:, :3], out[:, 4:7], rtol=1e-5, atol=1e-7), bid
             assert np.allclose(out[:, 3], out[:, 7], rtol=1e-5, atol=1e-7), bid
 
 
+@pytest.mark.slow
 def test_one_sided_models_reject_back_side():
     rng = np.random.default_rng(3)
     b = bench()
@@ -298,6 +310,7 @@ def test_one_sided_models_reject_back_side():
         assert np.all(b.eval(bid, wi, wo)[:, :4] == 0.0), bid
 
 
+@pytest.mark.slow
 def test_grazing_and_small_alpha_are_finite():
     rng = np.random.default_rng(11)
     n = 4096
@@ -320,6 +333,7 @@ def test_grazing_and_small_alpha_are_finite():
 
 
 # ----------------------------------------------------------------------------- reciprocity
+@pytest.mark.slow
 def test_reciprocity():
     rng = np.random.default_rng(5)
     n = 20000
@@ -347,6 +361,7 @@ def test_reciprocity():
 
 
 # ----------------------------------------------------------------------------- energy
+@pytest.mark.slow
 def test_rough_conductor_albedo():
     rng = np.random.default_rng(9)
     b = bench()
@@ -380,6 +395,7 @@ def fresnel_np(cos_i, eta):
     return np.where(sin_t2 >= 1.0, 1.0, 0.5 * (rs * rs + rp * rp))
 
 
+@pytest.mark.slow
 def test_smooth_dielectric_energy_and_directions():
     rng = np.random.default_rng(13)
     n = 200_000
@@ -422,6 +438,7 @@ def test_thin_dielectric():
     assert np.allclose(wo[refl], wi[refl] * [-1, -1, 1], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_rough_dielectric_albedo():
     b = bench()
     for bid, eta in (("rd_a0.2", 1.5), ("rd_a0.6", 1.5), ("rd_a0.5_inv", 0.75)):
@@ -482,6 +499,7 @@ def test_smooth_conductor_fresnel():
     assert np.allclose(out[:, 3:6], [0.9, 0.8, 0.7], atol=1e-7)
 
 
+@pytest.mark.slow
 def test_rough_conductor_uses_conductor_fresnel():
     b = bench()
     for theta in (10.0, 45.0, 75.0):
@@ -603,6 +621,7 @@ def adjoint_check(h=1e-6):
     return report
 
 
+@pytest.mark.slow
 def test_adjoints_vs_finite_differences_f64():
     env = dict(os.environ)
     env.pop("TIRENDER_FP", None)

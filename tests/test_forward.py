@@ -47,6 +47,7 @@ def _albedo_quadrature(alpha: float, cos_i: float, n: int) -> float:
     return acc * (1.0 / n) * (6.283185307179586 / (2 * n))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha,tilt", [(0.3, 0.0), (0.6, 60.0)])
 def test_white_furnace_rough_conductor(alpha, tilt):
     """Perfect-mirror Fresnel (F = 1) GGX: albedo < 1 by its single-scattering energy loss."""
@@ -161,6 +162,7 @@ def test_same_seed_same_image():
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.slow
 def test_cbox_matches_mitsuba_reference(reference_dir):
     """cbox at 256 spp (two independent 128-spp halves): per-channel mean within 0.5 % of the
     reference, and RMSE against the 1024-spp reference consistent with Monte Carlo noise.

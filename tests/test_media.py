@@ -79,6 +79,7 @@ def _hg(g, mu):
     return (1 - g * g) / (4 * np.pi * (1 + g * g - 2 * g * mu) ** 1.5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("g", [None, -0.3], ids=["isotropic", "hg"])
 def test_single_scattering_slab(g):
     """Single scattering (max_depth 2) in a thin slab lit by a directional light at 30 degrees,
@@ -110,6 +111,7 @@ def _ball(medium, emitters, w=12, max_depth=-1, integ="volpath"):
     }
 
 
+@pytest.mark.slow
 def test_constant_grid_matches_homogeneous():
     """Multiple scattering (HG, albedo 0.8) in a cube: a grid of constant density renders the same
     image as the homogeneous medium (statistically, per pixel)."""
@@ -153,6 +155,7 @@ def test_white_furnace():
     assert abs(img.mean() - 1.0) < 0.005 and np.abs(img - 1.0).max() < 0.08, (_mean(img), np.abs(img - 1).max())
 
 
+@pytest.mark.slow
 def test_raymarch_matches_delta_tracking():
     """The ray-marching variant (fine steps) agrees with delta tracking on a smooth grid."""
     rng = np.random.default_rng(1)

@@ -106,6 +106,7 @@ def test_optimize_bad_inputs_one_line(tmp_path, capsys):
         assert code == 2 and len(err) == 1 and needle in err[0], (opt, err)
 
 
+@pytest.mark.slow
 def test_resume_after_kill_gives_identical_results(tmp_path):
     cfg_path = _tiny_opt(tmp_path)
     # uninterrupted run
@@ -140,6 +141,7 @@ def test_closing_gui_writes_checkpoint_then_resume(tmp_path, monkeypatch):
     assert m2["iterations"] == 5 and not m2["stopped_early"]
 
 
+@pytest.mark.slow
 def test_cbox_red_wall_converges(tmp_path):
     m = run_optimization(load_config(os.path.join(ROOT, "configs", "cbox_red_wall.yaml")), out=str(tmp_path / "rw"))
     p = m["params"]["red.reflectance"]
@@ -148,6 +150,7 @@ def test_cbox_red_wall_converges(tmp_path):
     assert json.load(open(tmp_path / "rw" / "metrics.json"))["iterations"] == 40
 
 
+@pytest.mark.slow
 def test_texture_recovery_reduces_rmse_5x(tmp_path):
     m = run_optimization(load_config(os.path.join(ROOT, "configs", "texture_recovery.yaml")),
                          out=str(tmp_path / "tex"))

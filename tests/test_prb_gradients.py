@@ -101,6 +101,7 @@ GLOSSY_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pname,h", GLOSSY_CASES, ids=[c[0] for c in GLOSSY_CASES])
 def test_prb_matches_fd_glossy(glossy, pname, h):
     u = np.random.default_rng(8).uniform(0.5, 1.0, glossy.params[pname].shape)
@@ -108,6 +109,7 @@ def test_prb_matches_fd_glossy(glossy, pname, h):
     assert_agree(g, f, pname)
 
 
+@pytest.mark.slow
 def test_prb_matches_fd_normalmap_constant_env_directional():
     rng = np.random.default_rng(3)
     d = {

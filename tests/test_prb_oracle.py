@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.mark.slow
 def test_prb_reproduces_the_estimator_gradient_f64():
     r = subprocess.run([sys.executable, os.path.join(HERE, "oracle_prb_f64.py")], capture_output=True, text=True,
                        cwd=os.path.join(HERE, ".."), timeout=600)

@@ -74,6 +74,7 @@ def _homogeneous(albedo=(0.85, 0.7, 0.6), sigma=(0.8, 1.5, 2.5), max_depth=8, rr
 
 @pytest.mark.parametrize("pname,h", [("ball.sigma_t", 0.05), ("ball.albedo", 0.02), ("ball.g", 0.05)],
                          ids=["sigma_t", "albedo", "g"])
+@pytest.mark.slow
 def test_prbvolpath_matches_fd_homogeneous_rgb(pname, h):
     sc = tirender.load_scene(_homogeneous())
     u = np.random.default_rng(6).uniform(0.5, 1.0, sc.params[pname].shape)
@@ -103,6 +104,7 @@ def long_paths():
 
 @pytest.mark.parametrize("pname,h", [("smoke.albedo", 0.002), ("smoke.density", 0.05), ("smoke.g", 0.05)],
                          ids=["albedo", "density", "g"])
+@pytest.mark.slow
 def test_prbvolpath_long_paths(long_paths, pname, h):
     sc = long_paths
     v0 = sc.params[pname]
@@ -116,6 +118,7 @@ def test_prbvolpath_long_paths(long_paths, pname, h):
     assert_agree(g, f, pname)
 
 
+@pytest.mark.slow
 def test_raymarch_gradient_matches_fd():
     """The ray-marching variant's (detached) gradient is the derivative of its own estimator."""
     sc = tirender.load_scene(_smoke(integ="volpath_raymarch", max_depth=4))
@@ -126,6 +129,7 @@ def test_raymarch_gradient_matches_fd():
     assert_agree(g, f, "smoke.density (ray marching)")
 
 
+@pytest.mark.slow
 def test_volume_recovery_short(tmp_path):
     """configs/volume_recovery.yaml, shortened (32x32 images, 16^3 -> 32^3, 60 iterations):
     the density RMSE vs the ground truth drops by >= 2x and the held-out view's error drops too."""

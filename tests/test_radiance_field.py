@@ -213,6 +213,7 @@ def f64_results():
 
 @pytest.mark.parametrize("case", ["deg0_relu_none_tmin0", "deg1_relu_none_tmin0", "deg2_relu_none_tmin0",
                                   "deg2_softplus_sigmoid_tmin0.001", "deg1_relu_relu_tmin0.02"])
+@pytest.mark.slow
 def test_replay_gradients_f64(f64_results, case):
     r = f64_results[case]
     assert r["steps_equal"]
@@ -226,6 +227,7 @@ def test_replay_gradients_f64(f64_results, case):
     assert r["l1_rel"] <= 1e-9 and r["l1_loss_err"] <= 1e-10, r
 
 
+@pytest.mark.slow
 def test_early_termination_exercised(f64_results):
     assert f64_results["deg1_relu_relu_tmin0.02"]["terminated"] > 0
     assert f64_results["deg2_relu_none_tmin0"]["terminated"] == 0
@@ -359,6 +361,7 @@ def trained(tmp_path_factory):
     return out, metrics
 
 
+@pytest.mark.slow
 def test_training_reaches_28db(trained):
     out, m = trained
     assert m["heldout_psnr"] >= 28.0, m["heldout_psnr_per_stage"]
@@ -369,6 +372,7 @@ def test_training_reaches_28db(trained):
         assert os.path.isfile(os.path.join(out, name)), name
 
 
+@pytest.mark.slow
 def test_render_saved_field(trained, tmp_path):
     from tirender.radiance_field.cli import render_main
     import imageio.v3 as iio
@@ -388,6 +392,7 @@ def _small_cfg(**train):
             "field": {"sh_degree": 1}, "train": t}
 
 
+@pytest.mark.slow
 def test_resume_matches_uninterrupted(tmp_path):
     from tirender.radiance_field.train import Trainer, load_dataset, parse_config
     cfg = parse_config(_small_cfg())
@@ -404,6 +409,7 @@ def test_resume_matches_uninterrupted(tmp_path):
     assert mc["iterations"] == ma["iterations"] == 8
 
 
+@pytest.mark.slow
 def test_no_fields_or_kernels_created_in_the_loop(monkeypatch):
     """prepare() allocates every stage and compiles every kernel; the loop then creates nothing."""
     import taichi as ti

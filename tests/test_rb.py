@@ -83,11 +83,13 @@ GLOSSY_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pname,h", GLOSSY_CASES, ids=[c[0] for c in GLOSSY_CASES])
 def test_rb_matches_prb_and_fd_glossy(glossy, pname, h):
     _check_rb(glossy, pname, np.random.default_rng(8).uniform(0.5, 1.0, glossy.params[pname].shape), h, pname)
 
 
+@pytest.mark.slow
 def test_rb_matches_prb_and_fd_normalmap_constant_env_directional():
     rng = np.random.default_rng(3)
     sc = tirender.load_scene({
@@ -142,6 +144,7 @@ FIG2_PAIRS = [(0.03, 0.15), (0.05, 0.25), (0.1, 0.3), (0.1, 0.03), (0.15, 0.03),
               (0.3, 0.1)]
 
 
+@pytest.mark.slow
 def test_fig2_enclosed_roughness_sign_prb_right_biased_rb_wrong():
     sc = tirender.load_scene(_enclosed_metal_scene())
     shp = sc.params["metal.roughness"].shape
@@ -195,6 +198,7 @@ def _texture_scene():
     return sc
 
 
+@pytest.mark.slow
 def test_biased_rb_texture_signs_match_prb():
     sc = _texture_scene()
     rng = np.random.default_rng(5)
@@ -232,6 +236,7 @@ def test_joint_pass_renders_the_primal_image_and_the_plain_gradients():
     np.testing.assert_array_equal(g3["canvas.reflectance"], g1["canvas.reflectance"])
 
 
+@pytest.mark.slow
 def test_pipelined_driver_converges_cbox_red_wall(tmp_path):
     """configs/cbox_red_wall.yaml with method rb_biased_pipelined. With the config's Adam step (lr 0.04,
     40 iterations) the one-iteration lag of pipelining turns Adam's small oscillation of the red
@@ -256,6 +261,7 @@ def test_pipelined_driver_converges_cbox_red_wall(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # conventional AD baseline (ti.ad.Tape) vs PRB
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["megakernel", "wavefront"])
 def test_ad_baseline_matches_prb(mode):
     sys.path.insert(0, ROOT)

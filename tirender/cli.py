@@ -14,12 +14,13 @@ def _common(p):
     p.add_argument("--arch", default=None, help="auto | cpu | cuda | vulkan (default: config 'arch' or auto)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set scene.integrator.max_depth=3")
+    p.add_argument("--verbose", action="store_true", help="print the backend that Taichi started on")
 
 
 def _init(args, cfg):
     from . import backend
     arch = args.arch or cfg.get("arch") or os.environ.get("TIRENDER_ARCH") or "auto"
-    return backend.init(arch)
+    return backend.init(arch, verbose=getattr(args, "verbose", False))
 
 
 def _scene(args, cfg):

@@ -1,7 +1,8 @@
 """``tirender gradcheck``: PRB (or any gradient method) against central finite differences.
 
 For each parameter π and a fixed random direction u (unit RMS over its entries) and a fixed
-random weight image w, the projected gradient of the objective <w, y(π)> is estimated
+random weight image w (uniform in [0, 1]), the projected gradient of the objective <w, y(π)> is
+estimated
   * by the gradient method: <∇π <w, y>, u> for K adjoint seeds, and
   * by central differences with correlated random numbers: (<w, y(π + h u)> - <w, y(π - h u)>) / 2h,
     the same primal seed for both renders, for K seeds,
@@ -53,7 +54,7 @@ def check(scene, names=None, spp=16, seeds=8, h_rel=0.01, sensor=0, method="prb"
         scene.params.info(n)                       # unknown names: one clear error before any work
     s = scene.sensors[sensor]
     rng = np.random.default_rng(seed)
-    w = rng.normal(size=(s.height, s.width, 3)).astype(np.float32)
+    w = rng.uniform(0.0, 1.0, (s.height, s.width, 3)).astype(np.float32)   # positive: little cancellation
     rows = []
     for n in names:
         u, h = _direction(scene, n, rng, h_rel)

@@ -48,7 +48,13 @@ class Key:
             return "required"
         if self.default is None:
             return "-"
-        return f"`{self.default}`" if not isinstance(self.default, float) else f"`{self.default:g}`"
+        if isinstance(self.default, bool):
+            return f"`{str(self.default).lower()}`"
+        if isinstance(self.default, float):
+            return f"`{self.default:g}`"
+        if isinstance(self.default, tuple):
+            return "`[" + ", ".join(f"{x:g}" for x in self.default) + "]`"
+        return f"`{self.default}`"
 
 
 def number(v, file, key, lo=-math.inf, hi=math.inf, strict_lo=False, integer=False):

@@ -1,15 +1,16 @@
 """The per-pixel megakernels every integrator shares, generated once per sample function.
 
 An integrator's ``sample`` has the signature
-    sample(st, bsdf, em, opts, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL) -> L
+    sample(st, bsdf, em, opts, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay) -> L
 (``opts``: its compile-time options, e.g. volpath's free-flight estimator; ``mode``: PRIMAL or
-REPLAY, see tirender/walk/state.py). From it:
+PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
 
     render_kernel(sample)   primal: one thread per pixel, its samples' filter footprints gathered
                             in a pixel-local accumulator and flushed into st.film (fixed point)
     replay_kernel(sample)   detached PRB (Vicini et al. 2021): one thread per pixel, per sample
                             δL = Σ_p w_p δy_p / W_p, the primal walk -> L, then the RNG reset and
-                            the replay that back-propagates δL (constant memory)
+                            the replay that back-propagates δL (constant memory) — both passes
+                            through one inlined walk (mode PRB, see walk/state.py)
 Both are cached per sample function, so each compiles once per specialisation.
 """
 import taichi as ti
@@ -17,7 +18,7 @@ import taichi as ti
 from ..core import film
 from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec3
-from ..walk.state import PRIMAL, REPLAY
+from ..walk.state import PRB, PRIMAL
 
 _render, _replay = {}, {}
 
@@ -37,7 +38,7 @@ def render_kernel(sample):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
                     o, d = camera_ray(st, cam, pos)
                     L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
-                               vec3(0.0), vec3(0.0))
+                               vec3(0.0), vec3(0.0), 0)
                     film.local_splat(st, cam, px, py, pos, film.nan_to_zero(L), acc)
                 film.local_flush(st, cam, px, py, acc, False)
         _render[sample] = render
@@ -52,17 +53,18 @@ def replay_kernel(sample):
                    hide_emitters: ti.i32):
             for pix in range(st.cam_w[cam] * st.cam_h[cam]):
                 for k in range(spp):
-                    sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    _, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
                     dL = film.gather_adjoint(st, cam, pos)
                     if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
                         o, d = camera_ray(st, cam, pos)
-                        # pass 2: primal walk -> L
-                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
-                                   vec3(0.0), vec3(0.0))
-                        if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
-                            # pass 3: reset the RNG, replay the same path and back-propagate δL
-                            replay_sampler, _ = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                            sample(st, bsdf, em, opts, REPLAY, o, d, replay_sampler, max_depth, rr_depth,
-                                   hide_emitters, L, dL)
+                        # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
+                        # δL back-propagated (one walk body, mode PRB, runs both passes)
+                        L = vec3(0.0)
+                        for replay in range(2):
+                            sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                            L = sample(st, bsdf, em, opts, PRB, o, d, sampler_p, max_depth, rr_depth, hide_emitters,
+                                       L, dL, replay)
+                            if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
+                                break
         _replay[sample] = replay
     return _replay[sample]

@@ -52,10 +52,10 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 @ti.func
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), mode: ti.template(), o, d,
-           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
-    """Radiance of one camera path (PRIMAL), or its replay from the primal radiance L_in (REPLAY).
-    (opts: unused; the signature of integrators/kernels.py)"""
-    s = camera_state(o, d, L_in)
+           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+    """Radiance of one camera path, or its replay from the primal radiance L_in (REPLAY, or PRB with
+    replay = 1). (opts: unused; the signature of integrators/kernels.py)"""
+    s = camera_state(o, d, L_in, replay)
     walk(st, bsdf, em, mode, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return s.L
 

@@ -65,7 +65,7 @@ def li_estimate(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d,
     """Primal radiance arriving at prev_p from direction d: the path walk started at depth depth0,
     its first emitter hit MIS-weighted against the NEE of the vertex prev_p (pdf prev_pdf)."""
     s = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=depth0, prev_p=prev_p, prev_pdf=prev_pdf,
-                  prev_delta=prev_delta, o=o, d=d, active=1, medium=-1, hero=0, r=vec3(1.0))
+                  prev_delta=prev_delta, o=o, d=d, active=1, medium=-1, hero=0, r=vec3(1.0), replay=0)
     path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, 0, vec3(0.0))
     return s.L
 
@@ -76,7 +76,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sam
     """One RB adjoint path (adjoint radiance dL from the sensor along o, d). Consumes ``sampler``
     exactly like ``path.sample`` and returns the path's primal radiance L (the joint pass splats it);
     ``nest`` feeds the nested Li estimates (unbiased). dL = 0: primal only."""
-    s = camera_state(o, d, vec3(0.0))
+    s = camera_state(o, d, vec3(0.0), 0)
     # biased I: the BSDF-sampled term of the previous vertex, applied once its MIS weight is known
     pend = 0
     pend_w = vec3(0.0)
@@ -100,7 +100,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sam
             bs = steps.scatter(st, bsdf, PRIMAL, s, v, sampler, dL)
             if s.active:
                 if ti.static(not biased):
-                    if adjoint_on(RB, dL) and bs.delta == 0:
+                    if adjoint_on(RB, s, dL) and bs.delta == 0:
                         # unbiased: nested primal estimate of Li(wo) (quadratic time)
                         li = li_estimate(st, bsdf, em, s.o, bs.wo, nest, depth_cur + 1, v.p, bs.pdf, bs.delta,
                                          max_depth, rr_depth)
@@ -109,7 +109,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sam
                 rr_scale = steps.russian_roulette(s, sampler, rr_depth, path.RR_MAX)
                 if ti.static(biased):
                     # Q_approx's BSDF term (Li := 1), RR-weighted so it can wait for the next hit's MIS
-                    if adjoint_on(RB, dL) and s.active and bs.delta == 0:
+                    if adjoint_on(RB, s, dL) and s.active and bs.delta == 0:
                         pend = 1
                         pend_w = dL * beta_cur * (rr_scale / bs.pdf)
                         pend_wo = bs.wo
@@ -128,7 +128,7 @@ def rb_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti
         for k in range(spp):
             sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
             dL = film.gather_adjoint(st, cam, pos)
-            if joint == 1 or adjoint_on(RB, dL):
+            if joint == 1 or dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
                 o, d = camera_ray(st, cam, pos)
                 nest = make_sampler(seed ^ ti.u32(NEST_SEED_XOR), pix, sample_offset + k)
                 L = rb_walk(st, bsdf, em, o, d, sampler, nest, max_depth, rr_depth, hide_emitters, dL, biased)

@@ -48,19 +48,20 @@ from types import SimpleNamespace
 
 import taichi as ti
 
-from .. import launch
+from .. import backend, launch
 from ..bsdfs.base import NULL
 from ..bsdfs.registry import dispatch, mask_of
 from ..core.interaction import make_interaction, spawn_origin
 from ..core.intersect import intersect
 from ..core.math import BIG, max3, vec3
+from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
 from ..media import medium as med
 from ..schema import Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
 from ..walk.media import DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, target_medium
-from ..walk.state import camera_state
+from ..walk.state import adjoint_on, camera_state
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
@@ -85,7 +86,8 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         scattered = 0
         xs = vec3(0.0)
         if s.medium >= 0:
-            sc, ts, w, q = free_flight(st, mode, vis.MARCH, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL)
+            sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL,
+                                       adjoint_on(mode, s, dL))
             rq = s.r * q
             mr = rq.sum() / 3.0
             if mr > 0.0:
@@ -132,9 +134,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 @ti.func
 def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
-          sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
+          sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """One path from o along d (vis: MediumVisibility.of(march)). Returns (L, real scattering vertices)."""
-    s = camera_state(o, d, L_in)
+    s = camera_state(o, d, L_in, replay)
     s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)   # the channel that samples distances
     walk(st, bsdf, em, mode, vis, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return s.L, s.depth
@@ -142,9 +144,9 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
 
 @ti.func
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
-           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL):
+           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """Radiance of one camera path (the signature of integrators/kernels.py; opts = the visibility)."""
-    L, _ = trace(st, bsdf, em, vis, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL)
+    L, _ = trace(st, bsdf, em, vis, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay)
     return L
 
 
@@ -156,7 +158,11 @@ VOLUME_BSDFS = mask_of(("null", "diffuse", "dielectric"))
 
 
 def kernel_dispatch(scene):
-    """(BSDF dispatcher, emitter mask) of a volume kernel for this scene."""
+    """(BSDF dispatcher, emitter mask) of a volume kernel for this scene: on the CPU a superset of the
+    models volume scenes use (kernels shared between scenes); elsewhere exactly the scene's (smaller
+    kernels: GPU and software-Vulkan drivers compile the megakernel again in every process)."""
+    if backend.current_arch() != "cpu":
+        return dispatch(scene.bsdf_levels), scene.em_mask
     levels = list(scene.bsdf_levels)
     levels[0] |= VOLUME_BSDFS
     return dispatch(tuple(levels)), scene.em_mask | emitter_registry.ALL
@@ -167,7 +173,10 @@ def args(scene, integrator=None):
     tracking or ray MARCHing), max_depth, rr_depth, hide, step."""
     a = path.args(scene, integrator)
     t = integrator or scene.integrator["type"]
-    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA)
+    kinds = {bool(m.flags & HOMOGENEOUS) for m in scene.desc.media}
+    if backend.current_arch() == "cpu":   # the superset (see kernel_dispatch)
+        kinds = {True, False}
+    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds)
     return SimpleNamespace(vis=vis, max_depth=a.max_depth, rr_depth=a.rr_depth, hide=a.hide,
                            step=float(scene.integrator.get("step_size", 0.0)))
 

@@ -25,8 +25,10 @@ def _cap(n, minimum):
 
 @ti.data_oriented
 class Storage:
-    MINIMUM = dict(tris=1024, nodes=2048, shapes=64, bsdfs=64, textures=256, pool=1 << 16, emitters=16,
-                   emtris=1024, envdist=16, sensors=16, pixels=256 * 256, media=16)
+    # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
+    # every kernel compiled against it (st is a template argument) are reused for the whole process.
+    MINIMUM = dict(tris=1 << 15, nodes=1 << 16, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
+                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16)
     _shared = None
 
     def __init__(self, caps):

@@ -27,7 +27,7 @@ from ..core.math import BIG, max3, safe_div, vec3
 from ..media import homogeneous as hom
 from ..media import medium as med
 from ..scene.storage import INFO_MARCH_STEP
-from .state import REPLAY
+from .state import PRIMAL, REPLAY
 
 DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
 MAX_CROSSINGS = 256          # null interfaces crossed by one path segment chain (guard)
@@ -43,7 +43,8 @@ def _steps(st: ti.template(), m, t0, t1):
 
 
 @ti.func
-def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, hero, sampler: ti.template(), L, dL):
+def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, hero, sampler: ti.template(), L, dL,
+                      adj):
     """Free-flight sampling by ray marching in grid medium m (hero channel `hero`).
     Returns (scattered, t, w, q) like volpath.free_flight."""
     scattered = 0
@@ -78,15 +79,16 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
         if scattered == 0:
             w = hom.escape_tau(tau, k)
             q = w
-        if ti.static(mode == REPLAY):
-            g = dL * L
-            for j in range(i):   # steps crossed before the collision (all of them on escape)
-                med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, -dt * g, vec3(0.0))
-            if scattered == 1:
-                med.coefficients_adjoint(
-                    st, m, o + (t0 + (i + jitter) * dt) * d,
-                    safe_div(g, sig_hit) - dtt * g,
-                    safe_div(g, alb_hit))
+        if ti.static(mode != PRIMAL):
+            if adj:
+                g = dL * L
+                for j in range(i):   # steps crossed before the collision (all of them on escape)
+                    med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, -dt * g, vec3(0.0))
+                if scattered == 1:
+                    med.coefficients_adjoint(
+                        st, m, o + (t0 + (i + jitter) * dt) * d,
+                        safe_div(g, sig_hit) - dtt * g,
+                        safe_div(g, alb_hit))
     return scattered, ts, w, q
 
 
@@ -122,52 +124,44 @@ def target_medium(st: ti.template(), shape, d, ng, current):
 
 
 @ti.func
-def free_flight(st: ti.template(), mode: ti.template(), march: ti.template(), m, o, d, tmax, hero,
-                sampler: ti.template(), L, dL):
-    """Sample a real collision on o + t d, t in [0, tmax), in medium m, with hero channel `hero`.
-    Returns (scattered, t, w, q): w the throughput factor, q the pdf ratios p_c / p_hero (RGB; see
-    media/homogeneous.py). In REPLAY mode, also scatters dL * L * dw/w into the medium's
-    parameters (L: the radiance the weight multiplies)."""
+def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d, tmax, hero, sampler: ti.template(),
+           L, dL, adj, T_total, dT):
+    """Null-collision tracking through grid medium m with its majorant mu on the bbox-clipped part of
+    o + t d, t in [0, tmax): tentative collisions at exponential steps of rate mu, and at each x
+      * delta tracking (ratio = False, free flights): real scattering with probability
+        P_s = sigma_t,h(x) / mu (the path's hero channel h; detached), weight sigma_s / (mu P_s), and
+        the walk stops there; otherwise null scattering, weight (mu - sigma_t) / (mu (1 - P_s)).
+        Adjoint (adj): dL L (dw / w) -> sigma_t, albedo at x.
+      * ratio tracking (ratio = True, shadow rays): T *= 1 - sigma_t(x) / mu to the end of the
+        segment. Adjoint (the nested replay, static REPLAY): dT T_total / (1 - sigma_t/mu) (-1/mu).
+    Returns (scattered, t, w, q): w the throughput factor (delta) or the transmittance (ratio), q the
+    pdf ratios p_c / p_h of spectral MIS (delta)."""
     scattered = 0
     ts = tmax
     w = vec3(1.0)
     q = vec3(1.0)
-    if med.is_homogeneous(st, m):
-        sig, alb = med.homogeneous_coefficients(st, m)
-        t = hom.sample_distance(sig, hero, sampler.next_1d())
-        g_s = vec3(0.0)
-        g_a = vec3(0.0)
-        if t < tmax:
-            scattered = 1
-            ts = t
-            w, q = hom.collision(sig, alb, t, hero)
-            if ti.static(mode == REPLAY):
-                g_s, g_a = hom.collision_grads(sig, alb, t, L, dL)
-        else:
-            w = hom.escape(sig, tmax, hero)
-            q = w
-            if ti.static(mode == REPLAY):
-                g_s = hom.escape_grads(tmax, L, dL)
-        if ti.static(mode == REPLAY):
-            med.homogeneous_coefficients_adjoint(st, m, g_s, g_a)
-    elif ti.static(march == MARCH):
-        scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, sampler, L, dL)
-    else:
-        # ---- delta tracking with the majorant mu on the bbox-clipped segment ----
-        t0, t1 = med.clip_bbox(st, m, o, d, tmax)
-        mu = st.med_majorant[m]
-        if t1 > t0 and mu > 0.0:
-            t = t0
-            tracking = True
-            while tracking:
-                t += -ti.log(1.0 - sampler.next_1d()) / mu
-                if t >= t1:
-                    tracking = False
+    t0, t1 = med.clip_bbox(st, m, o, d, tmax)
+    mu = st.med_majorant[m]
+    if t1 > t0 and mu > 0.0:
+        t = t0
+        tracking = True
+        while tracking:
+            t += -ti.log(1.0 - sampler.next_1d()) / mu
+            if t >= t1:
+                tracking = False
+            else:
+                x = o + t * d
+                sig, alb = med.coefficients(st, m, x)
+                if ti.static(ratio):
+                    f = 1.0 - sig / mu
+                    w *= f
+                    if ti.static(mode == REPLAY):
+                        g = dT * T_total
+                        med.coefficients_adjoint(st, m, x, -safe_div(g, f) / mu, vec3(0.0))
+                    if max3(w) <= 0.0:
+                        tracking = False
                 else:
-                    x = o + t * d
-                    sig, alb = med.coefficients(st, m, x)
-                    s_h = hom.channel(sig, hero)
-                    p_s = ti.min(ti.max(s_h / mu, 0.0), 1.0)   # the hero's scattering probability (detached)
+                    p_s = ti.min(ti.max(hom.channel(sig, hero) / mu, 0.0), 1.0)   # hero's P_s (detached)
                     g = dL * L
                     g_s = vec3(0.0)
                     g_a = vec3(0.0)
@@ -188,53 +182,84 @@ def free_flight(st: ti.template(), mode: ti.template(), march: ti.template(), m,
                         w *= sn / (mu * (1.0 - p_s))
                         q *= sn / (mu * (1.0 - p_s))
                         g_s = -safe_div(g, sn)
-                    if ti.static(mode == REPLAY):
-                        med.coefficients_adjoint(st, m, x, g_s, g_a)
+                    if ti.static(mode != PRIMAL):
+                        if adj:
+                            med.coefficients_adjoint(st, m, x, g_s, g_a)
     return scattered, ts, w, q
 
 
 @ti.func
-def segment_transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), m, o, d, s,
+def _homogeneous(st: ti.template(), est: ti.template(), m):
+    """Whether medium m is homogeneous — a constant when the kernel compiles one kind of medium only."""
+    res = 0
+    if ti.static(est.HOMOGENEOUS and est.GRID):
+        res = med.is_homogeneous(st, m)
+    elif ti.static(est.HOMOGENEOUS):
+        res = 1
+    return res
+
+
+@ti.func
+def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o, d, tmax, hero,
+                sampler: ti.template(), L, dL, adj):
+    """Sample a real collision on o + t d, t in [0, tmax), in medium m, with hero channel `hero`.
+    Returns (scattered, t, w, q): w the throughput factor, q the pdf ratios p_c / p_hero (RGB; see
+    media/homogeneous.py). Where adj (replaying; the adjoint code is compiled for modes other than
+    PRIMAL), also scatters dL * L * dw/w into the medium's parameters (L: the radiance the weight
+    multiplies). est: the compiled estimators (MediumVisibility.of)."""
+    scattered = 0
+    ts = tmax
+    w = vec3(1.0)
+    q = vec3(1.0)
+    if _homogeneous(st, est, m):
+        sig, alb = med.homogeneous_coefficients(st, m)
+        t = hom.sample_distance(sig, hero, sampler.next_1d())
+        g_s = vec3(0.0)
+        g_a = vec3(0.0)
+        if t < tmax:
+            scattered = 1
+            ts = t
+            w, q = hom.collision(sig, alb, t, hero)
+            if ti.static(mode != PRIMAL):
+                if adj:
+                    g_s, g_a = hom.collision_grads(sig, alb, t, L, dL)
+        else:
+            w = hom.escape(sig, tmax, hero)
+            q = w
+            if ti.static(mode != PRIMAL):
+                if adj:
+                    g_s = hom.escape_grads(tmax, L, dL)
+        if ti.static(mode != PRIMAL):
+            if adj:
+                med.homogeneous_coefficients_adjoint(st, m, g_s, g_a)
+    elif ti.static(est.GRID and est.MARCH == MARCH):
+        scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, sampler, L, dL, adj)
+    elif ti.static(est.GRID):
+        scattered, ts, w, q = _track(st, mode, False, m, o, d, tmax, hero, sampler, L, dL, adj, vec3(0.0), vec3(0.0))
+    return scattered, ts, w, q
+
+
+@ti.func
+def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), m, o, d, s,
                           sampler: ti.template(), T_total, dT):
     """Transmittance factor of medium m along o + t d, t in [0, s) (RGB). REPLAY: with the full
     shadow-ray transmittance T_total and its adjoint dT, scatter dT * dT_total/dsigma_t."""
     T = vec3(1.0)
-    if med.is_homogeneous(st, m):
+    if _homogeneous(st, est, m):
         sig, _ = med.homogeneous_coefficients(st, m)
         T = hom.transmittance(sig, s)
         if ti.static(mode == REPLAY):
             med.homogeneous_coefficients_adjoint(st, m, hom.escape_grads(s, T_total, dT), vec3(0.0))
-    elif ti.static(march == MARCH):
+    elif ti.static(est.GRID and est.MARCH == MARCH):
         T = march_transmittance(st, mode, m, o, d, s, sampler, T_total, dT)
-    else:
-        # ---- ratio tracking: T = prod_k (1 - sigma_t(x_k) / mu) ----
-        t0, t1 = med.clip_bbox(st, m, o, d, s)
-        mu = st.med_majorant[m]
-        if t1 > t0 and mu > 0.0:
-            t = t0
-            tracking = True
-            while tracking:
-                t += -ti.log(1.0 - sampler.next_1d()) / mu
-                if t >= t1:
-                    tracking = False
-                else:
-                    x = o + t * d
-                    sig, _ = med.coefficients(st, m, x)
-                    f = 1.0 - sig / mu
-                    T *= f
-                    if ti.static(mode == REPLAY):
-                        # nested replay: d T / d sigma_t(x) = -(T_total / f) / mu
-                        g = dT * T_total
-                        med.coefficients_adjoint(
-                            st, m, x, -safe_div(g, f) / mu,
-                            vec3(0.0))
-                    if max3(T) <= 0.0:
-                        tracking = False
+    elif ti.static(est.GRID):
+        hit, t_end, T, q = _track(st, mode, True, m, o, d, s, 0, sampler, vec3(0.0), vec3(0.0), mode == REPLAY,
+                                  T_total, dT)
     return T
 
 
 @ti.func
-def transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), o, d, dist, medium,
+def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o, d, dist, medium,
                   sampler: ti.template(), T_total, dT):
     """Transmittance (RGB) of the shadow ray o + t d, t in [0, dist), that starts in `medium`:
     media are crossed (ratio tracking / analytic), null interfaces switch the medium, any other
@@ -252,7 +277,7 @@ def transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), 
         if tri >= 0:
             seg = t
         if m >= 0:
-            T *= segment_transmittance(st, mode, march, m, ray_o, d, seg, sampler, T_total, dT)
+            T *= segment_transmittance(st, mode, est, m, ray_o, d, seg, sampler, T_total, dT)
         if tri < 0:
             going = False
         else:
@@ -275,15 +300,18 @@ def transmittance(st: ti.template(), mode: ti.template(), march: ti.template(), 
 
 
 class MediumVisibility:
-    """Shadow rays through media and null interfaces (``nee``'s ``vis`` for volume integrators);
-    ``MediumVisibility.of(march)`` picks the grid estimator (its ``MARCH`` attribute)."""
+    """Shadow rays through media and null interfaces (``nee``'s ``vis`` for volume integrators).
+    ``MediumVisibility.of(march, homogeneous, grid)`` is the class that also names the compiled
+    free-flight / transmittance estimators: MARCH (DELTA tracking or ray MARCHing in grids) and which
+    kinds of media the kernel handles (a kernel for homogeneous media only carries no tracking code)."""
     _cache = {}
 
     @classmethod
-    def of(cls, march):
-        if march not in cls._cache:
+    def of(cls, march, homogeneous=True, grid=True):
+        key = (march, bool(homogeneous), bool(grid))
+        if key not in cls._cache:
             class Vis:
-                MARCH = march
+                MARCH, HOMOGENEOUS, GRID = key
 
                 @staticmethod
                 @ti.func
@@ -292,6 +320,6 @@ class MediumVisibility:
                     m = s.medium
                     if v.medium_event == 0:
                         m = target_medium(st, v.shape, d, v.ng, s.medium)
-                    return transmittance(st, mode, march, so, d, dist, m, sampler, T_total, dT)
-            cls._cache[march] = Vis
-        return cls._cache[march]
+                    return transmittance(st, mode, Vis, so, d, dist, m, sampler, T_total, dT)
+            cls._cache[key] = Vis
+        return cls._cache[key]

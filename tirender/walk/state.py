@@ -8,12 +8,17 @@ Modes (compile-time, ``ti.template()``):
             back-propagates δL into the gradient pool.
     RB      radiative backpropagation (Nimier-David et al. 2020): L accumulates as in PRIMAL and
             adjoint radiance δL is scattered along the path (where δL is non-zero).
+    PRB     PRIMAL or REPLAY as the runtime flag ``s.replay`` says: the PRB kernel walks each path
+            twice through one inlined walk (the primal pass, then its replay), which keeps its
+            megakernel about half the size of a PRIMAL walk followed by a REPLAY walk.
+Steps compile their adjoint code only for modes that have one (``ti.static(mode != PRIMAL)``) and
+run it where ``adjoint_on`` says so.
 """
 import taichi as ti
 
 from ..core.math import vec3
 
-PRIMAL, REPLAY, RB = 0, 1, 2
+PRIMAL, REPLAY, RB, PRB = 0, 1, 2, 3
 
 
 @ti.dataclass
@@ -23,7 +28,8 @@ class PathState:
     prev_p / prev_pdf / prev_delta: the previous real vertex, the sampling pdf of the direction that
     left it and whether it was a Dirac lobe (1: no MIS for the next emitter hit); o, d: the current
     ray; active; medium: the medium the ray travels in (-1: vacuum); hero / r: the hero channel and
-    the renormalised per-channel pdf ratios of spectral MIS in media."""
+    the renormalised per-channel pdf ratios of spectral MIS in media; replay: 1 in the replay pass
+    (mode PRB)."""
     L: vec3
     beta: vec3
     eta: float
@@ -37,30 +43,46 @@ class PathState:
     medium: ti.i32
     hero: ti.i32
     r: vec3
+    replay: ti.i32
 
 
 @ti.func
-def camera_state(o, d, L_in):
-    """A path leaving the camera at o along d (L_in: the primal radiance in REPLAY mode)."""
+def camera_state(o, d, L_in, replay):
+    """A path leaving the camera at o along d (L_in: the primal radiance when replaying)."""
     return PathState(L=L_in, beta=vec3(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
-                     active=1, medium=-1, hero=0, r=vec3(1.0))
+                     active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay)
+
+
+@ti.func
+def replaying(mode: ti.template(), s):
+    """Whether the walk is a replay here (REPLAY, or PRB's second pass)."""
+    res = False
+    if ti.static(mode == REPLAY):
+        res = True
+    elif ti.static(mode == PRB):
+        res = s.replay != 0
+    return res
 
 
 @ti.func
 def accumulate(mode: ti.template(), s: ti.template(), c):
-    """L += c (PRIMAL, RB) or L -= c (REPLAY: the radiance still to come)."""
+    """L += c (PRIMAL, RB, PRB's first pass) or L -= c (replaying: the radiance still to come)."""
     if ti.static(mode == REPLAY):
         s.L -= c
+    elif ti.static(mode == PRB):
+        if s.replay != 0:
+            s.L -= c
+        else:
+            s.L += c
     else:
         s.L += c
 
 
 @ti.func
-def adjoint_on(mode: ti.template(), dL):
-    """Whether this mode back-propagates here: always in REPLAY, where δL != 0 in RB."""
-    res = False
-    if ti.static(mode == REPLAY):
-        res = True
-    elif ti.static(mode == RB):
+def adjoint_on(mode: ti.template(), s, dL):
+    """Whether the walk back-propagates here: when replaying, and where δL != 0 in RB. (Callers
+    compile the adjoint code only for ti.static(mode != PRIMAL).)"""
+    res = replaying(mode, s)
+    if ti.static(mode == RB):
         res = dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0
     return res

@@ -24,7 +24,7 @@ from ..core.rng import PCG32
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from . import vertex
-from .state import PRIMAL, REPLAY, accumulate, adjoint_on
+from .state import PRB, PRIMAL, REPLAY, accumulate, adjoint_on, replaying
 
 
 @ti.func
@@ -49,8 +49,9 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
             le = emitters.eval(st, em, q)
             if max3(le) > 0.0:
                 accumulate(mode, s, s.beta * mis * le)
-                if adjoint_on(mode, dL):
-                    emitters.eval_adjoint(st, em, q, dL * s.beta * mis)
+                if ti.static(mode != PRIMAL):
+                    if adjoint_on(mode, s, dL):
+                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis)
     return mis
 
 
@@ -90,14 +91,15 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     if ds.delta == 0:
                         mis = mis_power(ds.pdf, pdf_dir)
                     accumulate(mode, s, s.beta * mis * f * T * ds.weight)
-                    if adjoint_on(mode, dL):
-                        li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
-                        if ti.static(biased):
-                            li = vec3(1.0 / ds.pdf)    # RB biased I: Li := 1
-                        vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li)
-                        emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf)
-                        vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
-                                          dL * s.beta * mis * f * ds.weight)
+                    if ti.static(mode != PRIMAL):
+                        if adjoint_on(mode, s, dL):
+                            li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
+                            if ti.static(biased):
+                                li = vec3(1.0 / ds.pdf)    # RB biased I: Li := 1
+                            vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li)
+                            emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf)
+                            vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
+                                              dL * s.beta * mis * f * ds.weight)
 
 
 @ti.func
@@ -109,8 +111,8 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
     if bs.valid == 0 or max3(bs.weight) <= 0.0:
         s.active = 0
     else:
-        if ti.static(mode == REPLAY):
-            if bs.delta == 0:
+        if ti.static(mode == REPLAY or mode == PRB):
+            if replaying(mode, s) and bs.delta == 0:
                 # L_ind · f / detach(f): cancels the detached scattering value inside L
                 f_det = bs.weight * bs.pdf
                 inv_f = safe_div(vec3(1.0), f_det)
