@@ -115,6 +115,9 @@ class Bench:
         shapes = [{"id": f"s_{i}", "type": "rectangle", "bsdf": i} for i in specs]
         self.scene = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}], "bsdfs": bsdfs,
                                           "shapes": shapes})
+        if tmpdir is None:
+            import shutil
+            shutil.rmtree(self._dir, ignore_errors=True)   # bitmaps are read at load time
         self.st = self.scene.bind()
         self._D = {}
         dt = fdt()

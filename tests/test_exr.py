@@ -121,7 +121,7 @@ def test_reads_spec_sample_file(tmp_path):
 
 def test_scanlines_in_any_order(tmp_path):
     data, ref = _spec_sample()
-    head, table, lines = data[:295], data[295:319], data[319:]
+    head, lines = data[:295], data[319:]   # [295:319] is the offset table, rewritten
     blocks = [lines[i * 32:(i + 1) * 32] for i in range(3)]
     new = head + struct.pack("<3Q", 319 + 64, 319 + 32, 319) + blocks[2] + blocks[1] + blocks[0]
     p = tmp_path / "dec.exr"

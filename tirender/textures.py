@@ -6,6 +6,7 @@ bottom-left corner (v grows upwards, the OBJ/OpenGL convention). Constants are 1
 Differentiable: the texel values. The adjoint scatters ``d_out`` with the bilinear weights into
 ``st.grad_fx`` (deterministic fixed point, see core/fixed_point.py) with ti.atomic_add (four texels per lookup).
 """
+import numpy as np
 import taichi as ti
 
 from .core import pool
@@ -108,3 +109,23 @@ def tex_eval_scalar(st: ti.template(), tid, uv):
 def tex_eval_scalar_adjoint(st: ti.template(), tid, uv, d):
     """Adjoint of a 1-channel lookup: d is a scalar."""
     tex_eval_adjoint(st, tid, uv, vec3(d, 0.0, 0.0))
+
+
+def resample_texture(tex, h, w):
+    """Bilinear resampling of a texture (H, W, C) to (h, w, C) (texel centres aligned)."""
+    H, W, C = tex.shape
+    if (H, W) == (h, w):
+        return tex.copy()
+    ys = (np.arange(h) + 0.5) * H / h - 0.5
+    xs = (np.arange(w) + 0.5) * W / w - 0.5
+    y0 = np.clip(np.floor(ys).astype(int), 0, H - 1)
+    x0 = np.clip(np.floor(xs).astype(int), 0, W - 1)
+    y1 = np.clip(y0 + 1, 0, H - 1)
+    x1 = np.clip(x0 + 1, 0, W - 1)
+    fy = np.clip(ys - np.floor(ys), 0, 1)[:, None, None]
+    fx = np.clip(xs - np.floor(xs), 0, 1)[None, :, None]
+    a = tex[y0][:, x0]
+    b = tex[y0][:, x1]
+    c = tex[y1][:, x0]
+    d = tex[y1][:, x1]
+    return ((1 - fy) * ((1 - fx) * a + fx * b) + fy * ((1 - fx) * c + fx * d)).astype(np.float32)

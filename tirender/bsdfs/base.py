@@ -150,6 +150,28 @@ def leaf(cls):
     return cls
 
 
+def composite(cls):
+    """Complete a composite model (children through ``inner``): it writes ``eval_pdf_at``,
+    ``sample_at``, ``adjoint_at`` and ``grad_dirs_at``; ``eval_at`` and ``pdf_at`` are the two halves
+    of ``eval_pdf_at`` (the unused half is dead code the compiler drops)."""
+    eval_pdf_at = cls.eval_pdf_at
+
+    @ti.func
+    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        f, p = eval_pdf_at(st, ctx, wi, wo, inner)
+        return f
+
+    @ti.func
+    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        f, p = eval_pdf_at(st, ctx, wi, wo, inner)
+        return p
+
+    cls.eval_at = staticmethod(eval_at)
+    cls.pdf_at = staticmethod(pdf_at)
+    cls.COMPOSITE = True
+    return cls
+
+
 def one_sided(cls):
     """``@leaf`` for a model that is 0 unless wi and wo lie above the surface (cos θ > 0, Mitsuba's
     one-sided BRDFs): its pure functions may assume so (``sample`` is called for cos θi > 0 and

@@ -9,7 +9,7 @@ Differentiable: weight (scalar texture, gradient <δ, f_1 - f_0>) and both child
 import taichi as ti
 
 from ..schema import Child, Texture
-from .base import child, invalid_sample, slot_float, slot_float_adjoint
+from .base import child, composite, invalid_sample, slot_float, slot_float_adjoint
 
 _W = 0  # texture slot: weight
 
@@ -19,29 +19,17 @@ def _weight(st: ti.template(), ctx):
     return ti.min(ti.max(slot_float(st, ctx, _W), 0.0), 1.0)
 
 
+@composite
 class BlendBsdf:
     NAME = "blendbsdf"
     KEYS = (Texture("weight", 1, default=0.5, lo=0.0, hi=1.0, doc="blend weight w (0: bsdf_0, 1: bsdf_1)"),
             Child("bsdf_0", doc="first BSDF (weight 1 - w)"), Child("bsdf_1", doc="second BSDF (weight w)"))
     CHILDREN = ("bsdf_0", "bsdf_1")
     FLAGS = 0
-    COMPOSITE = True
 
     @staticmethod
     def combine_flags(child_flags):
         return child_flags[0] | child_flags[1]
-
-    @staticmethod
-    @ti.func
-    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        w = _weight(st, ctx)
-        return (1.0 - w) * inner.eval(st, child(st, ctx, 0), wi, wo) + w * inner.eval(st, child(st, ctx, 1), wi, wo)
-
-    @staticmethod
-    @ti.func
-    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        w = _weight(st, ctx)
-        return (1.0 - w) * inner.pdf(st, child(st, ctx, 0), wi, wo) + w * inner.pdf(st, child(st, ctx, 1), wi, wo)
 
     @staticmethod
     @ti.func

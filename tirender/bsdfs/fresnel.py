@@ -23,15 +23,18 @@ from ..core.math import safe_sqrt, vec3
 
 
 @ti.func
-def fresnel_dielectric(cos_theta_i, eta):
+def _snell(cos_theta_i, eta):
+    """(outside, eta_it, eta_ti, cos²θt (Snell; < 0 under total internal reflection), |cos θi|)."""
     outside = cos_theta_i >= 0.0
     rcp_eta = 1.0 / eta
     eta_it = eta if outside else rcp_eta
     eta_ti = rcp_eta if outside else eta
+    return outside, eta_it, eta_ti, 1.0 - (1.0 - cos_theta_i * cos_theta_i) * (eta_ti * eta_ti), ti.abs(cos_theta_i)
 
-    # Snell: squared cosine of the transmitted direction
-    cos_theta_t_sqr = 1.0 - (1.0 - cos_theta_i * cos_theta_i) * (eta_ti * eta_ti)
-    cos_i = ti.abs(cos_theta_i)
+
+@ti.func
+def fresnel_dielectric(cos_theta_i, eta):
+    outside, eta_it, eta_ti, cos_theta_t_sqr, cos_i = _snell(cos_theta_i, eta)
     cos_t = safe_sqrt(cos_theta_t_sqr)
 
     r = 0.0
@@ -111,11 +114,7 @@ def refract_m(wi, m, cos_theta_t, eta_ti):
 @ti.func
 def fresnel_dielectric_dcos(cos_theta_i, eta):
     """∂F/∂cos θi of fresnel_dielectric's F (0 under total internal reflection and for η = 1)."""
-    outside = cos_theta_i >= 0.0
-    eta_it = eta if outside else 1.0 / eta
-    eta_ti = 1.0 / eta_it
-    ct2 = 1.0 - (1.0 - cos_theta_i * cos_theta_i) * (eta_ti * eta_ti)
-    ci = ti.abs(cos_theta_i)
+    outside, eta_it, eta_ti, ct2, ci = _snell(cos_theta_i, eta)
     res = 0.0
     if ct2 > 0.0 and ci > 0.0 and eta != 1.0:
         ct = ti.sqrt(ct2)

@@ -56,12 +56,18 @@ def dD_dalpha(m, alpha):
 
 
 @ti.func
-def smith_g1(v, m, alpha):
-    """G1 = 2 / (1 + sqrt(1 + α² tan²θv)) = 2|v_z| / (|v_z| + sqrt(v_z² + α² (v_x² + v_y²)))."""
+def _g1_terms(v, alpha):
+    """(α, v_x² + v_y², |v_z|, r = sqrt(v_z² + α² (v_x² + v_y²))) of Smith's G1 and its derivatives."""
     a = clamp_alpha(alpha)
     xy2 = v[0] * v[0] + v[1] * v[1]
     z = ti.abs(v[2])
-    r = ti.sqrt(z * z + a * a * xy2)
+    return a, xy2, z, ti.sqrt(z * z + a * a * xy2)
+
+
+@ti.func
+def smith_g1(v, m, alpha):
+    """G1 = 2 / (1 + sqrt(1 + α² tan²θv)) = 2|v_z| / (|v_z| + sqrt(v_z² + α² (v_x² + v_y²)))."""
+    a, xy2, z, r = _g1_terms(v, alpha)
     res = 1.0
     if xy2 > 0.0:
         den = z + r
@@ -74,10 +80,7 @@ def smith_g1(v, m, alpha):
 @ti.func
 def dsmith_g1_dalpha(v, m, alpha):
     """∂G1/∂α = -2 |v_z| α (v_x² + v_y²) / (r (|v_z| + r)²), r = sqrt(v_z² + α² (v_x² + v_y²))."""
-    a = clamp_alpha(alpha)
-    xy2 = v[0] * v[0] + v[1] * v[1]
-    z = ti.abs(v[2])
-    r = ti.sqrt(z * z + a * a * xy2)
+    a, xy2, z, r = _g1_terms(v, alpha)
     res = 0.0
     if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0 and alpha >= ALPHA_MIN:
         res = -2.0 * z * a * xy2 / (r * (z + r) * (z + r))
@@ -170,10 +173,7 @@ def D_grad(m, alpha):
 def smith_g1_grad(v, m, alpha):
     """∂G1/∂v of G1 = 2 z / (z + r), z = |v_z|, r = sqrt(z² + α² (v_x² + v_y²)) (the visibility
     test v·m v_z > 0 is piecewise constant: no derivative)."""
-    a = clamp_alpha(alpha)
-    xy2 = v[0] * v[0] + v[1] * v[1]
-    z = ti.abs(v[2])
-    r = ti.sqrt(z * z + a * a * xy2)
+    a, xy2, z, r = _g1_terms(v, alpha)
     res = vec3(0.0)
     if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0:
         den = z + r
@@ -192,6 +192,26 @@ def half_vector(wi, wo):
     hl = h.norm()
     ok = hl > 0.0
     return h / ti.select(ok, hl, 1.0), hl, ok
+
+
+@ti.func
+def reflection_lobe(wi, wo, alpha):
+    """The GGX reflection lobe of wi, wo above the surface, without its Fresnel factor:
+    (h, |wi + wo|, D(h) G(wi, wo, h) / (4 cos θi), its ∂/∂α)."""
+    h, hl, _ = half_vector(wi, wo)
+    dg, ddg = DG_and_dalpha(wi, wo, h, alpha)
+    k = 1.0 / (4.0 * wi[2])
+    return h, hl, dg * k, ddg * k
+
+
+@ti.func
+def reflection_pdf(wi, wo, alpha):
+    """Density of sampling wo by reflecting wi about a visible normal: D(h) G1(wi, h) / (4 cos θi)."""
+    res = 0.0
+    h, hl, _ = half_vector(wi, wo)
+    if wi.dot(h) > 0.0 and wo.dot(h) > 0.0:
+        res = D(h, alpha) * smith_g1(wi, h, alpha) / (4.0 * wi[2])
+    return res
 
 
 @ti.func

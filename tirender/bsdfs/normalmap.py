@@ -19,7 +19,7 @@ import taichi as ti
 
 from ..core.math import to_local, to_world, vec3
 from ..schema import Bool, Child, Texture
-from .base import child, const, slot_rgb, slot_rgb_adjoint
+from .base import child, composite, const, slot_rgb, slot_rgb_adjoint
 from .microfacet import normalize_backprop
 
 _NM = 0               # texture slot: the normal map
@@ -74,6 +74,47 @@ def shadow_term_grads(n, wo):
     return gn, gw
 
 
+@ti.func
+def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texels: ti.template()):
+    """The adjoint of E = <d_out, f_n(R wi, R wo)> S(n', wo) (f_n: the nested BSDF).
+    texels = True: scatter into the nested BSDF's parameters (with d_out S) and into the texels, back
+    through R = (s', t', n'), s' = normalize(e_x - n' n'_x), t' = n' × s', n' = normalize(c'),
+    c' = flip(2 tex - 1). texels = False: return (∂E/∂wi, ∂E/∂wo) = (Rᵀ ∂E/∂wi', Rᵀ ∂E/∂wo' +
+    <d_out, f_n> ∂S/∂wo) (the frame depends on wi only through the piecewise-constant flip)."""
+    c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+    wip = to_local(s, t, n, wi)
+    wop = to_local(s, t, n, wo)
+    gi = vec3(0.0)
+    go = vec3(0.0)
+    if wo[2] * wop[2] > 0.0:
+        ch = child(st, ctx, 0)
+        S = 1.0
+        gsn = vec3(0.0)
+        gsw = vec3(0.0)
+        fd = 0.0
+        if const(st, ctx, _SHADOW) != 0.0:
+            S = shadow_term(n, wo)
+            gsn, gsw = shadow_term_grads(n, wo)
+            fd = d_out.dot(inner.eval(st, ch, wip, wop))
+        gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
+        if ti.static(texels):
+            inner.adjoint(st, ch, wip, wop, d_out * S)
+            g_s = gwi[0] * wi + gwo[0] * wo
+            g_t = gwi[1] * wi + gwo[1] * wo
+            g_n = fd * gsn + gwi[2] * wi + gwo[2] * wo
+            g_n += s.cross(g_t)                                    # t' = n' × s'
+            g_s += g_t.cross(n)
+            g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u), u = e_x - n' n'_x
+            g_n += -n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0)
+            g_c = normalize_backprop(g_n, n, cl)                   # n' = normalize(c')
+            slot_rgb_adjoint(st, ctx, _NM, 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2]))
+        else:
+            gi = to_world(s, t, n, gwi)
+            go = to_world(s, t, n, gwo) + fd * gsw
+    return gi, go
+
+
+@composite
 class NormalMap:
     NAME = "normalmap"
     KEYS = (Texture("normalmap", 3, lo=0.0, hi=1.0, raw=True,
@@ -83,7 +124,6 @@ class NormalMap:
             Bool("use_shadowing_function", default=True, doc="Estevez et al. 2019 bump terminator term"))
     CHILDREN = ("bsdf",)
     FLAGS = 0
-    COMPOSITE = True
     SUGAR = "normalmap"   # `normalmap: <texture>` on any BSDF wraps it
 
     @staticmethod
@@ -114,28 +154,6 @@ class NormalMap:
 
     @staticmethod
     @ti.func
-    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wop = to_local(s, t, n, wo)
-        f = vec3(0.0)
-        if wo[2] * wop[2] > 0.0:
-            f = inner.eval(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
-            if const(st, ctx, _SHADOW) != 0.0:
-                f *= shadow_term(n, wo)
-        return f
-
-    @staticmethod
-    @ti.func
-    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wop = to_local(s, t, n, wo)
-        p = 0.0
-        if wo[2] * wop[2] > 0.0:
-            p = inner.pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
-        return p
-
-    @staticmethod
-    @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
         bs = inner.sample(st, child(st, ctx, 0), to_local(s, t, n, wi), u1, u2)
@@ -151,52 +169,9 @@ class NormalMap:
     @staticmethod
     @ti.func
     def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        """Nested parameters with d_out S; texels: E = <d_out, f_n(R wi, R wo)> S(n', wo) back through
-        R = (s', t', n'), s' = normalize(e_x - n' n'_x), t' = n' × s', n' = normalize(c'), c' = flip(2 tex - 1)."""
-        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wip = to_local(s, t, n, wi)
-        wop = to_local(s, t, n, wo)
-        if wo[2] * wop[2] > 0.0:
-            ch = child(st, ctx, 0)
-            S = 1.0
-            g_n = vec3(0.0)
-            if const(st, ctx, _SHADOW) != 0.0:
-                S = shadow_term(n, wo)
-                gsn, gsw = shadow_term_grads(n, wo)
-                g_n += d_out.dot(inner.eval(st, ch, wip, wop)) * gsn
-            inner.adjoint(st, ch, wip, wop, d_out * S)
-            gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
-            g_s = gwi[0] * wi + gwo[0] * wo
-            g_t = gwi[1] * wi + gwo[1] * wo
-            g_n += gwi[2] * wi + gwo[2] * wo
-            # t' = n' × s'
-            g_n += s.cross(g_t)
-            g_s += g_t.cross(n)
-            # s' = normalize(u), u = e_x - n' n'_x
-            g_u = normalize_backprop(g_s, s, ul)
-            g_n += -n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0)
-            # n' = normalize(c'), c' = (fs c_x, fs c_y, c_z), c = 2 tex - 1
-            g_c = normalize_backprop(g_n, n, cl)
-            slot_rgb_adjoint(st, ctx, _NM, 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2]))
+        _backprop(st, ctx, wi, wo, d_out, inner, True)
 
     @staticmethod
     @ti.func
     def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        """∂E/∂wi = Rᵀ ∂E/∂wi', ∂E/∂wo = Rᵀ ∂E/∂wo' + <d_out, f_n> ∂S/∂wo (the frame depends on wi only
-        through the piecewise-constant flip)."""
-        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wip = to_local(s, t, n, wi)
-        wop = to_local(s, t, n, wo)
-        gi = vec3(0.0)
-        go = vec3(0.0)
-        if wo[2] * wop[2] > 0.0:
-            ch = child(st, ctx, 0)
-            S = 1.0
-            if const(st, ctx, _SHADOW) != 0.0:
-                S = shadow_term(n, wo)
-                gsn, gsw = shadow_term_grads(n, wo)
-                go += d_out.dot(inner.eval(st, ch, wip, wop)) * gsw
-            gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
-            gi = to_world(s, t, n, gwi)
-            go += to_world(s, t, n, gwo)
-        return gi, go
+        return _backprop(st, ctx, wi, wo, d_out, inner, False)

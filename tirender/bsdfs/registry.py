@@ -45,8 +45,7 @@ MODELS = (
     TwoSided,
     NormalMap,
 )
-BY_NAME = register(MODELS)
-ALL = (1 << len(MODELS)) - 1
+BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
 # sizes of the per-BSDF tables (texture slots, float constants, children)
 N_TEX = max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS)

@@ -15,7 +15,8 @@ from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, one_sid
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .conductor import CONDUCTOR_KEYS, ETA, K, NONE, conductor_constants
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
-from .microfacet import DG_and_dalpha, D, G, half_vector, reflection_grad_dirs, sample_visible_normal, smith_g1
+from .microfacet import (half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
+                         smith_g1)
 
 _SPEC, _ALPHA = 0, 1  # texture slots
 
@@ -57,18 +58,13 @@ class RoughConductor:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        h, hl, _ = half_vector(wi, wo)
-        dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
-        return p.specular * RoughConductor.fresnel(p, wi.dot(h)) * (dg / (4.0 * wi[2]))
+        h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
+        return p.specular * RoughConductor.fresnel(p, wi.dot(h)) * lobe
 
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        res = 0.0
-        h, hl, _ = half_vector(wi, wo)
-        if wi.dot(h) > 0.0 and wo.dot(h) > 0.0:
-            res = D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])
-        return res
+        return reflection_pdf(wi, wo, p.alpha)
 
     @staticmethod
     @ti.func
@@ -86,11 +82,9 @@ class RoughConductor:
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂(specular, α)."""
-        h, hl, _ = half_vector(wi, wo)
-        dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
+        h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
         F = RoughConductor.fresnel(p, wi.dot(h))
-        inv = 1.0 / (4.0 * wi[2])
-        return RoughConductor.Params(specular=d_out * F * (dg * inv), alpha=(d_out * p.specular * F).sum() * (ddg * inv))
+        return RoughConductor.Params(specular=d_out * F * lobe, alpha=(d_out * p.specular * F).sum() * dlobe)
 
     @staticmethod
     @ti.func

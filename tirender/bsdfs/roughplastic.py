@@ -32,7 +32,8 @@ from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_fl
                    slot_rgb_adjoint)
 from .dielectric import ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_diffuse_reflectance, reflect_m
-from .microfacet import DG_and_dalpha, D, G, half_vector, reflection_grad_dirs, sample_visible_normal, smith_g1
+from .microfacet import (half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf,
+                         sample_visible_normal)
 from .roughconductor import DISTRIBUTION, ROUGHNESS
 
 _RHO, _SPEC, _ALPHA = 0, 1, 2   # texture slots
@@ -112,17 +113,15 @@ class RoughPlastic:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        h, hl, _ = half_vector(wi, wo)
-        dg = D(h, p.alpha) * G(wi, wo, h, p.alpha)
+        h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
         F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
-        return p.specular * (F * dg / (4.0 * wi[2])) + p.reflectance * _diffuse_factor(p, wi, wo)
+        return p.specular * (F * lobe) + p.reflectance * _diffuse_factor(p, wi, wo)
 
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        h, hl, _ = half_vector(wi, wo)
         ps = prob_specular(p, wi[2])
-        return ps * (D(h, p.alpha) * smith_g1(wi, h, p.alpha) / (4.0 * wi[2])) + (1.0 - ps) * (wo[2] * INV_PI)
+        return ps * reflection_pdf(wi, wo, p.alpha) + (1.0 - ps) * (wo[2] * INV_PI)
 
     @staticmethod
     @ti.func
@@ -143,12 +142,10 @@ class RoughPlastic:
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂(diffuse_reflectance, specular_reflectance, α)."""
-        h, hl, _ = half_vector(wi, wo)
-        dg, ddg = DG_and_dalpha(wi, wo, h, p.alpha)
+        h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
         F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
-        k = F / (4.0 * wi[2])
-        return RoughPlastic.Params(reflectance=d_out * _diffuse_factor(p, wi, wo), specular=d_out * (k * dg),
-                                   alpha=(d_out * p.specular).sum() * (k * ddg))
+        return RoughPlastic.Params(reflectance=d_out * _diffuse_factor(p, wi, wo), specular=d_out * (F * lobe),
+                                   alpha=(d_out * p.specular).sum() * (F * dlobe))
 
     @staticmethod
     @ti.func

@@ -9,7 +9,7 @@ import taichi as ti
 
 from ..core.math import vec3
 from ..schema import Child
-from .base import BOTH_SIDES, TRANSMISSION, BsdfCtx
+from .base import BOTH_SIDES, TRANSMISSION, BsdfCtx, composite
 
 
 @ti.func
@@ -28,13 +28,13 @@ def _flip(v, s):
     return vec3(v[0], v[1], v[2] * s)
 
 
+@composite
 class TwoSided:
     NAME = "twosided"
     KEYS = (Child("bsdf", aliases=("brdf_0",), doc="BSDF of the front side (and of the back if no `bsdf_back`)"),
             Child("bsdf_back", default=None, aliases=("brdf_1",), doc="BSDF of the back side"))
     CHILDREN = ("bsdf", "bsdf_back")
     FLAGS = BOTH_SIDES
-    COMPOSITE = True
     SUGAR = "twosided"   # `twosided: true` on any BSDF wraps it
 
     @staticmethod
@@ -52,18 +52,6 @@ class TwoSided:
         from ..errors import ConfigError
         if flags & TRANSMISSION:
             raise ConfigError("twosided applies to BSDFs without transmission", file, key)
-
-    @staticmethod
-    @ti.func
-    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        c, s = _side(st, ctx, wi)
-        return inner.eval(st, c, _flip(wi, s), _flip(wo, s))
-
-    @staticmethod
-    @ti.func
-    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        c, s = _side(st, ctx, wi)
-        return inner.pdf(st, c, _flip(wi, s), _flip(wo, s))
 
     @staticmethod
     @ti.func

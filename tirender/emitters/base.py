@@ -71,6 +71,27 @@ def slot_adjoint(st: ti.template(), e, k, uv, d):
     tex_eval_adjoint(st, st.em_tex[e, k], uv, d)
 
 
+class DeltaEmitter:
+    """What the delta emitters (a Dirac in position or direction) share: never hit (pdf 0); the Le a
+    sample carries is texture slot 0 times the sample's ``scale`` (1/dist² for a point light)."""
+    FLAGS = DELTA
+
+    @staticmethod
+    @ti.func
+    def pdf_direction(st: ti.template(), e, ref_p, q):
+        return 0.0
+
+    @staticmethod
+    @ti.func
+    def eval(st: ti.template(), e, q):
+        return slot(st, e, 0, q.uv) * q.scale
+
+    @staticmethod
+    @ti.func
+    def eval_adjoint(st: ti.template(), e, q, d_le):
+        slot_adjoint(st, e, 0, q.uv, d_le * q.scale)
+
+
 class Row:
     """One emitter of a scene as the builder fills it (Python side of the st.em_* tables)."""
 

@@ -6,16 +6,15 @@ import taichi as ti
 from ..core.math import BIG, vec2
 from ..errors import ConfigError
 from ..schema import Texture, Vec3
-from .base import DELTA, DirectionSample, slot, slot_adjoint
+from .base import DeltaEmitter, DirectionSample, slot
 
 _IRRADIANCE = 0
 
 
-class Directional:
+class Directional(DeltaEmitter):
     NAME = "directional"
     KEYS = (Texture("irradiance", 3, default=1.0, lo=0.0, doc="irradiance E (W m⁻²) on a surface facing the light"),
             Vec3("direction", default=(0.0, 0.0, -1.0), doc="direction of propagation"))
-    FLAGS = DELTA
 
     @staticmethod
     def build(b, row, values, key):
@@ -36,18 +35,3 @@ class Directional:
         ds.le = slot(st, e, _IRRADIANCE, ds.uv)
         ds.weight = ds.le
         return ds
-
-    @staticmethod
-    @ti.func
-    def pdf_direction(st: ti.template(), e, ref_p, q):
-        return 0.0
-
-    @staticmethod
-    @ti.func
-    def eval(st: ti.template(), e, q):
-        return slot(st, e, _IRRADIANCE, q.uv)
-
-    @staticmethod
-    @ti.func
-    def eval_adjoint(st: ti.template(), e, q, d_le):
-        slot_adjoint(st, e, _IRRADIANCE, q.uv, d_le)

@@ -1,19 +1,18 @@
-"""Isotropic point light (Mitsuba 3 ``point``) of intensity I (W sr⁻¹): Le/pdf = I / dist².
-Delta emitter (never hit). Differentiable: intensity (RGB)."""
+"""Isotropic point light (Mitsuba 3 ``point``) of intensity I (W sr⁻¹): Le/pdf = I / dist² (the
+sample's scale 1/dist²). Delta emitter (never hit). Differentiable: intensity (RGB)."""
 import taichi as ti
 
 from ..core.math import vec2
 from ..schema import Texture, Vec3
-from .base import DELTA, DirectionSample, slot, slot_adjoint
+from .base import DeltaEmitter, DirectionSample, slot
 
 _INTENSITY = 0
 
 
-class Point:
+class Point(DeltaEmitter):
     NAME = "point"
     KEYS = (Texture("intensity", 3, default=1.0, lo=0.0, doc="radiant intensity I (W sr⁻¹)"),
             Vec3("position", default=(0.0, 0.0, 0.0), doc="position"))
-    FLAGS = DELTA
 
     @staticmethod
     def build(b, row, values, key):
@@ -37,19 +36,3 @@ class Point:
             ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
             ds.weight = ds.le
         return ds
-
-    @staticmethod
-    @ti.func
-    def pdf_direction(st: ti.template(), e, ref_p, q):
-        return 0.0
-
-    @staticmethod
-    @ti.func
-    def eval(st: ti.template(), e, q):
-        return slot(st, e, _INTENSITY, q.uv) * q.scale
-
-    @staticmethod
-    @ti.func
-    def eval_adjoint(st: ti.template(), e, q, d_le):
-        """Adjoint of Le = I / dist² w.r.t. the intensity."""
-        slot_adjoint(st, e, _INTENSITY, q.uv, d_le * q.scale)

@@ -27,8 +27,7 @@ MODELS = (
     Constant,
     Envmap,
 )
-BY_NAME = register(MODELS)
-ALL = (1 << len(MODELS)) - 1
+BY_NAME, ALL = register(MODELS)
 N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
            "eval_adjoint", "mask_of"]

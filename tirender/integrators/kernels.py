@@ -20,51 +20,46 @@ from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec3
 from ..walk.state import PRB, PRIMAL
 
-_render, _replay = {}, {}
+_kernels = {}
 
 
 def render_kernel(sample):
-    if sample not in _render:
+    return _kernel(sample, False)
+
+
+def replay_kernel(sample):
+    return _kernel(sample, True)
+
+
+def _kernel(sample, gradient):
+    if (sample, gradient) not in _kernels:
         @ti.kernel
-        def render(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
+        def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
                    spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
                    hide_emitters: ti.i32):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
-                px = pix % w
-                py = pix // w
                 acc = film.local_zero()
                 for k in range(spp):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
                     o, d = camera_ray(st, cam, pos)
-                    L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
-                               vec3(0.0), vec3(0.0), 0)
-                    film.local_splat(st, cam, px, py, pos, film.nan_to_zero(L), acc)
-                film.local_flush(st, cam, px, py, acc, False)
-        _render[sample] = render
-    return _render[sample]
-
-
-def replay_kernel(sample):
-    if sample not in _replay:
-        @ti.kernel
-        def replay(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
-                   spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
-                   hide_emitters: ti.i32):
-            for pix in range(st.cam_w[cam] * st.cam_h[cam]):
-                for k in range(spp):
-                    _, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                    dL = film.gather_adjoint(st, cam, pos)
-                    if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                        o, d = camera_ray(st, cam, pos)
-                        # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
-                        # δL back-propagated (one walk body, mode PRB, runs both passes)
-                        L = vec3(0.0)
-                        for replay in range(2):
-                            sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                            L = sample(st, bsdf, em, opts, PRB, o, d, sampler_p, max_depth, rr_depth, hide_emitters,
-                                       L, dL, replay)
-                            if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
-                                break
-        _replay[sample] = replay
-    return _replay[sample]
+                    if ti.static(gradient):
+                        dL = film.gather_adjoint(st, cam, pos)
+                        if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                            # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
+                            # δL back-propagated (one walk body, mode PRB, runs both passes)
+                            L = vec3(0.0)
+                            for replay in range(2):
+                                sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                                L = sample(st, bsdf, em, opts, PRB, o, d, sampler_p, max_depth, rr_depth,
+                                           hide_emitters, L, dL, replay)
+                                if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
+                                    break
+                    else:
+                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
+                                   vec3(0.0), vec3(0.0), 0)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc)
+                if ti.static(not gradient):
+                    film.local_flush(st, cam, pix % w, pix // w, acc, False)
+        _kernels[sample, gradient] = pixels
+    return _kernels[sample, gradient]

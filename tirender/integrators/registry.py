@@ -47,18 +47,18 @@ def gradient_driver(integrator, method):
     """The gradient function of (integrator, method), or a ConfigError saying what is supported."""
     if method not in METHODS:
         raise ConfigError(f"unknown gradient method '{method}' (expected one of: {', '.join(METHODS)})", key="method")
-    fn = GRADIENT.get((integrator, method))
-    if fn is None:
-        ok = [m for (n, m) in GRADIENT if n == integrator]
-        raise ConfigError(f"method '{method}' does not support the '{integrator}' integrator "
-                          f"(supported: {', '.join(ok) or 'none'})", key="method")
-    return fn
+    return _driver(GRADIENT, integrator, method, "does not support")
 
 
 def joint_driver(integrator, method):
-    fn = JOINT.get((integrator, method))
+    """The joint render + gradient pass (RB pipelining) of (integrator, method)."""
+    return _driver(JOINT, integrator, method, "has no joint render+gradient pass for")
+
+
+def _driver(table, integrator, method, what):
+    fn = table.get((integrator, method))
     if fn is None:
-        ok = [m for (n, m) in JOINT if n == integrator]
-        raise ConfigError(f"method '{method}' has no joint render+gradient pass for '{integrator}' "
-                          f"(available: {', '.join(ok) or 'none'})", key="method")
+        ok = [m for (n, m) in table if n == integrator]
+        raise ConfigError(f"method '{method}' {what} the '{integrator}' integrator (available: {', '.join(ok) or 'none'})",
+                          key="method")
     return fn

@@ -16,7 +16,7 @@ PHASES = (
     Isotropic,
     HenyeyGreenstein,
 )
-BY_NAME = register(PHASES)
+BY_NAME, ALL = register(PHASES)
 
 
 @ti.func

@@ -10,4 +10,4 @@ MEDIA = (
     Homogeneous,
     Heterogeneous,
 )
-BY_NAME = register(MEDIA)
+BY_NAME, ALL = register(MEDIA)

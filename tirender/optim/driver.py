@@ -53,8 +53,8 @@ def _stage_shape(info, res):
 
 def _resample(a, shape):
     from ..media.grid import resample_grid
-    from .schedules import upsample
-    return resample_grid(a, shape) if len(shape) == 3 else upsample(a, shape[0], shape[1])
+    from ..textures import resample_texture
+    return resample_grid(a, shape) if len(shape) == 3 else resample_texture(a, shape[0], shape[1])
 
 
 def _resize_param(sc, name, shape):

@@ -168,7 +168,6 @@ def build_bvh(v0, v1, v2, max_leaf=4, n_bins=16, max_leaf_cap=16, chunk_prims=1 
         cand = lvl_count > max_leaf
         ci = np.flatnonzero(cand)
         split = np.zeros(len(lvl_node), bool)
-        new_local = None
         if len(ci):
             # primitives of candidate segments (contiguous groups in P)
             keep = np.repeat(cand, lvl_count)

@@ -290,34 +290,25 @@ class Scene:
         """Resample the bitmap parameter `name` to (height, width) (bilinear), e.g. for
         coarse-to-fine optimisation. Rebuilds the scene's device layout (parameter offsets change;
         kernels are reused when the storage capacities suffice)."""
-        from ..errors import ConfigError
-        from ..optim.schedules import upsample
-        info = self.params.info(name)
-        if info.kind != "texture":
-            raise ConfigError("only bitmap textures can be resized", key=name)
-        for i, tex in enumerate(self.desc.textures):  # carry the current values of every parameter
-            v = self.params[tex.name]
-            tex.data = v.reshape(tex.data.shape) if not tex.constant else v.reshape(1, 1, -1)
-            if tex.name == name:
-                tex.data = upsample(tex.data, int(height), int(width))
-        self.desc.warnings = []
-        old = self._storage
-        if old is not None and old.owner is self:
-            old.owner = None
-        self.__init__(self.desc, self.integrator)
+        from ..textures import resample_texture
+        self._resize(name, "texture", lambda data: resample_texture(data, int(height), int(width)))
 
     def resize_grid(self, name, resolution):
         """Resample the 3D grid parameter `name` (D, H, W, C) to `resolution` (n or (D, H, W)),
         trilinearly, e.g. for coarse-to-fine volume optimisation (like resize_texture)."""
-        from ..errors import ConfigError
         from ..media.grid import resample_grid
-        if self.params.info(name).kind != "grid":
-            raise ConfigError("only 3D grids can be resized with resize_grid", key=name)
+        self._resize(name, "grid", lambda data: resample_grid(data, resolution))
+
+    def _resize(self, name, kind, resample):
+        from ..errors import ConfigError
+        if self.params.info(name).kind != kind:
+            raise ConfigError(f"only {'bitmap textures' if kind == 'texture' else '3D grids'} can be resized "
+                              f"this way", key=name)
         for tex in self.desc.textures:  # carry the current values of every parameter
             v = self.params[tex.name]
             tex.data = v.reshape(tex.data.shape) if not tex.constant else v.reshape(1, 1, -1)
             if tex.name == name:
-                tex.data = resample_grid(tex.data, resolution)
+                tex.data = resample(tex.data)
         self.desc.warnings = []
         old = self._storage
         if old is not None and old.owner is self:
