@@ -28,11 +28,17 @@ def clamp_alpha(alpha):
 
 
 @ti.func
-def D(m, alpha):
-    """D(m) = α² / (π ((m_x² + m_y²) + α² m_z²)²) (Mitsuba's form, normalised m)."""
+def _ggx_terms(m, alpha):
+    """(α clamped, α², A = m_x² + m_y² + α² m_z²): the shared terms of D and its derivatives."""
     a = clamp_alpha(alpha)
     a2 = a * a
-    A = m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+    return a, a2, m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+
+
+@ti.func
+def D(m, alpha):
+    """D(m) = α² / (π ((m_x² + m_y²) + α² m_z²)²) (Mitsuba's form, normalised m)."""
+    a, a2, A = _ggx_terms(m, alpha)
     res = 0.0
     if A > 0.0:
         res = a2 / (PI * A * A)
@@ -45,9 +51,7 @@ def D(m, alpha):
 @ti.func
 def dD_dalpha(m, alpha):
     """∂D/∂α = D (2/α) (1 - 2 α² m_z² / A), A = m_x² + m_y² + α² m_z²."""
-    a = clamp_alpha(alpha)
-    a2 = a * a
-    A = m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+    a, a2, A = _ggx_terms(m, alpha)
     d = D(m, alpha)
     res = 0.0
     if d > 0.0 and alpha >= ALPHA_MIN:
@@ -159,9 +163,7 @@ def sample_visible_normal(wi, alpha, u2):
 @ti.func
 def D_grad(m, alpha):
     """∂D/∂m of D(m) = α² / (π A²), A = m_x² + m_y² + α² m_z²: -2 D / A (2 m_x, 2 m_y, 2 α² m_z)."""
-    a = clamp_alpha(alpha)
-    a2 = a * a
-    A = m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+    a, a2, A = _ggx_terms(m, alpha)
     d = D(m, alpha)
     res = vec3(0.0)
     if d > 0.0:
