@@ -8,21 +8,31 @@ knows an integrator.
 Adjoint image: ∂y_p/∂L_s = w_ps / W_p (W_p = Σ_s w_ps, the adjoint pass's own filter-weight sums,
 treated as constant), so a sample's adjoint radiance is δL_s = Σ_p w_ps δy_p / W_p;
 ``prepare_adjoint`` computes W_p with the adjoint seed and stores δy_p / W_p in ``st.adj``.
-Gradients accumulate in 64-bit fixed point (``st.grad_fx``, core/fixed_point.py): a seed fixes
-them bit for bit.
+Film and gradients accumulate per launch in 64-bit fixed point (``st.film``, ``st.grad_fx``) at a
+scale chosen from the launch's own largest value (core/fixed_point.py: redone with the canonical
+scale when the guess was off, so nothing can wrap and a seed still fixes every bit); each launch is
+then folded into float64 on the host (``st.host_film``, ``st.host_grad``). The adjoint image is
+normalised by a power of two 2^e ≥ max|δy| before the kernels see it (any finite δy, up to the
+float range) and the gradients are multiplied back by 2^e in float64.
 """
+import math
+
 import numpy as np
 import taichi as ti
 
 from .core import film
 from .core.camera import pixel_sample
-from .core.fixed_point import FILM_SCALE, grad_scale_for
+from .core.fixed_point import (F32_MAX, INFO_FILM_SCALE, INFO_GRAD_SCALE, N_SLOTS, WEIGHT_SCALE, scale_for,
+                                slots_max)
 from .core.math import vec3
-from .errors import ConfigError
+from .errors import ConfigError, TirenderError
 from .progress import Progress
 from .scene.storage import padded
 
 DEFAULT_SPP = 64
+FLUSH_ADDS = 32                # film adds into one pixel per launch, pixel-local accumulation (5x5 <= 32)
+GRAD_ADDS_PER_SAMPLE = 1024    # assumed bound on the adds of one sample into one gradient entry
+STATS = {"launches": 0, "redone": 0}   # kernel launches, and those redone with the canonical scale
 
 
 def check_args(scene, spp, sensor):
@@ -58,20 +68,89 @@ class NoBar:
         pass
 
 
-def sweep(scene, sensor, spp, label, progress, launch):
-    """Call launch(sample_offset, count) over batches covering spp samples per pixel."""
+def sweep(scene, sensor, spp, label, progress, launch, film=None, grad=False):
+    """Call launch(sample_offset, count) over batches covering spp samples per pixel, each launch a
+    transaction of the accumulators it writes: film = "flush" (pixel-local accumulation) or
+    "splat" (film.splat per sample) or None; grad: it adds gradients (core/pool.py)."""
     s = scene.sensors[sensor]
+    st = scene.bind()
+    npix = s.width * s.height
     with Progress(spp, label, unit="spp") if progress else NoBar() as bar:
-        for off, k in batches(spp, s.width * s.height):
-            launch(off, k)
+        for off, k in batches(spp, npix):
+            _transaction(scene, st, npix, k, lambda: launch(off, k), film, grad, s.radius)
             bar.update(k)
+
+
+def _guess(st, name, default):
+    v = getattr(st, name, None)
+    return v if v else default
+
+
+def _transaction(scene, st, npix, k, run, film, grad, radius):
+    """One launch with fixed-point scales from a guess, redone with the canonical scales of the values
+    it actually added when they differ (core/fixed_point.py); then folded into float64."""
+    from . import backend
+    soft = backend.software_vulkan()
+    footprint = (2 * math.ceil(radius) + 1) ** 2   # pixels one splat touches
+    fa = FLUSH_ADDS if film == "flush" else footprint * k
+    ga = GRAD_ADDS_PER_SAMPLE * npix * k
+    per = float(k) if film == "flush" else 1.0      # flush values are sums over the k samples of a pixel
+    gname = f"film_guess_{film}"
+    sf = scale_for(_guess(st, gname, 1.0) * per, fa)
+    sg = scale_for(_guess(st, "grad_guess", 1.0), ga)
+    mf = mg = 0.0
+    for _attempt in range(3):
+        if film:
+            st.film.fill(0)
+            st.info_f[INFO_FILM_SCALE] = sf
+        if grad:
+            st.grad_fx.fill(0)
+            st.info_f[INFO_GRAD_SCALE] = sg
+            if soft:
+                st.grad.fill(0)
+        st.acc_max.fill(0)
+        run()
+        STATS["launches" if _attempt == 0 else "redone"] += 1
+        bits = st.acc_max.to_numpy()
+        mf, mg = slots_max(bits[:N_SLOTS]), slots_max(bits[N_SLOTS:])
+        if not (math.isfinite(mf) and math.isfinite(mg)):
+            raise TirenderError("a pixel's radiance or a gradient exceeds the float32 range "
+                                f"(largest value {max(mf, mg):g}); scale the emitters or the loss down")
+        want_f = scale_for(mf, fa) if (film and mf > 0) else sf
+        want_g = scale_for(mg, ga) if (grad and mg > 0 and not soft) else sg
+        if want_f == sf and want_g == sg:
+            break
+        sf, sg = want_f, want_g
+    if mf > 0:
+        setattr(st, gname, mf / per)
+    if mg > 0:
+        st.grad_guess = mg
+    if film:
+        acc = st.film.to_numpy()[:npix].astype(np.float64)
+        st.host_film[:, :3] += acc[:, :3] * (1.0 / sf)
+        st.host_film[:, 3] += acc[:, 3] * (1.0 / WEIGHT_SCALE)
+    if grad:
+        fold_gradients(scene, st)
+
+
+def begin_film(scene, sensor, clear):
+    """Start (clear) or continue the float64 film of `sensor` (progressive rendering); returns st."""
+    st = scene.bind()
+    s = scene.sensors[sensor]
+    npix = s.width * s.height
+    h = getattr(st, "host_film", None)
+    if clear or h is None or h.shape[0] != npix:
+        st.host_film = np.zeros((npix, 4), np.float64)
+    return st
 
 
 def resolve_film(st, s):
     """Film (Σ w L, Σ w) of sensor description s -> float32 (H, W, 3), row 0 at the top."""
-    acc = st.film.to_numpy()[:s.width * s.height].astype(np.float64)  # fixed point: the scale cancels
+    acc = st.host_film
     w = acc[:, 3:4]
     img = np.where(w > 0, acc[:, :3] / np.where(w > 0, w, 1), 0.0)
+    if np.abs(img).max(initial=0.0) > F32_MAX:
+        raise TirenderError("the image exceeds the float32 range; scale the emitters down")
     return img.reshape(s.height, s.width, 3).astype(np.float32)
 
 
@@ -91,69 +170,92 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
 @ti.kernel
 def normalize_adjoint_kernel(st: ti.template(), n: ti.i32):
     for p in range(n):
-        wp = ti.cast(st.adj_w[p], float) * (1.0 / FILM_SCALE)
+        wp = ti.cast(st.adj_w[p], float) * (1.0 / WEIGHT_SCALE)
         st.adj[p] = st.adj[p] / wp if wp > 0.0 else vec3(0.0)
 
 
-@ti.kernel
-def finalize_grad_kernel(st: ti.template(), n: ti.i32):
-    """st.grad += st.grad_fx / scale (fixed-point accumulator -> float gradients; st.grad holds
-    what was accumulated in float, only on software Vulkan, see core/pool.py)."""
-    inv = 1.0 / st.info_f[2]
-    for i in range(n):
-        st.grad[i] += ti.cast(ti.cast(st.grad_fx[i], ti.f64) * ti.cast(inv, ti.f64), float)
-
-
 def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed):
-    """Upload δy, compute W_p with the adjoint seed, store δy / W_p in st.adj."""
+    """Upload δy · 2^-e (2^e ≥ max|δy|, so any finite δy fits), compute W_p with the adjoint seed,
+    store δy 2^-e / W_p in st.adj; st.adj_exp = e."""
     s = scene.sensors[sensor]
-    a = np.asarray(adjoint_image, np.float32)
+    a = np.asarray(adjoint_image, np.float64)
     if a.shape != (s.height, s.width, 3):
         raise ConfigError(f"adjoint image has shape {a.shape}, expected {(s.height, s.width, 3)}",
                           key="adjoint_image")
     if not np.all(np.isfinite(a)):
         raise ConfigError("adjoint image contains NaN or Inf", key="adjoint_image")
-    npix = s.width * s.height
-    st.adj.from_numpy(padded(a.reshape(-1, 3), st.caps["pixels"]))
+    amax = float(np.abs(a).max(initial=0.0))
+    e = math.frexp(amax)[1] if amax > 0 else 0
+    st.adj_exp = e
+    st.adj.from_numpy(padded(np.ldexp(a, -e).astype(np.float32).reshape(-1, 3), st.caps["pixels"]))
     st.adj_w.fill(0)
     film_weights_kernel(st, sensor, spp, 0, seed)
-    normalize_adjoint_kernel(st, npix)
+    normalize_adjoint_kernel(st, s.width * s.height)
+
+
+def _host_grad(scene, st):
+    n = scene.params.data.size
+    h = getattr(st, "host_grad", None)
+    if h is None or h.shape[0] != n:
+        st.host_grad = h = np.zeros(n, np.float64)
+    return h
 
 
 def reset_gradients(st, scale):
-    """Empty the gradient accumulators and set the fixed-point scale."""
+    """Empty the gradient accumulators (device and host) and set the fixed-point scale (for kernels
+    that add gradients outside ``sweep``, e.g. tests of a model's adjoint)."""
     st.grad_fx.fill(0)
     st.grad.fill(0)
-    st.info_f[2] = scale
+    st.info_f[INFO_GRAD_SCALE] = scale
+    st.adj_exp = 0
+    st.host_grad = None
+    st.grad_is_total = False
+
+
+def fold_gradients(scene, st):
+    """Fold what the kernels added since the last fold (st.grad_fx at the current scale; on software
+    Vulkan the float twin st.grad) into the float64 host accumulator, times 2^adj_exp."""
+    from . import backend
+    h = _host_grad(scene, st)
+    n = h.shape[0]
+    f = math.ldexp(1.0, getattr(st, "adj_exp", 0))
+    q = st.grad_fx.to_numpy()[:n]
+    if q.any():
+        h += q.astype(np.float64) * (f / float(st.info_f[INFO_GRAD_SCALE]))
+        st.grad_fx.fill(0)
+    if backend.software_vulkan() and not getattr(st, "grad_is_total", False):
+        h += st.grad.to_numpy()[:n].astype(np.float64) * f
+        st.grad.fill(0)
 
 
 def begin_gradient(st, scene, accumulate):
-    """Reset the fixed-point gradient accumulator (unless accumulating views) and pick its scale
-    from the normalised adjoint image st.adj (a sample's δL is at most ~ the filter's weight sum
-    times max |δy / W|)."""
-    if not accumulate or st.info_f[2] <= 0:
-        s = scene.sensors[0]
-        npix = max(sc.width * sc.height for sc in scene.sensors)
-        m = float(np.abs(st.adj.to_numpy()[:npix]).max()) * (4.0 if s.filter == "gaussian" else 1.0)
-        reset_gradients(st, grad_scale_for(m))
+    """Start a gradient evaluation: empty the host accumulator unless accumulating (multi-view)."""
+    st.grad_fx.fill(0)
+    st.grad_is_total = False
+    if not accumulate:
+        st.host_grad = None
+    _host_grad(scene, st)
 
 
 def read_gradients(scene, st):
-    """The accumulated gradients as a dict parameter name -> array shaped like the parameter
-    (st.grad holds them afterwards, for the optimiser; st.grad_fx is emptied)."""
-    n = scene.params.data.size
-    finalize_grad_kernel(st, n)
-    st.grad_fx.fill(0)
-    return scene.params.split(st.grad.to_numpy()[:n])
+    """The accumulated gradients as a dict parameter name -> float64 array shaped like the parameter.
+    st.grad holds them afterwards as float32 (clamped to the float range), for the optimiser."""
+    fold_gradients(scene, st)
+    h = _host_grad(scene, st)
+    g = np.clip(h, -F32_MAX, F32_MAX).astype(np.float32)
+    st.grad.from_numpy(padded(g, st.caps["pool"]))
+    st.grad_is_total = True
+    return scene.params.split(h.copy())
 
 
-def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, label, launch):
-    """The adjoint passes of the three-pass scheme: δy / W_p into st.adj, reset the accumulator,
-    launch(st, sample_offset, count) over the batches, read the gradients back."""
+def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, label, launch, film=None):
+    """The adjoint passes of the three-pass scheme: δy / W_p into st.adj, launch(st, sensor, seed,
+    sample_offset, count) over the batches (film: also renders, see ``sweep``), read the gradients."""
     spp, sensor = check_args(scene, spp, sensor)
     st = scene.bind()
     seed = int(seed) & 0xFFFFFFFF
     prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed)
     begin_gradient(st, scene, accumulate)
-    sweep(scene, sensor, spp, label, progress, lambda off, k: launch(st, sensor, seed, off, k))
+    sweep(scene, sensor, spp, label, progress, lambda off, k: launch(st, sensor, seed, off, k), film=film,
+          grad=True)
     return read_gradients(scene, st)

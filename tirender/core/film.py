@@ -3,15 +3,17 @@
 Each sample at continuous film position ``pos`` (pixels) adds w·L and w to every pixel whose
 centre lies within the filter radius; the image is Σ w L / Σ w. Gaussian (Mitsuba):
 w(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)), r = 4σ, separable. Box: the pixel containing pos.
-``st.film`` holds (Σ w L, Σ w) per pixel in fixed point (core/fixed_point.py), row-major from
-the top-left pixel.
+``st.film`` holds (Σ w L, Σ w) per pixel of the current launch in fixed point (core/fixed_point.py:
+Σ w L at the launch's scale ``st.info_f[INFO_FILM_SCALE]``, whose largest added |value| each flush
+records with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left pixel; launch.py
+folds each launch into float64.
 
 Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
 of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
 """
 import taichi as ti
 
-from .fixed_point import FILM_SCALE, to_fixed
+from .fixed_point import INFO_FILM_SCALE, SLOT_FILM, WEIGHT_SCALE, finite_or_zero, to_fixed, track_max
 from .math import vec3
 
 FILTER_BOX, FILTER_GAUSSIAN = 0, 1
@@ -44,10 +46,20 @@ def _footprint(st: ti.template(), cam, pos):
 
 
 @ti.func
+def _add(st: ti.template(), p, wL, wt):
+    """st.film[p] += (wL, wt) in fixed point (radiance at the launch's scale, weight at WEIGHT_SCALE)."""
+    s = st.info_f[INFO_FILM_SCALE]
+    ti.atomic_add(st.film[p], ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
+                                         to_fixed(wt, WEIGHT_SCALE)]))
+
+
+@ti.func
 def splat(st: ti.template(), cam, pos, L):
-    """Add sample radiance L at film position pos into st.film (fixed point)."""
+    """Add sample radiance L at film position pos into st.film (fixed point); one film add per
+    covered pixel (launch.py: up to 25 per sample)."""
+    track_max(st.acc_max, SLOT_FILM, ti.cast(pos[0], ti.i32), ti.abs(L).max())
     if st.cam_filter[cam] == FILTER_BOX:
-        ti.atomic_add(st.film[_box_pixel(st, cam, pos)], to_fixed(ti.Vector([L[0], L[1], L[2], 1.0]), FILM_SCALE))
+        _add(st, _box_pixel(st, cam, pos), L, 1.0)
     else:
         x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
         for y in range(y0, y1 + 1):
@@ -56,8 +68,7 @@ def splat(st: ti.template(), cam, pos, L):
                 for x in range(x0, x1 + 1):
                     wt = wy * _w1(x + 0.5 - pos[0], sd, r)
                     if wt > 0.0:
-                        ti.atomic_add(st.film[y * st.cam_w[cam] + x],
-                                      to_fixed(ti.Vector([wt * L[0], wt * L[1], wt * L[2], wt]), FILM_SCALE))
+                        _add(st, y * st.cam_w[cam] + x, wt * L, wt)
 
 
 @ti.func
@@ -77,11 +88,8 @@ def gather_adjoint(st: ti.template(), cam, pos):
 
 @ti.func
 def nan_to_zero(L):
-    """L, or 0 if any channel is NaN: never let a NaN sample poison a pixel."""
-    res = L
-    if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
-        res = vec3(0.0)
-    return res
+    """L, or 0 if any channel is NaN or infinite: never let such a sample poison a pixel."""
+    return finite_or_zero(L)
 
 
 # ---- per-pixel local accumulation: a thread renders all samples of one pixel; every sample lands
@@ -129,9 +137,15 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template()):
 
 @ti.func
 def local_flush(st: ti.template(), cam, px, py, acc: ti.template(), weight_only: ti.template()):
-    """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point."""
+    """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point
+    (one add per pixel of the 5x5 block; the block's largest |Σ w L| is recorded with track_max)."""
     w = st.cam_w[cam]
     h = st.cam_h[cam]
+    if ti.static(not weight_only):
+        m = 0.0
+        for k in ti.static(range(LOCAL * LOCAL)):
+            m = ti.max(m, ti.abs(acc[4 * k]), ti.abs(acc[4 * k + 1]), ti.abs(acc[4 * k + 2]))
+        track_max(st.acc_max, SLOT_FILM, px + py * w, m)
     for j in ti.static(range(LOCAL)):
         for i in ti.static(range(LOCAL)):
             x = px + i - LOCAL_HALF
@@ -139,7 +153,6 @@ def local_flush(st: ti.template(), cam, px, py, acc: ti.template(), weight_only:
             k = (j * LOCAL + i) * 4
             if x >= 0 and x < w and y >= 0 and y < h and acc[k + 3] > 0.0:
                 if ti.static(weight_only):
-                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(acc[k + 3], FILM_SCALE))
+                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(acc[k + 3], WEIGHT_SCALE))
                 else:
-                    ti.atomic_add(st.film[y * w + x],
-                                  to_fixed(ti.Vector([acc[k], acc[k + 1], acc[k + 2], acc[k + 3]]), FILM_SCALE))
+                    _add(st, y * w + x, vec3(acc[k], acc[k + 1], acc[k + 2]), acc[k + 3])

@@ -73,13 +73,11 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     """Add spp samples (indices sample_offset, ...) to the film of `sensor` (cleared first unless
     clear=False: progressive rendering) and return the image."""
     a = args(scene, integrator)
-    st = scene.bind()
-    if clear:
-        st.film.fill(0)
+    st = launch.begin_film(scene, sensor, clear)
     bsdf = dispatch(scene.bsdf_levels)
     seed = int(seed) & 0xFFFFFFFF
     kernel = kernels.render_kernel(sample)
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, scene.em_mask, 0, sensor, k, sample_offset + off, seed, a.max_depth,
-                                       a.rr_depth, a.hide))
+                                       a.rr_depth, a.hide), film="flush")
     return launch.resolve_film(st, scene.sensors[sensor])

@@ -141,11 +141,12 @@ def _gradient(scene, adjoint_image, spp, seed, sensor, accumulate, progress, met
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
     if joint:
-        scene.bind().film.fill(0)
+        launch.begin_film(scene, sensor, True)
 
     def run(st, cam, sd, off, k):
         rb_kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, int(joint), biased)
-    return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, method, run)
+    return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, method, run,
+                                film="splat" if joint else None)
 
 
 def render_and_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress, method):

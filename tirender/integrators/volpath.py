@@ -190,14 +190,12 @@ def prepare(scene, st, a):
 def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
     """Primal render with volpath (delta tracking) or volpath_raymarch."""
     a = args(scene, integrator)
-    st = scene.bind()
+    st = launch.begin_film(scene, sensor, clear)
     prepare(scene, st, a)
-    if clear:
-        st.film.fill(0)
     bsdf, em = kernel_dispatch(scene)
     seed = int(seed) & 0xFFFFFFFF
     kernel = kernels.render_kernel(sample)
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, em, a.vis, sensor, k, sample_offset + off, seed, a.max_depth,
-                                       a.rr_depth, a.hide))
+                                       a.rr_depth, a.hide), film="flush")
     return launch.resolve_film(st, scene.sensors[sensor])

@@ -9,11 +9,12 @@ import numpy as np
 import taichi as ti
 
 from ..bsdfs import registry as bsdfs
+from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
 from ..emitters import registry as emitters
 
 INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_i
-INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_GRAD_SCALE, INFO_MARCH_STEP = range(4)   # st.info_f
+INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_MARCH_STEP = 0, 1, 3   # st.info_f (2, 4: fixed-point scales)
 
 
 def _cap(n, minimum):
@@ -101,6 +102,9 @@ class Storage:
         f.info_i = ti.field(ti.i32)
         f.info_f = ti.field(float)
         fb.dense(ti.i, 8).place(f.info_i, f.info_f)
+        # largest |value| added per launch into the film / the gradients (core/fixed_point.py)
+        f.acc_max = ti.field(ti.i32)
+        fb.dense(ti.i, 2 * N_SLOTS).place(f.acc_max)
         self._tree = fb.finalize()
         self.owner = None
 
