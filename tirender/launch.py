@@ -21,6 +21,7 @@ import numpy as np
 import taichi as ti
 
 from .core import film
+from .core.film import LOCAL_HALF
 from .core.camera import pixel_sample
 from .core.fixed_point import (F32_MAX, INFO_FILM_SCALE, INFO_GRAD_SCALE, N_SLOTS, WEIGHT_SCALE, scale_for,
                                 slots_max)
@@ -92,6 +93,8 @@ def _transaction(scene, st, npix, k, run, film, grad, radius):
     from . import backend
     soft = backend.software_vulkan()
     footprint = (2 * math.ceil(radius) + 1) ** 2   # pixels one splat touches
+    if film == "flush" and radius > LOCAL_HALF:
+        film = "splat"                              # wide filters splat directly (core/film.py)
     fa = FLUSH_ADDS if film == "flush" else footprint * k
     ga = GRAD_ADDS_PER_SAMPLE * npix * k
     per = float(k) if film == "flush" else 1.0      # flush values are sums over the k samples of a pixel
@@ -163,7 +166,7 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
         acc = film.local_zero()
         for s in range(spp):
             _, pos = pixel_sample(st, cam, pix, seed, sample_offset + s)
-            film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc)
+            film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc, True)
         film.local_flush(st, cam, pix % w, pix // w, acc, True)
 
 

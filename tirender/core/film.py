@@ -105,14 +105,36 @@ def local_zero():
 
 
 @ti.func
-def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template()):
-    """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`."""
+def splat_weight(st: ti.template(), cam, pos):
+    """Add the filter weights of a sample at pos into st.adj_w (the adjoint pass's W_p)."""
+    if st.cam_filter[cam] == FILTER_BOX:
+        ti.atomic_add(st.adj_w[_box_pixel(st, cam, pos)], to_fixed(1.0, WEIGHT_SCALE))
+    else:
+        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        for y in range(y0, y1 + 1):
+            wy = _w1(y + 0.5 - pos[1], sd, r)
+            for x in range(x0, x1 + 1):
+                wt = wy * _w1(x + 0.5 - pos[0], sd, r)
+                if wt > 0.0:
+                    ti.atomic_add(st.adj_w[y * st.cam_w[cam] + x], to_fixed(wt, WEIGHT_SCALE))
+
+
+@ti.func
+def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weight_only: ti.template()):
+    """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`; a Gaussian
+    wider than the block (radius > 2 px, stddev > 0.5) splats directly instead (splat /
+    splat_weight), so the filter is never truncated."""
     if st.cam_filter[cam] == FILTER_BOX:
         k = (LOCAL_HALF * LOCAL + LOCAL_HALF) * 4
         acc[k] += L[0]
         acc[k + 1] += L[1]
         acc[k + 2] += L[2]
         acc[k + 3] += 1.0
+    elif st.cam_radius[cam] > LOCAL_HALF:
+        if ti.static(weight_only):
+            splat_weight(st, cam, pos)
+        else:
+            splat(st, cam, pos, L)
     else:
         r = st.cam_radius[cam]
         sd = st.cam_stddev[cam]

@@ -58,7 +58,7 @@ def _kernel(sample, gradient):
                     else:
                         L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
                                    vec3(0.0), vec3(0.0), 0)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc, False)
                 if ti.static(not gradient):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
         _kernels[sample, gradient] = pixels
