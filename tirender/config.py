@@ -73,9 +73,15 @@ def load_config(source, overrides=None, base_dir=None, scene_overrides=None):
         data = copy.deepcopy(source)
     else:
         raise ConfigError(f"expected a file name or a dict, got {type(source).__name__}")
-    data = apply_overrides(data, overrides, path)
     if "scene" not in data:
+        # a scene file: "--set scene.x=v" / "--set render.spp=v" address the job, "--set x=v" the scene
         data = {"scene": data}
+        top = [o for o in overrides or [] if str(o).split(".", 1)[0].split("=", 1)[0] in TOP_KEYS]
+        inner = [o for o in overrides or [] if o not in top]
+        data["scene"] = apply_overrides(data["scene"], inner, path)
+        data = apply_overrides(data, top, path)
+    else:
+        data = apply_overrides(data, overrides, path)
     for k in data:
         if k not in TOP_KEYS:
             raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(TOP_KEYS))})", path, k)

@@ -347,6 +347,8 @@ class OptimizationRun:
         sc = self.scene
         ckpath = os.path.join(self.out, "checkpoint.npz")
         ck = self._read_checkpoint(ckpath) if self.resume else None   # before any render: fail early
+        rpath = os.path.join(self.out, "rmse_start.json")
+        rmse_cached = self._read_rmse_start(rpath) if ck is not None else None
         targets = self._targets()
         self._apply_init()
         rmse_start = {n: self._rmse(n) for n in self.popts} if self.synthetic else {}
@@ -374,14 +376,9 @@ class OptimizationRun:
             print(f"resuming from iteration {start} ({os.path.join(self.out, 'checkpoint.npz')})")
         elif self.resume:
             print(f"no checkpoint in {self.out}: starting from scratch")
-        rpath = os.path.join(self.out, "rmse_start.json")
         if ck is not None and self.synthetic:
-            if os.path.exists(rpath):
-                try:
-                    with open(rpath) as fh:
-                        rmse_start = dict(json.load(fh))
-                except (ValueError, TypeError, OSError) as e:
-                    raise ConfigError(f"corrupt file ({e}); delete it to start from scratch", rpath) from None
+            if rmse_cached is not None:
+                rmse_start = rmse_cached
         elif self.synthetic:
             atomic_write_bytes(rpath, json.dumps(rmse_start).encode())
         opt = self._make_optimizer(state)
@@ -508,6 +505,20 @@ class OptimizationRun:
         atomic_write_bytes(os.path.join(self.out, "metrics.json"), json.dumps(metrics, indent=2).encode())
         return metrics
 
+    @staticmethod
+    def _read_rmse_start(path):
+        """The parameter errors at the start of a resumed run ({name: rmse}), None if not saved."""
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path) as fh:
+                d = json.load(fh)
+            if not isinstance(d, dict):
+                raise ValueError("not a mapping")
+            return d
+        except (ValueError, TypeError, OSError) as e:
+            raise ConfigError(f"corrupt file ({e}); delete it to start from scratch", path) from None
+
     def _read_checkpoint(self, path):
         """The checkpoint at `path` (None if there is none), its bookkeeping arrays checked: one
         ConfigError line naming it when it is empty, corrupt, incomplete or inconsistent."""
@@ -528,6 +539,15 @@ class OptimizationRun:
             for k in (f"m:{name}", f"v:{name}", f"param:{name}"):
                 if k in ck and (ck[k].dtype.kind != "f" or not np.all(np.isfinite(ck[k]))):
                     problems.append(f"{k} is not finite floats")
+        for name in self.scene.params.keys():
+            v = ck.get(f"param:{name}")
+            if v is None:
+                continue
+            info = self.scene.params.info(name)
+            resizable = info.kind in ("texture", "grid")
+            if v.shape != info.shape and not (resizable and v.ndim == len(info.shape)
+                                              and v.shape[-1] == info.shape[-1] and min(v.shape) > 0):
+                problems.append(f"param:{name} has shape {v.shape}, the parameter {info.shape}")
         if problems:
             raise ConfigError(f"inconsistent checkpoint ({'; '.join(problems)}); delete it to start from scratch",
                               path)

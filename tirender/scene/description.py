@@ -101,9 +101,15 @@ def _vec3(v, file, key):
 def load_yaml(path):
     if not os.path.exists(path):
         raise ConfigError("file not found", path)
+    if os.path.isdir(path):
+        raise ConfigError("is a folder, expected a YAML file", path)
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not a text (UTF-8) file: byte {e.start}", path) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read ({e.strerror})", path) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
