@@ -324,6 +324,29 @@ def test_flags_name_no_file_when_they_are_flags(capsys, scene_file, out_dir):
     assert line == "error: --spp: must be >= 1 and <= 16777216, got 0"
 
 
+NPZ_CASES = [
+    ("garbage", b"garbage", [], "field.npz"),
+    ("keyless", "KEYLESS", [], "field.npz"),
+    ("seed", "KEYLESS", ["--seed", "3"], "--seed"),
+    ("sensor", "KEYLESS", ["--sensor", "0"], "--sensor"),
+    ("integrator", "KEYLESS", ["--integrator", "path"], "--integrator"),
+    ("set", "KEYLESS", ["--set", "a=1"], "--set"),
+    ("spp", "KEYLESS", ["--spp", "0"], "--spp"),
+    ("frames", "KEYLESS", ["--frames", "0"], "--frames"),
+    ("width", "KEYLESS", ["--width", "-1"], "--width"),
+]
+
+
+@pytest.mark.parametrize("name,content,flags,must", NPZ_CASES, ids=[c[0] for c in NPZ_CASES])
+def test_radiance_field_npz_flags(capsys, tmp_path, out_dir, name, content, flags, must):
+    p = tmp_path / "field.npz"
+    if content == "KEYLESS":
+        np.savez(p, a=1)
+    else:
+        p.write_bytes(content)
+    expect_error(capsys, ["render", str(p), "--out", str(out_dir)] + flags, [must], out_dir)
+
+
 def test_env_max_memory_malformed(capsys, scene_file, out_dir, monkeypatch):
     monkeypatch.setenv("TIRENDER_MAX_MEMORY", "lots")
     expect_error(capsys, ["render", scene_file, "--out", str(out_dir)], ["TIRENDER_MAX_MEMORY"], out_dir)

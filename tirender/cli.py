@@ -76,7 +76,7 @@ def _refuse(args, flags, why):
     from .errors import ConfigError
     for f in flags:
         v = getattr(args, f.lstrip("-").replace("-", "_"), None)
-        if v not in (None, False, []):
+        if not (v is None or v is False or (isinstance(v, list) and not v)):
             raise ConfigError(f"does not apply {why}", key=f)
 
 
