@@ -298,6 +298,13 @@ FLAG_CASES = [
     ("render", ["--bogus"], "--bogus"),
     ("optimize", ["--iters", "-1"], "--iters"),
     ("optimize", ["--iters", "abc"], "--iters"),
+    ("view", ["--spp", "0"], "--spp"),
+    ("view", ["--spp-per-frame", "0"], "--spp-per-frame"),
+    ("view", ["--frames", "0"], "--frames"),
+    ("view", ["--exposure", "nan"], "--exposure"),
+    ("view", ["--orbit", "inf"], "--orbit"),
+    ("view", ["--sensor", "-1"], "--sensor"),
+    ("view", ["--width", "0"], "--width"),
     ("gradcheck", ["--spp", "0"], "--spp"),
     ("gradcheck", ["--seeds", "0"], "--seeds"),
     ("gradcheck", ["--h", "0"], "--h"),
@@ -316,6 +323,8 @@ def test_flags(capsys, tmp_path, out_dir, cmd, flags, must):
         cfg = _write(tmp_path / "scene.yaml", _variant(_set(("bsdfs", "w", "reflectance"),
                                                             {"type": "bitmap", "width": 64, "height": 64})))
     out = [] if cmd == "gradcheck" else ["--out", str(out_dir)]
+    if cmd == "view":
+        out.append("--headless")
     expect_error(capsys, [cmd, cfg] + out + flags, [must], out_dir)
 
 

@@ -177,8 +177,16 @@ def summary_line(m, out):
     return ", ".join(parts) + f" -> {out} (metrics.json, loss.csv, final/, params/)"
 
 
+VIEW_FLAGS = (("spp", 1, 1 << 24, True), ("spp_per_frame", 1, 1 << 16, True), ("frames", 1, 1 << 30, True),
+              ("sensor", 0, 1 << 16, True), ("seed", 0, (1 << 32) - 1, True), ("width", 1, 1 << 15, True),
+              ("height", 1, 1 << 15, True), ("exposure", -64, 64, False), ("orbit", -360, 360, False))
+
+
 def cmd_view(args):
     from .config import load_config
+    from .schema import Number
+    for name, lo, hi, integer in VIEW_FLAGS:
+        _flag(Number(name, lo=lo, hi=hi, integer=integer), getattr(args, name, None), "--" + name.replace("_", "-"))
     if _npz(args):
         _refuse(args, ("--set", "--integrator", "--sensor", "--seed"), "to a radiance field (.npz)")
         _init(args, {})
