@@ -221,6 +221,8 @@ OPT_CASES = [
     ("lr_inf", {"params": {"w.reflectance": {"lr": float("inf")}}}, "params.w.reflectance.lr"),
     ("init_str", {"params": {"w.reflectance": {"init": "grey"}}}, "params.w.reflectance.init"),
     ("init_nan", {"params": {"w.reflectance": {"init": float("nan")}}}, "params.w.reflectance.init"),
+    ("init_shape", {"params": {"w.reflectance": {"init": [0.1, 0.2]}}}, "wrong shape"),
+    ("init_nested_str", {"params": {"w.reflectance": {"init": [0.1, "a", 0.2]}}}, "params.w.reflectance.init"),
     ("param_key", {"params": {"w.reflectance": {"rate": 1}}}, "params.w.reflectance.rate"),
     ("param_unknown", {"params": {"nope.x": {}}}, "optimize.params.nope.x"),
     ("params_empty", {"params": {}}, "optimize.params"),
@@ -284,6 +286,7 @@ FLAG_CASES = [
     ("render", ["--width", "40000"], "--width"),
     ("render", ["--width", "x"], "--width"),
     ("render", ["--height", "-2"], "--height"),
+    ("render", ["--width", "16", "--sensor", "2"], "--sensor"),
     ("render", ["--integrator", "bogus"], "--integrator"),
     ("render", ["--frames", "3"], "--frames"),
     ("render", ["--arch", "tpu"], "--arch"),
@@ -696,6 +699,32 @@ def test_checkpoint(capsys, tmp_path, name, content, must):
     elif content == "TRUNC":
         _npz(ck, **GOOD_CK)
         ck.write_bytes(ck.read_bytes()[:60])
+    elif isinstance(content, dict):
+        _npz(ck, **content)
+    else:
+        ck.write_bytes(content)
+    expect_error(capsys, ["optimize", f, "--out", str(out), "--resume"], ["checkpoint.npz", must], out)
+
+
+RF = {"scene": {}, "radiance_field": {
+    "dataset": {"type": "procedural", "views": 2, "heldout": 1, "width": 8, "height": 8},
+    "field": {"sh_degree": 0}, "train": {"stages": [{"res": 4, "iters": 1}], "batch": 64}}}
+RF_CHECKPOINTS = [
+    ("keyless", dict(a=np.array(1)), "incomplete checkpoint"),
+    ("garbage", b"not a zip", "cannot read checkpoint"),
+    ("config_garbage", "CONFIG", "corrupt checkpoint"),
+]
+
+
+@pytest.mark.parametrize("name,content,must", RF_CHECKPOINTS, ids=[c[0] for c in RF_CHECKPOINTS])
+def test_radiance_field_checkpoint(capsys, tmp_path, name, content, must):
+    f = _write(tmp_path / "rf.yaml", RF)
+    out = tmp_path / "rf"
+    out.mkdir()
+    ck = out / "checkpoint.npz"
+    if content == "CONFIG":
+        keys = ("params", "res", "stage", "it", "global_it", "m", "v", "t", "train_time", "metrics")
+        _npz(ck, config=np.array("{not json"), **{k: np.array(0) for k in keys})
     elif isinstance(content, dict):
         _npz(ck, **content)
     else:

@@ -41,7 +41,6 @@ def _arch(args, cfg):
 
 def _check_arch(args, cfg):
     from .backend import ARCHS
-    from .errors import ConfigError
     arch, (file, key) = _arch(args, cfg)
     if arch not in ARCHS:
         raise ConfigError(f"unknown arch {arch!r} (choose one of {', '.join(ARCHS)})", file, key)
@@ -49,7 +48,6 @@ def _check_arch(args, cfg):
 
 def _init(args, cfg):
     from . import backend
-    from .errors import ConfigError
     arch, (file, key) = _arch(args, cfg)
     try:
         return backend.init(arch, verbose=getattr(args, "verbose", False))
@@ -73,7 +71,6 @@ def _flag(key, value, flag):
 
 def _refuse(args, flags, why):
     """ConfigError for the first of `flags` that was given (they do not apply here)."""
-    from .errors import ConfigError
     for f in flags:
         v = getattr(args, f.lstrip("-").replace("-", "_"), None)
         if not (v is None or v is False or (isinstance(v, list) and not v)):
@@ -104,9 +101,11 @@ def cmd_render(args):
     cfg = load_config(args.config, args.set)
     rs = render_settings(cfg, args)
     if rs["width"] is not None or rs["height"] is not None:
-        sets = [f"sensors.{rs['sensor']}.film.{k}={rs[k]}" for k in ("width", "height") if rs[k] is not None]
-        from .errors import ConfigError
-        n = len(cfg["scene"].get("sensors") or [None]) if isinstance(cfg["scene"].get("sensors"), list) else 1
+        sc = cfg["scene"]
+        single = "sensors" not in sc and isinstance(sc.get("sensor"), dict)
+        prefix = "sensor" if single else f"sensors.{rs['sensor']}"
+        sets = [f"{prefix}.film.{k}={rs[k]}" for k in ("width", "height") if rs[k] is not None]
+        n = len(sc["sensors"]) if isinstance(sc.get("sensors"), list) else 1
         if rs["sensor"] >= n:
             raise ConfigError(f"sensor {rs['sensor']} does not exist (the scene has {n})", rs["sensor_file"],
                               rs["sensor_key"])
@@ -115,7 +114,6 @@ def cmd_render(args):
     described = describe(cfg)
     nsens = len(described[0].sensors)
     if rs["sensor"] >= nsens:
-        from .errors import ConfigError
         raise ConfigError(f"sensor index must be < {nsens} (the scene has {nsens})", rs["sensor_file"],
                           rs["sensor_key"])
     out = check_output_dir(rs["out"], rs["out_key"], rs["out_file"], names=("image.png", "image.exr", "image.npy"))
@@ -284,6 +282,10 @@ def main(argv=None):
         return fn(args) or 0
     except TirenderError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:   # the file system failed us mid-run (a full device, a folder removed): one line
+        name = e.filename or args.config
+        print(f"error: {name}: {e.strerror or e}", file=sys.stderr)
         return 2
     except MemoryError:
         print(f"error: {args.config}: out of memory (lower the input sizes or the --max-memory limit)", file=sys.stderr)

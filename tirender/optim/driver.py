@@ -198,6 +198,13 @@ class OptimizationRun:
                                   f"optimize.params.{name}")
             self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)))
         self.truth = {n: sc.params[n] for n in self.popts}
+        for n, po in self.popts.items():   # init shapes, before any target is rendered
+            if po["init"] is None or n in (o.get("multires") or {}):
+                continue
+            info, v = sc.params.info(n), np.asarray(po["init"], np.float32)
+            if v.size not in (1, info.shape[-1]) and v.shape != tuple(info.shape):
+                raise ConfigError(f"init has shape {v.shape}, the parameter {tuple(info.shape)} (wrong shape)", f,
+                                  f"optimize.params.{n}.init")
         self.tv = o.get("tv")
         if self.tv is not None:
             if not isinstance(self.tv, dict) or "weight" not in self.tv:
