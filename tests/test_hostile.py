@@ -532,6 +532,12 @@ def test_huge_png_refused_from_its_header(capsys, tmp_path, out_dir):
                  ["big.png", "6000x6000", "memory limit"], out_dir)
 
 
+def test_envmap_over_limit(capsys, tmp_path, out_dir):
+    f = _write(tmp_path / "scene.yaml", _variant(_set(("emitters", 0), {"type": "envmap", "width": 32768})))
+    expect_error(capsys, ["render", f, "--out", str(out_dir), "--max-memory", "1G"],
+                 ["scene.yaml", "32768x16384x3", "1.0 GB"], out_dir)
+
+
 def test_npy_texture_over_limit(capsys, tmp_path, out_dir):
     np.save(tmp_path / "tex.npy", np.zeros((512, 512, 3), np.float32))
     f = _tex_scene(tmp_path, {"type": "bitmap", "data": "tex.npy"})
