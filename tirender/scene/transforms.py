@@ -6,7 +6,6 @@ y up, z forward) to world space.
 import numpy as np
 
 from ..errors import ConfigError
-from ..schema import number
 
 
 def translate(v):
@@ -90,7 +89,7 @@ def parse_transform(spec, file=None, key="to_world"):
                 elif op == "rotate":
                     if not isinstance(val, dict) or "angle" not in val or "axis" not in val:
                         raise ConfigError("rotate needs {axis: [x, y, z], angle: degrees}", file, f"{where}.rotate")
-                    t = rotate(_vec(val["axis"], 3, f"{where}.rotate.axis", file), number(val["angle"], file, f"{where}.rotate.angle"))
+                    t = rotate(_vec(val["axis"], 3, f"{where}.rotate.axis", file), _angle(val["angle"], file, f"{where}.rotate.angle"))
                 elif op == "matrix":
                     t = _matrix(val, file, f"{where}.matrix")
                 elif op == "look_at":
@@ -106,6 +105,13 @@ def parse_transform(spec, file=None, key="to_world"):
                 raise ConfigError(str(e), file, f"{where}.{op}")
             m = t @ m
     return _check_invertible(m, file, key)
+
+
+def _angle(v, file, key):
+    """A finite number of degrees (not a boolean or a string)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+        raise ConfigError(f"expected a finite number of degrees, got {v!r}", file, key)
+    return float(v)
 
 
 def _check_invertible(m, file, key):
