@@ -253,6 +253,18 @@ OPT_CASES = [
     ("schedule_key", {"spp_schedule": {"triple_every": 2}}, "spp_schedule.triple_every"),
     ("schedule_0", {"spp_schedule": {"double_every": 0}}, "spp_schedule.double_every"),
     ("section_key", {"colour": 1}, "optimize.colour"),
+    ("tv_weight_str", {"tv": {"weight": "heavy"}}, "optimize.tv.weight"),
+    ("tv_weight_neg", {"tv": {"weight": -1}}, "optimize.tv.weight"),
+    ("tv_params", {"tv": {"weight": 1, "params": ["x.y"]}}, "optimize.tv.params"),
+    ("tv_list", {"tv": [1]}, "optimize.tv"),
+    ("target_images_int", {"target": {"images": [5]}}, "optimize.target.images"),
+    ("target_str", {"target": "render"}, "optimize.target"),
+    ("target_spp_0", {"target": {"type": "render", "spp": 0}}, "optimize.target.spp"),
+    ("target_type", {"target": {"type": "photo"}}, "optimize.target"),
+    ("views_range", {"views": [3]}, "optimize.views"),
+    ("views_dup", {"views": [0, 0]}, "optimize.views"),
+    ("views_str", {"views": "all"}, "optimize.views"),
+    ("holdout_view", {"holdout": [0]}, "optimize.holdout"),
 ]
 
 

@@ -124,6 +124,43 @@ def check_optimize_config(cfg, described=None):
         if names is not None and name not in names:
             raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sorted(names))})", f, key)
         specs[name] = v
+    tv = sec.get("tv")
+    if tv is not None:
+        if not isinstance(tv, dict):
+            raise ConfigError(f"expected {{weight: w, params: [names]}}, got {tv!r}", f, "optimize.tv")
+        tvv = validate(tv, (Number("weight", lo=0.0), Key("params", default=None)), f, "optimize.tv")
+        tp = tvv.get("params")
+        if tp is not None and (not isinstance(tp, list) or not all(isinstance(x, str) for x in tp)):
+            raise ConfigError(f"expected a list of parameter names, got {tp!r}", f, "optimize.tv.params")
+        for n in tp or []:
+            if n not in specs:
+                raise ConfigError(f"'{n}' is not an optimised parameter", f, "optimize.tv.params")
+    target = sec.get("target")
+    if isinstance(target, dict) and "images" in target:
+        imgs = target["images"]
+        if not isinstance(imgs, list) or not all(isinstance(x, str) and x for x in imgs):
+            raise ConfigError(f"expected a list of image file names, got {imgs!r}", f, "optimize.target.images")
+    elif target is not None and not isinstance(target, dict):
+        raise ConfigError(f"expected {{type: render, spp, seed}} or {{images: [...]}}, got {target!r}", f,
+                          "optimize.target")
+    if isinstance(target, dict) and "images" not in target:
+        if target.get("type", "render") != "render" or set(target) - {"type", "spp", "seed"}:
+            raise ConfigError("expected {type: render, spp, seed} or {images: [...]}", f, "optimize.target")
+        Integer("spp", lo=1, hi=1 << 24).parse(target.get("spp", 256), f, "optimize.target.spp")
+        Integer("seed", lo=0, hi=1 << 31).parse(target.get("seed", 100000), f, "optimize.target.seed")
+    if described is not None:
+        nsens = len(described[0].sensors)
+        views = sec.get("views", list(range(nsens)))
+        ok = isinstance(views, list) and views and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < nsens for v in views)
+        if not ok or len(set(views)) != len(views):
+            raise ConfigError(f"views must be a list of distinct sensor indices in [0, {nsens}), got {views!r}", f,
+                              "optimize.views")
+        hold = sec.get("holdout") or []
+        if not isinstance(hold, list) or any(not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < nsens
+                                             or v in views for v in hold):
+            raise ConfigError(f"holdout must list sensor indices in [0, {nsens}) that are not views, got {hold!r}", f,
+                              "optimize.holdout")
     return o, opt, specs
 
 
