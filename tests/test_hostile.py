@@ -932,3 +932,17 @@ def test_optimize_summary_line(capsys, tmp_path):
     assert str(tmp_path / "run") in last
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["iterations"] == 2
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".yaml")))
+def test_shipped_configs_pass_validation(name):
+    """The checks refuse bad input only: every config in configs/ passes them."""
+    from tirender.api import describe
+    from tirender.config import load_config
+    from tirender.optim.driver import check_optimize_config
+    cfg = load_config(os.path.join(ROOT, "configs", name))
+    if "radiance_field" in cfg:
+        pytest.skip("radiance fields have their own parser (tirender/radiance_field/train.py)")
+    described = describe(cfg)
+    if "optimize" in cfg:
+        check_optimize_config(cfg, described)
