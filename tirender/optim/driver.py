@@ -206,6 +206,8 @@ class OptimizationRun:
         o, opt, self.popt_specs = check_optimize_config(cfg, described)
         f = self.file
         self.out = out or os.path.join("out", os.path.splitext(os.path.basename(f or "optimize"))[0])
+        from ..io.paths import check_output_dir
+        self.out = check_output_dir(self.out, "out")   # a folder, writable: before anything renders
         if iters is not None:
             iters = Integer("iters", lo=0, hi=1 << 30).parse(iters, None, "iters")
         self.iters = iters if iters is not None else o["iters"]
