@@ -161,7 +161,7 @@ def render_settings(cfg, args):
         out[key.name] = None if v is None else key.parse(v, None, f"--{key.name}")
     if out["out"] is None:
         stem = os.path.splitext(os.path.basename(f or "render"))[0]
-        out["out"], out["out_key"] = os.path.join("out", stem), "--out"
+        out["out"], out["out_file"], out["out_key"] = os.path.join("out", stem), None, "--out (default)"
     if out["integrator"] is not None:
         from .integrators.registry import check_type
         try:
