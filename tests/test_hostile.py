@@ -371,6 +371,26 @@ def test_radiance_field_npz_flags(capsys, tmp_path, out_dir, name, content, flag
     expect_error(capsys, ["render", str(p), "--out", str(out_dir)] + flags, [must], out_dir)
 
 
+VIEW_SECTIONS = [
+    ({"viewer": {"spp": 0}}, "viewer.spp"),
+    ({"viewer": {"exposure": "bright"}}, "viewer.exposure"),
+    ({"viewer": {"seed": -1}}, "viewer.seed"),
+    ({"viewer": {"zoom": 2}}, "viewer.zoom"),
+    ({"render": {"spp": "abc"}}, "render.spp"),
+]
+
+
+@pytest.mark.parametrize("extra,must", VIEW_SECTIONS, ids=[c[1] for c in VIEW_SECTIONS])
+def test_view_sections(capsys, tmp_path, out_dir, extra, must):
+    f = _write(tmp_path / "job.yaml", dict({"scene": BASE}, **extra))
+    expect_error(capsys, ["view", f, "--headless", "--out", str(out_dir)], ["job.yaml", must], out_dir)
+
+
+def test_optimize_gui_refused_for_radiance_fields(capsys, tmp_path, out_dir):
+    f = _write(tmp_path / "rf.yaml", {"scene": {}, "radiance_field": {}})
+    expect_error(capsys, ["optimize", f, "--gui", "--out", str(out_dir)], ["--gui", "radiance-field"], out_dir)
+
+
 def test_env_max_memory_malformed(capsys, scene_file, out_dir, monkeypatch):
     monkeypatch.setenv("TIRENDER_MAX_MEMORY", "lots")
     expect_error(capsys, ["render", scene_file, "--out", str(out_dir)], ["TIRENDER_MAX_MEMORY"], out_dir)

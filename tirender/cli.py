@@ -143,6 +143,7 @@ def cmd_optimize(args):
     iters = _flag(Integer("iters", lo=0, hi=1 << 30), args.iters, "--iters")
     stem = os.path.splitext(os.path.basename(args.config))[0]
     if "radiance_field" in cfg:
+        _refuse(args, ("--gui",), "to radiance-field configs (no live view of their training)")
         out = check_output_dir(args.out or os.path.join("out", stem), "--out")
         _check_arch(args, cfg)
         _init(args, cfg)
@@ -191,6 +192,14 @@ def cmd_view(args):
         from .viewer import view_field
         return view_field(args.config, args)
     cfg = load_config(args.config, args.set)
+    from .config import RENDER_KEYS
+    from .schema import Integer, Number, String, validate
+    f = cfg.get("_file")
+    validate(cfg.get("render") or {}, tuple(RENDER_KEYS.values()), f, "render")
+    validate(cfg.get("viewer") or {}, (
+        Integer("spp", default=None, lo=1, hi=1 << 24), Integer("spp_per_frame", default=None, lo=1, hi=1 << 16),
+        Number("exposure", default=None, lo=-64, hi=64), Integer("sensor", default=None, lo=0, hi=1 << 16),
+        String("integrator", default=None), Integer("seed", default=None, lo=0, hi=(1 << 32) - 1)), f, "viewer")
     from .api import describe
     described = describe(cfg)
     _check_arch(args, cfg)
