@@ -841,6 +841,9 @@ API_CASES = [
     ("render_grad", dict(adjoint_image=np.zeros((4, 4, 3))), "adjoint_image"),
     ("render_grad", dict(adjoint_image=np.full((8, 8, 3), np.nan)), "adjoint_image"),
     ("render_grad", dict(adjoint_image=np.full((8, 8, 3), np.inf)), "adjoint_image"),
+    ("render_grad", dict(adjoint_image="abc"), "adjoint_image"),
+    ("render_grad", dict(adjoint_image=[[1, 2]]), "adjoint_image"),
+    ("render_grad", dict(adjoint_image=None), "adjoint_image"),
     ("render_and_grad", dict(spp=0), "spp"),
     ("render_and_grad", dict(method="prb"), "method"),
 ]

@@ -8,6 +8,8 @@
 Everything dispatches through the integrator registry (tirender/integrators/registry.py) on the
 scene's integrator type and the gradient method, via the host layer (tirender/launch.py).
 """
+import numpy as np
+
 from . import launch
 from .backend import ensure_init
 from .config import load_config
@@ -32,6 +34,19 @@ def _integrator(scene, integrator):
     if integrator is not None and not isinstance(integrator, str):
         raise ConfigError(f"expected an integrator name, got {integrator!r}", key="integrator")
     return registry.check_type(integrator or scene.integrator["type"])
+
+
+def _adjoint(a):
+    """The adjoint image as a float32 array (shape and finiteness are checked by the host layer)."""
+    try:
+        arr = np.asarray(a, np.float32)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.ndim != 3 or arr.shape[2] != 3:
+        shape = getattr(arr, "shape", None)
+        raise ConfigError(f"expected an (H, W, 3) array of numbers, got {type(a).__name__}"
+                          + (f" of shape {shape}" if shape is not None else ""), key="adjoint_image")
+    return arr
 
 
 def _method(method):
@@ -105,7 +120,7 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
     fn = registry.gradient_driver(scene.integrator["type"], _method(method))
-    return fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)
+    return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
 
 
 def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_biased_pipelined", accumulate=False,
@@ -117,7 +132,7 @@ def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_b
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
     fn = registry.joint_driver(scene.integrator["type"], _method(method))
-    return fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)
+    return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
 
 
 def read_gradients(scene):

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 
 from .errors import ConfigError, TirenderError
 
@@ -279,6 +280,10 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     fn = {"render": cmd_render, "optimize": cmd_optimize, "view": cmd_view, "gradcheck": cmd_gradcheck}[args.cmd]
     from . import backend, limits
+
+    def one_line(message, category, filename, lineno, file=None, line=None):   # no source line, no path
+        print(f"warning: {message}", file=sys.stderr)
+    shown, warnings.showwarning = warnings.showwarning, one_line
     try:
         backend.set_verbose(args.verbose)
         if args.max_memory is not None:
@@ -304,6 +309,7 @@ def main(argv=None):
         return 130
     finally:
         limits.set_max_memory(None)
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":
