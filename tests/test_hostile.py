@@ -890,6 +890,7 @@ def test_api_max_memory():
 def _cli(*args, env=None, timeout=120):
     e = dict(os.environ, PYTHONPATH=ROOT, TIRENDER_ARCH="cpu")
     e.update(env or {})
+    e = {k: v for k, v in e.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "tirender", *args], capture_output=True, text=True,
                           timeout=timeout, env=e)
 
@@ -909,6 +910,7 @@ SUBPROCESS_CASES = [
     ("checkpoint", lambda t: ["optimize", _write(t / "o.yaml", {"scene": BASE, "optimize": OPT}), "--out",
                               str(t / "o"), "--resume"], "checkpoint.npz"),
     ("arch_cuda", lambda t: ["render", _write(t / "s.yaml", BASE), "--arch", "cuda", "--out", str(t / "o")], "--arch"),
+    ("view_no_display", lambda t: ["view", _write(t / "s.yaml", BASE), "--frames", "1"], "--headless"),
 ]
 
 
@@ -921,7 +923,7 @@ def test_subprocess_one_line(tmp_path, name, argv, must):
         import taichi as ti
         if ti.lang.impl.current_cfg().arch == ti.cuda:
             pytest.skip("CUDA is available here")
-    r = _cli(*argv(tmp_path))
+    r = _cli(*argv(tmp_path), env={"DISPLAY": None, "WAYLAND_DISPLAY": None})
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2, r.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and must in lines[0], r.stderr

@@ -159,6 +159,12 @@ def _silenced(fds=False):
                 os.close(dup)
 
 
+def quiet():
+    """Context manager muting Taichi's own output (its Python prints and, unless verbose, its C++ log
+    lines on file descriptors 1 and 2), e.g. around a ti.GUI that may fail to open a window."""
+    return _silenced(fds=not _state["verbose"])
+
+
 def _try_init(name, fp, quiet_fds=False, **kw):
     with _silenced(fds=quiet_fds):
         ti.init(arch=_ti_arch(name), default_fp=fp, **kw)
