@@ -971,3 +971,17 @@ def test_shipped_configs_pass_validation(name):
     described = describe(cfg)
     if "optimize" in cfg:
         check_optimize_config(cfg, described)
+
+
+@pytest.mark.slow
+def test_radiance_field_train_and_render_are_quiet(tmp_path):
+    """Train a tiny field, render it with the arch left to 'auto' (Vulkan probing): nothing on
+    stderr (no 'RHI Error', no Taichi lines), one summary line on stdout each."""
+    f = _write(tmp_path / "rf.yaml", RF)
+    r = _cli("optimize", f, "--out", str(tmp_path / "rf"))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("optimized radiance field")
+    r = _cli("render", str(tmp_path / "rf" / "field.npz"), "--frames", "1", "--out", str(tmp_path / "orbit"),
+             env={"TIRENDER_ARCH": None})
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.strip() == f"rendered 1 frames of {tmp_path / 'rf' / 'field.npz'} -> {tmp_path / 'orbit'}"

@@ -151,7 +151,7 @@ def cmd_optimize(args):
         from .radiance_field.cli import optimize_main
         m = optimize_main(cfg, args.config, out, iters, args.resume) or {}
         psnr = m.get("heldout_psnr", m.get("psnr"))
-        print(f"optimized radiance field {args.config}" + (f": held-out PSNR {psnr}" if psnr is not None else "")
+        print(f"optimized radiance field {args.config}" + (f": held-out PSNR {psnr:.2f} dB" if isinstance(psnr, (int, float)) else "")
               + f" -> {out} (field.npz, metrics.json)")
         return 0
     from .api import describe
