@@ -94,7 +94,7 @@ def test_optimize_bad_inputs_one_line(tmp_path, capsys):
         ({"params": {"red.reflectance": {"init": [0.1, 0.2]}}}, "wrong shape"),
         ({"params": {"red.reflectance": {"init": ".nan"}}}, "optimize.params.red.reflectance"),
         ({"target": {"images": [str(tmp_path / "t.npy")]}}, "target image is 4x4"),
-        ({"loss": "huber"}, "unknown loss"),
+        ({"loss": "huber"}, "optimize.loss: unknown value 'huber'"),
     ]
     np.save(tmp_path / "t.npy", np.zeros((4, 4, 3), np.float32))
     for opt, needle in cases:

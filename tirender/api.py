@@ -8,6 +8,8 @@
 Everything dispatches through the integrator registry (tirender/integrators/registry.py) on the
 scene's integrator type and the gradient method, via the host layer (tirender/launch.py).
 """
+import numpy as np
+
 from . import launch
 from .backend import ensure_init
 from .config import load_config
@@ -15,6 +17,42 @@ from .errors import ConfigError
 from .integrators import registry
 from .scene.description import parse_scene
 from .scene.scene import Scene
+from .schema import Bool, Integer
+
+# API arguments are checked by the same schema keys as the config's ``render:`` section
+_ARGS = {k.name: k for k in (Integer("spp", lo=1, hi=1 << 24), Integer("seed", lo=0, hi=(1 << 32) - 1),
+                             Integer("sensor", lo=0, hi=1 << 16), Integer("sample_offset", lo=0, hi=1 << 30),
+                             Bool("accumulate"), Bool("progress"), Bool("clear"))}
+
+
+def _check(**kw):
+    """Validated keyword arguments (ConfigError naming the argument: "spp: must be >= 1, got 0")."""
+    return [_ARGS[k].parse(v, None, k) for k, v in kw.items()]
+
+
+def _integrator(scene, integrator):
+    if integrator is not None and not isinstance(integrator, str):
+        raise ConfigError(f"expected an integrator name, got {integrator!r}", key="integrator")
+    return registry.check_type(integrator or scene.integrator["type"])
+
+
+def _adjoint(a):
+    """The adjoint image as a float32 array (shape and finiteness are checked by the host layer)."""
+    try:
+        arr = np.asarray(a, np.float32)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.ndim != 3 or arr.shape[2] != 3:
+        shape = getattr(arr, "shape", None)
+        raise ConfigError(f"expected an (H, W, 3) array of numbers, got {type(a).__name__}"
+                          + (f" of shape {shape}" if shape is not None else ""), key="adjoint_image")
+    return arr
+
+
+def _method(method):
+    if not isinstance(method, str):
+        raise ConfigError(f"expected a method name, got {method!r}", key="method")
+    return method
 
 
 def describe(cfg):
@@ -51,18 +89,23 @@ def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
 
     spp: samples per pixel (default 64); seed: fixes the image (per backend); integrator: override
     the scene's (``path``, ``direct``, ``aov``, ``volpath``, ...)."""
+    spp, seed, sensor, progress = _check(spp=launch.DEFAULT_SPP if spp is None else spp, seed=seed, sensor=sensor,
+                                         progress=progress)
     scene = _scene(scene)
-    spp, sensor = launch.check_args(scene, launch.DEFAULT_SPP if spp is None else spp, sensor)
-    t = registry.check_type(integrator or scene.integrator["type"])
-    return registry.module(t).render(scene, spp, int(seed), sensor, progress, integrator=t)
+    spp, sensor = launch.check_args(scene, spp, sensor)
+    t = _integrator(scene, integrator)
+    return registry.module(t).render(scene, spp, seed, sensor, progress, integrator=t)
 
 
 def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrator=None, clear=False):
     """Add `spp` more samples (indices sample_offset..) to the film and return the running image
     (the interactive viewer: call with clear=True after the camera moved)."""
-    t = registry.check_type(integrator or scene.integrator["type"])
-    return registry.module(t).render(scene, int(spp), int(seed), int(sensor), False, integrator=t,
-                                     sample_offset=int(sample_offset), clear=clear)
+    spp, seed, sensor, sample_offset, clear = _check(spp=spp, seed=seed, sensor=sensor, sample_offset=sample_offset,
+                                                     clear=clear)
+    launch.check_args(scene, spp, sensor)
+    t = _integrator(scene, integrator)
+    return registry.module(t).render(scene, spp, seed, sensor, False, integrator=t,
+                                     sample_offset=sample_offset, clear=clear)
 
 
 def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", accumulate=False, progress=True):
@@ -72,18 +115,24 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     seed (use one different from the primal render's); method: ``prb`` (default) or an RB method.
     Returns dict name -> numpy array shaped like the parameter. ``accumulate=True`` adds into the
     current gradients (multi-view)."""
+    spp, seed, sensor, accumulate, progress = _check(spp=spp, seed=seed, sensor=sensor, accumulate=accumulate,
+                                                     progress=progress)
     scene = _scene(scene)
-    fn = registry.gradient_driver(scene.integrator["type"], method)
-    return fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)
+    launch.check_args(scene, spp, sensor)
+    fn = registry.gradient_driver(scene.integrator["type"], _method(method))
+    return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
 
 
 def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_biased_pipelined", accumulate=False,
                     progress=False):
     """RB pipelining (biased II): one joint pass rendering the image at the current parameters and
     back-propagating ``adjoint_image`` (the previous iteration's). Returns (image, gradients)."""
+    spp, seed, sensor, accumulate, progress = _check(spp=spp, seed=seed, sensor=sensor, accumulate=accumulate,
+                                                     progress=progress)
     scene = _scene(scene)
-    fn = registry.joint_driver(scene.integrator["type"], method)
-    return fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)
+    launch.check_args(scene, spp, sensor)
+    fn = registry.joint_driver(scene.integrator["type"], _method(method))
+    return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
 
 
 def read_gradients(scene):

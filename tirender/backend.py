@@ -22,7 +22,12 @@ import taichi as ti  # noqa: E402
 from .errors import ConfigError  # noqa: E402
 
 ARCHS = ("auto", "cpu", "cuda", "vulkan")
-_state = {"arch": None, "fp": None}
+_state = {"arch": None, "fp": None, "verbose": False}
+
+
+def set_verbose(on):
+    """Let Taichi's own log lines through (the CLI's --verbose); otherwise init mutes them."""
+    _state["verbose"] = bool(on)
 
 # VkPhysicalDeviceType
 VK_DEVICE_TYPES = {0: "other", 1: "integrated-gpu", 2: "discrete-gpu", 3: "virtual-gpu", 4: "cpu"}
@@ -154,6 +159,12 @@ def _silenced(fds=False):
                 os.close(dup)
 
 
+def quiet():
+    """Context manager muting Taichi's own output (its Python prints and, unless verbose, its C++ log
+    lines on file descriptors 1 and 2), e.g. around a ti.GUI that may fail to open a window."""
+    return _silenced(fds=not _state["verbose"])
+
+
 def _try_init(name, fp, quiet_fds=False, **kw):
     with _silenced(fds=quiet_fds):
         ti.init(arch=_ti_arch(name), default_fp=fp, **kw)
@@ -186,7 +197,9 @@ def init(arch="auto", fp=None, debug=False, verbose=False, **kwargs):
     fp:   "f32" (default) or "f64" (used by the f64 test oracle paths); also read from
           the environment variable ``TIRENDER_FP``. Must be chosen before tirender.core.math is
           imported (ConfigError otherwise).
-    verbose: print one line naming the backend chosen (Taichi's own banners are always silenced).
+    verbose: print one line naming the backend chosen and let Taichi's warnings through (also set by
+          ``set_verbose``); otherwise Taichi logs errors only and its start-up lines (e.g. "libcuda.so
+          lib not found" when CUDA is asked for and missing) are muted at the file descriptors.
     Calling again with the same (or "auto") arch is a no-op; asking for another arch
     after initialisation raises ConfigError (Taichi allows one backend per process).
     """
@@ -207,7 +220,9 @@ def init(arch="auto", fp=None, debug=False, verbose=False, **kwargs):
     tfp = ti.f64 if fp == "f64" else ti.f32
     # advanced_optimization=False: Taichi's extra IR passes cost ~4x compile time on our
     # megakernels (22 s -> 5.4 s for the path tracer) and do not make them faster.
-    kw = dict(offline_cache=True, log_level=ti.WARN, random_seed=0, debug=debug, advanced_optimization=False)
+    verbose = verbose or _state["verbose"]
+    kw = dict(offline_cache=True, log_level=ti.WARN if verbose else ti.ERROR, random_seed=0, debug=debug,
+              advanced_optimization=False)
     kw.update(kwargs)
     if arch == "auto":
         chosen = "cpu"
@@ -224,11 +239,11 @@ def init(arch="auto", fp=None, debug=False, verbose=False, **kwargs):
             except Exception:  # noqa: BLE001
                 ti.reset()
         if chosen == "cpu":
-            _try_init("cpu", tfp, **kw)
+            _try_init("cpu", tfp, quiet_fds=not verbose, **kw)
     else:
         ok = False
         try:
-            ok = _try_init(arch, tfp, enable_fallback=False, **kw)
+            ok = _try_init(arch, tfp, quiet_fds=not verbose, enable_fallback=False, **kw)
         except Exception:  # noqa: BLE001
             ok = False
         if not ok:

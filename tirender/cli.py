@@ -6,107 +6,204 @@ import argparse
 import os
 import sys
 import time
+import warnings
 
-from .errors import TirenderError
+from .errors import ConfigError, TirenderError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``error: argument --spp: invalid int value: 'abc'`` (exit 2)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message}\n")
 
 
 def _common(p):
     p.add_argument("--arch", default=None, help="auto | cpu | cuda | vulkan (default: config 'arch' or auto)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set scene.integrator.max_depth=3")
-    p.add_argument("--verbose", action="store_true", help="print the backend that Taichi started on")
+    p.add_argument("--verbose", action="store_true",
+                   help="print the backend chosen and let Taichi's own log lines through")
+    p.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="memory limit for inputs (textures, meshes, grids, films), e.g. 16G "
+                        "(default: $TIRENDER_MAX_MEMORY or half the physical memory)")
+
+
+def _arch(args, cfg):
+    """(arch name, (file, key) it comes from)."""
+    if args.arch:
+        return args.arch, (None, "--arch")
+    if cfg.get("arch") is not None:
+        return cfg["arch"], (cfg.get("_file"), "arch")
+    if os.environ.get("TIRENDER_ARCH"):
+        return os.environ["TIRENDER_ARCH"], (None, "TIRENDER_ARCH")
+    return "auto", (None, "--arch")
+
+
+def _check_arch(args, cfg):
+    from .backend import ARCHS
+    arch, (file, key) = _arch(args, cfg)
+    if arch not in ARCHS:
+        raise ConfigError(f"unknown arch {arch!r} (choose one of {', '.join(ARCHS)})", file, key)
 
 
 def _init(args, cfg):
     from . import backend
-    arch = args.arch or cfg.get("arch") or os.environ.get("TIRENDER_ARCH") or "auto"
-    return backend.init(arch, verbose=getattr(args, "verbose", False))
+    arch, (file, key) = _arch(args, cfg)
+    try:
+        return backend.init(arch, verbose=getattr(args, "verbose", False))
+    except ConfigError as e:
+        raise ConfigError(e.problem, file, key) from None
 
 
 def _scene(args, cfg):
     """Validate the scene (and its integrator) before Taichi starts, then start it and build the scene."""
     from .api import describe, scene_from_config
     described = describe(cfg)
+    _check_arch(args, cfg)
     arch = _init(args, cfg)
     return scene_from_config(cfg, described), arch
 
 
-def _scene_overrides(args, sensor):
-    sets = []
-    for flag in ("width", "height"):
-        v = getattr(args, flag, None)
-        if v is not None:
-            if v < 1:
-                raise TirenderError(f"--{flag}: must be >= 1, got {v}")
-            sets.append(f"scene.sensors.{sensor}.film.{flag}={v}")
-    return sets
+def _flag(key, value, flag):
+    """A CLI flag's value checked by the same schema key as its config counterpart."""
+    return None if value is None else key.parse(value, None, flag)
+
+
+def _refuse(args, flags, why):
+    """ConfigError for the first of `flags` that was given (they do not apply here)."""
+    for f in flags:
+        v = getattr(args, f.lstrip("-").replace("-", "_"), None)
+        if not (v is None or v is False or (isinstance(v, list) and not v)):
+            raise ConfigError(f"does not apply {why}", key=f)
+
+
+def _npz(args):
+    return isinstance(args.config, str) and args.config.lower().endswith(".npz")
 
 
 def cmd_render(args):
-    import numpy as np
-    from .config import load_config, section
-    from .io.images import save_image_set
-    if args.config.endswith(".npz"):
-        from . import backend
-        backend.init(args.arch or "auto")
+    from .config import RENDER_KEYS, load_config, render_settings
+    from .io.paths import check_output_dir, write_outputs
+    from .schema import Integer
+    if _npz(args):
+        _refuse(args, ("--seed", "--sensor", "--integrator", "--set"), "to a radiance field (.npz)")
+        spp = _flag(RENDER_KEYS["spp"], args.spp, "--spp") or 1
+        frames = _flag(Integer("frames", lo=1, hi=100000), args.frames, "--frames") or 36
+        w = _flag(Integer("width", lo=1, hi=1 << 15), args.width, "--width")
+        h = _flag(Integer("height", lo=1, hi=1 << 15), args.height, "--height")
+        out = check_output_dir(args.out or "out/render", "--out")
+        _init(args, {})
         from .radiance_field.cli import render_main
-        render_main(args.config, args.out or "out/render", frames=args.frames, width=args.width,
-                    height=args.height, spp=args.spp or 1)
+        paths = render_main(args.config, out, frames=frames, width=w, height=h, spp=spp)
+        print(f"rendered {len(paths) if paths else frames} frames of {args.config} -> {out}")
         return 0
+    _refuse(args, ("--frames",), "to scene configs (only to radiance fields, .npz)")
     cfg = load_config(args.config, args.set)
-    rs = section(cfg, "render", {"spp", "seed", "out", "sensor", "integrator"})
-    sensor = args.sensor if args.sensor is not None else rs.get("sensor", 0)
-    if args.width is not None or args.height is not None:
-        cfg = load_config(args.config, list(args.set) + _scene_overrides(args, sensor))
-    spp = args.spp if args.spp is not None else rs.get("spp", 64)
-    seed = args.seed if args.seed is not None else rs.get("seed", 0)
-    out = args.out or rs.get("out") or os.path.join("out", os.path.splitext(os.path.basename(args.config))[0])
-    integ = args.integrator or rs.get("integrator")
-    from .integrators.registry import check_type
-    if integ is not None:
-        check_type(integ, key="--integrator" if args.integrator else "render.integrator")
-    scene, arch = _scene(args, cfg)
+    rs = render_settings(cfg, args)
+    if rs["width"] is not None or rs["height"] is not None:
+        sc = cfg["scene"]
+        single = "sensors" not in sc and isinstance(sc.get("sensor"), dict)
+        prefix = "sensor" if single else f"sensors.{rs['sensor']}"
+        sets = [f"{prefix}.film.{k}={rs[k]}" for k in ("width", "height") if rs[k] is not None]
+        n = len(sc["sensors"]) if isinstance(sc.get("sensors"), list) else 1
+        if rs["sensor"] >= n:
+            raise ConfigError(f"sensor {rs['sensor']} does not exist (the scene has {n})", rs["sensor_file"],
+                              rs["sensor_key"])
+        cfg = load_config(args.config, args.set, scene_overrides=sets)
+    from .api import describe, scene_from_config
+    described = describe(cfg)
+    nsens = len(described[0].sensors)
+    if rs["sensor"] >= nsens:
+        raise ConfigError(f"sensor index must be < {nsens} (the scene has {nsens})", rs["sensor_file"],
+                          rs["sensor_key"])
+    out = check_output_dir(rs["out"], rs["out_key"], rs["out_file"], names=("image.png", "image.exr", "image.npy"))
+    _check_arch(args, cfg)
+    arch = _init(args, cfg)
+    scene = scene_from_config(cfg, described)
     from .api import render
+    spp, sensor = rs["spp"], rs["sensor"]
     t0 = time.perf_counter()
-    img = render(scene, spp=spp, seed=seed, sensor=sensor, integrator=integ)
+    img = render(scene, spp=spp, seed=rs["seed"], sensor=sensor, integrator=rs["integrator"])
     dt = time.perf_counter() - t0
     s = scene.sensors[sensor]
-    os.makedirs(out, exist_ok=True)
-    save_image_set(out, img, "image")
+    from .io.images import save_image_set
+    write_outputs(lambda: save_image_set(out, img, "image"))
     ms = s.width * s.height * spp / dt / 1e6
+    mean = [round(float(x), 6) for x in img.reshape(-1, 3).mean(0)]
     print(f"rendered {s.width}x{s.height} at {spp} spp on {arch} in {dt:.2f} s ({ms:.2f} Msamples/s, "
-          f"incl. compile on first use) -> {os.path.join(out, 'image.png')}")
-    print(f"mean RGB = {np.round(img.reshape(-1, 3).mean(0), 6).tolist()}")
+          f"incl. compile on first use), mean RGB {mean} -> {os.path.join(out, 'image.png')} (.exr, .npy)")
     return 0
 
 
 def cmd_optimize(args):
     from .config import load_config
+    from .io.paths import check_output_dir
+    from .schema import Integer
     cfg = load_config(args.config, args.set)
+    iters = _flag(Integer("iters", lo=0, hi=1 << 30), args.iters, "--iters")
+    stem = os.path.splitext(os.path.basename(args.config))[0]
     if "radiance_field" in cfg:
+        _refuse(args, ("--gui",), "to radiance-field configs (no live view of their training)")
+        out = check_output_dir(args.out or os.path.join("out", stem), "--out")
+        _check_arch(args, cfg)
         _init(args, cfg)
         from .radiance_field.cli import optimize_main
-        out = args.out or os.path.join("out", os.path.splitext(os.path.basename(args.config))[0])
-        optimize_main(cfg, args.config, out, args.iters, args.resume)
+        m = optimize_main(cfg, args.config, out, iters, args.resume) or {}
+        psnr = m.get("heldout_psnr", m.get("psnr"))
+        print(f"optimized radiance field {args.config}" + (f": held-out PSNR {psnr:.2f} dB" if isinstance(psnr, (int, float)) else "")
+              + f" -> {out} (field.npz, metrics.json)")
         return 0
     from .api import describe
+    from .optim.driver import check_optimize_config, run_optimization
     described = describe(cfg)
+    check_optimize_config(cfg, described)
+    out = check_output_dir(args.out or os.path.join("out", stem), "--out" if args.out else "--out (default)")
+    _check_arch(args, cfg)
     _init(args, cfg)
-    from .optim.driver import run_optimization
-    run_optimization(cfg, out=args.out, iters=args.iters, resume=args.resume, gui=args.gui, described=described)
+    m = run_optimization(cfg, out=out, iters=iters, resume=args.resume, gui=args.gui, described=described)
+    print(summary_line(m, out))
     return 0
+
+
+def summary_line(m, out):
+    """One closing line of `tirender optimize`: iterations, time, loss, parameter error, outputs."""
+    def g(x):
+        return "n/a" if x is None else f"{x:.4g}"
+    parts = [f"optimized {m.get('iterations', 0)} iterations in {m.get('seconds', 0.0):.1f} s",
+             f"loss {g(m.get('initial_loss'))} -> {g(m.get('final_loss'))}"]
+    for n, p in (m.get("params") or {}).items():
+        parts.append(f"{n} RMSE {g(p.get('rmse_start'))} -> {g(p.get('rmse_end'))}")
+    return ", ".join(parts) + f" -> {out} (metrics.json, loss.csv, final/, params/)"
+
+
+VIEW_FLAGS = (("spp", 1, 1 << 24, True), ("spp_per_frame", 1, 1 << 16, True), ("frames", 1, 1 << 30, True),
+              ("sensor", 0, 1 << 16, True), ("seed", 0, (1 << 32) - 1, True), ("width", 1, 1 << 15, True),
+              ("height", 1, 1 << 15, True), ("exposure", -64, 64, False), ("orbit", -360, 360, False))
 
 
 def cmd_view(args):
     from .config import load_config
-    if args.config.endswith(".npz"):
-        from . import backend
-        backend.init(args.arch or "auto")
+    from .schema import Number
+    for name, lo, hi, integer in VIEW_FLAGS:
+        _flag(Number(name, lo=lo, hi=hi, integer=integer), getattr(args, name, None), "--" + name.replace("_", "-"))
+    if _npz(args):
+        _refuse(args, ("--set", "--integrator", "--sensor", "--seed"), "to a radiance field (.npz)")
+        _init(args, {})
         from .viewer import view_field
         return view_field(args.config, args)
     cfg = load_config(args.config, args.set)
+    from .config import RENDER_KEYS
+    from .schema import Integer, Number, String, validate
+    f = cfg.get("_file")
+    validate(cfg.get("render") or {}, tuple(RENDER_KEYS.values()), f, "render")
+    validate(cfg.get("viewer") or {}, (
+        Integer("spp", default=None, lo=1, hi=1 << 24), Integer("spp_per_frame", default=None, lo=1, hi=1 << 16),
+        Number("exposure", default=None, lo=-64, hi=64), Integer("sensor", default=None, lo=0, hi=1 << 16),
+        String("integrator", default=None), Integer("seed", default=None, lo=0, hi=(1 << 32) - 1)), f, "viewer")
     from .api import describe
     described = describe(cfg)
+    _check_arch(args, cfg)
     _init(args, cfg)
     from .viewer import view
     return view(cfg, args, described=described)
@@ -114,6 +211,10 @@ def cmd_view(args):
 
 def cmd_gradcheck(args):
     from .config import load_config
+    from .schema import Integer, Number
+    _flag(Integer("spp", lo=1, hi=1 << 24), args.spp, "--spp")
+    _flag(Integer("seeds", lo=1, hi=1 << 16), args.seeds, "--seeds")
+    _flag(Number("h", lo=0.0, strict_lo=True, hi=1.0), args.h, "--h")
     cfg = load_config(args.config, args.set)
     scene, _ = _scene(args, cfg)
     from .gradcheck import gradcheck_main
@@ -121,8 +222,8 @@ def cmd_gradcheck(args):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="tirender", description="Differentiable path tracer in Taichi.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = _Parser(prog="tirender", description="Differentiable path tracer in Taichi.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("render", help="render a scene config (or a saved radiance field .npz)")
     r.add_argument("config")
     r.add_argument("--spp", type=int, default=None)
@@ -130,7 +231,7 @@ def build_parser():
     r.add_argument("--out", default=None, help="output directory (image.png, image.exr, image.npy)")
     r.add_argument("--sensor", type=int, default=None)
     r.add_argument("--integrator", default=None, help="override the scene's integrator (path, direct, aov, volpath, ...)")
-    r.add_argument("--frames", type=int, default=36, help="radiance fields: orbit frames")
+    r.add_argument("--frames", type=int, default=None, help="radiance fields: orbit frames (36)")
     r.add_argument("--width", type=int, default=None, help="film width (overrides the sensor's)")
     r.add_argument("--height", type=int, default=None, help="film height (overrides the sensor's)")
     _common(r)
@@ -175,16 +276,40 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run the CLI; returns the exit code (2: bad input, one line on stderr, no traceback)."""
     args = build_parser().parse_args(argv)
     fn = {"render": cmd_render, "optimize": cmd_optimize, "view": cmd_view, "gradcheck": cmd_gradcheck}[args.cmd]
+    from . import backend, limits
+
+    def one_line(message, category, filename, lineno, file=None, line=None):   # no source line, no path
+        print(f"warning: {message}", file=sys.stderr)
+    shown, warnings.showwarning = warnings.showwarning, one_line
     try:
+        backend.set_verbose(args.verbose)
+        if args.max_memory is not None:
+            limits.set_max_memory(args.max_memory, "--max-memory")
+        elif os.environ.get("TIRENDER_MAX_MEMORY"):
+            limits.max_memory()   # a malformed value is reported before any work
+        if not isinstance(args.config, str) or os.path.isdir(args.config):
+            raise ConfigError("is a folder, expected a YAML config" + (" or a radiance field .npz" if args.cmd in (
+                "render", "view") else ""), args.config)
         return fn(args) or 0
     except TirenderError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:   # the file system failed us mid-run (a full device, a folder removed): one line
+        name = e.filename or args.config
+        print(f"error: {name}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"error: {args.config}: out of memory (lower the input sizes or the --max-memory limit)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        limits.set_max_memory(None)
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

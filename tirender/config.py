@@ -11,6 +11,7 @@ import yaml
 
 from .errors import ConfigError
 from .scene.description import load_yaml
+from .schema import Integer, String, validate
 
 TOP_KEYS = {"arch", "scene", "render", "optimize", "radiance_field", "viewer", "seed"}
 
@@ -72,9 +73,15 @@ def load_config(source, overrides=None, base_dir=None, scene_overrides=None):
         data = copy.deepcopy(source)
     else:
         raise ConfigError(f"expected a file name or a dict, got {type(source).__name__}")
-    data = apply_overrides(data, overrides, path)
     if "scene" not in data:
+        # a scene file: "--set scene.x=v" / "--set render.spp=v" address the job, "--set x=v" the scene
         data = {"scene": data}
+        top = [o for o in overrides or [] if str(o).split(".", 1)[0].split("=", 1)[0] in TOP_KEYS]
+        inner = [o for o in overrides or [] if o not in top]
+        data["scene"] = apply_overrides(data["scene"], inner, path)
+        data = apply_overrides(data, top, path)
+    else:
+        data = apply_overrides(data, overrides, path)
     for k in data:
         if k not in TOP_KEYS:
             raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(TOP_KEYS))})", path, k)
@@ -122,3 +129,43 @@ def section(cfg, name, allowed, required=()):
         if k not in sec:
             raise ConfigError("missing required key", cfg.get("_file"), f"{name}.{k}")
     return sec
+
+
+# The ``render:`` section of a job config; the CLI flags of ``tirender render`` with the same names
+# are checked by the same keys (the flag named in the error instead of the file and key).
+RENDER_KEYS = {k.name: k for k in (
+    Integer("spp", default=64, lo=1, hi=1 << 24, doc="samples per pixel"),
+    Integer("seed", default=0, lo=0, hi=(1 << 32) - 1, doc="fixes the image (per backend)"),
+    String("out", default=None, doc="output folder (default out/<config name>)"),
+    Integer("sensor", default=0, lo=0, hi=1 << 16, doc="index of the sensor rendered"),
+    String("integrator", default=None, doc="override the scene's integrator"),
+)}
+FILM_FLAGS = (Integer("width", lo=1, hi=1 << 15), Integer("height", lo=1, hi=1 << 15))
+
+
+def render_settings(cfg, args):
+    """The settings of ``tirender render``: the config's ``render:`` section overridden by the flags,
+    every value checked by RENDER_KEYS. Returns a dict with spp, seed, out, sensor, integrator,
+    width, height, and for each of them ``<name>_file`` / ``<name>_key``: where it came from."""
+    f = cfg.get("_file")
+    vals = validate(cfg.get("render") or {}, tuple(RENDER_KEYS.values()), f, "render")
+    out = {}
+    for name, key in RENDER_KEYS.items():
+        flag = getattr(args, name, None)
+        if flag is not None:
+            out[name], out[f"{name}_file"], out[f"{name}_key"] = key.parse(flag, None, f"--{name}"), None, f"--{name}"
+        else:
+            out[name], out[f"{name}_file"], out[f"{name}_key"] = vals.get(name, key.default), f, f"render.{name}"
+    for key in FILM_FLAGS:
+        v = getattr(args, key.name, None)
+        out[key.name] = None if v is None else key.parse(v, None, f"--{key.name}")
+    if out["out"] is None:
+        stem = os.path.splitext(os.path.basename(f or "render"))[0]
+        out["out"], out["out_file"], out["out_key"] = os.path.join("out", stem), None, "--out (default)"
+    if out["integrator"] is not None:
+        from .integrators.registry import check_type
+        try:
+            check_type(out["integrator"])
+        except ConfigError as e:
+            raise ConfigError(e.problem, out["integrator_file"], out["integrator_key"]) from None
+    return out

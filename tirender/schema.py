@@ -57,19 +57,27 @@ class Key:
         return f"`{self.default}`"
 
 
-def number(v, file, key, lo=-math.inf, hi=math.inf, strict_lo=False, integer=False):
-    """A finite number (not a boolean, not a string) within [lo, hi] (or (lo, hi])."""
+def _fmt(x):
+    """A bound for messages: whole numbers in full (16777216, not 1.67772e+07)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def number(v, file, key, lo=-math.inf, hi=math.inf, strict_lo=False, integer=False, strict_hi=False):
+    """A finite number (not a boolean, not a string) within [lo, hi] (or (lo, hi], [lo, hi), (lo, hi));
+    ``integer``: a whole number (2.0 is accepted as 2, 2.7 is refused)."""
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise ConfigError(f"expected a number, got {v!r}", file, key)
     if not math.isfinite(float(v)):
         raise ConfigError(f"value is not finite ({v!r})", file, key)
     if integer and int(v) != v:
         raise ConfigError(f"expected an integer, got {v!r}", file, key)
-    if (v <= lo if strict_lo else v < lo) or v > hi:
-        cmp = ">" if strict_lo else ">="
-        rng = f"must be {cmp} {lo:g}" if lo > -math.inf else "must be"
-        rng += (" and" if lo > -math.inf else "") + f" <= {hi:g}" if hi < math.inf else ""
-        raise ConfigError(f"{rng.strip()}, got {v!r}", file, key)
+    if (v <= lo if strict_lo else v < lo) or (v >= hi if strict_hi else v > hi):
+        parts = []
+        if lo > -math.inf:
+            parts.append(f"{'>' if strict_lo else '>='} {_fmt(lo)}")
+        if hi < math.inf:
+            parts.append(f"{'<' if strict_hi else '<='} {_fmt(hi)}")
+        raise ConfigError(f"must be {' and '.join(parts)}, got {v!r}", file, key)
     return int(v) if integer else float(v)
 
 
@@ -93,24 +101,31 @@ class Number(Key):
     kind = "number"
 
     def __init__(self, name, default=REQUIRED, lo=-math.inf, hi=math.inf, strict_lo=False, doc="",
-                 aliases=(), integer=False):
+                 aliases=(), integer=False, strict_hi=False, exclude=()):
         super().__init__(name, default, doc, aliases)
         self.lo, self.hi, self.strict_lo, self.integer = lo, hi, strict_lo, integer
+        self.strict_hi, self.exclude = strict_hi, tuple(exclude)
 
     def parse(self, v, file, key):
-        return number(v, file, key, self.lo, self.hi, self.strict_lo, self.integer)
+        x = number(v, file, key, self.lo, self.hi, self.strict_lo, self.integer, self.strict_hi)
+        for bad, why in self.exclude:
+            if x == bad:
+                raise ConfigError(f"{bad:g} is not allowed ({why})", file, key)
+        return x
 
     def describe(self):
         k = "integer" if self.integer else "number"
         lo = "" if self.lo == -math.inf else f"{'>' if self.strict_lo else '≥'} {self.lo:g}"
-        hi = "" if self.hi == math.inf else f"≤ {self.hi:g}"
+        hi = "" if self.hi == math.inf else f"{'<' if self.strict_hi else '≤'} {self.hi:g}"
         rng = ", ".join(x for x in (lo, hi) if x)
         return f"{k} ({rng})" if rng else k
 
 
 class Integer(Number):
-    def __init__(self, name, default=REQUIRED, lo=-math.inf, hi=math.inf, doc="", aliases=()):
-        super().__init__(name, default, lo, hi, False, doc, aliases, integer=True)
+    """An integer key; ``exclude``: ((value, reason), ...) refused inside the range."""
+
+    def __init__(self, name, default=REQUIRED, lo=-math.inf, hi=math.inf, doc="", aliases=(), exclude=()):
+        super().__init__(name, default, lo, hi, False, doc, aliases, integer=True, exclude=exclude)
 
 
 class Bool(Key):

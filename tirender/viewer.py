@@ -312,8 +312,11 @@ def write_png8(path, display_img):
 
 def _make_gui(title, width, height, headless):
     import taichi as ti
+
+    from .backend import quiet
     try:
-        return ti.GUI(title, res=(int(width), int(height)), show_gui=not headless)
+        with quiet():   # Taichi logs its own "[E ...] fails to create a window" line otherwise
+            return ti.GUI(title, res=(int(width), int(height)), show_gui=not headless)
     except RuntimeError as e:
         if headless:
             raise

@@ -26,7 +26,10 @@ from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
 NAMES = ("path", "direct", "prb")   # `direct` = path with max_depth <= 2; `prb` renders like path
-KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20, doc="longest path in segments (-1: unbounded)"),
+KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
+                exclude=((0, "it would render nothing, as in Mitsuba; 1: only directly visible emitters, "
+                             "-1: unbounded"),),
+                doc="longest path in segments (-1: unbounded; 0 is refused: it would render nothing)"),
         Integer("rr_depth", default=5, lo=1, hi=1 << 20, doc="Russian roulette from this depth"),
         Bool("hide_emitters", default=False, doc="directly visible emitters render black"))
 UNBOUNDED = 1 << 20

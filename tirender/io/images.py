@@ -103,21 +103,32 @@ def load_image(path, srgb=None):
     ext = os.path.splitext(path)[1].lower()
     if not os.path.isfile(path):
         raise ConfigError("image file not found", file=path)
-    if ext == ".exr":
+    from ..limits import check
+    if ext == ".exr":   # uncompressed: at most one value per 2 bytes of file (half floats)
+        check(os.path.getsize(path) // 2, f"image of {os.path.getsize(path)} bytes", path)
         img = read_exr(path)
         ldr = False
     elif ext == ".npy":
         try:
-            img = np.load(path, allow_pickle=False)
+            img = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception as e:  # noqa: BLE001 - any numpy load failure is bad input
             raise ConfigError(f"cannot read .npy image ({e})", file=path) from None
         if img.dtype.kind not in "fiub" or img.ndim not in (2, 3):
             raise ConfigError(f".npy image must be a 2-D or 3-D numeric array, got "
                               f"{img.dtype} {img.shape}", file=path)
-        img = img.astype(np.float32)
+        check(img.size, f"image of shape {img.shape}", path)
+        img = np.array(img, np.float32)
         ldr = False
     elif ext in _LDR_EXTS:
         import imageio.v3 as iio
+        try:
+            from PIL import Image
+            Image.MAX_IMAGE_PIXELS = None   # tirender.limits decides (no PIL bomb warnings on stderr)
+            with Image.open(path) as im:   # the header only: size before decoding
+                w, h, nb = im.size[0], im.size[1], len(im.getbands())
+        except Exception:  # noqa: BLE001 - unreadable headers are reported by imread below
+            w = h = nb = 0
+        check(w * h * nb, f"image of {w}x{h} pixels x {nb} channels", path)
         try:
             raw = iio.imread(path, plugin="pillow")
         except Exception as e:  # noqa: BLE001 - imageio raises many types

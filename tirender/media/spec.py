@@ -77,24 +77,26 @@ def _load_grid(b, spec, key, channels):
             data, lo, hi = read_vol(full)
             bbox = (tuple(lo), tuple(hi))
         else:
-            try:
-                data = np.load(full).astype(np.float32)
-            except Exception as e:
-                raise ConfigError(f"cannot read array: {e}", full)
+            from ..limits import load_npy
+            data = load_npy(full, (3, 4), "grid (D, H, W) or (D, H, W, C)")
             if data.ndim == 3:
                 data = data[..., None]
-            if data.ndim != 4:
-                raise ConfigError(f"expected a (D, H, W) or (D, H, W, C) array, got shape {data.shape}", full)
     elif "resolution" in spec:
         r = spec["resolution"]
         r = [r, r, r] if isinstance(r, int) and not isinstance(r, bool) else r
         if not isinstance(r, (list, tuple)) or len(r) != 3:
             raise ConfigError(f"expected a resolution n or [D, H, W], got {r!r}", b.file, f"{key}.resolution")
         r = [number(x, b.file, f"{key}.resolution", 1, 1024, integer=True) for x in r]
-        val = np.atleast_1d(np.asarray(spec.get("value", 1.0 if channels == 1 else 0.5), np.float32))
+        val = spec.get("value", 1.0 if channels == 1 else 0.5)
+        ok = isinstance(val, (int, float)) and not isinstance(val, bool) or (
+            isinstance(val, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in val))
+        val = np.atleast_1d(np.asarray(val if ok else np.nan, np.float32))
         if val.size not in (1, channels) or not np.all(np.isfinite(val)):
             raise ConfigError(f"expected a number or {channels} numbers, got {spec.get('value')!r}", b.file,
                               f"{key}.value")
+        from ..limits import check
+        check(r[0] * r[1] * r[2] * val.size, f"grid of {r[0]}x{r[1]}x{r[2]}x{val.size} values", b.file,
+              f"{key}.resolution")
         data = np.ascontiguousarray(np.broadcast_to(val.reshape(1, 1, 1, -1), tuple(r) + (val.size,)), np.float32)
     else:
         raise ConfigError("a grid needs 'filename', 'data' or 'resolution'", b.file, key)

@@ -29,6 +29,8 @@ def read_vol(path):
     if min(xr, yr, zr, ch) <= 0:
         raise ConfigError(f"invalid .vol resolution {xr}x{yr}x{zr}x{ch}", path)
     n = xr * yr * zr * ch
+    from ..limits import check
+    check(n, f"volume of {xr}x{yr}x{zr}x{ch} values", path)
     if enc == 1:
         need = 48 + 4 * n
         dt = np.dtype("<f4")

@@ -32,9 +32,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..io.atomic import atomic_write_bytes
-from ..io.checkpoints import load_checkpoint, save_checkpoint
+from ..io.checkpoints import load_checkpoint, load_npy, save_checkpoint, save_npy
 from ..io.images import load_image, save_image_set, save_png
 from ..progress import Progress
+from ..schema import Choice, Integer, Key, Number, validate
 from . import losses
 from .adam import SGD, Adam
 from .regularizers import tv as tv_reg
@@ -43,6 +44,124 @@ from .schedules import parse_multires, resolution_at, spp_at
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
             "tv", "multires", "save_every", "method", "lr", "holdout"}
 METHODS = ("prb", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
+
+
+OPTIMIZER_KEYS = {
+    "adam": (Choice("type", ("adam", "sgd"), default="adam"), Number("lr", default=None, lo=0.0),
+             Number("beta1", default=0.9, lo=0.0, hi=1.0, strict_hi=True),
+             Number("beta2", default=0.999, lo=0.0, hi=1.0, strict_hi=True),
+             Number("eps", default=1e-8, lo=0.0, strict_lo=True)),
+    "sgd": (Choice("type", ("adam", "sgd"), default="adam"), Number("lr", default=None, lo=0.0),
+            Number("momentum", default=0.0, lo=0.0, hi=1.0, strict_hi=True)),
+}
+SECTION_KEYS = (
+    Integer("iters", default=40, lo=0, hi=1 << 30), Integer("spp", default=16, lo=1, hi=1 << 24),
+    Integer("spp_grad", default=None, lo=1, hi=1 << 24), Integer("seed", default=0, lo=0, hi=(1 << 32) - 1),
+    Integer("save_every", default=10, lo=1, hi=1 << 30), Choice("method", METHODS, default="prb"),
+    Choice("loss", tuple(losses.LOSSES), default="l2"), Number("lr", default=None, lo=0.0),
+)
+SKIP = tuple(k for k in OPT_KEYS if k not in {key.name for key in SECTION_KEYS})
+
+
+def _init_value(v, file, key):
+    """An ``init`` value: a finite number or a (nested) list of finite numbers."""
+    a = None
+    if not isinstance(v, (bool, str, dict)):
+        try:
+            a = np.asarray(v, np.float64)
+        except (TypeError, ValueError):
+            a = None
+    if a is None or a.dtype.kind != "f" or a.size == 0:
+        raise ConfigError(f"expected a number or a list of numbers, got {v!r}", file, key)
+    if not np.all(np.isfinite(a)):
+        raise ConfigError("value is not finite", file, key)
+    return v
+
+
+def check_optimize_config(cfg, described=None):
+    """Every check of the ``optimize:`` section that needs no Taichi (types, ranges, finiteness of
+    learning rates, optimiser moments, spp, iterations): before any kernel runs. Returns
+    (section values, optimizer settings, {parameter: {init, lr}})."""
+    f = cfg.get("_file")
+    sec = cfg.get("optimize")
+    if sec is None:
+        raise ConfigError("missing required section (optimize: {params: ...})", f, "optimize")
+    o = validate(sec, SECTION_KEYS, f, "optimize", skip=SKIP)
+    if "params" not in sec:
+        raise ConfigError("missing required key", f, "optimize.params")
+    for k in SKIP:
+        if k in sec:
+            o[k] = sec[k]
+    sched = o.get("spp_schedule")
+    if sched is not None:
+        o["spp_schedule"] = validate(sched, (Integer("double_every", default=None, lo=1, hi=1 << 30),
+                                             Integer("max", default=None, lo=1, hi=1 << 24)),
+                                     f, "optimize.spp_schedule")
+    opt = sec.get("optimizer", {"type": "adam"}) or {"type": "adam"}
+    if isinstance(opt, str):
+        opt = {"type": opt}
+    if not isinstance(opt, dict):
+        raise ConfigError(f"expected adam, sgd or a mapping, got {opt!r}", f, "optimize.optimizer")
+    kind = Choice("type", ("adam", "sgd")).parse(opt.get("type", "adam"), f, "optimize.optimizer.type")
+    opt = validate(opt, OPTIMIZER_KEYS[kind], f, "optimize.optimizer")
+    params = sec["params"]
+    if isinstance(params, list) and all(isinstance(p, str) for p in params):
+        params = {p: {} for p in params}
+    if not isinstance(params, dict) or not params:
+        raise ConfigError("expected a mapping parameter name -> {init, lr}", f, "optimize.params")
+    specs = {}
+    names = None
+    if described is not None:
+        names = {t.name for t in described[0].textures} if hasattr(described[0], "textures") else None
+    for name, po in params.items():
+        key = f"optimize.params.{name}"
+        po = po or {}
+        if not isinstance(po, dict):
+            raise ConfigError(f"expected {{init: value, lr: rate}}, got {po!r}", f, key)
+        v = validate(po, (Number("lr", default=None, lo=0.0), Key("init", default=None)), f, key)
+        if v.get("init") is not None:
+            _init_value(v["init"], f, f"{key}.init")
+        if names is not None and name not in names:
+            raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sorted(names))})", f, key)
+        specs[name] = v
+    tv = sec.get("tv")
+    if tv is not None:
+        if not isinstance(tv, dict):
+            raise ConfigError(f"expected {{weight: w, params: [names]}}, got {tv!r}", f, "optimize.tv")
+        tvv = validate(tv, (Number("weight", lo=0.0), Key("params", default=None)), f, "optimize.tv")
+        tp = tvv.get("params")
+        if tp is not None and (not isinstance(tp, list) or not all(isinstance(x, str) for x in tp)):
+            raise ConfigError(f"expected a list of parameter names, got {tp!r}", f, "optimize.tv.params")
+        for n in tp or []:
+            if n not in specs:
+                raise ConfigError(f"'{n}' is not an optimised parameter", f, "optimize.tv.params")
+    target = sec.get("target")
+    if isinstance(target, dict) and "images" in target:
+        imgs = target["images"]
+        if not isinstance(imgs, list) or not all(isinstance(x, str) and x for x in imgs):
+            raise ConfigError(f"expected a list of image file names, got {imgs!r}", f, "optimize.target.images")
+    elif target is not None and not isinstance(target, dict):
+        raise ConfigError(f"expected {{type: render, spp, seed}} or {{images: [...]}}, got {target!r}", f,
+                          "optimize.target")
+    if isinstance(target, dict) and "images" not in target:
+        if target.get("type", "render") != "render" or set(target) - {"type", "spp", "seed"}:
+            raise ConfigError("expected {type: render, spp, seed} or {images: [...]}", f, "optimize.target")
+        Integer("spp", lo=1, hi=1 << 24).parse(target.get("spp", 256), f, "optimize.target.spp")
+        Integer("seed", lo=0, hi=1 << 31).parse(target.get("seed", 100000), f, "optimize.target.seed")
+    if described is not None:
+        nsens = len(described[0].sensors)
+        views = sec.get("views", list(range(nsens)))
+        ok = isinstance(views, list) and views and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < nsens for v in views)
+        if not ok or len(set(views)) != len(views):
+            raise ConfigError(f"views must be a list of distinct sensor indices in [0, {nsens}), got {views!r}", f,
+                              "optimize.views")
+        hold = sec.get("holdout") or []
+        if not isinstance(hold, list) or any(not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < nsens
+                                             or v in views for v in hold):
+            raise ConfigError(f"holdout must list sensor indices in [0, {nsens}) that are not views, got {hold!r}", f,
+                              "optimize.holdout")
+    return o, opt, specs
 
 
 def _stage_shape(info, res):
@@ -84,39 +203,24 @@ class OptimizationRun:
         from ..api import scene_from_config
         self.cfg = cfg
         self.file = cfg.get("_file")
-        from ..config import section
-        o = section(cfg, "optimize", OPT_KEYS, required=("params",))
+        o, opt, self.popt_specs = check_optimize_config(cfg, described)
         f = self.file
         self.out = out or os.path.join("out", os.path.splitext(os.path.basename(f or "optimize"))[0])
-        self.iters = int(iters if iters is not None else o.get("iters", 40))
-        if self.iters < 0:
-            raise ConfigError("iters must be >= 0", f, "optimize.iters")
-        self.spp = int(o.get("spp", 16))
-        self.spp_grad = int(o.get("spp_grad", self.spp))
-        if self.spp < 1 or self.spp_grad < 1:
-            raise ConfigError("spp must be >= 1", f, "optimize.spp")
-        sched = o.get("spp_schedule") or {}
-        if not isinstance(sched, dict) or set(sched) - {"double_every", "max"}:
-            raise ConfigError("expected {double_every: k, max: spp}", f, "optimize.spp_schedule")
-        self.sched = sched
-        self.seed = int(o.get("seed", 0))
-        self.save_every = max(int(o.get("save_every", 10)), 1)
-        self.method = o.get("method", "prb")
-        if self.method not in METHODS:
-            raise ConfigError(f"unknown method '{self.method}' (expected one of: {', '.join(METHODS)})", f,
-                              "optimize.method")
-        self.loss_name = o.get("loss", "l2")
-        if self.loss_name not in losses.LOSSES:
-            raise ConfigError(f"unknown loss '{self.loss_name}' (l1, l2, relative_l2)", f, "optimize.loss")
+        from ..io.paths import check_output_dir
+        self.out = check_output_dir(self.out, "out")   # a folder, writable: before anything renders
+        if iters is not None:
+            iters = Integer("iters", lo=0, hi=1 << 30).parse(iters, None, "iters")
+        self.iters = iters if iters is not None else o["iters"]
+        self.spp = o["spp"]
+        self.spp_grad = o.get("spp_grad", self.spp)
+        self.sched = o.get("spp_schedule") or {}
+        self.seed = o["seed"]
+        self.save_every = o["save_every"]
+        self.method = o["method"]
+        self.loss_name = o["loss"]
         self.loss_fn = losses.LOSSES[self.loss_name]
-        opt = o.get("optimizer", {"type": "adam"}) or {}
-        if isinstance(opt, str):
-            opt = {"type": opt}
-        if opt.get("type", "adam") not in ("adam", "sgd") or set(opt) - {"type", "lr", "beta1", "beta2", "eps",
-                                                                         "momentum"}:
-            raise ConfigError("expected {type: adam|sgd, lr, beta1, beta2, eps, momentum}", f, "optimize.optimizer")
         self.opt_cfg = opt
-        lr_default = float(opt.get("lr", o.get("lr", 0.02)))
+        lr_default = opt.get("lr", o.get("lr", 0.02))
         self.gui = gui
         # ---- scene (as written = ground truth for synthetic targets) ----
         self.scene = scene_from_config(cfg, described)
@@ -126,21 +230,20 @@ class OptimizationRun:
                 not isinstance(v, int) or not 0 <= v < len(sc.sensors) for v in views):
             raise ConfigError(f"views must be a list of sensor indices in [0, {len(sc.sensors)})", f, "optimize.views")
         self.views = views
-        params = o["params"]
-        if isinstance(params, list):
-            params = {p: {} for p in params}
-        if not isinstance(params, dict) or not params:
-            raise ConfigError("expected a mapping parameter name -> {init, lr}", f, "optimize.params")
         self.popts = {}
-        for name, po in params.items():
-            po = po or {}
-            if not isinstance(po, dict) or set(po) - {"init", "lr"}:
-                raise ConfigError("expected {init: value, lr: rate}", f, f"optimize.params.{name}")
+        for name, po in self.popt_specs.items():
             if name not in sc.params:
                 raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sc.params.keys())})", f,
                                   f"optimize.params.{name}")
             self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)))
         self.truth = {n: sc.params[n] for n in self.popts}
+        for n, po in self.popts.items():   # init shapes, before any target is rendered
+            if po["init"] is None or n in (o.get("multires") or {}):
+                continue
+            info, v = sc.params.info(n), np.asarray(po["init"], np.float32)
+            if v.size not in (1, info.shape[-1]) and v.shape != tuple(info.shape):
+                raise ConfigError(f"init has shape {v.shape}, the parameter {tuple(info.shape)} (wrong shape)", f,
+                                  f"optimize.params.{n}.init")
         self.tv = o.get("tv")
         if self.tv is not None:
             if not isinstance(self.tv, dict) or "weight" not in self.tv:
@@ -188,17 +291,24 @@ class OptimizationRun:
         else:
             if t.get("type", "render") != "render" or set(t) - {"type", "spp", "seed"}:
                 raise ConfigError("expected {type: render, spp, seed} or {images: [...]}", f, "optimize.target")
+            t_spp = Integer("spp", lo=1, hi=1 << 24).parse(t.get("spp", 256), f, "optimize.target.spp")
+            t_seed = Integer("seed", lo=0, hi=(1 << 31)).parse(t.get("seed", 100000), f, "optimize.target.seed")
             from ..api import render
             self.synthetic = True
             for v in self.views:
                 cache = os.path.join(self.out, f"target_view{v}.npy")
                 if self.resume and os.path.exists(cache):
-                    targets.append(np.load(cache))
+                    img = load_npy(cache, "cached target image")
+                    s = sc.sensors[v]
+                    if img.shape != (s.height, s.width, 3) or not np.all(np.isfinite(img)):
+                        raise ConfigError(f"cached target image has shape {img.shape} or non-finite values, expected "
+                                          f"{(s.height, s.width, 3)}; delete it to re-render it", cache)
+                    targets.append(img)
                     continue
-                img = render(sc, spp=int(t.get("spp", 256)), seed=int(t.get("seed", 100000)) + v, sensor=v)
-                np.save(cache, img)
+                img = render(sc, spp=t_spp, seed=t_seed + v, sensor=v)
+                save_npy(cache, img)
                 targets.append(img)
-            self.holdout_targets = {v: render(sc, spp=int(t.get("spp", 256)), seed=int(t.get("seed", 100000)) + v,
+            self.holdout_targets = {v: render(sc, spp=t_spp, seed=t_seed + v,
                                               sensor=v, progress=False) for v in self.holdout}
         if self.holdout and not self.synthetic:
             raise ConfigError("holdout views need a synthetic target ({type: render})", f, "optimize.holdout")
@@ -281,12 +391,15 @@ class OptimizationRun:
     def run(self, callback=None):
         from ..api import read_gradients, render, render_and_grad, render_grad
         sc = self.scene
+        ckpath = os.path.join(self.out, "checkpoint.npz")
+        ck = self._read_checkpoint(ckpath) if self.resume else None   # before any render: fail early
+        rpath = os.path.join(self.out, "rmse_start.json")
+        rmse_cached = self._read_rmse_start(rpath) if ck is not None else None
         targets = self._targets()
         self._apply_init()
         rmse_start = {n: self._rmse(n) for n in self.popts} if self.synthetic else {}
         holdout_start = self._holdout("start")
         start, history, elapsed0 = 0, [], 0.0
-        ck = load_checkpoint(os.path.join(self.out, "checkpoint.npz")) if self.resume else None
         state = None
         if ck is not None:
             for name in sc.params.keys():
@@ -294,9 +407,14 @@ class OptimizationRun:
                 if v is None:
                     continue
                 info = sc.params.info(name)
-                if v.shape != info.shape and info.kind in ("texture", "grid"):
-                    _resize_param(sc, name, v.shape[:-1])
-                sc.params[name] = v
+                try:
+                    if v.shape != info.shape and info.kind in ("texture", "grid"):
+                        if v.ndim != len(info.shape):
+                            raise ConfigError(f"has shape {v.shape}, the parameter {info.shape}")
+                        _resize_param(sc, name, v.shape[:-1])
+                    sc.params[name] = v
+                except ConfigError as e:
+                    raise ConfigError(e.problem, ckpath, f"param:{name}") from None
             start = int(ck["iteration"])
             history = [tuple(r) for r in ck["loss_history"]]
             elapsed0 = float(ck["elapsed"])
@@ -305,11 +423,10 @@ class OptimizationRun:
         elif self.resume:
             print(f"no checkpoint in {self.out}: starting from scratch")
         if ck is not None and self.synthetic:
-            rmse_start = json.loads(open(os.path.join(self.out, "rmse_start.json")).read()) if os.path.exists(
-                os.path.join(self.out, "rmse_start.json")) else rmse_start
+            if rmse_cached is not None:
+                rmse_start = rmse_cached
         elif self.synthetic:
-            with open(os.path.join(self.out, "rmse_start.json"), "w") as fh:
-                json.dump(rmse_start, fh)
+            atomic_write_bytes(rpath, json.dumps(rmse_start).encode())
         opt = self._make_optimizer(state)
         view = None
         if self.gui:
@@ -433,6 +550,54 @@ class OptimizationRun:
             metrics["holdout"] = {str(v): {"rmse_start": holdout_start[v], "rmse_end": end[v]} for v in self.holdout}
         atomic_write_bytes(os.path.join(self.out, "metrics.json"), json.dumps(metrics, indent=2).encode())
         return metrics
+
+    @staticmethod
+    def _read_rmse_start(path):
+        """The parameter errors at the start of a resumed run ({name: rmse}), None if not saved."""
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path) as fh:
+                d = json.load(fh)
+            if not isinstance(d, dict):
+                raise ValueError("not a mapping")
+            return d
+        except (ValueError, TypeError, OSError) as e:
+            raise ConfigError(f"corrupt file ({e}); delete it to start from scratch", path) from None
+
+    def _read_checkpoint(self, path):
+        """The checkpoint at `path` (None if there is none), its bookkeeping arrays checked: one
+        ConfigError line naming it when it is empty, corrupt, incomplete or inconsistent."""
+        ck = load_checkpoint(path, required=("iteration", "loss_history", "elapsed", "t"))
+        if ck is None:
+            return None
+        it, hist, el, t = ck["iteration"], ck["loss_history"], ck["elapsed"], ck["t"]
+        problems = []
+        if it.shape != () or it.dtype.kind not in "iu" or not 0 <= int(it) <= max(self.iters, int(it)):
+            problems.append(f"iteration {it!r}")
+        if hist.ndim != 2 or hist.shape[1] != 5 or hist.dtype.kind != "f":
+            problems.append(f"loss_history of shape {hist.shape}")
+        if el.shape != () or el.dtype.kind not in "fiu" or not np.isfinite(el):
+            problems.append(f"elapsed {el!r}")
+        if t.shape != () or t.dtype.kind not in "iu" or int(t) < 0:
+            problems.append(f"t {t!r}")
+        for name in self.popts:
+            for k in (f"m:{name}", f"v:{name}", f"param:{name}"):
+                if k in ck and (ck[k].dtype.kind != "f" or not np.all(np.isfinite(ck[k]))):
+                    problems.append(f"{k} is not finite floats")
+        for name in self.scene.params.keys():
+            v = ck.get(f"param:{name}")
+            if v is None:
+                continue
+            info = self.scene.params.info(name)
+            resizable = info.kind in ("texture", "grid")
+            if v.shape != info.shape and not (resizable and v.ndim == len(info.shape)
+                                              and v.shape[-1] == info.shape[-1] and min(v.shape) > 0):
+                problems.append(f"param:{name} has shape {v.shape}, the parameter {info.shape}")
+        if problems:
+            raise ConfigError(f"inconsistent checkpoint ({'; '.join(problems)}); delete it to start from scratch",
+                              path)
+        return ck
 
     def _holdout(self, stage):
         """Render the held-out views with the current parameters: image RMSE vs the truth (and PNGs)."""

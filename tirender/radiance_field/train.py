@@ -478,7 +478,18 @@ class Trainer:
         except Exception as e:  # noqa: BLE001
             raise ConfigError(f"cannot read checkpoint ({type(e).__name__}); delete it or run without --resume",
                               file=p)
-        saved = json.loads(str(c["config"]))
+        need = ("params", "res", "stage", "it", "global_it", "m", "v", "t", "train_time", "metrics", "config")
+        missing = [k for k in need if k not in c]
+        if missing:
+            raise ConfigError(f"incomplete checkpoint: missing {', '.join(missing)}; delete it or run without --resume",
+                              file=p)
+        try:
+            saved = json.loads(str(c["config"]))
+            json.loads(str(c["metrics"]))
+            if not isinstance(saved, dict):
+                raise ValueError("config is not a mapping")
+        except ValueError as e:
+            raise ConfigError(f"corrupt checkpoint ({e}); delete it or run without --resume", file=p) from None
         if saved.get("field", {}).get("sh_degree") != self.cfg["field"]["sh_degree"]:
             raise ConfigError("checkpoint was written with another sh_degree; delete it or run without --resume",
                               file=p)

@@ -23,6 +23,7 @@ from . import shapes as builtin
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
+MAX_COORDINATE = 1e15   # |x| of a vertex after to_world: squares and cross products stay finite in float32
 _BSDF_KEYS = family_keys(bsdf_registry.MODELS) | {m.SUGAR for m in bsdf_registry.SUGAR}
 _EMITTER_KEYS = family_keys(emitter_registry.MODELS)
 
@@ -100,9 +101,15 @@ def _vec3(v, file, key):
 def load_yaml(path):
     if not os.path.exists(path):
         raise ConfigError("file not found", path)
+    if os.path.isdir(path):
+        raise ConfigError("is a folder, expected a YAML file", path)
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not a text (UTF-8) file: byte {e.start}", path) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read ({e.strerror})", path) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
@@ -156,16 +163,17 @@ class _Builder:
                     srgb = False
                 img = load_image(full, srgb=srgb if srgb is not None else None)
             elif "data" in spec:
-                full = self.path(spec["data"], f"{key}.data")
-                try:
-                    img = np.load(full).astype(np.float32)
-                except Exception as e:
-                    raise ConfigError(f"cannot read array: {e}", full)
+                from ..limits import load_npy
+                img = load_npy(self.path(spec["data"], f"{key}.data"), (2, 3), "texture")
             elif "width" in spec and "height" in spec:
+                from ..limits import check
                 w = _num(spec["width"], self.file, f"{key}.width", 1, 1 << 15, integer=True)
                 h = _num(spec["height"], self.file, f"{key}.height", 1, 1 << 15, integer=True)
+                check(w * h * channels, f"texture of {w}x{h}x{channels} values", self.file, key)
                 val = spec.get("value", default if not isinstance(default, dict) else 0.5)
-                v = np.atleast_1d(np.asarray(val, np.float32))
+                v = _vec3(val, self.file, f"{key}.value") if channels == 3 and isinstance(val, list) else \
+                    np.array([_num(val, self.file, f"{key}.value")])
+                v = v.astype(np.float32)
                 img = np.broadcast_to(v if v.size in (1, channels) else v[:1], (h, w, v.size if v.size in (1, channels) else 1))
                 img = np.ascontiguousarray(np.broadcast_to(img[..., :1] if img.shape[2] != channels else img,
                                                            (h, w, channels)), np.float32)
@@ -327,6 +335,10 @@ class _Builder:
         if not np.all(np.isfinite(pos)):
             nbad = int((~np.isfinite(pos).all(axis=1)).sum())
             raise ConfigError(f"mesh has {nbad} vertices with NaN/Inf coordinates", self.file, key)
+        big = float(np.abs(pos).max()) if pos.size else 0.0
+        if big > MAX_COORDINATE:
+            raise ConfigError(f"vertex coordinates reach {big:.3g}, beyond the supported range ±{MAX_COORDINATE:g} "
+                              f"(float32 geometry: squared distances must stay finite)", self.file, key)
         faces = np.asarray(mesh["faces"], np.int64)
         if faces.size and (faces.min() < 0 or faces.max() >= len(pos)):
             raise ConfigError("mesh face index out of range", self.file, key)
@@ -375,6 +387,9 @@ def _sensor(spec, file, key):
     _keys(film, {"width", "height", "filter", "type", "rfilter"}, file, f"{key}.film")
     w = _num(film.get("width", 256), file, f"{key}.film.width", 1, 16384, integer=True)
     h = _num(film.get("height", 256), file, f"{key}.film.height", 1, 16384, integer=True)
+    from ..limits import check
+    # film (Σ w L, Σ w: four 64-bit integers), adjoint image and weights, the image read back: ~64 B/pixel
+    check(w * h, f"film of {w}x{h} pixels", file, f"{key}.film", copies=16)
     fl = film.get("filter", film.get("rfilter", {"type": "gaussian"}))
     if isinstance(fl, str):
         fl = {"type": fl}

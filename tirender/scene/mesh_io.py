@@ -41,6 +41,10 @@ def load_mesh(path):
         raise ConfigError(f"unknown mesh format '{ext or path}' (expected .obj or .ply)", file=path)
     if not os.path.isfile(path):
         raise ConfigError("mesh file not found", file=path)
+    from ..limits import check
+    size = os.path.getsize(path)
+    # parse buffers, corner de-duplication, BVH: about 16 bytes of memory per byte of file text
+    check(size, f"mesh file of {size} bytes", path, copies=16, bytes_per_value=1)
     try:
         with open(path, "rb") as f:
             data = f.read()

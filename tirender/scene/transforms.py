@@ -72,7 +72,7 @@ def parse_transform(spec, file=None, key="to_world"):
         return np.eye(4)
     if isinstance(spec, list) and len(spec) == 4 and all(isinstance(r, list) and len(r) == 4 for r in spec) \
             and all(isinstance(x, (int, float)) for r in spec for x in r):
-        return _matrix(spec, file, key)
+        return _check_invertible(_matrix(spec, file, key), file, key)
     items = spec if isinstance(spec, list) else [spec]
     m = np.eye(4)
     for i, item in enumerate(items):
@@ -89,7 +89,7 @@ def parse_transform(spec, file=None, key="to_world"):
                 elif op == "rotate":
                     if not isinstance(val, dict) or "angle" not in val or "axis" not in val:
                         raise ConfigError("rotate needs {axis: [x, y, z], angle: degrees}", file, f"{where}.rotate")
-                    t = rotate(_vec(val["axis"], 3, f"{where}.rotate.axis", file), float(val["angle"]))
+                    t = rotate(_vec(val["axis"], 3, f"{where}.rotate.axis", file), _angle(val["angle"], file, f"{where}.rotate.angle"))
                 elif op == "matrix":
                     t = _matrix(val, file, f"{where}.matrix")
                 elif op == "look_at":
@@ -104,6 +104,25 @@ def parse_transform(spec, file=None, key="to_world"):
             except ValueError as e:
                 raise ConfigError(str(e), file, f"{where}.{op}")
             m = t @ m
+    return _check_invertible(m, file, key)
+
+
+def _angle(v, file, key):
+    """A finite number of degrees (not a boolean or a string)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+        raise ConfigError(f"expected a finite number of degrees, got {v!r}", file, key)
+    return float(v)
+
+
+def _check_invertible(m, file, key):
+    """A transform must be finite and invertible (normals and rays use its inverse)."""
+    if not np.all(np.isfinite(m)):
+        raise ConfigError("transform is not finite (too large values)", file, key)
+    det = float(np.linalg.det(m[:3, :3]))
+    scale3 = float(np.abs(m[:3, :3]).max()) ** 3
+    if not abs(det) > 1e-12 * max(scale3, 1e-300) or not np.isfinite(det):
+        raise ConfigError(f"transform is singular (determinant {det:g}): a zero scale or degenerate matrix "
+                          f"flattens the shape", file, key)
     return m
 
 
