@@ -158,15 +158,21 @@ def resolve_film(st, s):
 
 
 # ------------------------------------------------------------------ adjoint image and gradients
+def wide_filter(scene, sensor):
+    """Whether the sensor's filter is wider than the film's pixel-local block (core/film.py)."""
+    return scene.sensors[sensor].radius > LOCAL_HALF
+
+
 @ti.kernel
-def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offset: ti.i32, seed: ti.u32):
+def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offset: ti.i32, seed: ti.u32,
+                        wide: ti.template()):
     """W_p: filter-weight sums of the adjoint pass's samples (same positions as the gradient kernels)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
         acc = film.local_zero()
         for s in range(spp):
             _, pos = pixel_sample(st, cam, pix, seed, sample_offset + s)
-            film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc, True)
+            film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc, True, wide)
         film.local_flush(st, cam, pix % w, pix // w, acc, True)
 
 
@@ -192,7 +198,7 @@ def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed):
     st.adj_exp = e
     st.adj.from_numpy(padded(np.ldexp(a, -e).astype(np.float32).reshape(-1, 3), st.caps["pixels"]))
     st.adj_w.fill(0)
-    film_weights_kernel(st, sensor, spp, 0, seed)
+    film_weights_kernel(st, sensor, spp, 0, seed, wide_filter(scene, sensor))
     normalize_adjoint_kernel(st, s.width * s.height)
 
 

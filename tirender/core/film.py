@@ -120,41 +120,44 @@ def splat_weight(st: ti.template(), cam, pos):
 
 
 @ti.func
-def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weight_only: ti.template()):
-    """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`; a Gaussian
-    wider than the block (radius > 2 px, stddev > 0.5) splats directly instead (splat /
-    splat_weight), so the filter is never truncated."""
+def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weight_only: ti.template(),
+                wide: ti.template()):
+    """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`. wide (a
+    Gaussian wider than the block: radius > 2 px, stddev > 0.5; compile-time, so kernels for the
+    usual filters carry no atomics in loops, which software Vulkan mishandles): splat directly
+    instead (splat / splat_weight), so the filter is never truncated."""
     if st.cam_filter[cam] == FILTER_BOX:
         k = (LOCAL_HALF * LOCAL + LOCAL_HALF) * 4
         acc[k] += L[0]
         acc[k + 1] += L[1]
         acc[k + 2] += L[2]
         acc[k + 3] += 1.0
-    elif st.cam_radius[cam] > LOCAL_HALF:
-        if ti.static(weight_only):
-            splat_weight(st, cam, pos)
-        else:
-            splat(st, cam, pos, L)
     else:
-        r = st.cam_radius[cam]
-        sd = st.cam_stddev[cam]
-        a = 1.0 / (2.0 * sd * sd)
-        c = ti.exp(-r * r * a)
-        wx = ti.Vector([0.0] * LOCAL, dt=float)
-        wy = ti.Vector([0.0] * LOCAL, dt=float)
-        for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
-            dx = px + (i - LOCAL_HALF) + 0.5 - pos[0]
-            dy = py + (i - LOCAL_HALF) + 0.5 - pos[1]
-            wx[i] = ti.max(0.0, ti.exp(-dx * dx * a) - c)
-            wy[i] = ti.max(0.0, ti.exp(-dy * dy * a) - c)
-        for j in ti.static(range(LOCAL)):
-            for i in ti.static(range(LOCAL)):
-                wt = wy[j] * wx[i]
-                k = (j * LOCAL + i) * 4
-                acc[k] += wt * L[0]
-                acc[k + 1] += wt * L[1]
-                acc[k + 2] += wt * L[2]
-                acc[k + 3] += wt
+        if ti.static(wide):
+            if ti.static(weight_only):
+                splat_weight(st, cam, pos)
+            else:
+                splat(st, cam, pos, L)
+        else:
+            r = st.cam_radius[cam]
+            sd = st.cam_stddev[cam]
+            a = 1.0 / (2.0 * sd * sd)
+            c = ti.exp(-r * r * a)
+            wx = ti.Vector([0.0] * LOCAL, dt=float)
+            wy = ti.Vector([0.0] * LOCAL, dt=float)
+            for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
+                dx = px + (i - LOCAL_HALF) + 0.5 - pos[0]
+                dy = py + (i - LOCAL_HALF) + 0.5 - pos[1]
+                wx[i] = ti.max(0.0, ti.exp(-dx * dx * a) - c)
+                wy[i] = ti.max(0.0, ti.exp(-dy * dy * a) - c)
+            for j in ti.static(range(LOCAL)):
+                for i in ti.static(range(LOCAL)):
+                    wt = wy[j] * wx[i]
+                    k = (j * LOCAL + i) * 4
+                    acc[k] += wt * L[0]
+                    acc[k + 1] += wt * L[1]
+                    acc[k + 2] += wt * L[2]
+                    acc[k + 3] += wt
 
 
 @ti.func

@@ -42,10 +42,11 @@ def to_fixed(x, scale):
 
 @ti.func
 def finite_or_zero(v):
-    """v (a vector), or 0 if any component is NaN or ±Inf (bit test: immune to fast-math folding)."""
+    """v (a vector), or 0 if any component is NaN or ±Inf (bit test of its f32 value: immune to
+    fast-math folding; in f64 builds magnitudes beyond the f32 range count as infinite too)."""
     ok = True
     for i in ti.static(range(v.n)):
-        if (ti.bit_cast(v[i], ti.i32) & 0x7F800000) == 0x7F800000:
+        if (ti.bit_cast(ti.cast(v[i], ti.f32), ti.i32) & 0x7F800000) == 0x7F800000:
             ok = False
     res = v
     if not ok:

@@ -23,16 +23,17 @@ from ..walk.state import PRB, PRIMAL
 _kernels = {}
 
 
-def render_kernel(sample):
-    return _kernel(sample, False)
+def render_kernel(sample, wide=False):
+    """wide: a Gaussian filter wider than the pixel-local block (core/film.py), compile-time."""
+    return _kernel(sample, False, bool(wide))
 
 
 def replay_kernel(sample):
-    return _kernel(sample, True)
+    return _kernel(sample, True, False)
 
 
-def _kernel(sample, gradient):
-    if (sample, gradient) not in _kernels:
+def _kernel(sample, gradient, wide):
+    if (sample, gradient, wide) not in _kernels:
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
                    spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
@@ -58,8 +59,8 @@ def _kernel(sample, gradient):
                     else:
                         L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
                                    vec3(0.0), vec3(0.0), 0)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc, False)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc, False, wide)
                 if ti.static(not gradient):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
-        _kernels[sample, gradient] = pixels
-    return _kernels[sample, gradient]
+        _kernels[sample, gradient, wide] = pixels
+    return _kernels[sample, gradient, wide]

@@ -79,7 +79,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     st = launch.begin_film(scene, sensor, clear)
     bsdf = dispatch(scene.bsdf_levels)
     seed = int(seed) & 0xFFFFFFFF
-    kernel = kernels.render_kernel(sample)
+    kernel = kernels.render_kernel(sample, launch.wide_filter(scene, sensor))
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, scene.em_mask, 0, sensor, k, sample_offset + off, seed, a.max_depth,
                                        a.rr_depth, a.hide), film="flush")

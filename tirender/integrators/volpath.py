@@ -194,7 +194,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     prepare(scene, st, a)
     bsdf, em = kernel_dispatch(scene)
     seed = int(seed) & 0xFFFFFFFF
-    kernel = kernels.render_kernel(sample)
+    kernel = kernels.render_kernel(sample, launch.wide_filter(scene, sensor))
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, em, a.vis, sensor, k, sample_offset + off, seed, a.max_depth,
                                        a.rr_depth, a.hide), film="flush")
