@@ -14,6 +14,8 @@ def _common(p):
     p.add_argument("--arch", default=None, help="auto | cpu | cuda | vulkan (default: config 'arch' or auto)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set scene.integrator.max_depth=3")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME=VALUE",
+                   help="Mitsuba XML scenes: override a <default name=...> parameter, e.g. -D spp=64")
     p.add_argument("--verbose", action="store_true", help="print the backend that Taichi started on")
 
 
@@ -29,6 +31,11 @@ def _scene(args, cfg):
     described = describe(cfg)
     arch = _init(args, cfg)
     return scene_from_config(cfg, described), arch
+
+
+def _defines(args):
+    from .scene.mitsuba_xml import parse_defines
+    return parse_defines(getattr(args, "define", None), getattr(args, "config", None))
 
 
 def _scene_overrides(args, sensor):
@@ -53,11 +60,11 @@ def cmd_render(args):
         render_main(args.config, args.out or "out/render", frames=args.frames, width=args.width,
                     height=args.height, spp=args.spp or 1)
         return 0
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     rs = section(cfg, "render", {"spp", "seed", "out", "sensor", "integrator"})
     sensor = args.sensor if args.sensor is not None else rs.get("sensor", 0)
     if args.width is not None or args.height is not None:
-        cfg = load_config(args.config, list(args.set) + _scene_overrides(args, sensor))
+        cfg = load_config(args.config, list(args.set) + _scene_overrides(args, sensor), defines=_defines(args))
     spp = args.spp if args.spp is not None else rs.get("spp", 64)
     seed = args.seed if args.seed is not None else rs.get("seed", 0)
     out = args.out or rs.get("out") or os.path.join("out", os.path.splitext(os.path.basename(args.config))[0])
@@ -82,7 +89,7 @@ def cmd_render(args):
 
 def cmd_optimize(args):
     from .config import load_config
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     if "radiance_field" in cfg:
         _init(args, cfg)
         from .radiance_field.cli import optimize_main
@@ -104,7 +111,7 @@ def cmd_view(args):
         backend.init(args.arch or "auto")
         from .viewer import view_field
         return view_field(args.config, args)
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     from .api import describe
     described = describe(cfg)
     _init(args, cfg)
@@ -114,7 +121,7 @@ def cmd_view(args):
 
 def cmd_gradcheck(args):
     from .config import load_config
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     scene, _ = _scene(args, cfg)
     from .gradcheck import gradcheck_main
     return gradcheck_main(cfg, args, scene)
