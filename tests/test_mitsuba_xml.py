@@ -121,3 +121,29 @@ def test_cbox_xml_renders_like_reference(reference_dir):
     m, mr = img.reshape(-1, 3).mean(0), ref.reshape(-1, 3).mean(0)
     print(f"cbox.xml 256 spp: mean {m} vs reference {mr} (rel. {m / mr - 1})")
     np.testing.assert_allclose(m, mr, rtol=5e-3)
+
+
+def test_mitsuba_parameter_names_resolve():
+    """scene.params accepts mi.traverse keys (docs/mitsuba.md) as aliases; no Taichi needed."""
+    from tirender.params import ParameterPool
+    from tirender.scene.mitsuba_xml import param_aliases
+    parity = os.path.join(ROOT, "benchmarks", "parity", "scenes")
+    cases = {
+        "conductor": {"floor.bsdf.alpha.value": "floor.roughness", "sky.radiance.value": "sky.radiance",
+                      "light.emitter.radiance.value": "light.radiance",
+                      "ball.bsdf.specular_reflectance.value": "ball.specular_reflectance"},
+        "composites": {"floor.bsdf.bsdf_0.reflectance.value": "floor.bsdf_0.reflectance",
+                       "floor.bsdf.weight.value": "floor.weight", "card.bsdf.reflectance": "card.bsdf.reflectance"},
+        "heterogeneous": {"smoke.sigma_t.data": "smoke.density", "smoke.albedo.value.value": "smoke.albedo"},
+        "homogeneous": {"fog.sigma_t.value.value": "fog.sigma_t", "fog.phase_function.g": "fog.g"},
+    }
+    for scene, names in cases.items():
+        d, _ = describe(load_config(os.path.join(parity, scene + ".xml")))
+        pool = ParameterPool()
+        for t in d.textures:
+            pool.add(t.name, t.data, t.lo, t.hi)
+        pool.aliases = param_aliases(d)
+        for mi_name, ti_name in names.items():
+            assert pool.resolve(mi_name) == ti_name, (scene, mi_name)
+            assert mi_name in pool
+        assert "floor.nosuch.value" not in pool

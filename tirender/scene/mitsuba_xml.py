@@ -140,7 +140,7 @@ class _Importer:
         return [self.number(node, self.attr(node, a)) if a in node.attrs else default for a in "xyz"]
 
     def path(self, node, s):
-        return s if os.path.isabs(s) else os.path.normpath(os.path.join(os.path.dirname(node.file), s))
+        return s if os.path.isabs(s) else os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(node.file)), s))
 
     # -- the document -----------------------------------------------------------------------
     def run(self, root):
@@ -512,4 +512,23 @@ def parse_defines(items, file=None):
             raise ConfigError(f"-D '{it}' must look like name=value", file)
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
+    return out
+
+
+def param_aliases(desc):
+    """{alternative name: pool name} for a SceneDescription: the models' schema aliases (Mitsuba's
+    ``alpha`` for ``roughness``, ...) and RENAMES (heterogeneous ``sigma_t`` = ``density``)."""
+    out = {}
+    for row in list(desc.bsdfs) + list(desc.emitters):
+        for k in row.model.KEYS:
+            if getattr(k, "kind", None) == "texture":
+                for a in (k.name,) + tuple(k.aliases):
+                    if a != k.param:
+                        out[f"{row.id}.{a}"] = f"{row.id}.{k.param}"
+    names = {t.name for t in desc.textures}
+    for m in desc.media:
+        for ren in RENAMES.values():
+            for mi_name, ti_name in ren.items():
+                if f"{m.id}.{ti_name}" in names:
+                    out[f"{m.id}.{mi_name}"] = f"{m.id}.{ti_name}"
     return out
