@@ -97,34 +97,38 @@ def mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad=True):
     imgs = np.stack([np.array(mi.render(scene, seed=100 + s, spp=spp))[..., :3] for s in range(seeds)])
     out = {"imgs": imgs, "grads": {}}
     if grad:
-        integ_props = mi.traverse(scene.integrator())
-        del integ_props
         w = mi.TensorXf(weights(*imgs.shape[1:3]))
-        vol = "volpath" in type(scene.integrator()).__name__.lower() or \
-            "volpath" in str(scene.integrator()).lower()
-        md = _max_depth(path, defines)
-        integ = mi.load_dict({"type": "prbvolpath" if vol else "prb", "max_depth": md})
+        t, md = _integrator(path, defines)
+        integ = mi.load_dict({"type": "prbvolpath" if "volpath" in t else "prb", "max_depth": md})
         keys = [_split(p)[0] for p in params]
         g = {k: [] for k in keys}
+        ps = mi.traverse(scene)
+        missing = [k for k in keys if k not in ps]
+        if missing:
+            raise KeyError(f"Mitsuba has no parameter '{missing[0]}'")
         for s in range(seeds):
-            ps = mi.traverse(scene)
-            for k in keys:
-                dr.enable_grad(ps[k])
+            vals = {}
+            for k in keys:   # assign (marks the key dirty: bitmaps/volumes rebuild from it) then track
+                v = dr.detach(ps[k])
+                dr.enable_grad(v)
+                ps[k] = v
+                vals[k] = v
             ps.update()
             img = mi.render(scene, ps, seed=300 + s, seed_grad=400 + s, spp=grad_spp, integrator=integ)
             loss = dr.sum(img * w, axis=None)
             dr.backward(loss)
             for k in keys:
-                g[k].append(float(np.sum(np.array(dr.grad(ps[k])))))
-            for k in keys:
-                dr.disable_grad(ps[k])
+                g[k].append(float(np.sum(np.array(dr.grad(vals[k])))))
+                dr.disable_grad(vals[k])
         out["grads"] = {k: np.array(v) for k, v in g.items()}
     return out
 
 
-def _max_depth(path, defines):
+def _integrator(path, defines):
+    """(type, max_depth) of the scene's integrator."""
     from tirender.config import load_config
-    return int(load_config(path, defines=defines)["scene"].get("integrator", {}).get("max_depth", 6))
+    integ = load_config(path, defines=defines)["scene"].get("integrator", {})
+    return integ.get("type", "path"), int(integ.get("max_depth", 6))
 
 
 # -- statistics ------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ RENAMES = {
 # Properties Mitsuba scenes commonly carry that do not change tirender's image.
 IGNORED = {
     ("film", "hdrfilm"): {"pixel_format", "component_format", "sample_border", "compensate"},
+    ("texture", "bitmap"): {"format"},          # Mitsuba's storage format (u8 or float)
     ("medium", "homogeneous"): {"sample_emitters"},
     ("medium", "heterogeneous"): {"sample_emitters"},
 }
