@@ -147,3 +147,13 @@ def test_mitsuba_parameter_names_resolve():
             assert pool.resolve(mi_name) == ti_name, (scene, mi_name)
             assert mi_name in pool
         assert "floor.nosuch.value" not in pool
+
+
+def test_emitting_shape_without_bsdf_is_black(tmp_path):
+    """Mitsuba gives an area-emitting shape without a BSDF a black diffuse BSDF (shape.cpp)."""
+    p = _write(tmp_path, '<shape type="rectangle" id="lamp"><emitter type="area"><rgb name="radiance" value="1"/>'
+               '</emitter></shape><shape type="rectangle" id="wall"/>')
+    d, _ = describe(load_config(p))
+    refl = {t.name: t.data.ravel() for t in d.textures}
+    np.testing.assert_array_equal(refl["lamp.reflectance"], 0.0)
+    np.testing.assert_allclose(refl["wall.reflectance"], 0.5)

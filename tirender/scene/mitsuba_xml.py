@@ -444,6 +444,9 @@ class _Importer:
                 mid = self.attr(c, "id", required=False) or f"{spec.get('id', 'shape')}_{side}_line{c.line}"
                 self.media[mid] = self.medium(c)
                 spec[side] = mid
+        if "emitter" in spec and "bsdf" not in spec:
+            # Mitsuba (src/render/shape.cpp): an emitting shape without a BSDF is black diffuse
+            spec["bsdf"] = {"type": "diffuse", "reflectance": 0.0}
         return spec
 
     def sensor(self, n):
