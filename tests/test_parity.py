@@ -38,7 +38,7 @@ def run():
     return m
 
 
-@pytest.mark.parametrize("name", ["conductor", "texture_rectangle"])
+@pytest.mark.parametrize("name", ["diffuse_area", "point_directional"])
 def test_parity_images_and_gradients(run, name):
     r = run.run_scene(name, res=32, spp=16, seeds=4, grad_spp=8)
     print(run.table([r], ""))

@@ -52,7 +52,7 @@ SCENES = {
     "anisotropic": ["floor.bsdf.alpha_u.value", "floor.bsdf.alpha_v.value"],
     "checkerboard": ["floor.bsdf.reflectance.color0.value", "light.emitter.radiance.value"],
 }
-CI_SUBSET = ("diffuse_area", "conductor", "texture_rectangle")
+CI_SUBSET = ("diffuse_area", "point_directional")
 
 
 def _split(p):
