@@ -70,10 +70,12 @@ def scene_from_config(cfg, described=None):
     return Scene(desc, integrator)
 
 
-def load_scene(source, base_dir=None, overrides=None):
-    """Scene from a YAML file (a scene file, or a config with a ``scene:`` section) or a dict.
-    overrides: ["key.path=value", ...] applied to the scene mapping (e.g. "sensors.0.film.width=64")."""
-    return scene_from_config(load_config(source, base_dir=base_dir, scene_overrides=overrides))
+def load_scene(source, base_dir=None, overrides=None, defines=None):
+    """Scene from a YAML file (a scene file, or a config with a ``scene:`` section), a Mitsuba 3
+    XML file (``.xml``; docs/mitsuba.md) or a dict. overrides: ["key.path=value", ...] applied to
+    the scene mapping (e.g. "sensors.0.film.width=64"); defines: {name: value} for an XML scene's
+    ``<default>`` parameters (Mitsuba's ``-D``)."""
+    return scene_from_config(load_config(source, base_dir=base_dir, scene_overrides=overrides, defines=defines))
 
 
 def _scene(scene):

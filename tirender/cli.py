@@ -22,6 +22,8 @@ def _common(p):
     p.add_argument("--arch", default=None, help="auto | cpu | cuda | vulkan (default: config 'arch' or auto)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set scene.integrator.max_depth=3")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME=VALUE",
+                   help="Mitsuba XML scenes: override a <default name=...> parameter, e.g. -D spp=64")
     p.add_argument("--verbose", action="store_true",
                    help="print the backend chosen and let Taichi's own log lines through")
     p.add_argument("--max-memory", default=None, metavar="SIZE",
@@ -65,6 +67,11 @@ def _scene(args, cfg):
     return scene_from_config(cfg, described), arch
 
 
+def _defines(args):
+    from .scene.mitsuba_xml import parse_defines
+    return parse_defines(getattr(args, "define", None), getattr(args, "config", None))
+
+
 def _flag(key, value, flag):
     """A CLI flag's value checked by the same schema key as its config counterpart."""
     return None if value is None else key.parse(value, None, flag)
@@ -99,7 +106,7 @@ def cmd_render(args):
         print(f"rendered {len(paths) if paths else frames} frames of {args.config} -> {out}")
         return 0
     _refuse(args, ("--frames",), "to scene configs (only to radiance fields, .npz)")
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     rs = render_settings(cfg, args)
     if rs["width"] is not None or rs["height"] is not None:
         sc = cfg["scene"]
@@ -110,7 +117,7 @@ def cmd_render(args):
         if rs["sensor"] >= n:
             raise ConfigError(f"sensor {rs['sensor']} does not exist (the scene has {n})", rs["sensor_file"],
                               rs["sensor_key"])
-        cfg = load_config(args.config, args.set, scene_overrides=sets)
+        cfg = load_config(args.config, args.set, scene_overrides=sets, defines=_defines(args))
     from .api import describe, scene_from_config
     described = describe(cfg)
     nsens = len(described[0].sensors)
@@ -140,7 +147,7 @@ def cmd_optimize(args):
     from .config import load_config
     from .io.paths import check_output_dir
     from .schema import Integer
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     iters = _flag(Integer("iters", lo=0, hi=1 << 30), args.iters, "--iters")
     stem = os.path.splitext(os.path.basename(args.config))[0]
     if "radiance_field" in cfg:
@@ -192,7 +199,7 @@ def cmd_view(args):
         _init(args, {})
         from .viewer import view_field
         return view_field(args.config, args)
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     from .config import RENDER_KEYS
     from .schema import Integer, Number, String, validate
     f = cfg.get("_file")
@@ -215,7 +222,7 @@ def cmd_gradcheck(args):
     _flag(Integer("spp", lo=1, hi=1 << 24), args.spp, "--spp")
     _flag(Integer("seeds", lo=1, hi=1 << 16), args.seeds, "--seeds")
     _flag(Number("h", lo=0.0, strict_lo=True, hi=1.0), args.h, "--h")
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set, defines=_defines(args))
     scene, _ = _scene(args, cfg)
     from .gradcheck import gradcheck_main
     return gradcheck_main(cfg, args, scene)

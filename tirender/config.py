@@ -58,16 +58,24 @@ def apply_overrides(data, overrides, file=None):
     return data
 
 
-def load_config(source, overrides=None, base_dir=None, scene_overrides=None):
+def load_config(source, overrides=None, base_dir=None, scene_overrides=None, defines=None):
     """A job config -> dict with a resolved ``scene`` (mapping) and ``_file``/``_dir``/``_scene_file``.
 
     source: a YAML file name (a job config with a ``scene:`` section, or a scene file) or an
     already loaded dict of either form (relative file names resolve against base_dir, default the
     working directory). ``overrides`` ("a.b=v") apply to the config, ``scene_overrides`` to the
-    resolved scene mapping. The one loading path of the API, the CLI, the optimiser and the viewer."""
+    resolved scene mapping. A ``.xml`` file is a Mitsuba 3 scene (scene/mitsuba_xml.py; ``defines``
+    {name: value} override its ``<default>`` parameters, the CLI's ``-D``). The one loading path of
+    the API, the CLI, the optimiser and the viewer."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        data = load_yaml(path)
+        if path.lower().endswith(".xml"):
+            from .scene.mitsuba_xml import load_xml
+            data = load_xml(path, defines)
+        else:
+            if defines:
+                raise ConfigError("-D applies to Mitsuba XML scenes only (use --set)", path)
+            data = load_yaml(path)
     elif isinstance(source, dict):
         path = None
         data = copy.deepcopy(source)
@@ -89,7 +97,11 @@ def load_config(source, overrides=None, base_dir=None, scene_overrides=None):
     scene = data["scene"]
     if isinstance(scene, str):
         sp = scene if os.path.isabs(scene) else os.path.join(base, scene)
-        scene = load_yaml(sp)
+        if sp.lower().endswith(".xml"):
+            from .scene.mitsuba_xml import load_xml
+            scene = load_xml(sp, defines)["scene"]
+        else:
+            scene = load_yaml(sp)
         data["_scene_file"] = sp
     elif not isinstance(scene, dict):
         raise ConfigError("expected a mapping or a file name", path, "scene")

@@ -40,6 +40,7 @@ class ParameterPool:
         self.data = np.zeros(0, np.float32)
         self.on_change = None
         self.before_read = None  # hook: the owner refreshes `data` from the device first
+        self.aliases = {}        # alternative spelling -> name (Mitsuba's, see resolve)
 
     # -- building ---------------------------------------------------------------------------
     def add(self, name, value, lo=-np.inf, hi=np.inf, kind="rgb", file=None):
@@ -55,7 +56,7 @@ class ParameterPool:
 
     # -- access ------------------------------------------------------------------------------
     def __contains__(self, name):
-        return name in self._info
+        return self.resolve(name) in self._info
 
     def __iter__(self):
         return iter(self._info)
@@ -66,7 +67,24 @@ class ParameterPool:
     def keys(self):
         return list(self._info)
 
+    def resolve(self, name):
+        """`name`, or the pool name a Mitsuba-style key stands for (docs/mitsuba.md):
+        ``floor.bsdf.reflectance.value`` -> ``floor.reflectance``, ``light.emitter.radiance.value``
+        -> ``light.radiance``, ``metal.alpha.value`` -> ``metal.roughness`` (schema aliases)."""
+        if name in self._info:
+            return name
+        n = name
+        while n.endswith((".value", ".data")):
+            n = n.rsplit(".", 1)[0]
+        cands = [n, ".".join(p for p in n.split(".") if p not in ("bsdf", "emitter", "phase_function"))]
+        for c in cands:
+            c = self.aliases.get(c, c)
+            if c in self._info:
+                return c
+        return name
+
     def info(self, name):
+        name = self.resolve(name)
         if name not in self._info:
             close = [k for k in self._info if name.split(".")[0] in k]
             hint = f" (parameters: {', '.join(close or list(self._info)[:12])})"
@@ -94,7 +112,7 @@ class ParameterPool:
             self.before_read()
         self.data[i.offset:i.offset + i.size] = v.ravel()
         if self.on_change is not None:
-            self.on_change(name)
+            self.on_change(i.name)
 
     def describe(self):
         """List of (name, shape, (lo, hi)) — what ``scene.params`` shows."""

@@ -14,6 +14,7 @@ from ..emitters import envmap as envmap_mod
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..params import ParameterPool
+from .mitsuba_xml import param_aliases
 from .bvh import build_bvh
 from .description import SceneDescription
 from .storage import Storage, padded
@@ -75,6 +76,7 @@ class Scene:
             kind = "rgb" if tex.constant else ("grid" if tex.data.ndim == 4 else "texture")
             info = self.params.add(tex.name, val, tex.lo, tex.hi, kind=kind, file=desc.file)
             self._tex_param.append(info)
+        self.params.aliases = param_aliases(desc)
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
         # ---- geometry ----

@@ -1,0 +1,226 @@
+"""tirender vs Mitsuba 3 parity: render every XML scene of benchmarks/parity/scenes with both
+renderers from the same file and compare images and PRB gradients.
+
+    export DRJIT_LIBLLVM_PATH=/usr/lib/x86_64-linux-gnu/libLLVM-19.so
+    python3 benchmarks/parity/run.py [--scenes a,b] [--res 64] [--spp 32] [--seeds 4]
+                                     [--grad-spp 16] [--no-grad] [--out benchmarks/results/parity.md]
+
+Per scene, per renderer: `seeds` images at `spp` (independent seeds).
+- means: per-channel image means m_k per seed; mean ± SE over seeds; z = Δ / sqrt(SE_ti² + SE_mi²)
+  (max |z| over channels; pass: |z| ≤ 3);
+- RMSE: between the two seed-averaged images, against the combined per-pixel noise of both,
+  sqrt(mean(σ²_ti + σ²_mi)) with σ² = per-pixel variance over seeds / seeds (pass: ratio ≤ 1.2);
+- gradients: d/dθ Σ w·image with fixed random weights w (uniform [0, 1), seed 0), θ summed over
+  its components (a directional derivative along all-ones), PRB in both (Mitsuba: llvm_ad_rgb,
+  integrator prb / prbvolpath), mean ± SE over seeds (pass: within 3 combined SE, same sign).
+A scene using a model tirender does not have (yet) is reported as "model missing: <error>".
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+SCENES_DIR = os.path.join(HERE, "scenes")
+sys.path.insert(0, ROOT)
+
+# scene -> the parameters differentiated: Mitsuba key, or "mitsuba key=tirender key" where the
+# names do not resolve by themselves (scene.params.resolve, docs/mitsuba.md).
+SCENES = {
+    "diffuse_area": ["floor.bsdf.reflectance.value", "ball.bsdf.reflectance.value", "light.emitter.radiance.value"],
+    "conductor": ["floor.bsdf.alpha.value", "ball.bsdf.specular_reflectance.value", "sky.radiance.value"],
+    "dielectric": ["floor.bsdf.reflectance.value", "light.emitter.radiance.value", "slab.bsdf.alpha.value"],
+    "roughplastic": ["floor.bsdf.diffuse_reflectance.value", "floor.bsdf.alpha"],
+    "composites": ["floor.bsdf.weight.value", "floor.bsdf.bsdf_0.reflectance.value",
+                   "card.bsdf.brdf_0.reflectance.value=card.bsdf.reflectance"],
+    "point_directional": ["bulb.intensity.value", "sun.irradiance.value", "ball.bsdf.reflectance.value"],
+    "envmap": ["ball.bsdf.reflectance.value", "floor.bsdf.reflectance.value"],
+    "texture_rectangle": ["board.bsdf.reflectance.data", "board2.bsdf.reflectance.data", "sky.radiance.value"],
+    "texture_meshes": ["texmat.reflectance.data", "sky.radiance.value"],
+    "homogeneous": ["fog.sigma_t.value.value", "fog.albedo.value.value", "floor.bsdf.reflectance.value"],
+    "heterogeneous": ["smoke.sigma_t.data", "smoke.albedo.value.value", "floor.bsdf.reflectance.value"],
+    # models other branches add; "model missing" until they are merged
+    "plastic": ["floor.bsdf.diffuse_reflectance.value", "light.emitter.radiance.value"],
+    "principled": ["ball.bsdf.base_color.value", "ball.bsdf.roughness.value"],
+    "bumpmap": ["floor.bsdf.nested_bsdf.reflectance.value=floor.bsdf.reflectance", "light.emitter.radiance.value"],
+    "mask": ["card.bsdf.opacity.value", "floor.bsdf.reflectance.value"],
+    "spot": ["spot.intensity.value", "floor.bsdf.reflectance.value"],
+    "beckmann": ["floor.bsdf.alpha.value", "sky.radiance.value"],
+    "anisotropic": ["floor.bsdf.alpha_u.value", "floor.bsdf.alpha_v.value"],
+    "checkerboard": ["floor.bsdf.reflectance.color0.value", "light.emitter.radiance.value"],
+}
+CI_SUBSET = ("diffuse_area", "point_directional")
+
+
+def _split(p):
+    return p.split("=", 1) if "=" in p else (p, p)
+
+
+def weights(h, w):
+    return np.random.default_rng(0).random((h, w, 3)).astype(np.float32)
+
+
+# -- tirender --------------------------------------------------------------------------------------
+def tirender_run(path, defines, spp, seeds, params, grad_spp, grad=True):
+    import tirender
+    from tirender.errors import ConfigError
+    try:
+        scene = tirender.load_scene(path, defines=defines)
+    except ConfigError as e:
+        return {"missing": str(e)}
+    imgs = np.stack([tirender.render(scene, spp=spp, seed=100 + s, progress=False) for s in range(seeds)])
+    out = {"imgs": imgs, "grads": {}}
+    if grad:
+        w = weights(*imgs.shape[1:3])
+        names = [scene.params.resolve(_split(p)[1]) for p in params]
+        for n in names:
+            if n not in scene.params:
+                raise KeyError(f"tirender has no parameter for '{n}' (has: {scene.params.keys()})")
+        g = {n: [] for n in names}
+        for s in range(seeds):
+            gr = tirender.render_grad(scene, w, spp=grad_spp, seed=200 + s, progress=False)
+            for p, n in zip(params, names):
+                g[n].append(float(np.sum(gr[n])))
+        out["grads"] = {_split(p)[0]: np.array(g[n]) for p, n in zip(params, names)}
+    return out
+
+
+# -- Mitsuba ---------------------------------------------------------------------------------------
+def mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad=True):
+    import drjit as dr
+    import mitsuba as mi
+    mi.set_variant("llvm_ad_rgb")
+    scene = mi.load_file(path, **defines)
+    imgs = np.stack([np.array(mi.render(scene, seed=100 + s, spp=spp))[..., :3] for s in range(seeds)])
+    out = {"imgs": imgs, "grads": {}}
+    if grad:
+        w = mi.TensorXf(weights(*imgs.shape[1:3]))
+        t, md = _integrator(path, defines)
+        integ = mi.load_dict({"type": "prbvolpath" if "volpath" in t else "prb", "max_depth": md})
+        keys = [_split(p)[0] for p in params]
+        g = {k: [] for k in keys}
+        ps = mi.traverse(scene)
+        missing = [k for k in keys if k not in ps]
+        if missing:
+            raise KeyError(f"Mitsuba has no parameter '{missing[0]}'")
+        for s in range(seeds):
+            vals = {}
+            for k in keys:   # assign (marks the key dirty: bitmaps/volumes rebuild from it) then track
+                v = dr.detach(ps[k])
+                dr.enable_grad(v)
+                ps[k] = v
+                vals[k] = v
+            ps.update()
+            img = mi.render(scene, ps, seed=300 + s, seed_grad=400 + s, spp=grad_spp, integrator=integ)
+            loss = dr.sum(img * w, axis=None)
+            dr.backward(loss)
+            for k in keys:
+                g[k].append(float(np.sum(np.array(dr.grad(vals[k])))))
+                dr.disable_grad(vals[k])
+        out["grads"] = {k: np.array(v) for k, v in g.items()}
+    return out
+
+
+def _integrator(path, defines):
+    """(type, max_depth) of the scene's integrator."""
+    from tirender.config import load_config
+    integ = load_config(path, defines=defines)["scene"].get("integrator", {})
+    return integ.get("type", "path"), int(integ.get("max_depth", 6))
+
+
+# -- statistics ------------------------------------------------------------------------------------
+def compare(ti, mi_):
+    a, b = ti["imgs"], mi_["imgs"]
+    k = a.shape[0]
+    ma, mb = a.reshape(k, -1, 3).mean(1), b.reshape(k, -1, 3).mean(1)
+    sea, seb = ma.std(0, ddof=1) / np.sqrt(k), mb.std(0, ddof=1) / np.sqrt(k)
+    z = (ma.mean(0) - mb.mean(0)) / np.sqrt(sea ** 2 + seb ** 2 + 1e-30)
+    noise = np.sqrt(np.mean(a.var(0, ddof=1) / k + b.var(0, ddof=1) / k))
+    rmse = np.sqrt(np.mean((a.mean(0) - b.mean(0)) ** 2))
+    r = {"mean_ti": ma.mean(0), "mean_mi": mb.mean(0), "z": z, "rmse": rmse, "noise": noise,
+         "rmse_ratio": rmse / max(noise, 1e-30), "grads": []}
+    for key, ga in ti["grads"].items():
+        gb = mi_["grads"][key]
+        sa, sb = ga.std(ddof=1) / np.sqrt(len(ga)), gb.std(ddof=1) / np.sqrt(len(gb))
+        gz = (ga.mean() - gb.mean()) / np.sqrt(sa ** 2 + sb ** 2 + 1e-30)
+        r["grads"].append((key, ga.mean(), sa, gb.mean(), sb, gz, np.sign(ga.mean()) == np.sign(gb.mean())))
+    r["pass_img"] = bool(np.all(np.abs(z) <= 3) and r["rmse_ratio"] <= 1.2)
+    r["pass_grad"] = all(abs(g[5]) <= 3 and g[6] for g in r["grads"])
+    return r
+
+
+def run_scene(name, res, spp, seeds, grad_spp, grad=True):
+    path = os.path.join(SCENES_DIR, name + ".xml")
+    defines = {"res": str(res), "spp": str(spp)}
+    params = SCENES[name]
+    t0 = time.time()
+    ti = tirender_run(path, defines, spp, seeds, params, grad_spp, grad)
+    if "missing" in ti:
+        return {"name": name, "missing": ti["missing"]}
+    mi_ = mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad)
+    r = compare(ti, mi_)
+    r["name"], r["time"] = name, time.time() - t0
+    return r
+
+
+def fmt(v):
+    return "[" + ", ".join(f"{x:.4g}" for x in np.ravel(v)) + "]"
+
+
+def table(results, settings):
+    lines = ["# tirender vs Mitsuba 3 parity", "", settings, "",
+             "| scene | mean tirender | mean Mitsuba | z (per channel) | RMSE / noise | images |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        if "missing" in r:
+            lines.append(f"| {r['name']} | model missing: {r['missing'].replace('|', '/')} | | | | — |")
+            continue
+        lines.append(f"| {r['name']} | {fmt(r['mean_ti'])} | {fmt(r['mean_mi'])} | {fmt(r['z'])} | "
+                     f"{r['rmse']:.4g} / {r['noise']:.4g} = {r['rmse_ratio']:.2f} | "
+                     f"{'pass' if r['pass_img'] else 'FAIL'} |")
+    lines += ["", "| scene | parameter (Mitsuba key) | tirender ∂ (± SE) | Mitsuba ∂ (± SE) | z | same sign |",
+              "|---|---|---|---|---|---|"]
+    for r in results:
+        for key, ma, sa, mb, sb, z, same in r.get("grads", []):
+            ok = abs(z) <= 3 and same
+            lines.append(f"| {r['name']} | `{key}` | {ma:.5g} ± {sa:.2g} | {mb:.5g} ± {sb:.2g} | {z:+.2f} | "
+                         f"{'yes' if same else 'NO'}{'' if ok else ' (FAIL)'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenes", default="all", help="comma-separated names, 'all' or 'ci'")
+    ap.add_argument("--res", type=int, default=64)
+    ap.add_argument("--spp", type=int, default=32)
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--grad-spp", type=int, default=16)
+    ap.add_argument("--no-grad", action="store_true")
+    ap.add_argument("--arch", default="cpu")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "parity.md"))
+    a = ap.parse_args(argv)
+    names = list(SCENES) if a.scenes == "all" else list(CI_SUBSET) if a.scenes == "ci" else a.scenes.split(",")
+    import tirender
+    tirender.init(a.arch)
+    settings = (f"{a.res}x{a.res} px, {a.spp} spp x {a.seeds} seeds (images), {a.grad_spp} spp x {a.seeds} seeds "
+                f"(PRB gradients){' (no gradients)' if a.no_grad else ''}; tirender on {a.arch}, Mitsuba "
+                f"llvm_ad_rgb. Command: python3 benchmarks/parity/run.py " + " ".join(argv or sys.argv[1:]))
+    results = []
+    for n in names:
+        r = run_scene(n, a.res, a.spp, a.seeds, a.grad_spp, not a.no_grad)
+        results.append(r)
+        print(table([r], "").split("\n", 4)[-1], flush=True)
+    md = table(results, settings)
+    print(md)
+    if a.out:
+        os.makedirs(os.path.dirname(a.out), exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,538 @@
+"""Mitsuba 3 XML scenes -> the scene mapping of tirender's YAML format (then the generic path:
+config.load_config -> api.describe -> scene.description.parse_scene).
+
+Generic over the model registries: a Mitsuba plugin ``<bsdf type="X">`` / ``<emitter>`` /
+``<medium>`` / ``<phase>`` maps onto tirender's model of the same name, and its properties onto the
+model's schema keys (``KEYS``, aliases included) of the same name; ``RENAMES`` lists the few names
+that differ. Anything tirender does not have raises one line naming the file, the XML line and
+the tag: ``scene.xml: line 12: <bsdf type="plastic">: unsupported BSDF type`` (ConfigError, exit 2).
+
+Supported: ``<scene version>``, ``<default name value>`` and ``$name`` substitution (overridden by
+``defines``, the CLI's ``-D name=value``), ``<include filename>``, ``id`` / ``<ref id>`` / ``name``,
+transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's order, each one
+pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum value="v"> <point>
+<vector> <transform>``, ``<texture type="bitmap">``, ``<volume type="gridvolume"|"constvolume">``,
+shapes obj/ply/rectangle/cube/sphere/disk (``serialized`` refused), ``perspective`` sensors with
+``hdrfilm`` + ``rfilter`` and an ``independent``/``stratified`` sampler (sample_count -> render.spp,
+seed -> render.seed), and the integrators tirender has. See docs/mitsuba.md.
+"""
+import os
+import re
+from xml.parsers import expat
+
+import numpy as np
+
+from ..errors import ConfigError
+from . import shapes as builtin
+from . import transforms as tf
+
+# Mitsuba property name -> tirender key, per (family, type); only where the names differ.
+RENAMES = {
+    ("medium", "heterogeneous"): {"sigma_t": "density"},
+}
+# Properties Mitsuba scenes commonly carry that do not change tirender's image.
+IGNORED = {
+    ("film", "hdrfilm"): {"pixel_format", "component_format", "sample_border", "compensate"},
+    ("texture", "bitmap"): {"format"},          # Mitsuba's storage format (u8 or float)
+    ("medium", "homogeneous"): {"sample_emitters"},
+    ("medium", "heterogeneous"): {"sample_emitters"},
+}
+SHAPES = ("obj", "ply") + tuple(builtin.BUILTIN)
+FILTERS = ("gaussian", "box")
+SAMPLERS = ("independent", "stratified")
+_SUB = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class _Node:
+    __slots__ = ("tag", "attrs", "children", "line", "file")
+
+    def __init__(self, tag, attrs, line, file):
+        self.tag, self.attrs, self.line, self.file, self.children = tag, attrs, line, file, []
+
+    def label(self):
+        t = self.attrs.get("type")
+        n = self.attrs.get("name")
+        return f"<{self.tag}" + (f' type="{t}"' if t else "") + (f' name="{n}"' if n else "") + ">"
+
+
+def _parse_file(path, from_node=None):
+    """XML file -> _Node tree with line numbers (expat)."""
+    if not os.path.exists(path):
+        if from_node is not None:
+            raise ConfigError(f"included file not found: {path}", from_node.file,
+                              f"line {from_node.line}: {from_node.label()}")
+        raise ConfigError("file not found", path)
+    p = expat.ParserCreate()
+    stack, root = [], []
+
+    def start(tag, attrs):
+        n = _Node(tag, dict(attrs), p.CurrentLineNumber, path)
+        (stack[-1].children if stack else root).append(n)
+        stack.append(n)
+
+    def end(tag):
+        stack.pop()
+
+    p.StartElementHandler, p.EndElementHandler = start, end
+    try:
+        with open(path, "rb") as f:
+            p.ParseFile(f)
+    except expat.ExpatError as e:
+        raise ConfigError(f"malformed XML: {expat.ErrorString(e.code)}", path, f"line {e.lineno}")
+    if not root or root[0].tag != "scene":
+        raise ConfigError("the root element must be <scene>", path, f"line {root[0].line if root else 1}")
+    return root[0]
+
+
+class _Importer:
+    def __init__(self, file, defines):
+        self.file = file
+        self.defaults = {}
+        self.fixed = {str(k): str(v) for k, v in (defines or {}).items()}
+        self.objects = {}           # id -> (family, converted value or node)
+        self.scene = {"bsdfs": {}, "shapes": [], "emitters": [], "sensors": []}
+        self.media = {}
+        self.render = {}
+        self.used_defines = set()
+
+    # -- errors and attributes ------------------------------------------------------------
+    def err(self, node, problem):
+        return ConfigError(problem, node.file, f"line {node.line}: {node.label()}")
+
+    def attr(self, node, name, required=True):
+        v = node.attrs.get(name)
+        if v is None:
+            if required:
+                raise self.err(node, f"missing attribute '{name}'")
+            return None
+
+        def sub(m):
+            k = m.group(1)
+            if k in self.fixed:
+                return self.fixed[k]
+            if k in self.defaults:
+                return self.defaults[k]
+            raise self.err(node, f"undefined parameter '${k}' (add <default name=\"{k}\" value=...> or -D {k}=...)")
+        return _SUB.sub(sub, v)
+
+    def number(self, node, s, integer=False):
+        try:
+            if integer:
+                return int(s)
+            v = float(s)
+        except (TypeError, ValueError):
+            raise self.err(node, f"bad {'integer' if integer else 'number'} '{s}'")
+        if not np.isfinite(v):
+            raise self.err(node, f"number '{s}' is not finite")
+        return v
+
+    def numbers(self, node, s):
+        parts = [x for x in re.split(r"[,\s]+", s.strip()) if x]
+        return [self.number(node, x) for x in parts]
+
+    def xyz(self, node, default=0.0):
+        if "value" in node.attrs:
+            v = self.numbers(node, self.attr(node, "value"))
+            if len(v) == 1:
+                v = v * 3
+            if len(v) != 3:
+                raise self.err(node, f"expected 3 numbers, got {len(v)}")
+            return v
+        return [self.number(node, self.attr(node, a)) if a in node.attrs else default for a in "xyz"]
+
+    def path(self, node, s):
+        return s if os.path.isabs(s) else os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(node.file)), s))
+
+    # -- the document -----------------------------------------------------------------------
+    def run(self, root):
+        self.top(root)
+        if self.media:
+            self.scene["media"] = self.media
+        if not self.scene["sensors"]:
+            del self.scene["sensors"]
+        return self.scene
+
+    def top(self, root):
+        for n in root.children:
+            t = n.tag
+            if t == "default":
+                name = self.attr(n, "name")
+                if name not in self.fixed and name not in self.defaults:
+                    self.defaults[name] = self.attr(n, "value")
+            elif t == "include":
+                fn = self.path(n, self.attr(n, "filename"))
+                self.top(_parse_file(fn, n))
+            elif t == "bsdf":
+                bid = self.attr(n, "id", required=False) or f"bsdf_line{n.line}"
+                self.scene["bsdfs"][bid] = self.bsdf(n)
+                self.objects[bid] = ("bsdf", bid)
+            elif t == "shape":
+                self.scene["shapes"].append(self.shape(n))
+            elif t == "emitter":
+                e = self.emitter(n)
+                if e.get("type") == "area":
+                    raise self.err(n, "an area emitter must be nested in a shape")
+                self.scene["emitters"].append(e)
+            elif t == "sensor":
+                self.scene["sensors"].append(self.sensor(n))
+            elif t == "integrator":
+                self.scene["integrator"] = self.integrator(n)
+            elif t == "medium":
+                mid = self.attr(n, "id", required=False) or f"medium_line{n.line}"
+                self.media[mid] = self.medium(n)
+                self.objects[mid] = ("medium", mid)
+            elif t == "texture":
+                tid = self.attr(n, "id", required=False)
+                if not tid:
+                    raise self.err(n, "a top-level texture needs an id")
+                self.objects[tid] = ("texture", self.texture(n))
+            elif t in ("film", "sampler", "rfilter", "phase", "ref"):
+                raise self.err(n, f"<{t}> must be nested in a sensor/medium/shape")
+            else:
+                raise self.err(n, "unsupported tag")
+
+    # -- properties ------------------------------------------------------------------------
+    def prop(self, n):
+        """A property element -> value (float, int, bool, str, list, 4x4 list, texture/volume dict)."""
+        t = n.tag
+        if t == "float":
+            return self.number(n, self.attr(n, "value"))
+        if t == "integer":
+            return self.number(n, self.attr(n, "value"), integer=True)
+        if t == "boolean":
+            v = self.attr(n, "value").strip().lower()
+            if v not in ("true", "false", "1", "0"):
+                raise self.err(n, f"bad boolean '{v}' (true, false)")
+            return v in ("true", "1")
+        if t == "string":
+            v = self.attr(n, "value")
+            return self.path(n, v) if self.attr(n, "name") == "filename" else v
+        if t == "rgb":
+            v = self.numbers(n, self.attr(n, "value"))
+            if len(v) not in (1, 3):
+                raise self.err(n, f"expected 1 or 3 numbers, got {len(v)}")
+            return v[0] if len(v) == 1 else v
+        if t == "spectrum":
+            if "filename" in n.attrs:
+                raise self.err(n, "spectral data files are not supported (use <rgb>)")
+            s = self.attr(n, "value")
+            if ":" in s:
+                raise self.err(n, "wavelength:value spectra are not supported (use <rgb> or a single value)")
+            v = self.numbers(n, s)
+            if len(v) != 1:
+                raise self.err(n, "expected a single value (grey) or use <rgb>")
+            return v[0]
+        if t in ("point", "vector"):
+            return self.xyz(n)
+        if t == "transform":
+            return self.transform(n).tolist()
+        if t == "texture":
+            return self.texture(n)
+        if t == "volume":
+            return self.volume(n)
+        if t == "ref":
+            rid = self.attr(n, "id")
+            if rid not in self.objects:
+                raise self.err(n, f"unknown id '{rid}'")
+            return self.objects[rid][1]
+        raise self.err(n, "unsupported tag")
+
+    def props(self, node, family, typ, keys, skip=()):
+        """The property children of `node` -> {tirender key: value}; unknown names raise."""
+        ren = RENAMES.get((family, typ), {})
+        ign = IGNORED.get((family, typ), set())
+        out = {}
+        for c in node.children:
+            if c.tag in skip:
+                continue
+            name = self.attr(c, "name", required=False)
+            if c.tag == "ref" and name is None:
+                rid = self.attr(c, "id")
+                if rid not in self.objects:
+                    raise self.err(c, f"unknown id '{rid}'")
+                if self.objects[rid][0] != "bsdf":
+                    raise self.err(c, f"a <ref> to a {self.objects[rid][0]} inside a {family} needs a name")
+                name = "bsdf"
+            if name is None:
+                raise self.err(c, f"unsupported tag in {family} '{typ}' (a property needs a name)")
+            if name in ign:
+                continue
+            key = ren.get(name, name)
+            if keys is not None and key not in keys:
+                raise self.err(c, f"unsupported {family} property '{name}' for type '{typ}' "
+                                  f"(tirender has: {', '.join(sorted(keys)) or 'none'})")
+            out[key] = self.prop(c)
+        return out
+
+    def transform(self, node):
+        m = np.eye(4)
+        for c in node.children:
+            try:
+                if c.tag == "translate":
+                    op = tf.translate(self.xyz(c))
+                elif c.tag == "scale":
+                    op = tf.scale(self.xyz(c, default=1.0))
+                elif c.tag == "rotate":
+                    axis = self.xyz(c) if "value" in c.attrs else [self.number(c, self.attr(c, a)) if a in c.attrs
+                                                                   else 0.0 for a in "xyz"]
+                    op = tf.rotate(axis, self.number(c, self.attr(c, "angle")))
+                elif c.tag == "matrix":
+                    v = self.numbers(c, self.attr(c, "value"))
+                    if len(v) == 9:
+                        op = np.eye(4)
+                        op[:3, :3] = np.reshape(v, (3, 3))
+                    elif len(v) == 16:
+                        op = np.reshape(v, (4, 4))
+                    else:
+                        raise self.err(c, f"expected 9 or 16 numbers, got {len(v)}")
+                elif c.tag == "lookat":
+                    o, t, u = (self.numbers(c, self.attr(c, a)) for a in ("origin", "target", "up"))
+                    if not (len(o) == len(t) == len(u) == 3):
+                        raise self.err(c, "origin, target and up need 3 numbers each")
+                    op = tf.look_at(o, t, u)
+                else:
+                    raise self.err(c, "unsupported transform")
+            except ValueError as e:
+                raise self.err(c, str(e))
+            m = op @ m
+        return m
+
+    # -- textures / volumes ------------------------------------------------------------------
+    def texture(self, n):
+        t = self.attr(n, "type")
+        if t != "bitmap":
+            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap)")
+        p = self.props(n, "texture", t, {"filename", "filter_type", "wrap_mode", "raw"})
+        if "filename" not in p:
+            raise self.err(n, "a bitmap needs a filename")
+        spec = {"type": "bitmap", "filename": p["filename"]}
+        if "filter_type" in p:
+            spec["filter_type"] = p["filter_type"]
+        if "wrap_mode" in p:
+            spec["wrap_mode"] = p["wrap_mode"]
+        if "raw" in p:
+            spec["raw"] = p["raw"]
+        return spec
+
+    def volume(self, n):
+        t = self.attr(n, "type")
+        if t == "constvolume":
+            p = self.props(n, "volume", t, {"value"})
+            return p.get("value", 1.0)
+        if t == "gridvolume":
+            p = self.props(n, "volume", t, {"filename"})
+            if "filename" not in p:
+                raise self.err(n, "a gridvolume needs a filename")
+            return {"type": "grid", "filename": p["filename"]}
+        raise self.err(n, f"unsupported volume type '{t}' (gridvolume, constvolume)")
+
+    # -- models ------------------------------------------------------------------------------
+    @staticmethod
+    def _keynames(model):
+        return {nm for k in model.KEYS for nm in (k.name,) + tuple(k.aliases)}
+
+    def bsdf(self, n):
+        from ..bsdfs import registry
+        t = self.attr(n, "type")
+        model = registry.BY_NAME.get(t)
+        if model is None:
+            raise self.err(n, f"unsupported BSDF type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        children = [k.name for k in model.KEYS if k.kind == "nested BSDF"]
+        spec = {"type": t}
+        spec.update(self.props(n, "bsdf", t, self._keynames(model), skip=("bsdf",)))
+        nested = [c for c in n.children if c.tag == "bsdf"]
+        free = [c for c in children if c not in spec]
+        for c in nested:
+            name = c.attrs.get("name")
+            if name is None or name not in children:
+                if not free:
+                    raise self.err(c, f"BSDF '{t}' takes {len(children)} nested BSDF(s)")
+                name = free.pop(0)
+            elif name in free:
+                free.remove(name)
+            spec[name] = self.bsdf(c)
+        for k in children:   # refs to BSDFs by id are kept as ids
+            v = spec.get(k)
+            if isinstance(v, dict) and "type" not in v:
+                raise self.err(n, f"'{k}' must be a BSDF")
+        return spec
+
+    def emitter(self, n):
+        from ..emitters import registry
+        t = self.attr(n, "type")
+        model = registry.BY_NAME.get(t)
+        if model is None:
+            raise self.err(n, f"unsupported emitter type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        names = self._keynames(model)
+        spec = {"type": t}
+        p = self.props(n, "emitter", t, names | {"to_world"})
+        if "to_world" in p and "to_world" not in names:
+            m = np.asarray(p.pop("to_world"))
+            if "position" in names and "position" not in p:
+                p["position"] = m[:3, 3].tolist()
+            if "direction" in names and "direction" not in p:
+                p["direction"] = (m[:3, :3] @ np.array([0.0, 0.0, 1.0])).tolist()
+        spec.update(p)
+        if n.attrs.get("id"):
+            spec["id"] = self.attr(n, "id")
+        return spec
+
+    def medium(self, n):
+        from ..media.phase import BY_NAME as PHASES
+        from ..media.registry import BY_NAME
+        t = self.attr(n, "type")
+        model = BY_NAME.get(t)
+        if model is None:
+            raise self.err(n, f"unsupported medium type '{t}' (tirender has: {', '.join(BY_NAME)})")
+        spec = {"type": t}
+        spec.update(self.props(n, "medium", t, self._keynames(model) - {"phase"}, skip=("phase",)))
+        for c in n.children:
+            if c.tag == "phase":
+                pt = self.attr(c, "type")
+                pm = PHASES.get(pt)
+                if pm is None:
+                    raise self.err(c, f"unsupported phase function '{pt}' (tirender has: {', '.join(PHASES)})")
+                spec["phase"] = dict({"type": pt}, **self.props(c, "phase", pt, self._keynames(pm)))
+        return spec
+
+    def shape(self, n):
+        t = self.attr(n, "type")
+        if t == "serialized":
+            raise self.err(n, "unsupported shape type 'serialized' (convert the mesh to PLY or OBJ)")
+        if t not in SHAPES:
+            raise self.err(n, f"unsupported shape type '{t}' (tirender has: {', '.join(SHAPES)})")
+        keys = {"to_world", "flip_normals", "face_normals"}
+        keys |= {"filename"} if t in ("obj", "ply") else set()
+        keys |= {"center", "radius"} if t == "sphere" else set()
+        p = self.props(n, "shape", t, keys | {"interior", "exterior", "bsdf"},
+                       skip=("bsdf", "emitter", "medium"))
+        spec = {"type": t}
+        if n.attrs.get("id"):
+            spec["id"] = self.attr(n, "id")
+        m = np.asarray(p.pop("to_world", np.eye(4).tolist()), float)
+        if t == "sphere":
+            c = p.pop("center", [0.0, 0.0, 0.0])
+            r = p.pop("radius", 1.0)
+            m = m @ tf.translate(c) @ tf.scale(r)
+        if not np.allclose(m, np.eye(4)):
+            spec["to_world"] = m.tolist()
+        for k in ("filename", "flip_normals", "face_normals"):
+            if k in p:
+                spec[k] = p.pop(k)
+        if t in ("obj", "ply") and "filename" not in spec:
+            raise self.err(n, "a mesh needs a filename")
+        if "bsdf" in p:
+            spec["bsdf"] = p.pop("bsdf")
+        for side in ("interior", "exterior"):
+            if side in p:
+                spec[side] = p.pop(side)
+        for c in n.children:
+            if c.tag == "bsdf":
+                if "bsdf" in spec:
+                    raise self.err(c, "a shape has one BSDF")
+                spec["bsdf"] = self.bsdf(c)
+            elif c.tag == "emitter":
+                e = self.emitter(c)
+                if e["type"] != "area":
+                    raise self.err(c, "a shape's emitter must be an area emitter")
+                e.pop("id", None)
+                spec["emitter"] = e
+            elif c.tag == "medium":
+                side = self.attr(c, "name")
+                if side not in ("interior", "exterior"):
+                    raise self.err(c, "a shape's medium needs name=\"interior\" or \"exterior\"")
+                mid = self.attr(c, "id", required=False) or f"{spec.get('id', 'shape')}_{side}_line{c.line}"
+                self.media[mid] = self.medium(c)
+                spec[side] = mid
+        if "emitter" in spec and "bsdf" not in spec:
+            # Mitsuba (src/render/shape.cpp): an emitting shape without a BSDF is black diffuse
+            spec["bsdf"] = {"type": "diffuse", "reflectance": 0.0}
+        return spec
+
+    def sensor(self, n):
+        t = self.attr(n, "type")
+        if t != "perspective":
+            raise self.err(n, f"unsupported sensor type '{t}' (tirender has: perspective)")
+        p = self.props(n, "sensor", t, {"fov", "fov_axis", "near_clip", "far_clip", "to_world"},
+                       skip=("film", "sampler"))
+        spec = {"type": "perspective"}
+        spec.update(p)
+        for c in n.children:
+            if c.tag == "film":
+                ft = self.attr(c, "type")
+                if ft != "hdrfilm":
+                    raise self.err(c, f"unsupported film type '{ft}' (tirender has: hdrfilm)")
+                film = self.props(c, "film", ft, {"width", "height"}, skip=("rfilter",))
+                for r in c.children:
+                    if r.tag == "rfilter":
+                        rt = self.attr(r, "type")
+                        if rt not in FILTERS:
+                            raise self.err(r, f"unsupported reconstruction filter '{rt}' "
+                                              f"(tirender has: {', '.join(FILTERS)})")
+                        film["filter"] = dict({"type": rt}, **self.props(
+                            r, "rfilter", rt, {"stddev"} if rt == "gaussian" else set()))
+                spec["film"] = film
+            elif c.tag == "sampler":
+                st = self.attr(c, "type")
+                if st not in SAMPLERS:
+                    raise self.err(c, f"unsupported sampler '{st}' (tirender has: {', '.join(SAMPLERS)})")
+                sp = self.props(c, "sampler", st, {"sample_count", "seed", "jitter"})
+                if "sample_count" in sp:
+                    self.render["spp"] = sp["sample_count"]
+                if "seed" in sp:
+                    self.render["seed"] = sp["seed"]
+        if "film" not in spec:   # Mitsuba's defaults: 768 x 576, gaussian
+            spec["film"] = {"width": 768, "height": 576}
+        if "fov_axis" not in spec:
+            spec["fov_axis"] = "x"
+        return spec
+
+    def integrator(self, n):
+        from ..integrators import registry
+        t = self.attr(n, "type")
+        if t not in registry.PRIMAL:
+            raise self.err(n, f"unsupported integrator '{t}' (tirender has: {', '.join(registry.NAMES)})")
+        keys = self._keynames(registry.PRIMAL[t])
+        return dict({"type": t}, **self.props(n, "integrator", t, keys))
+
+
+def load_xml(path, defines=None):
+    """A Mitsuba 3 XML scene file -> job config mapping ``{"render": {spp, seed}, "scene": {...}}``
+    (tirender's YAML form). defines: {name: value} overriding ``<default>`` values (``-D``)."""
+    root = _parse_file(path)
+    imp = _Importer(path, defines)
+    scene = imp.run(root)
+    out = {"scene": scene}
+    if imp.render:
+        out["render"] = dict(imp.render)
+    return out
+
+
+def parse_defines(items, file=None):
+    """["name=value", ...] -> {name: value} (the CLI's -D)."""
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise ConfigError(f"-D '{it}' must look like name=value", file)
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def param_aliases(desc):
+    """{alternative name: pool name} for a SceneDescription: the models' schema aliases (Mitsuba's
+    ``alpha`` for ``roughness``, ...) and RENAMES (heterogeneous ``sigma_t`` = ``density``)."""
+    out = {}
+    for row in list(desc.bsdfs) + list(desc.emitters):
+        for k in row.model.KEYS:
+            if getattr(k, "kind", None) == "texture":
+                for a in (k.name,) + tuple(k.aliases):
+                    if a != k.param:
+                        out[f"{row.id}.{a}"] = f"{row.id}.{k.param}"
+    names = {t.name for t in desc.textures}
+    for m in desc.media:
+        for ren in RENAMES.values():
+            for mi_name, ti_name in ren.items():
+                if f"{m.id}.{ti_name}" in names:
+                    out[f"{m.id}.{mi_name}"] = f"{m.id}.{ti_name}"
+    return out
