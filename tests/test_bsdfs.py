@@ -107,6 +107,7 @@ ADJ = {   # per-sample random parameters (N_ADJ texels each)
     "adj_nm_diffuse": {"type": "diffuse", "reflectance": {"range": (0.05, 0.95)},
                        "normalmap": {"range": _GRAZE_RANGE}},
 }
+KINKED_DIRS = {"adj_nm_graze"}   # direction derivatives through a tabulated (piecewise linear) term
 # (row, direction domain) of the adjoint checks: "upper" (one-sided models) or "sphere"
 ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "adj_rp": "upper",
             "adj_rd": "sphere", "adj_rd_inv": "sphere", "adj_blend": "upper", "adj_twosided": "sphere",
@@ -638,7 +639,12 @@ def test_adjoints_vs_finite_differences_f64():
     for bid, rep in report.items():
         for what, r in rep.items():
             assert r["nonzero"] > 100 or r.get("zero"), (bid, what, r)   # (diffuse: ∂f/∂wi is identically 0)
-            assert r["max_rel_err"] <= 1e-3, (bid, what, r)
+            # roughplastic's transmittance table is piecewise linear in cos θ (Mitsuba's lerp_gather):
+            # a central difference straddling one of its 64 knots sees the mean of two slopes, so the
+            # direction derivative through it (normal maps) has rare outliers; the bulk stays exact
+            tol = 1e-2 if bid in KINKED_DIRS else 1e-3
+            assert r["max_rel_err"] <= tol, (bid, what, r)
+            assert bid not in KINKED_DIRS or r["q999"] <= 1e-5, (bid, what, r)
 
 
 if __name__ == "__main__":

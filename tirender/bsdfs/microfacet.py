@@ -236,3 +236,132 @@ def reflection_grad_dirs(wi, wo, h, hl, alpha, phi, dphi):
 def normalize_backprop(g_n, n, length):
     """Gradient w.r.t. u of an objective with gradient g_n w.r.t. n = u / |u| (length = |u|)."""
     return (g_n - n * n.dot(g_n)) / length
+
+
+# ---- host side (numpy, f64): Mitsuba's load-time tables of a rough dielectric interface ------
+# Used by roughplastic (its diffuse lobe): microfacet.h eval_reflectance / eval_transmittance,
+# the same Gauss-Legendre rule (32² nodes for η > 1, 128² otherwise) over the visible-normal
+# sample space, the same visible-normal warps (Mitsuba's sample_visible_11) and Smith G1.
+ROUGH_TRANSMITTANCE_RES = 64     # MI_ROUGH_TRANSMITTANCE_RES (roughplastic.cpp)
+
+
+def _np_fresnel(cos_i, eta):
+    """numpy fresnel_dielectric: (F, cos θt (signed), η_ti)."""
+    import numpy as np
+    outside = cos_i >= 0.0
+    eta_it = np.where(outside, eta, 1.0 / eta)
+    eta_ti = 1.0 / eta_it
+    ct2 = 1.0 - (1.0 - cos_i * cos_i) * eta_ti * eta_ti
+    ci = np.abs(cos_i)
+    ct = np.sqrt(np.maximum(ct2, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_s = (ci - eta_it * ct) / (ci + eta_it * ct)
+        a_p = (ct - eta_it * ci) / (ct + eta_it * ci)
+    r = np.where(ct2 <= 0.0, 1.0, 0.5 * (a_s * a_s + a_p * a_p))
+    r = np.where(ci == 0.0, 1.0, r)
+    return r, np.where(outside, -ct, ct), eta_ti
+
+
+def _np_smith_g1(v, m, alpha, beckmann):
+    import numpy as np
+    xy2 = alpha * alpha * (v[..., 0] ** 2 + v[..., 1] ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t2 = xy2 / v[..., 2] ** 2
+        if beckmann:
+            a = 1.0 / np.sqrt(t2)
+            r = np.where(a >= 1.6, 1.0, (3.535 * a + 2.181 * a * a) / (1.0 + 2.276 * a + 2.577 * a * a))
+        else:
+            r = 2.0 / (1.0 + np.sqrt(1.0 + t2))
+    r = np.where(xy2 == 0.0, 1.0, r)
+    return np.where((v * m).sum(-1) * v[..., 2] <= 0.0, 0.0, r)
+
+
+def _np_sample_visible(wi, alpha, u, beckmann):
+    """Mitsuba's MicrofacetDistribution::sample (visible normals, isotropic α): wi (..., 3),
+    u (..., 2) in [0, 1)² -> m (..., 3)."""
+    import numpy as np
+    from scipy.special import erf, erfinv
+    wp = np.stack([alpha * wi[..., 0], alpha * wi[..., 1], wi[..., 2]], -1)
+    wp /= np.linalg.norm(wp, axis=-1, keepdims=True)
+    ct = wp[..., 2]
+    st = np.sqrt(np.maximum(1.0 - ct * ct, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cphi = np.where(st > 0.0, wp[..., 0] / st, 1.0)
+        sphi = np.where(st > 0.0, wp[..., 1] / st, 0.0)
+    cphi, sphi = np.clip(cphi, -1.0, 1.0), np.clip(sphi, -1.0, 1.0)
+    u = np.array(u, dtype=np.float64)
+    if beckmann:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tan_i = st / ct
+            cot_i = 1.0 / tan_i
+        maxval = erf(cot_i)
+        u = np.clip(u, 1e-6, 1.0 - 1e-6)
+        x = maxval - (maxval + 1.0) * erf(np.sqrt(-np.log(u[..., 0])))
+        ux = u[..., 0] * (1.0 + maxval + tan_i * np.exp(-cot_i * cot_i) / np.sqrt(np.pi))
+        for _ in range(3):
+            slope = erfinv(x)
+            value = 1.0 + x + tan_i * np.exp(-slope * slope) / np.sqrt(np.pi) - ux
+            x = x - value / (1.0 - slope * tan_i)
+        sx, sy = erfinv(x), erfinv(2.0 * u[..., 1] - 1.0)
+    else:
+        # square_to_uniform_disk_concentric
+        r1, r2 = 2.0 * u[..., 0] - 1.0, 2.0 * u[..., 1] - 1.0
+        is_zero = (r1 == 0.0) & (r2 == 0.0)
+        q1 = np.abs(r1) > np.abs(r2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rr = np.where(q1, r1, r2)
+            phi = np.where(q1, 0.25 * np.pi * r2 / r1, 0.5 * np.pi - 0.25 * np.pi * r1 / r2)
+        phi = np.where(is_zero, 0.0, phi)
+        px, py = rr * np.cos(phi), rr * np.sin(phi)
+        px, py = np.where(is_zero, 0.0, px), np.where(is_zero, 0.0, py)
+        s = 0.5 * (1.0 + ct)
+        py = np.sqrt(np.maximum(1.0 - px * px, 0.0)) * (1.0 - s) + py * s
+        z = np.sqrt(np.maximum(1.0 - px * px - py * py, 0.0))
+        norm = 1.0 / (st * py + ct * z)
+        sx, sy = (ct * py - st * z) * norm, px * norm
+    mx = (cphi * sx - sphi * sy) * alpha
+    my = (sphi * sx + cphi * sy) * alpha
+    m = np.stack([-mx, -my, np.ones_like(mx)], -1)
+    return m / np.linalg.norm(m, axis=-1, keepdims=True)
+
+
+def _np_quadrature(eta):
+    import numpy as np
+    n = 32 if eta > 1.0 else 128
+    x, w = np.polynomial.legendre.leggauss(n)
+    nx, ny = np.meshgrid(x, x)
+    wx, wy = np.meshgrid(w, w)
+    return np.stack([nx.ravel(), ny.ravel()], -1) * 0.5 + 0.5, (wx * wy).ravel() * 0.25
+
+
+def rough_dielectric_albedos(mu, alpha, eta, beckmann):
+    """(R(μ), T(μ)): Mitsuba's eval_reflectance / eval_transmittance of a rough dielectric
+    interface (relative IOR eta, isotropic α) for incident cosines mu (1-D array), f64."""
+    import numpy as np
+    mu = np.asarray(mu, dtype=np.float64)
+    u, w = _np_quadrature(eta)
+    wi = np.stack([np.sqrt(1.0 - mu * mu), np.zeros_like(mu), mu], -1)[:, None, :]
+    wi = np.broadcast_to(wi, (mu.size, u.shape[0], 3))
+    m = _np_sample_visible(wi, alpha, np.broadcast_to(u, (mu.size,) + u.shape), beckmann)
+    c = (wi * m).sum(-1)
+    f, cos_t, eta_ti = _np_fresnel(c, eta)
+    # reflection
+    wo = 2.0 * c[..., None] * m - wi
+    sr = _np_smith_g1(wo, m, alpha, beckmann) * f
+    sr = np.where((wo[..., 2] <= 0.0) | (wi[..., 2] <= 0.0), 0.0, sr)
+    # refraction (Mitsuba's refract(wi, m, cos_theta_t, eta_ti))
+    wt = m * (c * eta_ti + cos_t)[..., None] - wi * eta_ti[..., None]
+    stt = _np_smith_g1(wt, m, alpha, beckmann) * (1.0 - f)
+    stt = np.where(wt[..., 2] * wi[..., 2] >= 0.0, 0.0, stt)
+    return (sr * w).sum(-1), (stt * w).sum(-1)
+
+
+def rough_plastic_tables(alpha, eta, beckmann):
+    """Mitsuba roughplastic's parameters_changed(): (external transmittance t(cos θ) at
+    ROUGH_TRANSMITTANCE_RES cosines linspace(0, 1) (first clamped to 1e-6), internal reflectance
+    2 mean(R_{1/η}(μ) μ)) for the coat's α, relative IOR eta and distribution."""
+    import numpy as np
+    mu = np.maximum(1e-6, np.linspace(0.0, 1.0, ROUGH_TRANSMITTANCE_RES))
+    _, t = rough_dielectric_albedos(mu, alpha, eta, beckmann)
+    r, _ = rough_dielectric_albedos(mu, alpha, 1.0 / eta, beckmann)
+    return t, float(np.mean(r * mu) * 2.0)

@@ -49,7 +49,7 @@ BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
 # sizes of the per-BSDF tables (texture slots, float constants, children)
 N_TEX = max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS)
-N_FLOAT = 8
+N_FLOAT = max([8] + [getattr(m, "N_CONST", 0) for m in MODELS])
 N_CHILD = max(len(getattr(m, "CHILDREN", ())) for m in MODELS)
 SUGAR = tuple(m for m in MODELS if getattr(m, "SUGAR", None))   # wrappers applied by a key on any BSDF
 
