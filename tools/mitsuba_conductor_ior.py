@@ -15,6 +15,7 @@ import mitsuba as mi
 
 def main():
     mi.set_variant("scalar_rgb")
+    mi.set_log_level(mi.LogLevel.Error)   # (out-of-gamut clamping warnings go to stdout)
     d = os.path.join(os.path.dirname(mi.__file__), "data", "ior")
     names = sorted({f[:-len(".eta.spd")] for f in os.listdir(d) if f.endswith(".eta.spd")})
     print("CONDUCTORS = {  # name: ((eta r, g, b), (k r, g, b)), Mitsuba %s scalar_rgb" % mi.__version__)
