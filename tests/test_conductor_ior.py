@@ -19,7 +19,7 @@ def test_table_shape_and_known_value():
         assert len(eta) == 3 and len(k) == 3 and min(eta) >= 0.0 and min(k) >= 0.0, name
     # Au in Mitsuba 3.9.1 scalar_rgb (not the rounded (0.143, 0.374, 1.442) of older tables)
     assert np.allclose(CONDUCTORS["Au"][0], (0.143035978, 0.375307083, 1.44204533), rtol=1e-7)
-    assert len(CONDUCTORS) >= 80
+    assert len(CONDUCTORS) >= 70   # 71 in Mitsuba 3.9.1
 
 
 def test_against_live_mitsuba():
