@@ -108,11 +108,44 @@ ADJ = {   # per-sample random parameters (N_ADJ texels each)
     "adj_nm_diffuse": {"type": "diffuse", "reflectance": {"range": (0.05, 0.95)},
                        "normalmap": {"range": _GRAZE_RANGE}},
 }
-KINKED_DIRS = {"adj_nm_graze"}   # direction derivatives through a tabulated (piecewise linear) term
+
+
+def _explicit_ggx(spec):
+    """The rows above were written for GGX (tirender's old default); Mitsuba's default is Beckmann."""
+    if isinstance(spec, dict):
+        if spec.get("type") in ("roughconductor", "roughdielectric", "roughplastic") and "distribution" not in spec:
+            spec["distribution"] = "ggx"
+        for v in spec.values():
+            _explicit_ggx(v)
+
+
+for _s in list(CONST.values()) + list(ADJ.values()):
+    _explicit_ggx(_s)
+# Beckmann rows (the default distribution): sampling, energy and adjoints
+CONST.update({
+    "rc_beck_a0.3": {"type": "roughconductor", "roughness": 0.3, "material": "Au"},
+    "rd_beck_a0.3": {"type": "roughdielectric", "roughness": 0.3, "int_ior": 1.5, "ext_ior": 1.0},
+    "rp_beck_a0.2": {"type": "roughplastic", "roughness": 0.2, "int_ior": 1.49, "ext_ior": 1.0},
+})
+ADJ.update({
+    "adj_rc_beck": {"type": "roughconductor", "material": "Au", "specular_reflectance": {"range": (0.2, 1.0)},
+                    "roughness": {"range": (0.05, 0.9), "channels": 1}},
+    "adj_rd_beck": {"type": "roughdielectric", "int_ior": 1.5, "ext_ior": 1.0,
+                    "specular_reflectance": {"range": (0.2, 1.0)}, "specular_transmittance": {"range": (0.2, 1.0)},
+                    "roughness": {"range": (0.05, 0.9), "channels": 1}},
+    "adj_rp_beck": {"type": "roughplastic", "nonlinear": True, "int_ior": 1.6, "ext_ior": 1.0,
+                    "diffuse_reflectance": {"range": (0.05, 0.95)}, "specular_reflectance": {"range": (0.2, 1.0)},
+                    "roughness": {"range": (0.05, 0.9), "channels": 1}},
+    "adj_nm_beck": {"type": "normalmap", "normalmap": {"range": _NM_RANGE},
+                    "bsdf": {"type": "roughconductor", "material": "Cu", "specular_reflectance": {"range": (0.2, 1.0)},
+                             "roughness": {"range": (0.05, 0.9), "channels": 1}}},
+})
+KINKED_DIRS = {"adj_nm_graze", "adj_rp", "adj_rp_beck"}   # direction derivatives through a tabulated (piecewise linear) term
 # (row, direction domain) of the adjoint checks: "upper" (one-sided models) or "sphere"
 ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "adj_rp": "upper",
             "adj_rd": "sphere", "adj_rd_inv": "sphere", "adj_blend": "upper", "adj_twosided": "sphere",
-            "adj_nm": "upper", "adj_nm_graze": "upper", "adj_nm_rd": "sphere", "adj_nm_diffuse": "upper"}
+            "adj_nm": "upper", "adj_nm_graze": "upper", "adj_nm_rd": "sphere", "adj_nm_diffuse": "upper",
+            "adj_rc_beck": "upper", "adj_rd_beck": "sphere", "adj_rp_beck": "upper", "adj_nm_beck": "upper"}
 
 _bench = None
 
@@ -246,6 +279,7 @@ CHI2_CASES = [
     ("rp_a0.1", 30.0), ("rp_a0.6", 75.0),
     ("blend", 35.0), ("twosided", 40.0), ("twosided", 130.0), ("twosided_sugar", 150.0),
     ("normalmap", 30.0), ("normalmap_plastic", 60.0),
+    ("rc_beck_a0.3", 40.0), ("rd_beck_a0.3", 30.0), ("rd_beck_a0.3", 150.0), ("rp_beck_a0.2", 50.0),
 ]
 
 
@@ -296,7 +330,11 @@ def test_eval_pdf_matches_eval_and_pdf(rows):
     for bid in rows:
         for side in (1.0, -1.0):
             out = b.eval(bid, wi * side, wo, per_sample=bid in ADJ)
-            assert np.allclose(out[:, :3], out[:, 4:7], rtol=1e-5, atol=1e-7), bid
+            # (f32: eval and eval_pdf are the same code compiled in two contexts; the refraction half
+            # vector wi + η wo cancels near its singularity, where the two roundings differ by ~1e-4)
+            assert np.allclose(out[:, :3], out[:, 4:7], rtol=1e-5 if rows is EVAL_PDF_ROWS else 5e-4, atol=1e-7), (
+                bid, side, np.max(np.abs(out[:, :3] - out[:, 4:7]) / (np.abs(out[:, 4:7]) + 1e-7)),
+                out[np.argmax(np.abs(out[:, :3] - out[:, 4:7]).max(1))])
             assert np.allclose(out[:, 3], out[:, 7], rtol=1e-5, atol=1e-7), bid
 
 
@@ -643,9 +681,10 @@ def test_adjoints_vs_finite_differences_f64():
             # roughplastic's transmittance table is piecewise linear in cos θ (Mitsuba's lerp_gather):
             # a central difference straddling one of its 64 knots sees the mean of two slopes, so the
             # direction derivative through it (normal maps) has rare outliers; the bulk stays exact
-            tol = 1e-2 if bid in KINKED_DIRS else 1e-3
+            kinked = bid in KINKED_DIRS and (what in ("d_wi", "d_wo") or what.endswith("normalmap"))
+            tol = 5e-2 if kinked else 1e-3
             assert r["max_rel_err"] <= tol, (bid, what, r)
-            assert bid not in KINKED_DIRS or r["q999"] <= 1e-5, (bid, what, r)
+            assert not kinked or r["q999"] <= 1e-5, (bid, what, r)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Rough plastic, exactly Mitsuba 3's ``roughplastic`` (isotropic α, visible normal sampling).
+"""Rough plastic, exactly Mitsuba 3's ``roughplastic`` (Beckmann (default) or GGX, isotropic α as
+Mitsuba, visible normal sampling).
 One-sided: 0 unless cos θi > 0 and cos θo > 0.
 
     eval = specular * F(wi·h) D G / (4 cos θi)                                         (coat)
@@ -35,10 +36,11 @@ from .dielectric import ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m
 from .microfacet import (ROUGH_TRANSMITTANCE_RES, half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf,
                          rough_plastic_tables, sample_visible_normal)
-from .roughconductor import DISTRIBUTION, ROUGHNESS
+from .microfacet import signed_alpha
+from .roughconductor import DISTRIBUTION, ROUGHNESS, SAMPLE_VISIBLE, distribution_constant
 
 _RHO, _SPEC, _ALPHA = 0, 1, 2   # texture slots
-ETA, R_INT, NONLINEAR, TABLE = 0, 1, 2, 3   # constants: η, internal reflectance, switch, t(μ) table
+ETA, R_INT, NONLINEAR, DIST, TABLE = 0, 1, 2, 3, 4   # constants: η, internal reflectance, switch, distribution, t(μ)
 
 
 def _table_alpha(values):
@@ -100,7 +102,7 @@ class RoughPlastic:
     NAME = "roughplastic"
     KEYS = (Texture("diffuse_reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo of the diffuse base"),
             Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1.0, doc="scale of the coat"),
-            ROUGHNESS, DISTRIBUTION,
+            ROUGHNESS, DISTRIBUTION, SAMPLE_VISIBLE,
             Ior("int_ior", default=1.49, doc="interior IOR (polypropylene)"),
             Ior("ext_ior", default=1.000277, doc="exterior IOR (air)"),
             Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift: ρ / (1 - ρ R_int)"))
@@ -113,15 +115,17 @@ class RoughPlastic:
     def constants(values, file, key):
         eta = ior_constants(values, file, key)[0]
         table, r_int = rough_plastic_tables(_table_alpha(values), eta,
-                                            values.get("distribution", "ggx") == "beckmann")
-        return [eta, r_int, 1.0 if values.get("nonlinear") else 0.0] + [float(v) for v in table]
+                                            values.get("distribution", "beckmann") == "beckmann")
+        return ([eta, r_int, 1.0 if values.get("nonlinear") else 0.0, distribution_constant(values, file, key)]
+                + [float(v) for v in table])
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
         """The row's values; t_i / t_o (the table at cos θi / cos θo) are filled by ``with_dirs``."""
         return RoughPlastic.Params(reflectance=slot_rgb(st, ctx, _RHO), specular=slot_rgb(st, ctx, _SPEC),
-                                   alpha=ti.max(slot_float(st, ctx, _ALPHA), 1e-4), eta=const(st, ctx, ETA),
+                                   alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, DIST)),
+                                   eta=const(st, ctx, ETA),
                                    r_int=const(st, ctx, R_INT), nonlinear=ti.cast(const(st, ctx, NONLINEAR), ti.i32),
                                    t_i=0.0, dt_i=0.0, t_o=0.0, dt_o=0.0)
 
