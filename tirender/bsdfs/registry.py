@@ -26,6 +26,7 @@ from .dielectric import Dielectric
 from .diffuse import Diffuse
 from .normalmap import NormalMap
 from .null import Null
+from .plastic import Plastic
 from .roughconductor import RoughConductor
 from .roughdielectric import RoughDielectric
 from .roughplastic import RoughPlastic
@@ -41,6 +42,7 @@ MODELS = (
     RoughPlastic,
     Null,
     ThinDielectric,
+    Plastic,
     BlendBsdf,
     TwoSided,
     NormalMap,
