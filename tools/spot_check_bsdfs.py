@@ -11,6 +11,7 @@ CASES = {
  "rc_au_beck": {"type": "roughconductor", "alpha": 0.2, "material": "Au"},
  "rc_ggx": {"type": "roughconductor", "alpha": 0.3, "distribution": "ggx", "material": "Cr"},
  "rd_beck": {"type": "roughdielectric", "alpha": 0.25, "int_ior": 1.5, "ext_ior": 1.0},
+ "plastic": {"type": "plastic", "diffuse_reflectance": [0.3, 0.6, 0.2], "nonlinear": True},
 }
 W, SPP, SEEDS = 32, 64, 4
 cam_o, cam_t = [0.0, -2.5, 1.8], [0.0, 0.0, 0.0]
@@ -36,7 +37,8 @@ for name in (sys.argv[2:] or CASES):
     else:
         import tirender
         tb = dict(b)
-        tb["roughness"] = tb.pop("alpha")
+        if "alpha" in tb:
+            tb["roughness"] = tb.pop("alpha")
         spec = {"integrator": {"type": "path", "max_depth": 3},
                 "sensors": [{"type": "perspective", "fov": 50, "fov_axis": "x",
                              "to_world": {"look_at": {"origin": cam_o, "target": cam_t, "up": [0, 0, 1]}},
