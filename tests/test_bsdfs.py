@@ -127,6 +127,7 @@ CONST.update({
     "rd_beck_a0.3": {"type": "roughdielectric", "roughness": 0.3, "int_ior": 1.5, "ext_ior": 1.0},
     "rp_beck_a0.2": {"type": "roughplastic", "roughness": 0.2, "int_ior": 1.49, "ext_ior": 1.0},
     "plastic": {"type": "plastic", "diffuse_reflectance": [0.2, 0.5, 0.8], "int_ior": 1.5, "ext_ior": 1.0},
+    "mask": {"type": "mask", "opacity": 0.3, "bsdf": {"type": "diffuse", "reflectance": 0.5}},
 })
 ADJ.update({
     "adj_rc_beck": {"type": "roughconductor", "material": "Au", "specular_reflectance": {"range": (0.2, 1.0)},
@@ -140,18 +141,22 @@ ADJ.update({
     "adj_plastic": {"type": "plastic", "int_ior": 1.6, "ext_ior": 1.0, "diffuse_reflectance": {"range": (0.05, 0.95)},
                     "specular_reflectance": 0.7},   # (the Dirac coat's scale: no gradient, as eval is the diffuse lobe)
     "adj_plastic_nl": {"type": "plastic", "nonlinear": True, "diffuse_reflectance": {"range": (0.05, 0.95)}},
+    "adj_mask": {"type": "mask", "opacity": {"range": (0.0, 1.0), "channels": 1},
+                 "bsdf": {"type": "roughplastic", "distribution": "ggx", "diffuse_reflectance": {"range": (0.05, 0.95)},
+                          "roughness": {"range": (0.05, 0.9), "channels": 1}}},
     "adj_nm_beck": {"type": "normalmap", "normalmap": {"range": _NM_RANGE},
                     "bsdf": {"type": "roughconductor", "material": "Cu", "specular_reflectance": {"range": (0.2, 1.0)},
                              "roughness": {"range": (0.05, 0.9), "channels": 1}}},
 })
 DIRAC_ONLY_PARAMS = {"adj_plastic.specular_reflectance", "adj_plastic_nl.specular_reflectance"}
-KINKED_DIRS = {"adj_nm_graze", "adj_rp", "adj_rp_beck"}   # direction derivatives through a tabulated (piecewise linear) term
+KINKED_DIRS = {"adj_nm_graze", "adj_rp", "adj_rp_beck", "adj_mask"}   # direction derivatives through a tabulated (piecewise linear) term
 # (row, direction domain) of the adjoint checks: "upper" (one-sided models) or "sphere"
 ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "adj_rp": "upper",
             "adj_rd": "sphere", "adj_rd_inv": "sphere", "adj_blend": "upper", "adj_twosided": "sphere",
             "adj_nm": "upper", "adj_nm_graze": "upper", "adj_nm_rd": "sphere", "adj_nm_diffuse": "upper",
             "adj_rc_beck": "upper", "adj_rd_beck": "sphere", "adj_rp_beck": "upper", "adj_nm_beck": "upper",
-            "adj_plastic": "upper", "adj_plastic_nl": "upper"}
+            "adj_plastic": "upper", "adj_plastic_nl": "upper",
+            "adj_mask": "sphere"}
 
 _bench = None
 
@@ -541,6 +546,22 @@ def test_plastic_matches_mitsuba():
     assert np.allclose(alb, PLASTIC_MI_ALBEDO, atol=1.5e-3), alb
     d = out[:, 8] == 1
     assert 0.0 < d.mean() < 0.5 and np.allclose(out[d, 2], math.cos(math.radians(35.0)), atol=1e-5)
+
+
+def test_mask_pass_through():
+    """mask: E[weight] = (1 - o) (pass-through, wo = -wi, Dirac) + o ρ (diffuse child), from either side."""
+    for theta, below in ((35.0, False), (140.0, True)):
+        out = bench().sample("mask", sph(theta), 400_000, seed=3)
+        v = out[:, 9] > 0.5
+        d = (out[:, 8] == 1) & v
+        assert abs(d.mean() - 0.7) < 4e-3
+        assert np.allclose(out[d, :3], -sph(theta)[0], atol=1e-6) and np.allclose(out[d, 3:6], 1.0)
+        assert np.allclose(out[d, 6], 0.7, atol=1e-6)
+        est = np.where(v, out[:, 3], 0.0).mean()
+        assert abs(est - (0.7 + (0.0 if below else 0.3 * 0.5))) < 4e-3, (theta, est)
+    e = bench().eval("mask", sph(35.0), sph(50.0, 1.0))
+    assert np.allclose(e[0, 0], 0.3 * 0.5 / math.pi * math.cos(math.radians(50.0)), rtol=1e-5)
+    assert np.allclose(e[0, 3], 0.3 * math.cos(math.radians(50.0)) / math.pi, rtol=1e-5)
 
 
 def test_twosided_sides():

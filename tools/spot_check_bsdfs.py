@@ -12,6 +12,7 @@ CASES = {
  "rc_ggx": {"type": "roughconductor", "alpha": 0.3, "distribution": "ggx", "material": "Cr"},
  "rd_beck": {"type": "roughdielectric", "alpha": 0.25, "int_ior": 1.5, "ext_ior": 1.0},
  "plastic": {"type": "plastic", "diffuse_reflectance": [0.3, 0.6, 0.2], "nonlinear": True},
+ "mask": {"type": "mask", "opacity": 0.4, "bsdf": {"type": "roughconductor", "alpha": 0.3, "material": "Cu"}},
 }
 W, SPP, SEEDS = 32, 64, 4
 cam_o, cam_t = [0.0, -2.5, 1.8], [0.0, 0.0, 0.0]
@@ -36,9 +37,10 @@ for name in (sys.argv[2:] or CASES):
         ms = [np.array(mi.render(sc, seed=s)).reshape(-1, 3).mean(0) for s in range(SEEDS)]
     else:
         import tirender
-        tb = dict(b)
-        if "alpha" in tb:
-            tb["roughness"] = tb.pop("alpha")
+        tb = json.loads(json.dumps(b))
+        for d in (tb, tb.get("bsdf", {})):
+            if "alpha" in d:
+                d["roughness"] = d.pop("alpha")
         spec = {"integrator": {"type": "path", "max_depth": 3},
                 "sensors": [{"type": "perspective", "fov": 50, "fov_axis": "x",
                              "to_world": {"look_at": {"origin": cam_o, "target": cam_t, "up": [0, 0, 1]}},

@@ -24,6 +24,7 @@ from .blendbsdf import BlendBsdf
 from .conductor import Conductor
 from .dielectric import Dielectric
 from .diffuse import Diffuse
+from .mask import MaskBsdf
 from .normalmap import NormalMap
 from .null import Null
 from .plastic import Plastic
@@ -46,6 +47,7 @@ MODELS = (
     BlendBsdf,
     TwoSided,
     NormalMap,
+    MaskBsdf,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
