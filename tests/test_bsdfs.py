@@ -23,8 +23,9 @@ for p in (ROOT, os.path.dirname(os.path.abspath(__file__))):
 
 import tirender.backend as backend  # noqa: E402
 
-GOLD_ETA = (0.143, 0.374, 1.442)
-GOLD_K = (3.983, 2.385, 1.603)
+# Au as Mitsuba 3.9.1 scalar_rgb reports it (mi.traverse of a conductor with material Au)
+GOLD_ETA = (0.143035978, 0.375307083, 1.44204533)
+GOLD_K = (3.98299694, 2.38555646, 1.60335922)
 N_ADJ = 3000
 
 # ------------------------------------------------------------------------------ the bench scenes
@@ -107,10 +108,55 @@ ADJ = {   # per-sample random parameters (N_ADJ texels each)
     "adj_nm_diffuse": {"type": "diffuse", "reflectance": {"range": (0.05, 0.95)},
                        "normalmap": {"range": _GRAZE_RANGE}},
 }
+
+
+def _explicit_ggx(spec):
+    """The rows above were written for GGX (tirender's old default); Mitsuba's default is Beckmann."""
+    if isinstance(spec, dict):
+        if spec.get("type") in ("roughconductor", "roughdielectric", "roughplastic") and "distribution" not in spec:
+            spec["distribution"] = "ggx"
+        for v in spec.values():
+            _explicit_ggx(v)
+
+
+for _s in list(CONST.values()) + list(ADJ.values()):
+    _explicit_ggx(_s)
+# Beckmann rows (the default distribution): sampling, energy and adjoints
+CONST.update({
+    "rc_beck_a0.3": {"type": "roughconductor", "roughness": 0.3, "material": "Au"},
+    "rd_beck_a0.3": {"type": "roughdielectric", "roughness": 0.3, "int_ior": 1.5, "ext_ior": 1.0},
+    "rp_beck_a0.2": {"type": "roughplastic", "roughness": 0.2, "int_ior": 1.49, "ext_ior": 1.0},
+    "plastic": {"type": "plastic", "diffuse_reflectance": [0.2, 0.5, 0.8], "int_ior": 1.5, "ext_ior": 1.0},
+    "mask": {"type": "mask", "opacity": 0.3, "bsdf": {"type": "diffuse", "reflectance": 0.5}},
+})
+ADJ.update({
+    "adj_rc_beck": {"type": "roughconductor", "material": "Au", "specular_reflectance": {"range": (0.2, 1.0)},
+                    "roughness": {"range": (0.05, 0.9), "channels": 1}},
+    "adj_rd_beck": {"type": "roughdielectric", "int_ior": 1.5, "ext_ior": 1.0,
+                    "specular_reflectance": {"range": (0.2, 1.0)}, "specular_transmittance": {"range": (0.2, 1.0)},
+                    "roughness": {"range": (0.05, 0.9), "channels": 1}},
+    "adj_rp_beck": {"type": "roughplastic", "nonlinear": True, "int_ior": 1.6, "ext_ior": 1.0,
+                    "diffuse_reflectance": {"range": (0.05, 0.95)}, "specular_reflectance": {"range": (0.2, 1.0)},
+                    "roughness": {"range": (0.05, 0.9), "channels": 1}},
+    "adj_plastic": {"type": "plastic", "int_ior": 1.6, "ext_ior": 1.0, "diffuse_reflectance": {"range": (0.05, 0.95)},
+                    "specular_reflectance": 0.7},   # (the Dirac coat's scale: no gradient, as eval is the diffuse lobe)
+    "adj_plastic_nl": {"type": "plastic", "nonlinear": True, "diffuse_reflectance": {"range": (0.05, 0.95)}},
+    "adj_mask": {"type": "mask", "opacity": {"range": (0.0, 1.0), "channels": 1},
+                 "bsdf": {"type": "roughplastic", "distribution": "ggx", "diffuse_reflectance": {"range": (0.05, 0.95)},
+                          "roughness": {"range": (0.05, 0.9), "channels": 1}}},
+    "adj_nm_beck": {"type": "normalmap", "normalmap": {"range": _NM_RANGE},
+                    "bsdf": {"type": "roughconductor", "material": "Cu", "specular_reflectance": {"range": (0.2, 1.0)},
+                             "roughness": {"range": (0.05, 0.9), "channels": 1}}},
+})
+DIRAC_ONLY_PARAMS = {"adj_plastic.specular_reflectance", "adj_plastic_nl.specular_reflectance"}
+KINKED_DIRS = {"adj_nm_graze", "adj_rp", "adj_rp_beck", "adj_mask"}   # direction derivatives through a tabulated (piecewise linear) term
 # (row, direction domain) of the adjoint checks: "upper" (one-sided models) or "sphere"
 ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "adj_rp": "upper",
             "adj_rd": "sphere", "adj_rd_inv": "sphere", "adj_blend": "upper", "adj_twosided": "sphere",
-            "adj_nm": "upper", "adj_nm_graze": "upper", "adj_nm_rd": "sphere", "adj_nm_diffuse": "upper"}
+            "adj_nm": "upper", "adj_nm_graze": "upper", "adj_nm_rd": "sphere", "adj_nm_diffuse": "upper",
+            "adj_rc_beck": "upper", "adj_rd_beck": "sphere", "adj_rp_beck": "upper", "adj_nm_beck": "upper",
+            "adj_plastic": "upper", "adj_plastic_nl": "upper",
+            "adj_mask": "sphere"}
 
 _bench = None
 
@@ -244,6 +290,7 @@ CHI2_CASES = [
     ("rp_a0.1", 30.0), ("rp_a0.6", 75.0),
     ("blend", 35.0), ("twosided", 40.0), ("twosided", 130.0), ("twosided_sugar", 150.0),
     ("normalmap", 30.0), ("normalmap_plastic", 60.0),
+    ("rc_beck_a0.3", 40.0), ("rd_beck_a0.3", 30.0), ("rd_beck_a0.3", 150.0), ("rp_beck_a0.2", 50.0),
 ]
 
 
@@ -294,7 +341,11 @@ def test_eval_pdf_matches_eval_and_pdf(rows):
     for bid in rows:
         for side in (1.0, -1.0):
             out = b.eval(bid, wi * side, wo, per_sample=bid in ADJ)
-            assert np.allclose(out[:, :3], out[:, 4:7], rtol=1e-5, atol=1e-7), bid
+            # (f32: eval and eval_pdf are the same code compiled in two contexts; the refraction half
+            # vector wi + η wo cancels near its singularity, where the two roundings differ by ~1e-4)
+            assert np.allclose(out[:, :3], out[:, 4:7], rtol=1e-5 if rows is EVAL_PDF_ROWS else 5e-4, atol=1e-7), (
+                bid, side, np.max(np.abs(out[:, :3] - out[:, 4:7]) / (np.abs(out[:, 4:7]) + 1e-7)),
+                out[np.argmax(np.abs(out[:, :3] - out[:, 4:7]).max(1))])
             assert np.allclose(out[:, 3], out[:, 7], rtol=1e-5, atol=1e-7), bid
 
 
@@ -398,7 +449,7 @@ def fresnel_np(cos_i, eta):
 @pytest.mark.slow
 def test_smooth_dielectric_energy_and_directions():
     rng = np.random.default_rng(13)
-    n = 200_000
+    n = 400_000
     wi = uniform_sphere(rng, n).astype(fdt()).astype(np.float64)
     b = bench()
     for bid, eta in (("dielectric_1.5", 1.5), ("dielectric_0.75", 1.0 / 1.33)):
@@ -424,7 +475,7 @@ def test_smooth_dielectric_energy_and_directions():
 def test_thin_dielectric():
     """R = 2r/(1+r) (internal reflections summed), T = 1 - R, transmission straight through, both Dirac."""
     rng = np.random.default_rng(31)
-    n = 200_000
+    n = 400_000
     wi = uniform_sphere(rng, n)
     out = bench().sample("thin_1.5", wi, n, seed=2)
     assert np.all(out[:, 9] == 1) and np.all(out[:, 8] == 1) and np.all(out[:, 7] == 1.0)
@@ -459,6 +510,58 @@ def test_blend_with_a_dirac_child():
     assert abs(est - (0.6 * 0.6 + 0.4 * 1.0)) < 4e-3, est
     assert abs(d.mean() - 0.4) < 4e-3
     assert np.allclose(out[d, 3], 1.0) and np.allclose(out[d, 6], 0.4)
+
+
+# Mitsuba 3.9.1 scalar_rgb, plastic {diffuse_reflectance [0.2, 0.5, 0.8], int_ior 1.5, ext_ior 1}: eval at
+# wi = sph(35°, φ 0.3), wo = sph(60°, φ 2.0) (red, green, blue), and the directional albedo E[weight]
+# at θi 35° (400k samples of bsdf.sample, SE < 2e-4), as _plastic_mitsuba() computes them
+PLASTIC_MI_EVAL = (0.0305826, 0.0764564, 0.12233)
+PLASTIC_MI_ALBEDO = (0.23481, 0.52210, 0.80939)
+
+
+def _plastic_mitsuba():
+    """The numbers above, recomputed (tools-free: run this with mitsuba installed)."""
+    import mitsuba as mi
+    mi.set_variant("scalar_rgb")
+    b = mi.load_dict({"type": "plastic", "diffuse_reflectance": {"type": "rgb", "value": [0.2, 0.5, 0.8]},
+                      "int_ior": 1.5, "ext_ior": 1.0})
+    si = mi.SurfaceInteraction3f()
+    si.wi = mi.Vector3f(*sph(35.0)[0])
+    ev = b.eval(mi.BSDFContext(), si, mi.Vector3f(*sph(60.0, 2.0)[0]))
+    rng = np.random.default_rng(1)
+    acc = np.zeros(3)
+    n = 400_000
+    for u in rng.uniform(size=(n, 3)):
+        bs, w = b.sample(mi.BSDFContext(), si, u[0], mi.Point2f(u[1], u[2]))
+        acc += np.array(w)
+    return np.array(ev), acc / n
+
+
+def test_plastic_matches_mitsuba():
+    b = bench()
+    ev = b.eval("plastic", sph(35.0), sph(60.0, 2.0))[0, :3]
+    assert np.allclose(ev, PLASTIC_MI_EVAL, rtol=1e-4), ev
+    out = b.sample("plastic", sph(35.0), 400_000, seed=5)
+    alb = np.where(out[:, 9:10] > 0.5, out[:, 3:6], 0.0).mean(0)
+    assert np.allclose(alb, PLASTIC_MI_ALBEDO, atol=1.5e-3), alb
+    d = out[:, 8] == 1
+    assert 0.0 < d.mean() < 0.5 and np.allclose(out[d, 2], math.cos(math.radians(35.0)), atol=1e-5)
+
+
+def test_mask_pass_through():
+    """mask: E[weight] = (1 - o) (pass-through, wo = -wi, Dirac) + o ρ (diffuse child), from either side."""
+    for theta, below in ((35.0, False), (140.0, True)):
+        out = bench().sample("mask", sph(theta), 400_000, seed=3)
+        v = out[:, 9] > 0.5
+        d = (out[:, 8] == 1) & v
+        assert abs(d.mean() - 0.7) < 4e-3
+        assert np.allclose(out[d, :3], -sph(theta)[0], atol=1e-6) and np.allclose(out[d, 3:6], 1.0)
+        assert np.allclose(out[d, 6], 0.7, atol=1e-6)
+        est = np.where(v, out[:, 3], 0.0).mean()
+        assert abs(est - (0.7 + (0.0 if below else 0.3 * 0.5))) < 4e-3, (theta, est)
+    e = bench().eval("mask", sph(35.0), sph(50.0, 1.0))
+    assert np.allclose(e[0, 0], 0.3 * 0.5 / math.pi * math.cos(math.radians(50.0)), rtol=1e-5)
+    assert np.allclose(e[0, 3], 0.3 * math.cos(math.radians(50.0)) / math.pi, rtol=1e-5)
 
 
 def test_twosided_sides():
@@ -637,8 +740,15 @@ def test_adjoints_vs_finite_differences_f64():
     print(json.dumps(report, indent=1))
     for bid, rep in report.items():
         for what, r in rep.items():
-            assert r["nonzero"] > 100 or r.get("zero"), (bid, what, r)   # (diffuse: ∂f/∂wi is identically 0)
-            assert r["max_rel_err"] <= 1e-3, (bid, what, r)
+            # (diffuse: ∂f/∂wi is identically 0; plastic's specular_reflectance scales its Dirac coat only)
+            assert r["nonzero"] > 100 or r.get("zero") or what in DIRAC_ONLY_PARAMS, (bid, what, r)
+            # roughplastic's transmittance table is piecewise linear in cos θ (Mitsuba's lerp_gather):
+            # a central difference straddling one of its 64 knots sees the mean of two slopes, so the
+            # direction derivative through it (normal maps) has rare outliers; the bulk stays exact
+            kinked = bid in KINKED_DIRS and (what in ("d_wi", "d_wo") or what.endswith("normalmap"))
+            tol = 5e-2 if kinked else 1e-3
+            assert r["max_rel_err"] <= tol, (bid, what, r)
+            assert not kinked or r["q999"] <= 1e-5, (bid, what, r)
 
 
 if __name__ == "__main__":

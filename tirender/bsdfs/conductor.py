@@ -12,20 +12,15 @@ from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
 from .base import DELTA, BsdfSample, const, const_rgb, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_conductor, reflect
+from .ior import CONDUCTORS
 
-CONDUCTORS = {  # RGB complex IOR (eta, k), Mitsuba 3 rgb-mode values
-    "Au": ((0.143, 0.374, 1.442), (3.983, 2.385, 1.603)),
-    "Ag": ((0.155, 0.117, 0.138), (4.828, 3.122, 2.147)),
-    "Cu": ((0.200, 0.924, 1.102), (3.912, 2.452, 2.142)),
-    "Al": ((1.657, 0.880, 0.521), (9.224, 6.270, 4.837)),
-}
 _SPEC = 0                  # texture slot: specular_reflectance
 ETA, K, NONE = 0, 3, 6     # constants: η (3), k (3), 1 = perfect mirror
 
 CONDUCTOR_KEYS = (
     Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1e3, doc="scale of the reflectance"),
     Choice("material", ("none",) + tuple(CONDUCTORS), default="none",
-           doc="named complex IOR (`none`: perfect mirror, F = 1)"),
+           doc="named complex IOR, any of Mitsuba 3's (bsdfs/ior.py; `none`: perfect mirror, F = 1)"),
     Vec3("eta", default=None, lo=0.0, doc="real part of the complex IOR (RGB); with `k` overrides `material`"),
     Vec3("k", default=None, lo=0.0, doc="imaginary part of the complex IOR (RGB)"),
 )

@@ -1,30 +1,54 @@
-"""Isotropic GGX (Trowbridge-Reitz) microfacet distribution, Smith masking and visible
-normal sampling (Heitz 2018), plus the roughness derivatives used by the adjoints.
+"""Microfacet distributions of Mitsuba 3 (``microfacet.h``): GGX (Trowbridge-Reitz) and Beckmann,
+isotropic, Smith masking, visible normal sampling, plus the roughness and direction derivatives
+used by the adjoints.
 
-All ``@ti.func``s in the local frame (z = macro normal), Taichi's default float type.
-The roughness is clamped to ``ALPHA_MIN`` internally (no Inf/NaN as α → 0); derivatives
-w.r.t. α are 0 below the clamp.
+The distribution travels with the roughness: every function takes a *signed* roughness ``alpha``,
+α = |alpha|, GGX when alpha > 0, Beckmann when alpha < 0 (``signed_alpha``; models build it from
+their ``distribution`` key). Derivatives are with respect to α = |alpha|. All ``@ti.func``s in the
+local frame (z = macro normal), Taichi's default float type. α is clamped to ``ALPHA_MIN``
+internally (no Inf/NaN as α → 0); derivatives w.r.t. α are 0 below the clamp.
 
-    D(m, alpha)                      GGX normal distribution (0 for m.z <= 0, as Mitsuba)
+    D(m, alpha)                      normal distribution (0 where D cos θm <= 1e-20, as Mitsuba)
+        GGX      α² / (π (m_x² + m_y² + α² m_z²)²)
+        Beckmann exp(-(m_x² + m_y²) / (α² m_z²)) / (π α² m_z⁴)
     dD_dalpha(m, alpha)              ∂D/∂α
     smith_g1(v, m, alpha)            Smith G1 (0 when v sees the back of m)
+        GGX      2 / (1 + sqrt(1 + α² tan²θv))
+        Beckmann Mitsuba's rational fit: a = 1 / (α tan θv), 1 for a >= 1.6, else
+                 (3.535 a + 2.181 a²) / (1 + 2.276 a + 2.577 a²)   (< 0.35 % from the exact G1)
     dsmith_g1_dalpha(v, m, alpha)    ∂G1/∂α
     G(wi, wo, m, alpha)              separable Smith G = G1(wi, m) G1(wo, m)
     dG_dalpha(wi, wo, m, alpha)      ∂G/∂α
     DG_and_dalpha(wi, wo, m, alpha)  (D G, ∂(D G)/∂α)
-    sample_visible_normal(wi, alpha, u2) -> (m, pdf)   wi.z > 0 required
-    pdf_visible_normal(wi, m, alpha) = D_wi(m) = G1(wi, m) max(0, wi·m) D(m) / cos θi
+    sample_visible_normal(wi, alpha, u2) -> (m, pdf)   wi.z > 0 required (GGX: Heitz 2018;
+                                     Beckmann: Mitsuba's sample_visible_11, numerical inversion)
+    pdf_visible_normal(wi, m, alpha) = G1(wi, m) max(0, wi·m) D(m) / cos θi
+As Mitsuba, Beckmann's visible-normal density uses the fitted G1, so its pdf is normalised to
+within the fit's 0.35 %.
 """
 import taichi as ti
 
 from ..core.math import PI, safe_sqrt, vec3
 
 ALPHA_MIN = 1e-4
+GGX, BECKMANN = "ggx", "beckmann"
+INV_SQRT_PI = 0.56418958354775628695
+
+
+def signed_alpha_sign(distribution):
+    """+1 for GGX, -1 for Beckmann: a model multiplies its α by this (host side constant)."""
+    return -1.0 if distribution == BECKMANN else 1.0
+
+
+@ti.func
+def signed_alpha(alpha, sign):
+    """The signed roughness the functions below take (sign: the row's ``signed_alpha_sign``)."""
+    return ti.max(alpha, ALPHA_MIN) * sign
 
 
 @ti.func
 def clamp_alpha(alpha):
-    return ti.max(alpha, ALPHA_MIN)
+    return ti.max(ti.abs(alpha), ALPHA_MIN)
 
 
 @ti.func
@@ -37,10 +61,13 @@ def _ggx_terms(m, alpha):
 
 @ti.func
 def D(m, alpha):
-    """D(m) = α² / (π ((m_x² + m_y²) + α² m_z²)²) (Mitsuba's form, normalised m)."""
     a, a2, A = _ggx_terms(m, alpha)
     res = 0.0
-    if A > 0.0:
+    if alpha < 0.0:
+        z2 = m[2] * m[2]
+        if z2 > 0.0:
+            res = ti.exp(-(m[0] * m[0] + m[1] * m[1]) / (a2 * z2)) / (PI * a2 * z2 * z2)
+    elif A > 0.0:
         res = a2 / (PI * A * A)
     # Mitsuba: "prevent potential numerical issues in other stages of the model"
     if res * m[2] <= 1e-20:
@@ -50,12 +77,16 @@ def D(m, alpha):
 
 @ti.func
 def dD_dalpha(m, alpha):
-    """∂D/∂α = D (2/α) (1 - 2 α² m_z² / A), A = m_x² + m_y² + α² m_z²."""
+    """GGX: D (2/α) (1 - 2 α² m_z² / A); Beckmann: D (2/α) (tan²θm / α² - 1)."""
     a, a2, A = _ggx_terms(m, alpha)
     d = D(m, alpha)
     res = 0.0
-    if d > 0.0 and alpha >= ALPHA_MIN:
-        res = d * (2.0 / a) * (1.0 - 2.0 * a2 * m[2] * m[2] / A)
+    if d > 0.0 and ti.abs(alpha) >= ALPHA_MIN:
+        if alpha < 0.0:
+            t2 = (m[0] * m[0] + m[1] * m[1]) / (m[2] * m[2])
+            res = d * (2.0 / a) * (t2 / a2 - 1.0)
+        else:
+            res = d * (2.0 / a) * (1.0 - 2.0 * a2 * m[2] * m[2] / A)
     return res
 
 
@@ -69,13 +100,28 @@ def _g1_terms(v, alpha):
 
 
 @ti.func
+def _beckmann_fit(b):
+    """(G1, dG1/db) of Mitsuba's rational Beckmann fit in b = 1 / (α tan θ)."""
+    g = 1.0
+    dg = 0.0
+    if b < 1.6:
+        num = 3.535 * b + 2.181 * b * b
+        den = 1.0 + 2.276 * b + 2.577 * b * b
+        g = num / den
+        dg = ((3.535 + 4.362 * b) * den - num * (2.276 + 5.154 * b)) / (den * den)
+    return g, dg
+
+
+@ti.func
 def smith_g1(v, m, alpha):
-    """G1 = 2 / (1 + sqrt(1 + α² tan²θv)) = 2|v_z| / (|v_z| + sqrt(v_z² + α² (v_x² + v_y²)))."""
     a, xy2, z, r = _g1_terms(v, alpha)
     res = 1.0
     if xy2 > 0.0:
-        den = z + r
-        res = ti.select(den > 0.0, 2.0 * z / ti.select(den > 0.0, den, 1.0), 0.0)
+        if alpha < 0.0:
+            res, _ = _beckmann_fit(z / (a * ti.sqrt(xy2)))
+        else:
+            den = z + r
+            res = ti.select(den > 0.0, 2.0 * z / ti.select(den > 0.0, den, 1.0), 0.0)
     if v.dot(m) * v[2] <= 0.0:
         res = 0.0
     return res
@@ -83,11 +129,16 @@ def smith_g1(v, m, alpha):
 
 @ti.func
 def dsmith_g1_dalpha(v, m, alpha):
-    """∂G1/∂α = -2 |v_z| α (v_x² + v_y²) / (r (|v_z| + r)²), r = sqrt(v_z² + α² (v_x² + v_y²))."""
+    """GGX: -2 |v_z| α (v_x² + v_y²) / (r (|v_z| + r)²); Beckmann: G1'(b) (-b / α)."""
     a, xy2, z, r = _g1_terms(v, alpha)
     res = 0.0
-    if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0 and alpha >= ALPHA_MIN:
-        res = -2.0 * z * a * xy2 / (r * (z + r) * (z + r))
+    if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0 and ti.abs(alpha) >= ALPHA_MIN:
+        if alpha < 0.0:
+            b = z / (a * ti.sqrt(xy2))
+            g, dg = _beckmann_fit(b)
+            res = -dg * b / a
+        else:
+            res = -2.0 * z * a * xy2 / (r * (z + r) * (z + r))
     return res
 
 
@@ -122,8 +173,69 @@ def pdf_visible_normal(wi, m, alpha):
 
 
 @ti.func
+def erf(x):
+    """Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7)."""
+    s = ti.select(x < 0.0, -1.0, 1.0)
+    ax = ti.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * ax)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+               + 0.254829592) * t * ti.exp(-ax * ax)
+    return s * y
+
+
+@ti.func
+def erfinv(x):
+    """Giles' single-precision approximation (the one Dr.Jit uses), for x in (-1, 1)."""
+    w = -ti.log(ti.max((1.0 - x) * (1.0 + x), 1e-30))
+    p = 0.0
+    if w < 5.0:
+        w = w - 2.5
+        p = 2.81022636e-08
+        p = 3.43273939e-07 + p * w
+        p = -3.5233877e-06 + p * w
+        p = -4.39150654e-06 + p * w
+        p = 0.00021858087 + p * w
+        p = -0.00125372503 + p * w
+        p = -0.00417768164 + p * w
+        p = 0.246640727 + p * w
+        p = 1.50140941 + p * w
+    else:
+        w = ti.sqrt(w) - 3.0
+        p = -0.000200214257
+        p = 0.000100950558 + p * w
+        p = 0.00134934322 + p * w
+        p = -0.00367342844 + p * w
+        p = 0.00573950773 + p * w
+        p = -0.0076224613 + p * w
+        p = 0.00943887047 + p * w
+        p = 1.00167406 + p * w
+        p = 2.83297682 + p * w
+    return p * x
+
+
+@ti.func
+def _beckmann_visible_11(cos_theta_i, u2):
+    """Mitsuba's sample_visible_11 for Beckmann (α = 1): a slope (x, y)."""
+    sin_theta_i = safe_sqrt(1.0 - cos_theta_i * cos_theta_i)
+    tan_theta_i = sin_theta_i / ti.max(cos_theta_i, 1e-12)
+    cot_theta_i = 1.0 / ti.max(tan_theta_i, 1e-12)
+    maxval = erf(cot_theta_i)
+    ux = ti.min(ti.max(u2[0], 1e-6), 1.0 - 1e-6)
+    uy = ti.min(ti.max(u2[1], 1e-6), 1.0 - 1e-6)
+    x = maxval - (maxval + 1.0) * erf(ti.sqrt(-ti.log(ux)))
+    ux *= 1.0 + maxval + INV_SQRT_PI * tan_theta_i * ti.exp(-cot_theta_i * cot_theta_i)
+    for _ in ti.static(range(3)):
+        slope = erfinv(x)
+        value = 1.0 + x + INV_SQRT_PI * tan_theta_i * ti.exp(-slope * slope) - ux
+        deriv = 1.0 - slope * tan_theta_i
+        x -= value / deriv
+    x = ti.min(ti.max(x, -1.0 + 1e-7), 1.0 - 1e-7)
+    return erfinv(x), erfinv(2.0 * uy - 1.0)
+
+
+@ti.func
 def sample_visible_normal(wi, alpha, u2):
-    """Heitz 2018, "Sampling the GGX Distribution of Visible Normals". Needs wi.z > 0.
+    """Visible normal sampling. Needs wi.z > 0.
 
     Returns (m, pdf) with pdf = pdf_visible_normal(wi, m, alpha) (0 for a degenerate m).
     """
@@ -132,23 +244,37 @@ def sample_visible_normal(wi, alpha, u2):
     vh = vec3(a * wi[0], a * wi[1], wi[2])
     vl = vh.norm()
     vh = vh / ti.select(vl > 0.0, vl, 1.0)
-    # orthonormal basis (degenerate when vh = +z)
-    lensq = vh[0] * vh[0] + vh[1] * vh[1]
-    t1 = vec3(1.0, 0.0, 0.0)
-    if lensq > 0.0:
-        inv = 1.0 / ti.sqrt(lensq)
-        t1 = vec3(-vh[1] * inv, vh[0] * inv, 0.0)
-    t2 = vh.cross(t1)
-    # uniform disk sample, warped onto the projected visible hemisphere
-    r = ti.sqrt(u2[0])
-    phi = 2.0 * PI * u2[1]
-    p1 = r * ti.cos(phi)
-    p2 = r * ti.sin(phi)
-    s = 0.5 * (1.0 + vh[2])
-    p2 = (1.0 - s) * safe_sqrt(1.0 - p1 * p1) + s * p2
-    nh = p1 * t1 + p2 * t2 + safe_sqrt(1.0 - p1 * p1 - p2 * p2) * vh
-    # unstretch
-    m = vec3(a * nh[0], a * nh[1], ti.max(nh[2], 0.0))
+    m = vec3(0.0, 0.0, 1.0)
+    if alpha < 0.0:
+        # Mitsuba: slope of the α = 1 configuration, rotated to wi's azimuth, unstretched
+        st = safe_sqrt(1.0 - vh[2] * vh[2])
+        cphi = 1.0
+        sphi = 0.0
+        if st > 0.0:
+            cphi = ti.min(ti.max(vh[0] / st, -1.0), 1.0)
+            sphi = ti.min(ti.max(vh[1] / st, -1.0), 1.0)
+        sx, sy = _beckmann_visible_11(vh[2], u2)
+        px = (cphi * sx - sphi * sy) * a
+        py = (sphi * sx + cphi * sy) * a
+        m = vec3(-px, -py, 1.0)
+    else:
+        # Heitz 2018, "Sampling the GGX Distribution of Visible Normals"
+        lensq = vh[0] * vh[0] + vh[1] * vh[1]
+        t1 = vec3(1.0, 0.0, 0.0)
+        if lensq > 0.0:
+            inv = 1.0 / ti.sqrt(lensq)
+            t1 = vec3(-vh[1] * inv, vh[0] * inv, 0.0)
+        t2 = vh.cross(t1)
+        # uniform disk sample, warped onto the projected visible hemisphere
+        r = ti.sqrt(u2[0])
+        phi = 2.0 * PI * u2[1]
+        p1 = r * ti.cos(phi)
+        p2 = r * ti.sin(phi)
+        s = 0.5 * (1.0 + vh[2])
+        p2 = (1.0 - s) * safe_sqrt(1.0 - p1 * p1) + s * p2
+        nh = p1 * t1 + p2 * t2 + safe_sqrt(1.0 - p1 * p1 - p2 * p2) * vh
+        # unstretch
+        m = vec3(a * nh[0], a * nh[1], ti.max(nh[2], 0.0))
     ml = m.norm()
     pdf = 0.0
     if ml > 0.0:
@@ -162,28 +288,42 @@ def sample_visible_normal(wi, alpha, u2):
 # ---- derivatives with respect to directions (for normal-map / frame gradients) ---------------
 @ti.func
 def D_grad(m, alpha):
-    """∂D/∂m of D(m) = α² / (π A²), A = m_x² + m_y² + α² m_z²: -2 D / A (2 m_x, 2 m_y, 2 α² m_z)."""
+    """∂D/∂m (m's components as given). GGX: -2 D / A (2 m_x, 2 m_y, 2 α² m_z);
+    Beckmann: D (-2 m_x / (α² m_z²), -2 m_y / (α² m_z²), 2 s / (α² m_z) - 4 / m_z), s = (m_x² + m_y²) / m_z²."""
     a, a2, A = _ggx_terms(m, alpha)
     d = D(m, alpha)
     res = vec3(0.0)
     if d > 0.0:
-        res = (-4.0 * d / A) * vec3(m[0], m[1], a2 * m[2])
+        if alpha < 0.0:
+            z2 = m[2] * m[2]
+            s = (m[0] * m[0] + m[1] * m[1]) / z2
+            res = d * vec3(-2.0 * m[0] / (a2 * z2), -2.0 * m[1] / (a2 * z2), 2.0 * s / (a2 * m[2]) - 4.0 / m[2])
+        else:
+            res = (-4.0 * d / A) * vec3(m[0], m[1], a2 * m[2])
     return res
 
 
 @ti.func
 def smith_g1_grad(v, m, alpha):
-    """∂G1/∂v of G1 = 2 z / (z + r), z = |v_z|, r = sqrt(z² + α² (v_x² + v_y²)) (the visibility
-    test v·m v_z > 0 is piecewise constant: no derivative)."""
+    """∂G1/∂v (the visibility test v·m v_z > 0 is piecewise constant: no derivative).
+    GGX: G1 = 2 z / (z + r), z = |v_z|, r = sqrt(z² + α² (v_x² + v_y²));
+    Beckmann: G1'(b) ∂b/∂v, b = z / (α ρ), ρ = sqrt(v_x² + v_y²)."""
     a, xy2, z, r = _g1_terms(v, alpha)
     res = vec3(0.0)
     if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0:
-        den = z + r
-        inv2 = 1.0 / (den * den)
-        # ∂G1/∂z = 2 (r - z²/r) / (z + r)², ∂G1/∂v_x = -2 z α² v_x / (r (z + r)²)
-        dz = 2.0 * (r - z * z / r) * inv2
-        dxy = -2.0 * z * a * a / r * inv2
-        res = vec3(dxy * v[0], dxy * v[1], dz * ti.select(v[2] >= 0.0, 1.0, -1.0))
+        sz = ti.select(v[2] >= 0.0, 1.0, -1.0)
+        if alpha < 0.0:
+            rho = ti.sqrt(xy2)
+            b = z / (a * rho)
+            g, dg = _beckmann_fit(b)
+            res = dg * vec3(-b * v[0] / xy2, -b * v[1] / xy2, sz / (a * rho))
+        else:
+            den = z + r
+            inv2 = 1.0 / (den * den)
+            # ∂G1/∂z = 2 (r - z²/r) / (z + r)², ∂G1/∂v_x = -2 z α² v_x / (r (z + r)²)
+            dz = 2.0 * (r - z * z / r) * inv2
+            dxy = -2.0 * z * a * a / r * inv2
+            res = vec3(dxy * v[0], dxy * v[1], dz * sz)
     return res
 
 
@@ -236,3 +376,132 @@ def reflection_grad_dirs(wi, wo, h, hl, alpha, phi, dphi):
 def normalize_backprop(g_n, n, length):
     """Gradient w.r.t. u of an objective with gradient g_n w.r.t. n = u / |u| (length = |u|)."""
     return (g_n - n * n.dot(g_n)) / length
+
+
+# ---- host side (numpy, f64): Mitsuba's load-time tables of a rough dielectric interface ------
+# Used by roughplastic (its diffuse lobe): microfacet.h eval_reflectance / eval_transmittance,
+# the same Gauss-Legendre rule (32² nodes for η > 1, 128² otherwise) over the visible-normal
+# sample space, the same visible-normal warps (Mitsuba's sample_visible_11) and Smith G1.
+ROUGH_TRANSMITTANCE_RES = 64     # MI_ROUGH_TRANSMITTANCE_RES (roughplastic.cpp)
+
+
+def _np_fresnel(cos_i, eta):
+    """numpy fresnel_dielectric: (F, cos θt (signed), η_ti)."""
+    import numpy as np
+    outside = cos_i >= 0.0
+    eta_it = np.where(outside, eta, 1.0 / eta)
+    eta_ti = 1.0 / eta_it
+    ct2 = 1.0 - (1.0 - cos_i * cos_i) * eta_ti * eta_ti
+    ci = np.abs(cos_i)
+    ct = np.sqrt(np.maximum(ct2, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_s = (ci - eta_it * ct) / (ci + eta_it * ct)
+        a_p = (ct - eta_it * ci) / (ct + eta_it * ci)
+    r = np.where(ct2 <= 0.0, 1.0, 0.5 * (a_s * a_s + a_p * a_p))
+    r = np.where(ci == 0.0, 1.0, r)
+    return r, np.where(outside, -ct, ct), eta_ti
+
+
+def _np_smith_g1(v, m, alpha, beckmann):
+    import numpy as np
+    xy2 = alpha * alpha * (v[..., 0] ** 2 + v[..., 1] ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t2 = xy2 / v[..., 2] ** 2
+        if beckmann:
+            a = 1.0 / np.sqrt(t2)
+            r = np.where(a >= 1.6, 1.0, (3.535 * a + 2.181 * a * a) / (1.0 + 2.276 * a + 2.577 * a * a))
+        else:
+            r = 2.0 / (1.0 + np.sqrt(1.0 + t2))
+    r = np.where(xy2 == 0.0, 1.0, r)
+    return np.where((v * m).sum(-1) * v[..., 2] <= 0.0, 0.0, r)
+
+
+def _np_sample_visible(wi, alpha, u, beckmann):
+    """Mitsuba's MicrofacetDistribution::sample (visible normals, isotropic α): wi (..., 3),
+    u (..., 2) in [0, 1)² -> m (..., 3)."""
+    import numpy as np
+    from scipy.special import erf, erfinv
+    wp = np.stack([alpha * wi[..., 0], alpha * wi[..., 1], wi[..., 2]], -1)
+    wp /= np.linalg.norm(wp, axis=-1, keepdims=True)
+    ct = wp[..., 2]
+    st = np.sqrt(np.maximum(1.0 - ct * ct, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cphi = np.where(st > 0.0, wp[..., 0] / st, 1.0)
+        sphi = np.where(st > 0.0, wp[..., 1] / st, 0.0)
+    cphi, sphi = np.clip(cphi, -1.0, 1.0), np.clip(sphi, -1.0, 1.0)
+    u = np.array(u, dtype=np.float64)
+    if beckmann:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tan_i = st / ct
+            cot_i = 1.0 / tan_i
+        maxval = erf(cot_i)
+        u = np.clip(u, 1e-6, 1.0 - 1e-6)
+        x = maxval - (maxval + 1.0) * erf(np.sqrt(-np.log(u[..., 0])))
+        ux = u[..., 0] * (1.0 + maxval + tan_i * np.exp(-cot_i * cot_i) / np.sqrt(np.pi))
+        for _ in range(3):
+            slope = erfinv(x)
+            value = 1.0 + x + tan_i * np.exp(-slope * slope) / np.sqrt(np.pi) - ux
+            x = x - value / (1.0 - slope * tan_i)
+        sx, sy = erfinv(x), erfinv(2.0 * u[..., 1] - 1.0)
+    else:
+        # square_to_uniform_disk_concentric
+        r1, r2 = 2.0 * u[..., 0] - 1.0, 2.0 * u[..., 1] - 1.0
+        is_zero = (r1 == 0.0) & (r2 == 0.0)
+        q1 = np.abs(r1) > np.abs(r2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rr = np.where(q1, r1, r2)
+            phi = np.where(q1, 0.25 * np.pi * r2 / r1, 0.5 * np.pi - 0.25 * np.pi * r1 / r2)
+        phi = np.where(is_zero, 0.0, phi)
+        px, py = rr * np.cos(phi), rr * np.sin(phi)
+        px, py = np.where(is_zero, 0.0, px), np.where(is_zero, 0.0, py)
+        s = 0.5 * (1.0 + ct)
+        py = np.sqrt(np.maximum(1.0 - px * px, 0.0)) * (1.0 - s) + py * s
+        z = np.sqrt(np.maximum(1.0 - px * px - py * py, 0.0))
+        norm = 1.0 / (st * py + ct * z)
+        sx, sy = (ct * py - st * z) * norm, px * norm
+    mx = (cphi * sx - sphi * sy) * alpha
+    my = (sphi * sx + cphi * sy) * alpha
+    m = np.stack([-mx, -my, np.ones_like(mx)], -1)
+    return m / np.linalg.norm(m, axis=-1, keepdims=True)
+
+
+def _np_quadrature(eta):
+    import numpy as np
+    n = 32 if eta > 1.0 else 128
+    x, w = np.polynomial.legendre.leggauss(n)
+    nx, ny = np.meshgrid(x, x)
+    wx, wy = np.meshgrid(w, w)
+    return np.stack([nx.ravel(), ny.ravel()], -1) * 0.5 + 0.5, (wx * wy).ravel() * 0.25
+
+
+def rough_dielectric_albedos(mu, alpha, eta, beckmann):
+    """(R(μ), T(μ)): Mitsuba's eval_reflectance / eval_transmittance of a rough dielectric
+    interface (relative IOR eta, isotropic α) for incident cosines mu (1-D array), f64."""
+    import numpy as np
+    mu = np.asarray(mu, dtype=np.float64)
+    u, w = _np_quadrature(eta)
+    wi = np.stack([np.sqrt(1.0 - mu * mu), np.zeros_like(mu), mu], -1)[:, None, :]
+    wi = np.broadcast_to(wi, (mu.size, u.shape[0], 3))
+    m = _np_sample_visible(wi, alpha, np.broadcast_to(u, (mu.size,) + u.shape), beckmann)
+    c = (wi * m).sum(-1)
+    f, cos_t, eta_ti = _np_fresnel(c, eta)
+    # reflection
+    wo = 2.0 * c[..., None] * m - wi
+    sr = _np_smith_g1(wo, m, alpha, beckmann) * f
+    sr = np.where((wo[..., 2] <= 0.0) | (wi[..., 2] <= 0.0), 0.0, sr)
+    # refraction (Mitsuba's refract(wi, m, cos_theta_t, eta_ti))
+    wt = m * (c * eta_ti + cos_t)[..., None] - wi * eta_ti[..., None]
+    stt = _np_smith_g1(wt, m, alpha, beckmann) * (1.0 - f)
+    stt = np.where(wt[..., 2] * wi[..., 2] >= 0.0, 0.0, stt)
+    return (sr * w).sum(-1), (stt * w).sum(-1)
+
+
+def rough_plastic_tables(alpha, eta, beckmann):
+    """Mitsuba roughplastic's parameters_changed(): (external transmittance t(cos θ) at
+    ROUGH_TRANSMITTANCE_RES cosines linspace(0, 1) (first clamped to 1e-6), internal reflectance
+    2 mean(R_{1/η}(μ) μ)) for the coat's α, relative IOR eta and distribution."""
+    import numpy as np
+    mu = np.maximum(1e-6, np.linspace(0.0, 1.0, ROUGH_TRANSMITTANCE_RES))
+    _, t = rough_dielectric_albedos(mu, alpha, eta, beckmann)
+    r, _ = rough_dielectric_albedos(mu, alpha, 1.0 / eta, beckmann)
+    return t, float(np.mean(r * mu) * 2.0)

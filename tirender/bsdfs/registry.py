@@ -24,8 +24,10 @@ from .blendbsdf import BlendBsdf
 from .conductor import Conductor
 from .dielectric import Dielectric
 from .diffuse import Diffuse
+from .mask import MaskBsdf
 from .normalmap import NormalMap
 from .null import Null
+from .plastic import Plastic
 from .roughconductor import RoughConductor
 from .roughdielectric import RoughDielectric
 from .roughplastic import RoughPlastic
@@ -41,15 +43,17 @@ MODELS = (
     RoughPlastic,
     Null,
     ThinDielectric,
+    Plastic,
     BlendBsdf,
     TwoSided,
     NormalMap,
+    MaskBsdf,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
 # sizes of the per-BSDF tables (texture slots, float constants, children)
 N_TEX = max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS)
-N_FLOAT = 8
+N_FLOAT = max([8] + [getattr(m, "N_CONST", 0) for m in MODELS])
 N_CHILD = max(len(getattr(m, "CHILDREN", ())) for m in MODELS)
 SUGAR = tuple(m for m in MODELS if getattr(m, "SUGAR", None))   # wrappers applied by a key on any BSDF
 

@@ -1,4 +1,5 @@
-"""Rough conductor (Mitsuba 3 ``roughconductor``; GGX, isotropic α, visible normal sampling).
+"""Rough conductor (Mitsuba 3 ``roughconductor``; Beckmann (default, as Mitsuba) or GGX, isotropic α,
+visible normal sampling; anisotropic α_u / α_v and sample_visible: false are not supported yet).
 One-sided: 0 unless cos θi > 0 and cos θo > 0.
 
     eval = specular * F(wi·h) D(h) G(wi, wo, h) / (4 cos θi),   h = normalize(wi + wo)
@@ -10,34 +11,50 @@ normal-map gradients.
 import taichi as ti
 
 from ..core.math import vec3
-from ..schema import Choice, Texture
+from ..errors import ConfigError
+from ..schema import Bool, Choice, Texture
 from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, one_sided, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .conductor import CONDUCTOR_KEYS, ETA, K, NONE, conductor_constants
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
-from .microfacet import (half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
+from .microfacet import (half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
                          smith_g1)
 
 _SPEC, _ALPHA = 0, 1  # texture slots
+DIST = NONE + 1       # constant: the distribution (after the conductor's)
 
 ROUGHNESS = Texture("roughness", 1, default=0.1, lo=1e-3, hi=4.0, aliases=("alpha",),
-                    doc="GGX roughness α (parameter `<id>.roughness`)")
-DISTRIBUTION = Choice("distribution", ("ggx",), default="ggx", doc="microfacet distribution")
+                    doc="roughness α (parameter `<id>.roughness`)")
+DISTRIBUTION = Choice("distribution", ("beckmann", "ggx"), default="beckmann",
+                      doc="microfacet distribution (Mitsuba's default: beckmann)")
+SAMPLE_VISIBLE = Bool("sample_visible", default=True,
+                      doc="visible normal sampling (only true is supported)")
+
+
+def distribution_constant(values, file, key):
+    """The row's distribution constant: the sign of its signed roughness (microfacet.signed_alpha)."""
+    if values.get("sample_visible") is False:
+        raise ConfigError("sample_visible: false is not supported", file, f"{key}.sample_visible")
+    return signed_alpha_sign(values.get("distribution", "beckmann"))
+
+
+def rough_conductor_constants(values, file, key):
+    return list(conductor_constants(values, file, key)) + [distribution_constant(values, file, key)]
 
 
 @one_sided
 class RoughConductor:
     NAME = "roughconductor"
-    KEYS = CONDUCTOR_KEYS[:1] + (ROUGHNESS, DISTRIBUTION) + CONDUCTOR_KEYS[1:]
+    KEYS = CONDUCTOR_KEYS[:1] + (ROUGHNESS, DISTRIBUTION, SAMPLE_VISIBLE) + CONDUCTOR_KEYS[1:]
     FLAGS = SMOOTH
     Params = ti.types.struct(specular=vec3, alpha=float, eta=vec3, k=vec3, none=ti.i32)
 
-    constants = staticmethod(conductor_constants)
+    constants = staticmethod(rough_conductor_constants)
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        return RoughConductor.Params(specular=slot_rgb(st, ctx, _SPEC), alpha=ti.max(slot_float(st, ctx, _ALPHA), 1e-4),
+        return RoughConductor.Params(specular=slot_rgb(st, ctx, _SPEC), alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, DIST)),
                                      eta=const_rgb(st, ctx, ETA), k=const_rgb(st, ctx, K),
                                      none=ti.cast(const(st, ctx, NONE), ti.i32))
 

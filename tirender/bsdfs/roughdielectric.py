@@ -1,4 +1,4 @@
-"""Rough dielectric (Mitsuba 3 ``roughdielectric``; Walter et al. 2007, GGX, isotropic α, visible
+"""Rough dielectric (Mitsuba 3 ``roughdielectric``; Walter et al. 2007, Beckmann (default, as Mitsuba) or GGX, isotropic α, visible
 normal sampling; radiance transport mode). Two-sided by nature: cos θi < 0 means the ray arrives
 from inside (η is inverted).
 
@@ -22,7 +22,8 @@ from .dielectric import DIELECTRIC_KEYS, ETA, ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, pdf_visible_normal,
                          sample_visible_normal, smith_g1, smith_g1_grad)
-from .roughconductor import DISTRIBUTION, ROUGHNESS
+from .microfacet import signed_alpha
+from .roughconductor import DISTRIBUTION, ROUGHNESS, SAMPLE_VISIBLE, distribution_constant
 
 _SPEC, _TRANS, _ALPHA = 0, 1, 2   # texture slots
 
@@ -62,17 +63,20 @@ def _transmission_factor(F, eta, wi, wo, m):
 @leaf
 class RoughDielectric:
     NAME = "roughdielectric"
-    KEYS = DIELECTRIC_KEYS[:2] + (ROUGHNESS, DISTRIBUTION) + DIELECTRIC_KEYS[2:]
+    KEYS = DIELECTRIC_KEYS[:2] + (ROUGHNESS, DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_KEYS[2:]
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
     Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=float, eta=float)
 
-    constants = staticmethod(ior_constants)
+    @staticmethod
+    def constants(values, file, key):
+        return ior_constants(values, file, key) + [distribution_constant(values, file, key)]
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
         return RoughDielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
-                                      alpha=ti.max(slot_float(st, ctx, _ALPHA), 1e-4), eta=const(st, ctx, ETA))
+                                      alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, ETA + 1)),
+                                      eta=const(st, ctx, ETA))
 
     @staticmethod
     @ti.func

@@ -1,68 +1,87 @@
-"""Rough plastic (Mitsuba 3 ``roughplastic``, ``nonlinear=False``, GGX, isotropic α,
-visible normal sampling). One-sided: 0 unless cos θi > 0 and cos θo > 0.
+"""Rough plastic, exactly Mitsuba 3's ``roughplastic`` (Beckmann (default) or GGX, isotropic α as
+Mitsuba, visible normal sampling).
+One-sided: 0 unless cos θi > 0 and cos θo > 0.
 
-    eval = specular * F(wi·h) D G / (4 cos θi)                                (coat)
-         + reflectance / (1 - Fdr_int) * (1/π) (1/η²) cos θo (1 - F(cos θi)) (1 - F(cos θo))
-with h = normalize(wi + wo), F = fresnel_dielectric(., η) and the diffuse internal
-reflectance Fdr_int = fresnel_diffuse_reflectance(1/η) (Mitsuba's fitted polynomial).
-
-Difference to Mitsuba 3: Mitsuba's roughplastic tabulates the *rough* interface's
-transmittance t(cos θ) (64 entries) and its internal reflectance per (α, η) at load time;
-here (as in Mitsuba's smooth ``plastic``) the smooth-interface values 1 - F(cos θ) and
-Fdr_int are used, so that everything stays a closed-form function of the per-point
-BsdfParams (α can be textured / optimised). Both agree as α → 0; at large α and grazing
-angles the diffuse lobe differs by a few percent.
+    eval = specular * F(wi·h) D G / (4 cos θi)                                         (coat)
+         + ρ' (1/π) (1/η²) cos θo t(cos θi) t(cos θo),   ρ' = ρ / (1 - R_int)   (nonlinear: ρ / (1 - ρ R_int))
+with h = normalize(wi + wo), F = fresnel_dielectric(., η), ρ = diffuse_reflectance and, as
+Mitsuba computes them at load time (``parameters_changed``, reproduced in numpy by
+``microfacet.rough_plastic_tables``; matches Mitsuba 3.9 scalar_rgb's eval within 4e-6 relative):
+    t(μ)   the rough interface's external transmittance, 64 entries over μ = linspace(0, 1),
+           linearly interpolated (Mitsuba's lerp_gather), and
+    R_int  its internal reflectance 2 ∫ R_{1/η}(μ) μ dμ (the 64-point mean).
+Both depend on the row's α (the roughness value; a *textured* roughness — a tirender extension,
+Mitsuba's α is a scalar — uses the texture's ``value``, else 0.1, for the tables) and are
+constants: changing ``<id>.roughness`` at run time changes the coat only, and the α gradient is
+the coat's (Mitsuba does not differentiate the tables either).
 
 Sampling (as Mitsuba): the coat is chosen with probability
-    P_s = F_i w / (F_i w + (1 - F_i)(1 - w)),  F_i = F(cos θi),
-    w = mean(specular) / (mean(reflectance) + mean(specular))  (m_specular_sampling_weight,
-        here from the point's values instead of the texture means),
-otherwise a cosine-weighted direction; pdf = P_s D(h) G1(wi, h) / (4 cos θi) + (1 - P_s) cos θo / π,
-weight = eval / pdf. The model is reciprocal: eval(wi, wo)/cos θo = eval(wo, wi)/cos θi.
-Differentiable: diffuse_reflectance, specular_reflectance (RGB), roughness α; analytic direction
-derivatives.
+    P_s = (1 - t_i) w / ((1 - t_i) w + t_i (1 - w)),  t_i = t(cos θi),
+    w = mean(specular) / (mean(diffuse_reflectance) + mean(specular))
+(difference to Mitsuba: w from the point's texture values, Mitsuba uses the textures' means —
+this changes only the variance), otherwise a cosine-weighted direction;
+pdf = P_s D(h) G1(wi, h) / (4 cos θi) + (1 - P_s) cos θo / π, weight = eval / pdf.
+Differentiable: diffuse_reflectance, specular_reflectance (RGB), roughness α (coat); analytic
+direction derivatives (the tables are piecewise linear in cos θ: their derivative is the
+segment's slope).
 """
 import taichi as ti
 
 from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
-from ..errors import ConfigError
 from ..schema import Bool, Ior, Texture
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float, slot_float_adjoint, slot_rgb,
                    slot_rgb_adjoint)
 from .dielectric import ior_constants
-from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_diffuse_reflectance, reflect_m
-from .microfacet import (half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf,
-                         sample_visible_normal)
-from .roughconductor import DISTRIBUTION, ROUGHNESS
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m
+from .microfacet import (ROUGH_TRANSMITTANCE_RES, half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf,
+                         rough_plastic_tables, sample_visible_normal)
+from .microfacet import signed_alpha
+from .roughconductor import DISTRIBUTION, ROUGHNESS, SAMPLE_VISIBLE, distribution_constant
 
 _RHO, _SPEC, _ALPHA = 0, 1, 2   # texture slots
-ETA = 0                         # constant: relative IOR
+ETA, R_INT, NONLINEAR, DIST, TABLE = 0, 1, 2, 3, 4   # constants: η, internal reflectance, switch, distribution, t(μ)
+
+
+def _table_alpha(values):
+    a = values.get("roughness", 0.1)
+    if isinstance(a, dict):
+        a = a.get("value", 0.1)
+    try:
+        return float(sum(a) / len(a)) if isinstance(a, (list, tuple)) else float(a)
+    except (TypeError, ValueError):
+        return 0.1
 
 
 @ti.func
-def diffuse_fresnel(eta):
-    """(fdr_int, fdr_ext) = (Fdr(1/η), Fdr(η)) as Mitsuba's plastic precomputes them."""
-    return fresnel_diffuse_reflectance(1.0 / eta), fresnel_diffuse_reflectance(eta)
+def _lerp_gather(st: ti.template(), ctx, x):
+    """(t(x), dt/dx): Mitsuba's lerp_gather over the transmittance table (x = cos θ in [0, 1])."""
+    n = ROUGH_TRANSMITTANCE_RES
+    xs = ti.max(x, 0.0) * (n - 1)
+    i = ti.min(ti.cast(xs, ti.i32), n - 2)
+    v0 = const(st, ctx, TABLE + i)
+    v1 = const(st, ctx, TABLE + i + 1)
+    return v0 + (v1 - v0) * (xs - i), (v1 - v0) * (n - 1)
 
 
 @ti.func
-def _diffuse_scale(eta):
-    """(1/π)(1/η²) / (1 - Fdr_int): the diffuse lobe is reflectance * this * cos θo (1 - F_i)(1 - F_o)."""
-    den = 1.0 - fresnel_diffuse_reflectance(1.0 / eta)
-    den = ti.select(den > 0.0, den, 1.0)
-    return INV_PI / (eta * eta) / den
+def _rho_eff(p):
+    """(ρ', ∂ρ'/∂ρ) of the diffuse base: ρ / (1 - R_int), or ρ / (1 - ρ R_int) when nonlinear."""
+    den = 1.0 - p.r_int * ti.select(p.nonlinear > 0, p.reflectance, vec3(1.0))
+    den = ti.max(den, 1e-8)
+    rho = p.reflectance / den
+    drho = ti.select(p.nonlinear > 0, 1.0 / (den * den), 1.0 / den)
+    return rho, drho
 
 
 @ti.func
-def _diffuse_factor(p, wi, wo):
-    f_i, ct_i, ei_i, et_i = fresnel_dielectric(wi[2], p.eta)
-    f_o, ct_o, ei_o, et_o = fresnel_dielectric(wo[2], p.eta)
-    return _diffuse_scale(p.eta) * wo[2] * (1.0 - f_i) * (1.0 - f_o)
+def _diffuse_scale(p, wo):
+    """(1/π)(1/η²) cos θo t_i t_o: the diffuse lobe is ρ' times this."""
+    return INV_PI / (p.eta * p.eta) * wo[2] * p.t_i * p.t_o
 
 
 @ti.func
-def prob_specular(p, cos_theta_i):
+def prob_specular(p):
     """Probability of sampling the coat (Mitsuba's m_specular_sampling_weight scheme)."""
     s_mean = p.specular.sum() / 3.0
     d_mean = p.reflectance.sum() / 3.0
@@ -70,9 +89,8 @@ def prob_specular(p, cos_theta_i):
     w = 0.5
     if tot > 0.0:
         w = s_mean / tot
-    f_i, ct, ei, et = fresnel_dielectric(cos_theta_i, p.eta)
-    ps = f_i * w
-    pd = (1.0 - f_i) * (1.0 - w)
+    ps = (1.0 - p.t_i) * w
+    pd = p.t_i * (1.0 - w)
     res = w
     if ps + pd > 0.0:
         res = ps / (ps + pd)
@@ -84,24 +102,39 @@ class RoughPlastic:
     NAME = "roughplastic"
     KEYS = (Texture("diffuse_reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo of the diffuse base"),
             Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1.0, doc="scale of the coat"),
-            ROUGHNESS, DISTRIBUTION,
+            ROUGHNESS, DISTRIBUTION, SAMPLE_VISIBLE,
             Ior("int_ior", default=1.49, doc="interior IOR (polypropylene)"),
             Ior("ext_ior", default=1.000277, doc="exterior IOR (air)"),
-            Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift (only false is supported)"))
+            Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift: ρ / (1 - ρ R_int)"))
     FLAGS = SMOOTH
-    Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=float, eta=float)
+    N_CONST = TABLE + ROUGH_TRANSMITTANCE_RES
+    Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=float, eta=float, r_int=float,
+                             nonlinear=ti.i32, t_i=float, dt_i=float, t_o=float, dt_o=float)
 
     @staticmethod
     def constants(values, file, key):
-        if values.get("nonlinear"):
-            raise ConfigError("nonlinear: true is not supported", file, f"{key}.nonlinear")
-        return ior_constants(values, file, key)
+        eta = ior_constants(values, file, key)[0]
+        table, r_int = rough_plastic_tables(_table_alpha(values), eta,
+                                            values.get("distribution", "beckmann") == "beckmann")
+        return ([eta, r_int, 1.0 if values.get("nonlinear") else 0.0, distribution_constant(values, file, key)]
+                + [float(v) for v in table])
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
+        """The row's values; t_i / t_o (the table at cos θi / cos θo) are filled by ``with_dirs``."""
         return RoughPlastic.Params(reflectance=slot_rgb(st, ctx, _RHO), specular=slot_rgb(st, ctx, _SPEC),
-                                   alpha=ti.max(slot_float(st, ctx, _ALPHA), 1e-4), eta=const(st, ctx, ETA))
+                                   alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, DIST)),
+                                   eta=const(st, ctx, ETA),
+                                   r_int=const(st, ctx, R_INT), nonlinear=ti.cast(const(st, ctx, NONLINEAR), ti.i32),
+                                   t_i=0.0, dt_i=0.0, t_o=0.0, dt_o=0.0)
+
+    @staticmethod
+    @ti.func
+    def with_dirs(st: ti.template(), ctx, p, wi, wo):
+        p.t_i, p.dt_i = _lerp_gather(st, ctx, wi[2])
+        p.t_o, p.dt_o = _lerp_gather(st, ctx, wo[2])
+        return p
 
     @staticmethod
     @ti.func
@@ -115,27 +148,27 @@ class RoughPlastic:
     def f(p, wi, wo):
         h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
         F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
-        return p.specular * (F * lobe) + p.reflectance * _diffuse_factor(p, wi, wo)
+        rho, drho = _rho_eff(p)
+        return p.specular * (F * lobe) + rho * _diffuse_scale(p, wo)
 
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        ps = prob_specular(p, wi[2])
+        ps = prob_specular(p)
         return ps * reflection_pdf(wi, wo, p.alpha) + (1.0 - ps) * (wo[2] * INV_PI)
 
     @staticmethod
     @ti.func
     def sample(p, wi, u1, u2):
+        """The sampled direction only (in ``s.wo``); ``sample_at`` evaluates it."""
         s = invalid_sample()
         wo = vec3(0.0)
-        if u1 < prob_specular(p, wi[2]):
+        if u1 < prob_specular(p):
             m, pm = sample_visible_normal(wi, p.alpha, u2)
             wo = reflect_m(wi, m)
         else:
             wo = square_to_cosine_hemisphere(u2)
-        pd = RoughPlastic.pdf(p, wi, wo)
-        if pd > 0.0 and wo[2] > 0.0:
-            s = BsdfSample(wo=wo, weight=RoughPlastic.f(p, wi, wo) / pd, pdf=pd, eta=1.0, delta=0, valid=1)
+        s.wo = wo
         return s
 
     @staticmethod
@@ -144,21 +177,73 @@ class RoughPlastic:
         """∂<d_out, f>/∂(diffuse_reflectance, specular_reflectance, α)."""
         h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
         F, ct, ei, et = fresnel_dielectric(wi.dot(h), p.eta)
-        return RoughPlastic.Params(reflectance=d_out * _diffuse_factor(p, wi, wo), specular=d_out * (F * lobe),
-                                   alpha=(d_out * p.specular).sum() * (F * dlobe))
+        rho, drho = _rho_eff(p)
+        g = p
+        g.reflectance = d_out * drho * _diffuse_scale(p, wo)
+        g.specular = d_out * (F * lobe)
+        g.alpha = (d_out * p.specular).sum() * (F * dlobe)
+        return g
 
     @staticmethod
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
-        """Coat: the reflection lobe with the dielectric F(wi·h); base: c wo_z (1 - F(wi_z))(1 - F(wo_z))."""
+        """Coat: the reflection lobe with the dielectric F(wi·h); base: c wo_z t(wi_z) t(wo_z)."""
         h, hl, _ = half_vector(wi, wo)
         c = wi.dot(h)
         cs = d_out.dot(p.specular)
         F, ct, ei, et = fresnel_dielectric(c, p.eta)
         gwi, gwo = reflection_grad_dirs(wi, wo, h, hl, p.alpha, cs * F, cs * fresnel_dielectric_dcos(c, p.eta))
-        cd = d_out.dot(p.reflectance) * _diffuse_scale(p.eta)
-        f_i, ct_i, ei_i, et_i = fresnel_dielectric(wi[2], p.eta)
-        f_o, ct_o, ei_o, et_o = fresnel_dielectric(wo[2], p.eta)
-        gwi[2] += -cd * wo[2] * fresnel_dielectric_dcos(wi[2], p.eta) * (1.0 - f_o)
-        gwo[2] += cd * (1.0 - f_i) * ((1.0 - f_o) - wo[2] * fresnel_dielectric_dcos(wo[2], p.eta))
+        rho, drho = _rho_eff(p)
+        cd = d_out.dot(rho) * INV_PI / (p.eta * p.eta)
+        gwi[2] += cd * wo[2] * p.dt_i * p.t_o
+        gwo[2] += cd * p.t_i * (p.t_o + wo[2] * p.dt_o)
         return gwi, gwo
+
+
+def _tabulated(cls):
+    """Replace the ``*_at`` functions @leaf generated by versions that look the transmittance
+    table up at cos θi / cos θo (``with_dirs``) before calling the pure functions."""
+    fetch, with_dirs, fetch_adjoint = cls.fetch, cls.with_dirs, cls.fetch_adjoint
+    f, pdf, sample, f_adjoint, f_grad_dirs = cls.f, cls.pdf, cls.sample, cls.f_adjoint, cls.f_grad_dirs
+
+    @ti.func
+    def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return f(with_dirs(st, ctx, fetch(st, ctx), wi, wo), wi, wo)
+
+    @ti.func
+    def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        return pdf(with_dirs(st, ctx, fetch(st, ctx), wi, wo), wi, wo)
+
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        p = with_dirs(st, ctx, fetch(st, ctx), wi, wo)
+        return f(p, wi, wo), pdf(p, wi, wo)
+
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        p = with_dirs(st, ctx, fetch(st, ctx), wi, wi)
+        s = sample(p, wi, u1, u2)
+        wo = s.wo
+        res = invalid_sample()
+        if wi[2] > 0.0 and wo[2] > 0.0:
+            p = with_dirs(st, ctx, p, wi, wo)
+            pd = pdf(p, wi, wo)
+            if pd > 0.0:
+                res = BsdfSample(wo=wo, weight=f(p, wi, wo) / pd, pdf=pd, eta=1.0, delta=0, valid=1)
+        return res
+
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        fetch_adjoint(st, ctx, f_adjoint(with_dirs(st, ctx, fetch(st, ctx), wi, wo), wi, wo, d_out))
+
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        return f_grad_dirs(with_dirs(st, ctx, fetch(st, ctx), wi, wo), wi, wo, d_out)
+
+    for name, fn in (("eval_at", eval_at), ("pdf_at", pdf_at), ("eval_pdf_at", eval_pdf_at),
+                     ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at)):
+        setattr(cls, name, staticmethod(fn))
+    return cls
+
+
+RoughPlastic = _tabulated(RoughPlastic)

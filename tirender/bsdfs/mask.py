@@ -1,0 +1,72 @@
+"""Opacity mask (Mitsuba 3 ``mask``): a nested BSDF seen with probability ``opacity``, otherwise the
+surface is absent (a null interaction: the path passes unchanged).
+
+    eval = o f_nested,   pdf = o pdf_nested,   o = opacity (scalar texture in [0, 1])
+Sampling (as Mitsuba): with probability 1 - o a pass-through sample wo = -wi, weight 1,
+pdf 1 - o, delta, eta 1; otherwise the nested BSDF is sampled with u1 / o, keeping its weight,
+its pdf multiplied by o. Both sides pass (flag BOTH_SIDES); the nested BSDF sees wi as it is.
+Integrators: a pass-through counts as a bounce and emitter-sampling shadow rays are blocked by a
+masked surface, as in Mitsuba's ``path`` (Mitsuba's ``volpath`` instead attenuates its shadow
+rays by 1 - o: a difference for masked surfaces lit through their holes in volpath).
+Differentiable: the nested BSDF's parameters and the opacity through the nested lobe
+(∂<δ, eval>/∂o = <δ, f_nested>). Difference to Mitsuba's prb: the pass-through sample is a Dirac
+event, which tirender's detached PRB does not differentiate, so the opacity gradient lacks the
+term -L_through / (1 - o) that Mitsuba adds through the null sample's weight (its size is that
+of the light seen through the holes).
+"""
+import taichi as ti
+
+from ..core.math import vec3
+from ..schema import Child, Texture
+from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, child, composite, slot_float,
+                   slot_float_adjoint)
+
+_O = 0  # texture slot: opacity
+
+
+@ti.func
+def _opacity(st: ti.template(), ctx):
+    return ti.min(ti.max(slot_float(st, ctx, _O), 0.0), 1.0)
+
+
+@composite
+class MaskBsdf:
+    NAME = "mask"
+    KEYS = (Texture("opacity", 1, default=0.5, lo=0.0, hi=1.0, doc="probability o that the surface is there"),
+            Child("bsdf", doc="the BSDF seen with probability o"))
+    CHILDREN = ("bsdf",)
+    FLAGS = 0
+
+    @staticmethod
+    def combine_flags(child_flags):
+        return child_flags[0] | DELTA | TRANSMISSION | BOTH_SIDES
+
+    @staticmethod
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        o = _opacity(st, ctx)
+        f, p = inner.eval_pdf(st, child(st, ctx, 0), wi, wo)
+        return o * f, o * p
+
+    @staticmethod
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        o = _opacity(st, ctx)
+        bs = BsdfSample(wo=-wi, weight=vec3(1.0), pdf=1.0 - o, eta=1.0, delta=1, valid=1)
+        if u1 < o:
+            bs = inner.sample(st, child(st, ctx, 0), wi, ti.min(u1 / o, 0.99999994), u2)
+            bs.pdf *= o
+        return bs
+
+    @staticmethod
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        o = _opacity(st, ctx)
+        c = child(st, ctx, 0)
+        slot_float_adjoint(st, ctx, _O, d_out.dot(inner.eval(st, c, wi, wo)))
+        inner.adjoint(st, c, wi, wo, d_out * o)
+
+    @staticmethod
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        return inner.grad_dirs(st, child(st, ctx, 0), wi, wo, d_out * _opacity(st, ctx))
