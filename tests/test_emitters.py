@@ -48,8 +48,8 @@ def test_envmap_sampling_matches_pdf():
     # samples within ~1e-4 of the poles, where f32 cannot recover sin θ from the direction)
     close = np.isclose(pdf[ok], pdf2[ok], rtol=2e-3)
     assert close.mean() > 0.999, close.mean()
-    # weight = Le / pdf
-    assert np.allclose(w[ok], le[ok] / pdf[ok, None], rtol=2e-3)
+    # weight = Le / pdf (again all but a few samples at the poles: Le is bilinear in θ there now)
+    assert np.isclose(w[ok], le[ok] / pdf[ok, None], rtol=2e-3).all(1).mean() > 0.9999
     # histogram over (cos θ, φ) cells vs the pdf integrated over each cell (midpoint rule, 8x8 sub-cells)
     nc, nphi = 8, 16
     ct = d[:, 1]

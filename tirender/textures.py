@@ -2,7 +2,9 @@
 
 A texture ``tid`` is a (H, W, C) slice of ``st.pool`` at ``st.tex_offset[tid]``, texel (row y, column x,
 channel c) at offset + (y * W + x) * C + c, row 0 at the top of the image; uv (0, 0) is the image's
-bottom-left corner (v grows upwards, the OBJ/OpenGL convention). Constants are 1x1 textures.
+top-left corner (v grows downwards: Mitsuba 3's bitmap convention; OBJ files are flipped on load,
+as Mitsuba's obj loader does). Texel centres at ((x + 0.5) / W, (y + 0.5) / H). Constants are 1x1
+textures.
 Differentiable: the texel values. The adjoint scatters ``d_out`` with the bilinear weights into
 ``st.grad_fx`` (deterministic fixed point, see core/fixed_point.py) with ti.atomic_add (four texels per lookup).
 """
@@ -42,7 +44,7 @@ def _footprint(st: ti.template(), tid, uv):
     h = st.tex_h[tid]
     mode = st.tex_wrap[tid]
     x = uv[0] * w - 0.5
-    y = (1.0 - uv[1]) * h - 0.5
+    y = uv[1] * h - 0.5
     x0 = 0
     y0 = 0
     fx = 0.0

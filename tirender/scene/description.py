@@ -313,7 +313,7 @@ class _Builder:
     def shape(self, i, spec):
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
-                     "resolution", "interior", "exterior"}, self.file, key)
+                     "flip_tex_coords", "resolution", "interior", "exterior"}, self.file, key)
         sid = str(spec.get("id", f"shape{i}"))
         key = f"shapes.{sid}"
         t = spec.get("type")
@@ -326,6 +326,13 @@ class _Builder:
         elif t in ("obj", "ply"):
             from .mesh_io import load_mesh
             mesh = load_mesh(self.path(spec.get("filename"), f"{key}.filename"))
+            # Mitsuba 3: v = 0 is the top row of a bitmap; OBJ files (OpenGL convention) are flipped
+            # on load by default, PLY files are not (obj.cpp / ply.cpp: flip_tex_coords)
+            if boolean(spec.get("flip_tex_coords", t == "obj"), self.file, f"{key}.flip_tex_coords") \
+                    and mesh.get("uvs") is not None:
+                uv = np.array(mesh["uvs"], np.float32)
+                uv[:, 1] = 1.0 - uv[:, 1]
+                mesh = dict(mesh, uvs=uv)
         else:
             raise ConfigError(f"unknown shape type '{t}' (expected one of: obj, ply, "
                               f"{', '.join(builtin.BUILTIN)})", self.file, f"{key}.type")
