@@ -105,3 +105,24 @@ def test_texture_rows_on_shapes(tmp_path, shape):
     upright = shape == "obj"
     assert np.allclose(top, red if upright else blue, atol=1e-3), (shape, top)
     assert np.allclose(bottom, blue if upright else red, atol=1e-3), (shape, bottom)
+
+
+def test_checkerboard_and_to_uv_follow_mitsuba():
+    """checkerboard.cpp: color0 where (frac(u') > .5) == (frac(v') > .5), else color1, with
+    (u', v') = to_uv (u, v); checked per pixel against the uv AOV (pixels near cell edges skipped)."""
+    def scene(aov):
+        return tirender.load_scene({
+            "integrator": {"type": "aov", "aovs": [aov]},
+            "sensors": [camera([0, 0, 2.5], [0, 0, 0], fov=40, w=32, h=32)],
+            "shapes": [{"type": "rectangle", "bsdf": {"type": "diffuse", "reflectance": {
+                "type": "checkerboard", "color0": 0.1, "color1": [0.8, 0.6, 0.4],
+                "to_uv": [{"scale": [3, 2, 1]}, {"translate": [0.1, 0.2, 0]}]}}}]})
+    uv = tirender.render(scene("uv"), spp=1, seed=0, progress=False)[..., :2]
+    alb = tirender.render(scene("albedo"), spp=1, seed=0, progress=False)
+    up = np.stack([uv[..., 0] * 3 + 0.1, uv[..., 1] * 2 + 0.2], -1)
+    fr = up - np.floor(up)
+    inner = np.all(np.abs(fr - 0.5) > 0.08, -1) & np.all(np.minimum(fr, 1 - fr) > 0.08, -1)
+    is0 = (fr[..., 0] > 0.5) == (fr[..., 1] > 0.5)
+    want = np.where(is0[..., None], [0.1, 0.1, 0.1], [0.8, 0.6, 0.4])
+    assert inner.sum() > 200
+    assert np.allclose(alb[inner], want[inner], atol=1e-4)

@@ -38,8 +38,10 @@ def _texel_add(st: ti.template(), base, w, c, x, y, d):
 
 
 @ti.func
-def _footprint(st: ti.template(), tid, uv):
-    """Texel coordinates (x0, y0, x1, y1) and bilinear fractions (fx, fy) of a lookup."""
+def _footprint(st: ti.template(), tid, uv_in):
+    """Texel coordinates (x0, y0, x1, y1) and bilinear fractions (fx, fy) of a lookup at uv (after
+    the texture's to_uv transform)."""
+    uv = st.tex_uvm[tid] @ ti.Vector([uv_in[0], uv_in[1], 1.0])
     w = st.tex_w[tid]
     h = st.tex_h[tid]
     mode = st.tex_wrap[tid]

@@ -28,7 +28,8 @@ SCENES_DIR = os.path.join(HERE, "scenes")
 sys.path.insert(0, ROOT)
 
 # scene -> the parameters differentiated: Mitsuba key, or "mitsuba key=tirender key" where the
-# names do not resolve by themselves (scene.params.resolve, docs/mitsuba.md).
+# names do not resolve by themselves (scene.params.resolve, docs/mitsuba.md); "tirender key@r,c;r,c"
+# sums the gradient over those texels only (a checkerboard's colour is two texels of a 2x2 bitmap).
 SCENES = {
     "diffuse_area": ["floor.bsdf.reflectance.value", "ball.bsdf.reflectance.value", "light.emitter.radiance.value"],
     "conductor": ["floor.bsdf.alpha.value", "ball.bsdf.specular_reflectance.value", "sky.radiance.value"],
@@ -50,7 +51,8 @@ SCENES = {
     "spot": ["spot.intensity.value", "floor.bsdf.reflectance.value"],
     "beckmann": ["floor.bsdf.alpha.value", "sky.radiance.value"],
     "anisotropic": ["floor.bsdf.alpha_u.value", "floor.bsdf.alpha_v.value"],
-    "checkerboard": ["floor.bsdf.reflectance.color0.value", "light.emitter.radiance.value"],
+    "checkerboard": ["floor.bsdf.reflectance.color0.value=floor.reflectance@0,0;1,1",
+                     "floor.bsdf.reflectance.color1.value=floor.reflectance@0,1;1,0", "light.emitter.radiance.value"],
 }
 CI_SUBSET = ("diffuse_area", "point_directional")
 
@@ -75,16 +77,19 @@ def tirender_run(path, defines, spp, seeds, params, grad_spp, grad=True):
     out = {"imgs": imgs, "grads": {}}
     if grad:
         w = weights(*imgs.shape[1:3])
-        names = [scene.params.resolve(_split(p)[1]) for p in params]
+        sel = [_split(p)[1].split("@") + [None] for p in params]
+        names = [scene.params.resolve(t[0]) for t in sel]
+        texels = [None if t[1] is None else [tuple(map(int, rc.split(","))) for rc in t[1].split(";")] for t in sel]
         for n in names:
             if n not in scene.params:
                 raise KeyError(f"tirender has no parameter for '{n}' (has: {scene.params.keys()})")
-        g = {n: [] for n in names}
+        g = {p: [] for p in params}
         for s in range(seeds):
             gr = tirender.render_grad(scene, w, spp=grad_spp, seed=200 + s, progress=False)
-            for p, n in zip(params, names):
-                g[n].append(float(np.sum(gr[n])))
-        out["grads"] = {_split(p)[0]: np.array(g[n]) for p, n in zip(params, names)}
+            for p, n, tx in zip(params, names, texels):
+                v = gr[n] if tx is None else np.stack([gr[n][r, c] for r, c in tx])
+                g[p].append(float(np.sum(v)))
+        out["grads"] = {_split(p)[0]: np.array(g[p]) for p in params}
     return out
 
 

@@ -39,6 +39,7 @@ class Texture:
     bilinear: bool = True
     wrap: int = 0              # 0 repeat, 1 clamp
     constant: bool = True      # named parameter shape (C,) rather than (H, W, C)
+    to_uv: np.ndarray = None   # (2, 3) affine uv transform (Mitsuba's to_uv), None: identity
 
 
 @dataclass
@@ -152,9 +153,24 @@ class _Builder:
             spec = default
         if isinstance(spec, dict):
             _keys(spec, {"type", "filename", "data", "width", "height", "value", "srgb", "raw", "filter",
-                         "wrap", "wrap_mode", "filter_type"}, self.file, key)
-            if spec.get("type", "bitmap") != "bitmap":
-                raise ConfigError(f"unknown texture type '{spec.get('type')}' (bitmap)", self.file, f"{key}.type")
+                         "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1"}, self.file, key)
+            ttype = spec.get("type", "bitmap")
+            if ttype not in ("bitmap", "checkerboard"):
+                raise ConfigError(f"unknown texture type '{ttype}' (bitmap, checkerboard)", self.file, f"{key}.type")
+            to_uv = None
+            if spec.get("to_uv") is not None:
+                m = parse_transform(spec["to_uv"], self.file, f"{key}.to_uv")
+                to_uv = np.array([[m[0, 0], m[0, 1], m[0, 3]], [m[1, 0], m[1, 1], m[1, 3]]], np.float32)
+            if ttype == "checkerboard":
+                # Mitsuba's checkerboard.cpp: color0 where frac(u) > 0.5 == frac(v) > 0.5, else color1 —
+                # exactly a 2x2 nearest-neighbour bitmap, repeated (the parameter is that bitmap)
+                _keys(spec, {"type", "color0", "color1", "to_uv"}, self.file, key)
+                c0, c1 = (self.texture_constant(spec.get(k, dv), channels, lo, hi, f"{key}.{k}")
+                          for k, dv in (("color0", 0.4), ("color1", 0.2)))
+                img = np.stack([np.stack([c0, c1]), np.stack([c1, c0])]).astype(np.float32)
+                t = self.add_texture(name, img, lo, hi, False, 0, False, key)
+                self.textures[t].to_uv = to_uv
+                return t
             if "filename" in spec:
                 from ..io.images import load_image
                 full = self.path(spec["filename"], f"{key}.filename")
@@ -202,17 +218,24 @@ class _Builder:
                 raise ConfigError(f"unknown filter '{filt}' (bilinear, nearest)", self.file, f"{key}.filter")
             if wrap not in ("repeat", "clamp"):
                 raise ConfigError(f"unknown wrap mode '{wrap}' (repeat, clamp)", self.file, f"{key}.wrap")
-            return self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear",
-                                    0 if wrap == "repeat" else 1, False, key)
+            t = self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear",
+                                 0 if wrap == "repeat" else 1, False, key)
+            self.textures[t].to_uv = to_uv
+            return t
         else:
-            if channels == 3:
-                v = _vec3(spec, self.file, key)
-            else:
-                v = np.array([_num(spec, self.file, key)])
-            if np.any(v < lo) or np.any(v > hi):
-                bad = v[(v < lo) | (v > hi)][0]
-                raise ConfigError(f"value {bad:g} is out of range [{lo:g}, {hi:g}]", self.file, key)
-            return self.add_texture(name, v.astype(np.float32).reshape(1, 1, channels), lo, hi, True, 0, True, key)
+            v = self.texture_constant(spec, channels, lo, hi, key)
+            return self.add_texture(name, v.reshape(1, 1, channels), lo, hi, True, 0, True, key)
+
+    def texture_constant(self, spec, channels, lo, hi, key):
+        """A number / RGB list -> float32 (channels,), range-checked."""
+        if channels == 3:
+            v = _vec3(spec, self.file, key)
+        else:
+            v = np.array([_num(spec, self.file, key)])
+        if np.any(v < lo) or np.any(v > hi):
+            bad = v[(v < lo) | (v > hi)][0]
+            raise ConfigError(f"value {bad:g} is out of range [{lo:g}, {hi:g}]", self.file, key)
+        return v.astype(np.float32)
 
     # -- BSDFs ----------------------------------------------------------------------------
     def bsdf(self, bid, spec, key, depth=0):

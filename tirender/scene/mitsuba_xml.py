@@ -303,12 +303,21 @@ class _Importer:
     # -- textures / volumes ------------------------------------------------------------------
     def texture(self, n):
         t = self.attr(n, "type")
+        if t == "checkerboard":
+            p = self.props(n, "texture", t, {"color0", "color1", "to_uv"})
+            spec = {"type": "checkerboard"}
+            for k in ("color0", "color1", "to_uv"):
+                if k in p:
+                    spec[k] = p[k]
+            return spec
         if t != "bitmap":
-            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap)")
-        p = self.props(n, "texture", t, {"filename", "filter_type", "wrap_mode", "raw"})
+            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap, checkerboard)")
+        p = self.props(n, "texture", t, {"filename", "filter_type", "wrap_mode", "raw", "to_uv"})
         if "filename" not in p:
             raise self.err(n, "a bitmap needs a filename")
         spec = {"type": "bitmap", "filename": p["filename"]}
+        if "to_uv" in p:
+            spec["to_uv"] = p["to_uv"]
         if "filter_type" in p:
             spec["filter_type"] = p["filter_type"]
         if "wrap_mode" in p:

@@ -145,6 +145,8 @@ class Scene:
         a["tex_d"] = np.array([t.data.shape[0] if t.data.ndim == 4 else 1 for t in texs] or [1], np.int32)
         a["tex_bilinear"] = np.array([int(t.bilinear) for t in texs] or [1], np.int32)
         a["tex_wrap"] = np.array([t.wrap for t in texs] or [0], np.int32)
+        ident = np.array([[1, 0, 0], [0, 1, 0]], np.float32)
+        a["tex_uvm"] = np.array([t.to_uv if t.to_uv is not None else ident for t in texs] or [ident], np.float32)
         # ---- emitters ----
         ems = desc.emitters
         em_tri_start, em_tri_count, em_area, emtri_idx, emtri_cdf = [], [], [], [], []

@@ -60,8 +60,9 @@ class Storage:
         fb.dense(ti.ij, (c["bsdfs"], max(bsdfs.N_CHILD, 1))).place(f.bsdf_child)
         f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap = (ti.field(ti.i32) for _ in range(6))
         f.tex_d = ti.field(ti.i32)  # depth of 3D grids (media), 1 for 2D textures
+        f.tex_uvm = ti.Matrix.field(2, 3, float)  # uv transform (Mitsuba's to_uv), uv' = A (u, v, 1)
         fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap,
-                                            f.tex_d)
+                                            f.tex_d, f.tex_uvm)
         # parameters, gradients (float, for readout and the optimiser) and the deterministic
         # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
         f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
