@@ -101,4 +101,5 @@ class Row:
         self.position = (0.0, 0.0, 0.0)
         self.direction = (0.0, 0.0, -1.0)
         self.to_world = None
+        self.floats = []            # model constants, st.em_f[e, 0:N_FLOAT] (e.g. a spot's falloff)
         self.flags = model.FLAGS

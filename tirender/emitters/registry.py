@@ -19,6 +19,7 @@ from .constant import Constant
 from .directional import Directional
 from .envmap import Envmap
 from .point import Point
+from .spot import Spot
 
 MODELS = (
     Area,
@@ -26,8 +27,10 @@ MODELS = (
     Directional,
     Constant,
     Envmap,
+    Spot,
 )
 BY_NAME, ALL = register(MODELS)
+N_FLOAT = 4     # per-emitter constants (Row.floats -> st.em_f)
 N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
            "eval_adjoint", "mask_of"]

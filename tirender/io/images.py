@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .atomic import atomic_write_bytes as _atomic_bytes
-from .exr import read_exr, write_exr
+from .exr import read_exr, read_exr_shape, write_exr
 
 __all__ = ["to_srgb", "from_srgb", "save_png", "save_image_set", "load_image"]
 
@@ -104,8 +104,9 @@ def load_image(path, srgb=None):
     if not os.path.isfile(path):
         raise ConfigError("image file not found", file=path)
     from ..limits import check
-    if ext == ".exr":   # uncompressed: at most one value per 2 bytes of file (half floats)
-        check(os.path.getsize(path) // 2, f"image of {os.path.getsize(path)} bytes", path)
+    if ext == ".exr":   # compressed files: the size check reads the header, not the file size
+        H, W, C = read_exr_shape(path)
+        check(H * W * C, f"image of shape {(H, W, C)}", path)
         img = read_exr(path)
         ldr = False
     elif ext == ".npy":

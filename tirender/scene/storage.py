@@ -76,6 +76,8 @@ class Storage:
         fb.dense(ti.i, c["emitters"]).place(f.em_type, f.em_shape, f.em_tri_start, f.em_tri_count,
                                             f.em_dist, f.em_pos, f.em_dir, f.em_area, f.em_rot)
         fb.dense(ti.ij, (c["emitters"], emitters.N_TEX)).place(f.em_tex)
+        f.em_f = ti.field(float)
+        fb.dense(ti.ij, (c["emitters"], emitters.N_FLOAT)).place(f.em_f)
         f.emtri_idx, f.emtri_cdf = ti.field(ti.i32), ti.field(float)
         fb.dense(ti.i, c["emtris"]).place(f.emtri_idx, f.emtri_cdf)
         f.env_dist = ti.field(float)
