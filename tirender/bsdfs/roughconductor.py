@@ -8,6 +8,8 @@ frame's s axis, which is dp/du projected onto the shading normal (core/interacti
 Mitsuba's sh_frame): on a mesh with uvs (rectangle: u along its local x, as Mitsuba's) the
 highlight is oriented as in Mitsuba; on a mesh without uvs (or a degenerate uv triangle) s is
 ``coordinate_system(n)``'s first axis, an arbitrary but fixed direction around the normal.
+With alpha_u / alpha_v the pool parameters are ``<id>.alpha_u``, ``<id>.alpha_v``; the isotropic
+``<id>.roughness`` still exists (its default) but is unused (gradient 0).
 
     eval = specular * F(wi·h) D(h) G(wi, wo, h) / (4 cos θi),   h = normalize(wi + wo)
 F = fresnel_conductor(wi·h, η, k), or 1 for ``material: none``. Sampling: h ~ D_wi (visible

@@ -239,7 +239,7 @@ class _Importer:
 
     def props(self, node, family, typ, keys, skip=(), renames=None):
         """The property children of `node` -> {tirender key: value}; unknown names raise."""
-        ren = dict(RENAMES.get((family, typ), {}), **(renames or {}))
+        ren = {**RENAMES.get((family, typ), {}), **(renames or {})}
         ign = IGNORED.get((family, typ), set())
         out = {}
         for c in node.children:

@@ -19,7 +19,7 @@ from ..media.phase import phase_eval, phase_eval_adjoint, phase_sample
 class Vertex:
     """medium_event: 1 in a medium, 0 on a surface; p: position; ng: geometric normal (surface);
     s, t, n: shading frame; wi: local incident direction (surface) or the world propagation
-    direction d_in (medium); ctx: the BSDF and uv; flags: the BSDF's flags; shape; medium."""
+    direction d_in (medium); ctx: the BSDF, uv, dp/du, dp/dv, ng (bsdfs.base.BsdfCtx); flags: the BSDF's flags; shape; medium."""
     medium_event: ti.i32
     p: vec3
     ng: vec3
