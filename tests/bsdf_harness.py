@@ -26,9 +26,17 @@ def _v3(a: ti.template(), i):
     return vec3(a[i, 0], a[i, 1], a[i, 2])
 
 
+# the shading point's dp/du, dp/dv and geometric normal (local frame) the bench's contexts carry:
+# a slanted uv parameterisation and a geometric normal off the shading normal (bump maps)
+DPDU = (1.5, 0.3, 0.2)
+DPDV = (-0.2, 1.1, -0.3)
+NG = (0.0993808, -0.0496904, 0.9938080)
+
+
 @ti.func
 def _ctx(b, uv: ti.template(), i):
-    return BsdfCtx(b=b, uv=vec2(uv[i % uv.shape[0], 0], uv[i % uv.shape[0], 1]))
+    return BsdfCtx(b=b, uv=vec2(uv[i % uv.shape[0], 0], uv[i % uv.shape[0], 1]), dpdu=vec3(DPDU[0], DPDU[1], DPDU[2]),
+                   dpdv=vec3(DPDV[0], DPDV[1], DPDV[2]), ng=vec3(NG[0], NG[1], NG[2]))
 
 
 @ti.kernel
@@ -91,7 +99,8 @@ def k_grad_dirs(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.
 class Bench:
     """Scene with the BSDFs `specs` (id -> YAML spec; a texture given as {"range": (lo, hi)} (lo, hi
     numbers or per-channel lists; "channels": 1 for scalars) becomes an N x 1 random
-    nearest-filtered bitmap). ``row(id)`` is the BSDF row of an id."""
+    nearest-filtered bitmap, or with "shape": (h, w) an h x w random bilinear one). ``row(id)`` is
+    the BSDF row of an id."""
 
     def __init__(self, specs, n=1, seed=0, tmpdir=None):
         import os
@@ -104,10 +113,11 @@ class Bench:
             if isinstance(v, dict) and "range" in v:
                 lo, hi = v["range"]
                 ch = v.get("channels", 3)
-                arr = rng.uniform(np.asarray(lo, float), np.asarray(hi, float), (1, n, ch)).astype(np.float32)
+                shape = tuple(v.get("shape", (1, n)))
+                arr = rng.uniform(np.asarray(lo, float), np.asarray(hi, float), shape + (ch,)).astype(np.float32)
                 f = os.path.join(self._dir, path.replace("/", "_") + ".npy")
                 np.save(f, arr)
-                return {"type": "bitmap", "data": f, "filter": "nearest"}
+                return {"type": "bitmap", "data": f, "filter": "bilinear" if "shape" in v else "nearest"}
             if isinstance(v, dict):
                 return {k: convert(x, f"{path}.{k}") for k, x in v.items()}
             return v

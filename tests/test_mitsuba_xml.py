@@ -157,3 +157,22 @@ def test_emitting_shape_without_bsdf_is_black(tmp_path):
     refl = {t.name: t.data.ravel() for t in d.textures}
     np.testing.assert_array_equal(refl["lamp.reflectance"], 0.0)
     np.testing.assert_allclose(refl["wall.reflectance"], 0.5)
+
+
+@pytest.mark.parametrize("tex_name", ['name="arbitrary"', 'name="bumps"', ''])
+def test_bumpmap_and_anisotropic_roughness(tmp_path, tex_name):
+    """Mitsuba's bumpmap takes its one nested texture whatever its name (the height), its nested BSDF
+    as `bsdf`; alpha_u / alpha_v become the anisotropic roughness parameters."""
+    from PIL import Image
+    Image.fromarray(np.arange(16, dtype=np.uint8).reshape(4, 4) * 16).save(tmp_path / "h.png")
+    p = _write(tmp_path, '<shape type="rectangle" id="floor"><bsdf type="bumpmap">'
+               f'<texture {tex_name} type="bitmap"><string name="filename" value="h.png"/>'
+               '<boolean name="raw" value="true"/></texture><float name="scale" value="0.5"/>'
+               '<bsdf type="roughconductor"><float name="alpha_u" value="0.05"/><float name="alpha_v" value="0.3"/>'
+               '</bsdf></bsdf></shape><emitter type="constant"><rgb name="radiance" value="1"/></emitter>')
+    d, _ = describe(load_config(p))
+    names = {t.name: t for t in d.textures}
+    assert names["floor.height"].data.shape == (4, 4, 3)
+    assert abs(float(names["floor.bsdf.alpha_u"].data.ravel()[0]) - 0.05) < 1e-7
+    assert abs(float(names["floor.bsdf.alpha_v"].data.ravel()[0]) - 0.3) < 1e-7
+    assert [b.model.NAME for b in d.bsdfs] == ["roughconductor", "bumpmap"]

@@ -105,6 +105,44 @@ def tex_eval_adjoint(st: ti.template(), tid, uv, d_out):
 
 
 @ti.func
+def tex_grad_uv(st: ti.template(), tid, uv):
+    """(∂/∂u, ∂/∂v) of tex_eval at uv (vec3 each, per channel): the derivative of the bilinear
+    interpolation inside the texel cell (Mitsuba's ``eval_1_grad``, analytic; x = u W - 0.5,
+    y = (1 - v) H - 0.5, so ∂/∂u = W ∂/∂x and ∂/∂v = -H ∂/∂y). 0 for constants, nearest filtering
+    and tid < 0. Units: texture value per unit uv."""
+    du = vec3(0.0)
+    dv = vec3(0.0)
+    if tid >= 0 and st.tex_bilinear[tid] == 1 and not (st.tex_w[tid] == 1 and st.tex_h[tid] == 1):
+        base = st.tex_offset[tid]
+        w = st.tex_w[tid]
+        c = st.tex_c[tid]
+        x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
+        f00 = _texel(st, base, w, c, x0, y0)
+        f10 = _texel(st, base, w, c, x1, y0)
+        f01 = _texel(st, base, w, c, x0, y1)
+        f11 = _texel(st, base, w, c, x1, y1)
+        du = ti.cast(w, float) * ((1.0 - fy) * (f10 - f00) + fy * (f11 - f01))
+        dv = -ti.cast(st.tex_h[tid], float) * ((1.0 - fx) * (f01 - f00) + fx * (f11 - f10))
+    return du, dv
+
+
+@ti.func
+def tex_grad_uv_adjoint(st: ti.template(), tid, uv, g_du, g_dv):
+    """Adjoint of tex_grad_uv: scatter <g_du, ∂/∂u> + <g_dv, ∂/∂v> into the four texels of the cell."""
+    if tid >= 0 and st.tex_bilinear[tid] == 1 and not (st.tex_w[tid] == 1 and st.tex_h[tid] == 1):
+        base = st.tex_offset[tid]
+        w = st.tex_w[tid]
+        c = st.tex_c[tid]
+        x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
+        a = g_du * ti.cast(w, float)
+        b = -g_dv * ti.cast(st.tex_h[tid], float)
+        _texel_add(st, base, w, c, x0, y0, -(1.0 - fy) * a - (1.0 - fx) * b)
+        _texel_add(st, base, w, c, x1, y0, (1.0 - fy) * a - fx * b)
+        _texel_add(st, base, w, c, x0, y1, -fy * a + (1.0 - fx) * b)
+        _texel_add(st, base, w, c, x1, y1, fy * a + fx * b)
+
+
+@ti.func
 def tex_eval_scalar(st: ti.template(), tid, uv):
     return tex_eval(st, tid, uv)[0]
 

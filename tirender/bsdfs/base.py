@@ -62,10 +62,28 @@ class BsdfSample:
 
 @ti.dataclass
 class BsdfCtx:
-    """A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables and
-    the texture coordinates ``uv``."""
+    """A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
+    texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
+    (world length per unit uv) and geometric normal ``ng`` (bump mapping)."""
     b: ti.i32
     uv: vec2
+    dpdu: vec3
+    dpdv: vec3
+    ng: vec3
+
+
+@ti.func
+def surface_ctx(b, si):
+    """The context of BSDF b at surface interaction si (core.interaction.SurfaceInteraction)."""
+    return BsdfCtx(b=b, uv=si.uv, dpdu=vec3(si.dpdu.dot(si.ss), si.dpdu.dot(si.ts), si.dpdu.dot(si.n)),
+                   dpdv=vec3(si.dpdv.dot(si.ss), si.dpdv.dot(si.ts), si.dpdv.dot(si.n)),
+                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)))
+
+
+@ti.func
+def with_row(ctx, b):
+    """ctx for BSDF row b (a composite's child): same shading point."""
+    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng)
 
 
 @ti.func
@@ -109,8 +127,8 @@ def const_rgb(st: ti.template(), ctx, k):
 
 @ti.func
 def child(st: ti.template(), ctx, k):
-    """Context of nested BSDF k (composites), same uv."""
-    return BsdfCtx(b=st.bsdf_child[ctx.b, k], uv=ctx.uv)
+    """Context of nested BSDF k (composites), same shading point."""
+    return with_row(ctx, st.bsdf_child[ctx.b, k])
 
 
 def leaf(cls):

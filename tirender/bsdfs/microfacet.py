@@ -1,34 +1,40 @@
 """Microfacet distributions of Mitsuba 3 (``microfacet.h``): GGX (Trowbridge-Reitz) and Beckmann,
-isotropic, Smith masking, visible normal sampling, plus the roughness and direction derivatives
-used by the adjoints.
+anisotropic (α_u along the shading frame's s = x axis, α_v along t = y), Smith masking with the
+projected roughness, visible normal sampling, plus the roughness and direction derivatives used
+by the adjoints.
 
-The distribution travels with the roughness: every function takes a *signed* roughness ``alpha``,
-α = |alpha|, GGX when alpha > 0, Beckmann when alpha < 0 (``signed_alpha``; models build it from
-their ``distribution`` key). Derivatives are with respect to α = |alpha|. All ``@ti.func``s in the
-local frame (z = macro normal), Taichi's default float type. α is clamped to ``ALPHA_MIN``
-internally (no Inf/NaN as α → 0); derivatives w.r.t. α are 0 below the clamp.
+The distribution travels with the roughness: every function takes a *signed* roughness
+``alpha = vec2(α_u, α_v)`` (both components of one sign), GGX when positive, Beckmann when
+negative (``signed_alpha``; models build it from their ``distribution`` key; an isotropic model
+passes its α twice). Derivatives are with respect to (α_u, α_v) = |alpha| (vec2; the isotropic
+∂/∂α is their sum). All ``@ti.func``s in the local frame (z = macro normal), Taichi's default
+float type. α is clamped to ``ALPHA_MIN`` internally (no Inf/NaN as α → 0); derivatives w.r.t. α
+are 0 below the clamp.
 
     D(m, alpha)                      normal distribution (0 where D cos θm <= 1e-20, as Mitsuba)
-        GGX      α² / (π (m_x² + m_y² + α² m_z²)²)
-        Beckmann exp(-(m_x² + m_y²) / (α² m_z²)) / (π α² m_z⁴)
-    dD_dalpha(m, alpha)              ∂D/∂α
-    smith_g1(v, m, alpha)            Smith G1 (0 when v sees the back of m)
-        GGX      2 / (1 + sqrt(1 + α² tan²θv))
-        Beckmann Mitsuba's rational fit: a = 1 / (α tan θv), 1 for a >= 1.6, else
+        GGX      1 / (π α_u α_v (m_x²/α_u² + m_y²/α_v² + m_z²)²)
+        Beckmann exp(-(m_x²/α_u² + m_y²/α_v²) / m_z²) / (π α_u α_v m_z⁴)
+    dD_dalpha(m, alpha)              (∂D/∂α_u, ∂D/∂α_v)
+    smith_g1(v, m, alpha)            Smith G1 (0 when v sees the back of m), with the projected
+                                     roughness tan²θ_α = (α_u² v_x² + α_v² v_y²) / v_z² = P / v_z²
+        GGX      2 / (1 + sqrt(1 + tan²θ_α))
+        Beckmann Mitsuba's rational fit: a = 1 / tan θ_α, 1 for a >= 1.6, else
                  (3.535 a + 2.181 a²) / (1 + 2.276 a + 2.577 a²)   (< 0.35 % from the exact G1)
-    dsmith_g1_dalpha(v, m, alpha)    ∂G1/∂α
+    dsmith_g1_dalpha(v, m, alpha)    (∂G1/∂α_u, ∂G1/∂α_v)
     G(wi, wo, m, alpha)              separable Smith G = G1(wi, m) G1(wo, m)
-    dG_dalpha(wi, wo, m, alpha)      ∂G/∂α
-    DG_and_dalpha(wi, wo, m, alpha)  (D G, ∂(D G)/∂α)
-    sample_visible_normal(wi, alpha, u2) -> (m, pdf)   wi.z > 0 required (GGX: Heitz 2018;
-                                     Beckmann: Mitsuba's sample_visible_11, numerical inversion)
+    dG_dalpha(wi, wo, m, alpha)      ∂G/∂(α_u, α_v)
+    DG_and_dalpha(wi, wo, m, alpha)  (D G, ∂(D G)/∂(α_u, α_v))
+    sample_visible_normal(wi, alpha, u2) -> (m, pdf)   wi.z > 0 required; wi is stretched by
+                                     (α_u, α_v) to the α = 1 configuration and the normal
+                                     unstretched (GGX: Heitz 2018; Beckmann: Mitsuba's
+                                     sample_visible_11, numerical inversion)
     pdf_visible_normal(wi, m, alpha) = G1(wi, m) max(0, wi·m) D(m) / cos θi
 As Mitsuba, Beckmann's visible-normal density uses the fitted G1, so its pdf is normalised to
-within the fit's 0.35 %.
+within the fit's 0.35 %. The host-side numpy tables at the end (roughplastic) are isotropic.
 """
 import taichi as ti
 
-from ..core.math import PI, safe_sqrt, vec3
+from ..core.math import PI, safe_sqrt, vec2, vec3
 
 ALPHA_MIN = 1e-4
 GGX, BECKMANN = "ggx", "beckmann"
@@ -41,34 +47,42 @@ def signed_alpha_sign(distribution):
 
 
 @ti.func
-def signed_alpha(alpha, sign):
-    """The signed roughness the functions below take (sign: the row's ``signed_alpha_sign``)."""
-    return ti.max(alpha, ALPHA_MIN) * sign
+def signed_alpha(alpha_u, alpha_v, sign):
+    """The signed roughness (α_u, α_v) the functions below take (sign: the row's
+    ``signed_alpha_sign``); an isotropic model passes its α twice."""
+    return vec2(ti.max(alpha_u, ALPHA_MIN) * sign, ti.max(alpha_v, ALPHA_MIN) * sign)
 
 
 @ti.func
 def clamp_alpha(alpha):
-    return ti.max(ti.abs(alpha), ALPHA_MIN)
+    return vec2(ti.max(ti.abs(alpha[0]), ALPHA_MIN), ti.max(ti.abs(alpha[1]), ALPHA_MIN))
 
 
 @ti.func
-def _ggx_terms(m, alpha):
-    """(α clamped, α², A = m_x² + m_y² + α² m_z²): the shared terms of D and its derivatives."""
-    a = clamp_alpha(alpha)
-    a2 = a * a
-    return a, a2, m[0] * m[0] + m[1] * m[1] + a2 * m[2] * m[2]
+def _live(alpha):
+    """1 per component where α is above the clamp (derivatives are 0 below it)."""
+    return vec2(ti.select(ti.abs(alpha[0]) >= ALPHA_MIN, 1.0, 0.0), ti.select(ti.abs(alpha[1]) >= ALPHA_MIN, 1.0, 0.0))
+
+
+@ti.func
+def _slopes2(m, a):
+    """m_x² / α_u² + m_y² / α_v²."""
+    return m[0] * m[0] / (a[0] * a[0]) + m[1] * m[1] / (a[1] * a[1])
 
 
 @ti.func
 def D(m, alpha):
-    a, a2, A = _ggx_terms(m, alpha)
+    a = clamp_alpha(alpha)
+    e = _slopes2(m, a)
+    z2 = m[2] * m[2]
     res = 0.0
-    if alpha < 0.0:
-        z2 = m[2] * m[2]
+    if alpha[0] < 0.0:
         if z2 > 0.0:
-            res = ti.exp(-(m[0] * m[0] + m[1] * m[1]) / (a2 * z2)) / (PI * a2 * z2 * z2)
-    elif A > 0.0:
-        res = a2 / (PI * A * A)
+            res = ti.exp(-e / z2) / (PI * a[0] * a[1] * z2 * z2)
+    else:
+        q = e + z2
+        if q > 0.0:
+            res = 1.0 / (PI * a[0] * a[1] * q * q)
     # Mitsuba: "prevent potential numerical issues in other stages of the model"
     if res * m[2] <= 1e-20:
         res = 0.0
@@ -77,26 +91,28 @@ def D(m, alpha):
 
 @ti.func
 def dD_dalpha(m, alpha):
-    """GGX: D (2/α) (1 - 2 α² m_z² / A); Beckmann: D (2/α) (tan²θm / α² - 1)."""
-    a, a2, A = _ggx_terms(m, alpha)
+    """(∂D/∂α_u, ∂D/∂α_v). GGX: D (-1/α_u + 4 m_x² / (α_u³ q)), q = m_x²/α_u² + m_y²/α_v² + m_z²;
+    Beckmann: D (-1/α_u + 2 m_x² / (α_u³ m_z²)) (and likewise for v)."""
+    a = clamp_alpha(alpha)
     d = D(m, alpha)
-    res = 0.0
-    if d > 0.0 and ti.abs(alpha) >= ALPHA_MIN:
-        if alpha < 0.0:
-            t2 = (m[0] * m[0] + m[1] * m[1]) / (m[2] * m[2])
-            res = d * (2.0 / a) * (t2 / a2 - 1.0)
-        else:
-            res = d * (2.0 / a) * (1.0 - 2.0 * a2 * m[2] * m[2] / A)
+    res = vec2(0.0)
+    if d > 0.0:
+        k = 2.0 / (m[2] * m[2])
+        if alpha[0] >= 0.0:
+            k = 4.0 / (_slopes2(m, a) + m[2] * m[2])
+        res = d * vec2(-1.0 / a[0] + k * m[0] * m[0] / (a[0] * a[0] * a[0]),
+                       -1.0 / a[1] + k * m[1] * m[1] / (a[1] * a[1] * a[1])) * _live(alpha)
     return res
 
 
 @ti.func
 def _g1_terms(v, alpha):
-    """(α, v_x² + v_y², |v_z|, r = sqrt(v_z² + α² (v_x² + v_y²))) of Smith's G1 and its derivatives."""
+    """(α clamped, P = α_u² v_x² + α_v² v_y², |v_z|, r = sqrt(v_z² + P)) of Smith's G1 with the
+    projected roughness (Mitsuba: tan²θ_α = P / v_z²) and of its derivatives."""
     a = clamp_alpha(alpha)
-    xy2 = v[0] * v[0] + v[1] * v[1]
+    P = a[0] * a[0] * v[0] * v[0] + a[1] * a[1] * v[1] * v[1]
     z = ti.abs(v[2])
-    return a, xy2, z, ti.sqrt(z * z + a * a * xy2)
+    return a, P, z, ti.sqrt(z * z + P)
 
 
 @ti.func
@@ -114,11 +130,11 @@ def _beckmann_fit(b):
 
 @ti.func
 def smith_g1(v, m, alpha):
-    a, xy2, z, r = _g1_terms(v, alpha)
+    a, P, z, r = _g1_terms(v, alpha)
     res = 1.0
-    if xy2 > 0.0:
-        if alpha < 0.0:
-            res, _ = _beckmann_fit(z / (a * ti.sqrt(xy2)))
+    if P > 0.0:
+        if alpha[0] < 0.0:
+            res, _ = _beckmann_fit(z / ti.sqrt(P))
         else:
             den = z + r
             res = ti.select(den > 0.0, 2.0 * z / ti.select(den > 0.0, den, 1.0), 0.0)
@@ -128,18 +144,32 @@ def smith_g1(v, m, alpha):
 
 
 @ti.func
-def dsmith_g1_dalpha(v, m, alpha):
-    """GGX: -2 |v_z| α (v_x² + v_y²) / (r (|v_z| + r)²); Beckmann: G1'(b) (-b / α)."""
-    a, xy2, z, r = _g1_terms(v, alpha)
-    res = 0.0
-    if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0 and ti.abs(alpha) >= ALPHA_MIN:
-        if alpha < 0.0:
-            b = z / (a * ti.sqrt(xy2))
+def _dg1(v, m, alpha):
+    """(∂G1/∂P, ∂G1/∂|v_z|) of smith_g1 (0 where G1 is constant). GGX: G1 = 2 z / (z + r):
+    -z / (r (z + r)²), 2 (r - z²/r) / (z + r)²; Beckmann: b = z / sqrt(P): G1'(b) (-b / (2P)), G1'(b) / sqrt(P)."""
+    a, P, z, r = _g1_terms(v, alpha)
+    dP = 0.0
+    dz = 0.0
+    if P > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0:
+        if alpha[0] < 0.0:
+            sp = ti.sqrt(P)
+            b = z / sp
             g, dg = _beckmann_fit(b)
-            res = -dg * b / a
+            dP = -dg * b / (2.0 * P)
+            dz = dg / sp
         else:
-            res = -2.0 * z * a * xy2 / (r * (z + r) * (z + r))
-    return res
+            inv2 = 1.0 / ((z + r) * (z + r))
+            dP = -z / r * inv2
+            dz = 2.0 * (r - z * z / r) * inv2
+    return dP, dz
+
+
+@ti.func
+def dsmith_g1_dalpha(v, m, alpha):
+    """(∂G1/∂α_u, ∂G1/∂α_v) = ∂G1/∂P (2 α_u v_x², 2 α_v v_y²)."""
+    a = clamp_alpha(alpha)
+    dP, dz = _dg1(v, m, alpha)
+    return dP * vec2(2.0 * a[0] * v[0] * v[0], 2.0 * a[1] * v[1] * v[1]) * _live(alpha)
 
 
 @ti.func
@@ -241,11 +271,11 @@ def sample_visible_normal(wi, alpha, u2):
     """
     a = clamp_alpha(alpha)
     # stretch the view direction to the hemisphere configuration (α = 1)
-    vh = vec3(a * wi[0], a * wi[1], wi[2])
+    vh = vec3(a[0] * wi[0], a[1] * wi[1], wi[2])
     vl = vh.norm()
     vh = vh / ti.select(vl > 0.0, vl, 1.0)
     m = vec3(0.0, 0.0, 1.0)
-    if alpha < 0.0:
+    if alpha[0] < 0.0:
         # Mitsuba: slope of the α = 1 configuration, rotated to wi's azimuth, unstretched
         st = safe_sqrt(1.0 - vh[2] * vh[2])
         cphi = 1.0
@@ -254,8 +284,8 @@ def sample_visible_normal(wi, alpha, u2):
             cphi = ti.min(ti.max(vh[0] / st, -1.0), 1.0)
             sphi = ti.min(ti.max(vh[1] / st, -1.0), 1.0)
         sx, sy = _beckmann_visible_11(vh[2], u2)
-        px = (cphi * sx - sphi * sy) * a
-        py = (sphi * sx + cphi * sy) * a
+        px = (cphi * sx - sphi * sy) * a[0]
+        py = (sphi * sx + cphi * sy) * a[1]
         m = vec3(-px, -py, 1.0)
     else:
         # Heitz 2018, "Sampling the GGX Distribution of Visible Normals"
@@ -274,7 +304,7 @@ def sample_visible_normal(wi, alpha, u2):
         p2 = (1.0 - s) * safe_sqrt(1.0 - p1 * p1) + s * p2
         nh = p1 * t1 + p2 * t2 + safe_sqrt(1.0 - p1 * p1 - p2 * p2) * vh
         # unstretch
-        m = vec3(a * nh[0], a * nh[1], ti.max(nh[2], 0.0))
+        m = vec3(a[0] * nh[0], a[1] * nh[1], ti.max(nh[2], 0.0))
     ml = m.norm()
     pdf = 0.0
     if ml > 0.0:
@@ -288,43 +318,31 @@ def sample_visible_normal(wi, alpha, u2):
 # ---- derivatives with respect to directions (for normal-map / frame gradients) ---------------
 @ti.func
 def D_grad(m, alpha):
-    """∂D/∂m (m's components as given). GGX: -2 D / A (2 m_x, 2 m_y, 2 α² m_z);
-    Beckmann: D (-2 m_x / (α² m_z²), -2 m_y / (α² m_z²), 2 s / (α² m_z) - 4 / m_z), s = (m_x² + m_y²) / m_z²."""
-    a, a2, A = _ggx_terms(m, alpha)
+    """∂D/∂m (m's components as given). GGX: -2 D / q (2 m_x / α_u², 2 m_y / α_v², 2 m_z),
+    q = m_x²/α_u² + m_y²/α_v² + m_z²; Beckmann: D (-2 m_x / (α_u² m_z²), -2 m_y / (α_v² m_z²),
+    2 E / m_z - 4 / m_z), E = (m_x²/α_u² + m_y²/α_v²) / m_z²."""
+    a = clamp_alpha(alpha)
     d = D(m, alpha)
     res = vec3(0.0)
     if d > 0.0:
-        if alpha < 0.0:
-            z2 = m[2] * m[2]
-            s = (m[0] * m[0] + m[1] * m[1]) / z2
-            res = d * vec3(-2.0 * m[0] / (a2 * z2), -2.0 * m[1] / (a2 * z2), 2.0 * s / (a2 * m[2]) - 4.0 / m[2])
+        e = _slopes2(m, a)
+        z2 = m[2] * m[2]
+        if alpha[0] < 0.0:
+            res = d * vec3(-2.0 * m[0] / (a[0] * a[0] * z2), -2.0 * m[1] / (a[1] * a[1] * z2),
+                           2.0 * e / (z2 * m[2]) - 4.0 / m[2])
         else:
-            res = (-4.0 * d / A) * vec3(m[0], m[1], a2 * m[2])
+            res = (-4.0 * d / (e + z2)) * vec3(m[0] / (a[0] * a[0]), m[1] / (a[1] * a[1]), m[2])
     return res
 
 
 @ti.func
 def smith_g1_grad(v, m, alpha):
-    """∂G1/∂v (the visibility test v·m v_z > 0 is piecewise constant: no derivative).
-    GGX: G1 = 2 z / (z + r), z = |v_z|, r = sqrt(z² + α² (v_x² + v_y²));
-    Beckmann: G1'(b) ∂b/∂v, b = z / (α ρ), ρ = sqrt(v_x² + v_y²)."""
-    a, xy2, z, r = _g1_terms(v, alpha)
-    res = vec3(0.0)
-    if xy2 > 0.0 and r > 0.0 and v.dot(m) * v[2] > 0.0:
-        sz = ti.select(v[2] >= 0.0, 1.0, -1.0)
-        if alpha < 0.0:
-            rho = ti.sqrt(xy2)
-            b = z / (a * rho)
-            g, dg = _beckmann_fit(b)
-            res = dg * vec3(-b * v[0] / xy2, -b * v[1] / xy2, sz / (a * rho))
-        else:
-            den = z + r
-            inv2 = 1.0 / (den * den)
-            # ∂G1/∂z = 2 (r - z²/r) / (z + r)², ∂G1/∂v_x = -2 z α² v_x / (r (z + r)²)
-            dz = 2.0 * (r - z * z / r) * inv2
-            dxy = -2.0 * z * a * a / r * inv2
-            res = vec3(dxy * v[0], dxy * v[1], dz * sz)
-    return res
+    """∂G1/∂v (the visibility test v·m v_z > 0 is piecewise constant: no derivative):
+    ∂G1/∂P (2 α_u² v_x, 2 α_v² v_y, 0) + ∂G1/∂|v_z| (0, 0, sign v_z)."""
+    a = clamp_alpha(alpha)
+    dP, dz = _dg1(v, m, alpha)
+    sz = ti.select(v[2] >= 0.0, 1.0, -1.0)
+    return vec3(2.0 * dP * a[0] * a[0] * v[0], 2.0 * dP * a[1] * a[1] * v[1], dz * sz)
 
 
 @ti.func

@@ -21,6 +21,7 @@ from ..registry import mask_of as _mask_of
 from ..registry import register
 from .base import invalid_sample
 from .blendbsdf import BlendBsdf
+from .bumpmap import BumpMap
 from .conductor import Conductor
 from .dielectric import Dielectric
 from .diffuse import Diffuse
@@ -48,6 +49,7 @@ MODELS = (
     TwoSided,
     NormalMap,
     MaskBsdf,
+    BumpMap,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)

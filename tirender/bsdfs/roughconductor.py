@@ -1,16 +1,25 @@
-"""Rough conductor (Mitsuba 3 ``roughconductor``; Beckmann (default, as Mitsuba) or GGX, isotropic α,
-visible normal sampling; anisotropic α_u / α_v and sample_visible: false are not supported yet).
+"""Rough conductor (Mitsuba 3 ``roughconductor``; Beckmann (default, as Mitsuba) or GGX, isotropic α
+or anisotropic α_u / α_v, visible normal sampling; sample_visible: false is not supported).
 One-sided: 0 unless cos θi > 0 and cos θo > 0.
+
+Roughness: ``roughness`` (alias ``alpha``, default 0.1) sets α_u = α_v; ``alpha_u`` and ``alpha_v``
+(both, and then not ``alpha``, as Mitsuba) set them apart. α_u is the roughness along the shading
+frame's s axis, which is dp/du projected onto the shading normal (core/interaction.py, as
+Mitsuba's sh_frame): on a mesh with uvs (rectangle: u along its local x, as Mitsuba's) the
+highlight is oriented as in Mitsuba; on a mesh without uvs (or a degenerate uv triangle) s is
+``coordinate_system(n)``'s first axis, an arbitrary but fixed direction around the normal.
+With alpha_u / alpha_v the pool parameters are ``<id>.alpha_u``, ``<id>.alpha_v``; the isotropic
+``<id>.roughness`` still exists (its default) but is unused (gradient 0).
 
     eval = specular * F(wi·h) D(h) G(wi, wo, h) / (4 cos θi),   h = normalize(wi + wo)
 F = fresnel_conductor(wi·h, η, k), or 1 for ``material: none``. Sampling: h ~ D_wi (visible
 normals), wo = reflect(wi, h); pdf = D_wi(h) / (4 wo·h); weight = specular F G1(wo, h).
-Differentiable: specular_reflectance (RGB), roughness α; analytic direction derivatives for
-normal-map gradients.
+Differentiable: specular_reflectance (RGB), roughness α (or α_u, α_v); analytic direction
+derivatives for normal-map gradients.
 """
 import taichi as ti
 
-from ..core.math import vec3
+from ..core.math import vec2, vec3
 from ..errors import ConfigError
 from ..schema import Bool, Choice, Texture
 from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, one_sided, slot_float,
@@ -20,19 +29,62 @@ from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
 from .microfacet import (half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
                          smith_g1)
 
-_SPEC, _ALPHA = 0, 1  # texture slots
+_SPEC, _ALPHA, _AU, _AV = 0, 1, 2, 3  # texture slots
 DIST = NONE + 1       # constant: the distribution (after the conductor's)
 
-ROUGHNESS = Texture("roughness", 1, default=0.1, lo=1e-3, hi=4.0, aliases=("alpha",),
+class _Default(float):
+    """A default value recognisable by identity (was the key given, or defaulted?)."""
+
+
+ROUGHNESS = Texture("roughness", 1, default=_Default(0.1), lo=1e-3, hi=4.0, aliases=("alpha",),
                     doc="roughness α (parameter `<id>.roughness`)")
+ALPHA_U = Texture("alpha_u", 1, default=None, lo=1e-3, hi=4.0,
+                  doc="anisotropic roughness along the shading tangent s = dp/du (with alpha_v; not with "
+                      "alpha; parameter `<id>.alpha_u`)")
+ALPHA_V = Texture("alpha_v", 1, default=None, lo=1e-3, hi=4.0,
+                  doc="anisotropic roughness along t = n × s (with alpha_u; parameter `<id>.alpha_v`)")
+ANISO_KEYS = (ROUGHNESS, ALPHA_U, ALPHA_V)
 DISTRIBUTION = Choice("distribution", ("beckmann", "ggx"), default="beckmann",
                       doc="microfacet distribution (Mitsuba's default: beckmann)")
 SAMPLE_VISIBLE = Bool("sample_visible", default=True,
                       doc="visible normal sampling (only true is supported)")
 
 
+def check_roughness(values, file, key):
+    """Mitsuba's rule: alpha_u and alpha_v together, and then no alpha."""
+    u, v = values.get("alpha_u") is not None, values.get("alpha_v") is not None
+    if u != v:
+        raise ConfigError("give both alpha_u and alpha_v (anisotropic roughness)", file,
+                          f"{key}.{'alpha_v' if u else 'alpha_u'}")
+    if u and values.get("roughness") is not ROUGHNESS.default:
+        raise ConfigError("give either alpha (roughness) or alpha_u/alpha_v", file, f"{key}.roughness")
+
+
+@ti.func
+def fetch_alpha(st: ti.template(), ctx, iso, au, av, sign):
+    """The row's signed (α_u, α_v): slots au, av when the row has them, else slot iso twice."""
+    a = vec2(0.0)
+    if st.bsdf_tex[ctx.b, au] >= 0:
+        a = vec2(slot_float(st, ctx, au), slot_float(st, ctx, av))
+    else:
+        r = slot_float(st, ctx, iso)
+        a = vec2(r, r)
+    return signed_alpha(a[0], a[1], sign)
+
+
+@ti.func
+def fetch_alpha_adjoint(st: ti.template(), ctx, iso, au, av, g):
+    """Adjoint of fetch_alpha: g = (∂/∂α_u, ∂/∂α_v)."""
+    if st.bsdf_tex[ctx.b, au] >= 0:
+        slot_float_adjoint(st, ctx, au, g[0])
+        slot_float_adjoint(st, ctx, av, g[1])
+    else:
+        slot_float_adjoint(st, ctx, iso, g[0] + g[1])
+
+
 def distribution_constant(values, file, key):
     """The row's distribution constant: the sign of its signed roughness (microfacet.signed_alpha)."""
+    check_roughness(values, file, key)
     if values.get("sample_visible") is False:
         raise ConfigError("sample_visible: false is not supported", file, f"{key}.sample_visible")
     return signed_alpha_sign(values.get("distribution", "beckmann"))
@@ -45,16 +97,16 @@ def rough_conductor_constants(values, file, key):
 @one_sided
 class RoughConductor:
     NAME = "roughconductor"
-    KEYS = CONDUCTOR_KEYS[:1] + (ROUGHNESS, DISTRIBUTION, SAMPLE_VISIBLE) + CONDUCTOR_KEYS[1:]
+    KEYS = CONDUCTOR_KEYS[:1] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + CONDUCTOR_KEYS[1:]
     FLAGS = SMOOTH
-    Params = ti.types.struct(specular=vec3, alpha=float, eta=vec3, k=vec3, none=ti.i32)
+    Params = ti.types.struct(specular=vec3, alpha=vec2, eta=vec3, k=vec3, none=ti.i32)
 
     constants = staticmethod(rough_conductor_constants)
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        return RoughConductor.Params(specular=slot_rgb(st, ctx, _SPEC), alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, DIST)),
+        return RoughConductor.Params(specular=slot_rgb(st, ctx, _SPEC), alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, DIST)),
                                      eta=const_rgb(st, ctx, ETA), k=const_rgb(st, ctx, K),
                                      none=ti.cast(const(st, ctx, NONE), ti.i32))
 
@@ -62,7 +114,7 @@ class RoughConductor:
     @ti.func
     def fetch_adjoint(st: ti.template(), ctx, g):
         slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
-        slot_float_adjoint(st, ctx, _ALPHA, g.alpha)
+        fetch_alpha_adjoint(st, ctx, _ALPHA, _AU, _AV, g.alpha)
 
     @staticmethod
     @ti.func
@@ -98,7 +150,7 @@ class RoughConductor:
     @staticmethod
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
-        """∂<d_out, f>/∂(specular, α)."""
+        """∂<d_out, f>/∂(specular, (α_u, α_v))."""
         h, hl, lobe, dlobe = reflection_lobe(wi, wo, p.alpha)
         F = RoughConductor.fresnel(p, wi.dot(h))
         return RoughConductor.Params(specular=d_out * F * lobe, alpha=(d_out * p.specular * F).sum() * dlobe)

@@ -1,4 +1,5 @@
-"""Rough dielectric (Mitsuba 3 ``roughdielectric``; Walter et al. 2007, Beckmann (default, as Mitsuba) or GGX, isotropic α, visible
+"""Rough dielectric (Mitsuba 3 ``roughdielectric``; Walter et al. 2007, Beckmann (default, as Mitsuba) or GGX, isotropic α
+or anisotropic α_u / α_v (as ``roughconductor``: α_u along the shading frame's s = dp/du), visible
 normal sampling; radiance transport mode). Two-sided by nature: cos θi < 0 means the ray arrives
 from inside (η is inverted).
 
@@ -10,22 +11,21 @@ Transmission, η' = η (cos θi > 0) or 1/η, h = normalize(wi + η' wo) flipped
 F = fresnel_dielectric(wi·h, η). Sampling: h ~ D_wi' (wi' = wi flipped to +z), reflect with
 probability F, refract otherwise; pdf = D_wi'(h) * (F | 1-F) * |∂h/∂wo|;
 weight = (specular | transmittance η_ti²) * G1(wo, h); eta = 1 (reflection) or η_it.
-Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α; analytic
+Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α (or α_u, α_v); analytic
 direction derivatives.
 """
 import taichi as ti
 
-from ..core.math import vec3
-from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
-                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
+from ..core.math import vec2, vec3
+from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf,
+                   slot_rgb, slot_rgb_adjoint)
 from .dielectric import DIELECTRIC_KEYS, ETA, ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, pdf_visible_normal,
                          sample_visible_normal, smith_g1, smith_g1_grad)
-from .microfacet import signed_alpha
-from .roughconductor import DISTRIBUTION, ROUGHNESS, SAMPLE_VISIBLE, distribution_constant
+from .roughconductor import ANISO_KEYS, DISTRIBUTION, SAMPLE_VISIBLE, distribution_constant, fetch_alpha, fetch_alpha_adjoint
 
-_SPEC, _TRANS, _ALPHA = 0, 1, 2   # texture slots
+_SPEC, _TRANS, _ALPHA, _AU, _AV = 0, 1, 2, 3, 4   # texture slots
 
 
 @ti.func
@@ -63,9 +63,9 @@ def _transmission_factor(F, eta, wi, wo, m):
 @leaf
 class RoughDielectric:
     NAME = "roughdielectric"
-    KEYS = DIELECTRIC_KEYS[:2] + (ROUGHNESS, DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_KEYS[2:]
+    KEYS = DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_KEYS[2:]
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=float, eta=float)
+    Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=vec2, eta=float)
 
     @staticmethod
     def constants(values, file, key):
@@ -75,7 +75,7 @@ class RoughDielectric:
     @ti.func
     def fetch(st: ti.template(), ctx):
         return RoughDielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
-                                      alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, ETA + 1)),
+                                      alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, ETA + 1)),
                                       eta=const(st, ctx, ETA))
 
     @staticmethod
@@ -83,7 +83,7 @@ class RoughDielectric:
     def fetch_adjoint(st: ti.template(), ctx, g):
         slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
         slot_rgb_adjoint(st, ctx, _TRANS, g.transmittance)
-        slot_float_adjoint(st, ctx, _ALPHA, g.alpha)
+        fetch_alpha_adjoint(st, ctx, _ALPHA, _AU, _AV, g.alpha)
 
     @staticmethod
     @ti.func
@@ -165,8 +165,8 @@ class RoughDielectric:
     @staticmethod
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
-        """∂<d_out, f>/∂(specular, transmittance, α)."""
-        g = RoughDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), alpha=0.0, eta=0.0)
+        """∂<d_out, f>/∂(specular, transmittance, (α_u, α_v))."""
+        g = RoughDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), alpha=vec2(0.0), eta=0.0)
         m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
         if ok:
             dg, ddg = DG_and_dalpha(wi, wo, m, p.alpha)

@@ -27,7 +27,7 @@ segment's slope).
 """
 import taichi as ti
 
-from ..core.math import INV_PI, vec3
+from ..core.math import INV_PI, vec2, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..schema import Bool, Ior, Texture
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float, slot_float_adjoint, slot_rgb,
@@ -108,7 +108,7 @@ class RoughPlastic:
             Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift: ρ / (1 - ρ R_int)"))
     FLAGS = SMOOTH
     N_CONST = TABLE + ROUGH_TRANSMITTANCE_RES
-    Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=float, eta=float, r_int=float,
+    Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=vec2, eta=float, r_int=float,
                              nonlinear=ti.i32, t_i=float, dt_i=float, t_o=float, dt_o=float)
 
     @staticmethod
@@ -123,8 +123,9 @@ class RoughPlastic:
     @ti.func
     def fetch(st: ti.template(), ctx):
         """The row's values; t_i / t_o (the table at cos θi / cos θo) are filled by ``with_dirs``."""
+        a = slot_float(st, ctx, _ALPHA)
         return RoughPlastic.Params(reflectance=slot_rgb(st, ctx, _RHO), specular=slot_rgb(st, ctx, _SPEC),
-                                   alpha=signed_alpha(slot_float(st, ctx, _ALPHA), const(st, ctx, DIST)),
+                                   alpha=signed_alpha(a, a, const(st, ctx, DIST)),
                                    eta=const(st, ctx, ETA),
                                    r_int=const(st, ctx, R_INT), nonlinear=ti.cast(const(st, ctx, NONLINEAR), ti.i32),
                                    t_i=0.0, dt_i=0.0, t_o=0.0, dt_o=0.0)
@@ -141,7 +142,7 @@ class RoughPlastic:
     def fetch_adjoint(st: ti.template(), ctx, g):
         slot_rgb_adjoint(st, ctx, _RHO, g.reflectance)
         slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
-        slot_float_adjoint(st, ctx, _ALPHA, g.alpha)
+        slot_float_adjoint(st, ctx, _ALPHA, g.alpha.sum())   # isotropic: α_u = α_v = α
 
     @staticmethod
     @ti.func

@@ -9,7 +9,7 @@ import taichi as ti
 
 from ..core.math import vec3
 from ..schema import Child
-from .base import BOTH_SIDES, TRANSMISSION, BsdfCtx, composite
+from .base import BOTH_SIDES, TRANSMISSION, composite, with_row
 
 
 @ti.func
@@ -20,7 +20,7 @@ def _side(st: ti.template(), ctx, wi):
     if wi[2] < 0.0:
         s = -1.0
         k = 1
-    return BsdfCtx(b=st.bsdf_child[ctx.b, k], uv=ctx.uv), s
+    return with_row(ctx, st.bsdf_child[ctx.b, k]), s
 
 
 @ti.func

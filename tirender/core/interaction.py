@@ -7,8 +7,10 @@ from .math import coordinate_system, vec2, vec3
 @ti.dataclass
 class SurfaceInteraction:
     """valid: 1 on a hit; p: position; ng: geometric normal (from the winding); n, ss, ts:
-    shading frame (n interpolated from vertex normals when the shape has them); uv; dpdu: tangent
-    along u (for normal maps); tri, shape: indices; t: ray distance."""
+    shading frame (n interpolated from vertex normals when the shape has them; s along dp/du where
+    the triangle has uvs); uv; dpdu, dpdv: the position's derivatives w.r.t. uv (world length per
+    unit uv; without uvs, or for a degenerate uv triangle, coordinate_system(ng) as Mitsuba's mesh);
+    tri, shape: indices; t: ray distance."""
     valid: ti.i32
     t: float
     p: vec3
@@ -18,6 +20,7 @@ class SurfaceInteraction:
     ts: vec3
     uv: vec2
     dpdu: vec3
+    dpdv: vec3
     tri: ti.i32
     shape: ti.i32
 
@@ -48,17 +51,24 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
         si.uv = uv0 + b1 * du1 + b2 * du2
         det = du1[0] * du2[1] - du1[1] * du2[0]
         dpdu = vec3(0.0)
-        if ti.abs(det) > 1e-20:
+        dpdv = vec3(0.0)
+        has_uv = ti.abs(det) > 1e-20
+        if has_uv:
             dpdu = (du2[1] * e1 - du1[1] * e2) / det
+            dpdv = (du1[0] * e2 - du2[0] * e1) / det
+        else:
+            dpdu, dpdv = coordinate_system(ng)
         si.dpdu = dpdu
+        si.dpdv = dpdv
         si.n = n
         s, ts = coordinate_system(n)
         # align the shading tangent with dp/du where available (Mitsuba's sh_frame for meshes with uv)
-        tproj = dpdu - n * n.dot(dpdu)
-        lt = tproj.norm()
-        if lt > 1e-12:
-            s = tproj / lt
-            ts = n.cross(s)
+        if has_uv:
+            tproj = dpdu - n * n.dot(dpdu)
+            lt = tproj.norm()
+            if lt > 1e-12:
+                s = tproj / lt
+                ts = n.cross(s)
         si.ss = s
         si.ts = ts
     return si

@@ -4,7 +4,7 @@ the box-filtered mean over the pixel's samples. Albedo is Mitsuba's eval_diffuse
 import numpy as np
 import taichi as ti
 
-from ..bsdfs.base import BsdfCtx
+from ..bsdfs.base import surface_ctx
 from ..bsdfs.registry import dispatch
 from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
@@ -49,7 +49,7 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
                     v = si.n
                 elif code == 2:
                     n = vec3(0.0, 0.0, 1.0)
-                    v = PI * bsdf.eval(st, BsdfCtx(b=st.shape_bsdf[si.shape], uv=si.uv), n, n)
+                    v = PI * bsdf.eval(st, surface_ctx(st.shape_bsdf[si.shape], si), n, n)
                 elif code == 3:
                     v = si.p
                 else:

@@ -240,9 +240,9 @@ class _Importer:
             return self.objects[rid][1]
         raise self.err(n, "unsupported tag")
 
-    def props(self, node, family, typ, keys, skip=()):
+    def props(self, node, family, typ, keys, skip=(), renames=None):
         """The property children of `node` -> {tirender key: value}; unknown names raise."""
-        ren = RENAMES.get((family, typ), {})
+        ren = {**RENAMES.get((family, typ), {}), **(renames or {})}
         ign = IGNORED.get((family, typ), set())
         out = {}
         for c in node.children:
@@ -256,6 +256,8 @@ class _Importer:
                 if self.objects[rid][0] != "bsdf":
                     raise self.err(c, f"a <ref> to a {self.objects[rid][0]} inside a {family} needs a name")
                 name = "bsdf"
+            if name is None and None in ren:
+                name = ren[None]
             if name is None:
                 raise self.err(c, f"unsupported tag in {family} '{typ}' (a property needs a name)")
             if name in ign:
@@ -351,7 +353,12 @@ class _Importer:
             raise self.err(n, f"unsupported BSDF type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
         children = [k.name for k in model.KEYS if k.kind == "nested BSDF"]
         spec = {"type": t}
-        spec.update(self.props(n, "bsdf", t, self._keynames(model), skip=("bsdf",)))
+        names = self._keynames(model)
+        ren = {}
+        if getattr(model, "XML_TEXTURE", None):   # Mitsuba's bumpmap: its one <texture>, whatever its name
+            ren = {c.attrs.get("name"): model.XML_TEXTURE for c in n.children
+                   if c.tag == "texture" and c.attrs.get("name") not in names}
+        spec.update(self.props(n, "bsdf", t, names, skip=("bsdf",), renames=ren))
         nested = [c for c in n.children if c.tag == "bsdf"]
         free = [c for c in children if c not in spec]
         for c in nested:

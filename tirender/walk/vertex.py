@@ -9,7 +9,7 @@ phase functions are sampled exactly (weight 1). ``bsdf`` is the scene's BSDF dis
 """
 import taichi as ti
 
-from ..bsdfs.base import SMOOTH, BsdfCtx, BsdfSample
+from ..bsdfs.base import SMOOTH, BsdfCtx, BsdfSample, surface_ctx
 from ..core.interaction import spawn_origin
 from ..core.math import to_local, to_world, vec3
 from ..media.phase import phase_eval, phase_eval_adjoint, phase_sample
@@ -19,7 +19,7 @@ from ..media.phase import phase_eval, phase_eval_adjoint, phase_sample
 class Vertex:
     """medium_event: 1 in a medium, 0 on a surface; p: position; ng: geometric normal (surface);
     s, t, n: shading frame; wi: local incident direction (surface) or the world propagation
-    direction d_in (medium); ctx: the BSDF and uv; flags: the BSDF's flags; shape; medium."""
+    direction d_in (medium); ctx: the BSDF, uv, dp/du, dp/dv, ng (bsdfs.base.BsdfCtx); flags: the BSDF's flags; shape; medium."""
     medium_event: ti.i32
     p: vec3
     ng: vec3
@@ -38,7 +38,7 @@ def surface_vertex(st: ti.template(), si, ray_d):
     """The vertex of surface interaction si reached along ray_d."""
     b = st.shape_bsdf[si.shape]
     return Vertex(medium_event=0, p=si.p, ng=si.ng, s=si.ss, t=si.ts, n=si.n,
-                  wi=to_local(si.ss, si.ts, si.n, -ray_d), ctx=BsdfCtx(b=b, uv=si.uv), flags=st.bsdf_flags[b],
+                  wi=to_local(si.ss, si.ts, si.n, -ray_d), ctx=surface_ctx(b, si), flags=st.bsdf_flags[b],
                   shape=si.shape, medium=-1)
 
 

@@ -1,0 +1,183 @@
+"""Bump mapping (Mitsuba 3 ``bumpmap``): a height texture perturbs the shading frame of a nested BSDF.
+
+The height h(u, v) = luminance(tex(u, v)) (luminance weights 0.212671, 0.715160, 0.072169: a grey
+texture is its own height, as Mitsuba's ``eval_1_grad`` of a bitmap) times ``scale``. Its
+gradient (h_u, h_v) is the derivative of the bilinear interpolation inside the texel cell
+(textures.tex_grad_uv, analytic; 0 for nearest filtering and constants), in height per unit uv.
+As Mitsuba's ``frame()``, in the local shading frame (z = n, the BSDF context's dp/du, dp/dv, ng):
+    dp/du' = dp/du + n (scale h_u - n·dp/du),   dp/dv' = dp/dv + n (scale h_v - n·dp/dv)
+    n' = normalize(dp/du' × dp/dv'), negated if it faces away from the geometric normal ng
+    with ``flip_invalid_normals`` (default): n' -> (-n'_x, -n'_y, n'_z) where cos θi (wi·n') <= 0
+    s' = normalize(dp/du - n' (n'·dp/du)),   t' = n' × s'
+and the nested BSDF is evaluated with wi' = R wi, wo' = R wo (R's rows s', t', n'); a direction
+whose side differs between the two frames gets 0; with ``use_shadowing_function`` (default) the
+value is multiplied by Estevez et al.'s (2019) term S(n', wo) (normalmap.shadow_term).
+Units: heights are in world length when uv spans the surface as its dp/du, dp/dv say (a
+rectangle scaled by k: dp/du = 2k, as Mitsuba's rectangle).
+
+Differences from Mitsuba 3.9: its s' is Gram-Schmidt of the *world* dp/du against the *local* n'
+(a coordinate mix); tirender uses the local dp/du. Both frames share n' and differ only by a
+rotation about it: identical for isotropic nested BSDFs, the local one is the geometrically
+meant tangent for anisotropic ones. The nested BSDF sees the unperturbed context (a bump map
+nested in a bump map does not compose).
+
+Differentiable: the height texels — through the bilinear derivative, n' and R (the nested BSDF's
+analytic ``grad_dirs``) and S — and the nested BSDF's own parameters. ``scale`` is a constant.
+Sampled directions are not differentiated (detached).
+"""
+import math
+
+import taichi as ti
+
+from ..core.math import to_local, to_world, vec3
+from ..schema import Bool, Child, Number, Texture
+from ..textures import tex_grad_uv, tex_grad_uv_adjoint
+from .base import child, composite, const
+from .microfacet import normalize_backprop
+from .normalmap import shadow_term, shadow_term_grads
+
+_H = 0                         # texture slot: the height
+_SCALE, _FLIP, _SHADOW = 0, 1, 2   # constants
+LUMINANCE = vec3(0.212671, 0.715160, 0.072169)
+
+
+@ti.func
+def _frame(st: ti.template(), ctx, wi):
+    """(n', s', t', A = dp/du', B = dp/dv', c = A × B, |c|, σ (ng flip), fs (invalid-normal flip),
+    |u|, u = dp/du - n' (n'·dp/du))."""
+    du, dv = tex_grad_uv(st, st.bsdf_tex[ctx.b, _H], ctx.uv)
+    k = const(st, ctx, _SCALE)
+    A = vec3(ctx.dpdu[0], ctx.dpdu[1], k * du.dot(LUMINANCE))
+    B = vec3(ctx.dpdv[0], ctx.dpdv[1], k * dv.dot(LUMINANCE))
+    c = A.cross(B)
+    cl = c.norm()
+    n = vec3(0.0, 0.0, 1.0)
+    if cl > 1e-30:
+        n = c / cl
+    else:
+        cl = 1.0
+    sg = 1.0
+    if ctx.ng.dot(n) < 0.0:
+        sg = -1.0
+    n *= sg
+    fs = 1.0
+    if const(st, ctx, _FLIP) != 0.0 and wi[2] * wi.dot(n) <= 0.0:
+        fs = -1.0
+    n = vec3(n[0] * fs, n[1] * fs, n[2])
+    u = ctx.dpdu - n * n.dot(ctx.dpdu)
+    ul = u.norm()
+    s = vec3(1.0, 0.0, 0.0) - n * n[0]
+    if ul > 1e-30:
+        s = u / ul
+    else:
+        ul = 1.0
+        s = s / ti.max(s.norm(), 1e-20)
+    t = n.cross(s)
+    return n, s, t, A, B, c, cl, sg, fs, ul
+
+
+@ti.func
+def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texels: ti.template()):
+    """The adjoint of E = <d_out, f_n(R wi, R wo)> S(n', wo) (f_n: the nested BSDF).
+    texels = True: scatter into the nested BSDF's parameters (with d_out S) and into the height
+    texels, back through R = (s', t', n'), s' = normalize(dp/du - n' (n'·dp/du)), t' = n' × s',
+    n' = flip(σ normalize(A × B)), A_z = scale h_u, B_z = scale h_v, (h_u, h_v) = luminance of
+    the bilinear derivative. texels = False: (∂E/∂wi, ∂E/∂wo) = (Rᵀ ∂E/∂wi', Rᵀ ∂E/∂wo' +
+    <d_out, f_n> ∂S/∂wo) (the frame depends on wi only through the piecewise-constant flip)."""
+    n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
+    wip = to_local(s, t, n, wi)
+    wop = to_local(s, t, n, wo)
+    gi = vec3(0.0)
+    go = vec3(0.0)
+    if wo[2] * wop[2] > 0.0:
+        ch = child(st, ctx, 0)
+        S = 1.0
+        gsn = vec3(0.0)
+        gsw = vec3(0.0)
+        fd = 0.0
+        if const(st, ctx, _SHADOW) != 0.0:
+            S = shadow_term(n, wo)
+            gsn, gsw = shadow_term_grads(n, wo)
+            fd = d_out.dot(inner.eval(st, ch, wip, wop))
+        gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
+        if ti.static(texels):
+            inner.adjoint(st, ch, wip, wop, d_out * S)
+            g_s = gwi[0] * wi + gwo[0] * wo
+            g_t = gwi[1] * wi + gwo[1] * wo
+            g_n = fd * gsn + gwi[2] * wi + gwo[2] * wo
+            g_n += s.cross(g_t)                                    # t' = n' × s'
+            g_s += g_t.cross(n)
+            g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u)
+            d = ctx.dpdu
+            g_n += -n.dot(d) * g_u - d * n.dot(g_u)                # u = dp/du - n' (n'·dp/du)
+            g_n = vec3(g_n[0] * fs, g_n[1] * fs, g_n[2])           # the invalid-normal flip
+            g_c = sg * normalize_backprop(g_n, c / cl, cl)         # n' = σ c / |c|
+            k = const(st, ctx, _SCALE)
+            g_hu = B.cross(g_c)[2] * k                             # c = A × B
+            g_hv = g_c.cross(A)[2] * k
+            tex_grad_uv_adjoint(st, st.bsdf_tex[ctx.b, _H], ctx.uv, g_hu * LUMINANCE, g_hv * LUMINANCE)
+        else:
+            gi = to_world(s, t, n, gwi)
+            go = to_world(s, t, n, gwo) + fd * gsw
+    return gi, go
+
+
+@composite
+class BumpMap:
+    NAME = "bumpmap"
+    KEYS = (Texture("height", 3, lo=-math.inf, hi=math.inf, aliases=("arbitrary",),
+                    doc="the height field (its luminance; bitmaps: bilinear for a non-zero gradient; "
+                        "Mitsuba: the nested texture, named e.g. `arbitrary`; parameter `<id>.height`)"),
+            Child("bsdf", doc="the BSDF whose shading frame is perturbed"),
+            Number("scale", default=1.0, doc="multiplier of the height gradient (Mitsuba's scale)"),
+            Bool("flip_invalid_normals", default=True, doc="mirror normals facing away from wi"),
+            Bool("use_shadowing_function", default=True, doc="Estevez et al. 2019 bump terminator term"))
+    CHILDREN = ("bsdf",)
+    FLAGS = 0
+    XML_TEXTURE = "height"   # Mitsuba: the single nested texture, whatever its name
+
+    @staticmethod
+    def combine_flags(child_flags):
+        return child_flags[0]
+
+    @staticmethod
+    def constants(values, file, key):
+        return [float(values["scale"]), float(values["flip_invalid_normals"]),
+                float(values["use_shadowing_function"])]
+
+    @staticmethod
+    @ti.func
+    def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
+        wop = to_local(s, t, n, wo)
+        f = vec3(0.0)
+        p = 0.0
+        if wo[2] * wop[2] > 0.0:
+            f, p = inner.eval_pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
+            if const(st, ctx, _SHADOW) != 0.0:
+                f *= shadow_term(n, wo)
+        return f, p
+
+    @staticmethod
+    @ti.func
+    def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
+        n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
+        bs = inner.sample(st, child(st, ctx, 0), to_local(s, t, n, wi), u1, u2)
+        wo = to_world(s, t, n, bs.wo)
+        if bs.valid == 1 and bs.wo[2] * wo[2] > 0.0:
+            bs.wo = wo
+            if const(st, ctx, _SHADOW) != 0.0:
+                bs.weight *= shadow_term(n, wo)
+        else:
+            bs.valid = 0
+        return bs
+
+    @staticmethod
+    @ti.func
+    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        _backprop(st, ctx, wi, wo, d_out, inner, True)
+
+    @staticmethod
+    @ti.func
+    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+        return _backprop(st, ctx, wi, wo, d_out, inner, False)
