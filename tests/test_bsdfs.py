@@ -303,7 +303,7 @@ CHI2_CASES = [
     ("blend", 35.0), ("twosided", 40.0), ("twosided", 130.0), ("twosided_sugar", 150.0),
     ("normalmap", 30.0), ("normalmap_plastic", 60.0),
     ("rc_beck_a0.3", 40.0), ("rd_beck_a0.3", 30.0), ("rd_beck_a0.3", 150.0), ("rp_beck_a0.2", 50.0),
-    ("pr_basic", 40.0), ("pr_all", 140.0), ("pr_glass", 150.0), ("pr_inv", 120.0),
+    ("pr_basic", 40.0), ("pr_all", 40.0), ("pr_all", 140.0), ("pr_glass", 150.0), ("pr_inv", 120.0),
 ]
 
 
@@ -600,7 +600,8 @@ def test_principled_config_errors():
     import tirender
     from tirender.errors import ConfigError
     for spec, what in (({"eta": 1.5, "specular": 0.5}, "either eta or specular"),
-                       ({"flatness": 0.3}, "unknown key 'flatness'"), ({"metallic": 1.5}, "out of range")):
+                       ({"flatness": 0.3}, "unknown key 'flatness'"), ({"metallic": 1.5}, "out of range"),
+                       ({"normalmap": [0.5, 0.5, 1.0]}, "no direction derivatives")):
         with pytest.raises(ConfigError, match=what):
             tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}],
                                  "bsdfs": {"p": {"type": "principled", **spec}},

@@ -19,15 +19,15 @@ Sampling: Mitsuba's lobe probabilities (diffuse brdf·rate, clearcoat clearcoat/
 reflection rate (1 - bsdf (1 - F)), transmission rate bsdf (1 - F), F at the sampled visible normal;
 back side: F and 1 - F), visible-normal sampling identical to Mitsuba's (same normal for the
 same u2), GTR1 normal sampling for the clearcoat, cosine-weighted diffuse; pdf = Mitsuba's pdf(),
-weight = eval / pdf. (As Mitsuba, the pdf evaluates the lobe probabilities with F at h(wo), the
-sampler at the sampled normal: with spec_trans > 0 the front-side pdf is not exactly the sampling
-density; Mitsuba's estimator is reproduced as it is.)
+weight = eval / pdf (on the front side the
+normalisation of the lobe probabilities does not depend on F, so the pdf is the sampling density).
 Keys: every Mitsuba texture parameter is a texture here; eta / specular (mutually exclusive) and
 the three sampling rates are constants. Not supported: flatness (fake subsurface; refused by the
 key check), importance/adjoint transport mode (radiance only). Differentiable (hand-written
 adjoints): base_color (RGB), roughness, anisotropic, metallic, spec_trans, spec_tint, sheen,
-sheen_tint, clearcoat, clearcoat_gloss. Direction derivatives (grad_dirs) are NOT implemented:
-they return 0, so a principled BSDF inside a normal map gets no gradient through the normal map.
+sheen_tint, clearcoat, clearcoat_gloss. Direction derivatives (grad_dirs) are NOT implemented
+(they return 0): the model carries the NO_DIR_GRADS flag, and a normal map refuses it as its nested
+BSDF with a ConfigError (rather than silently losing the normal map's gradient).
 """
 import taichi as ti
 
@@ -35,7 +35,7 @@ from ..core.math import INV_PI, PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
 from ..schema import Number, Texture
-from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
+from .base import (BOTH_SIDES, NO_DIR_GRADS, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .fresnel import fresnel_dielectric, reflect_m, refract_m
 from .microfacet import ggx_aniso_D, ggx_aniso_G, ggx_aniso_pdf_visible, ggx_aniso_sample_visible
@@ -211,7 +211,7 @@ class Principled:
             Number("main_specular_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the main specular"),
             Number("clearcoat_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the clearcoat"),
             Number("diffuse_reflectance_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the diffuse"))
-    FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
+    FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION | NO_DIR_GRADS
     Params = ti.types.struct(base_color=vec3, roughness=float, anisotropic=float, metallic=float, spec_trans=float,
                              spec_tint=float, sheen=float, sheen_tint=float, clearcoat=float, clearcoat_gloss=float,
                              eta=float, has_trans=ti.i32, sr_spec=float, sr_cc=float, sr_diff=float)
