@@ -159,7 +159,8 @@ ADJ.update({
                **{k: dict(_U) for k in ("metallic", "spec_trans", "spec_tint", "sheen", "sheen_tint", "clearcoat",
                                         "clearcoat_gloss")}},
 })
-NO_GRAD_DIRS = {"adj_pr"}   # principled: direction derivatives not implemented (0; see its module doc)
+ADJ["adj_nm_pr"] = {"type": "normalmap", "normalmap": {"range": _NM_RANGE}, "bsdf": dict(ADJ["adj_pr"])}
+NO_GRAD_DIRS = set()   # rows whose direction derivatives are not checked (none)
 DIRAC_ONLY_PARAMS = {"adj_plastic.specular_reflectance", "adj_plastic_nl.specular_reflectance"}
 KINKED_DIRS = {"adj_nm_graze", "adj_rp", "adj_rp_beck", "adj_mask"}   # direction derivatives through a tabulated (piecewise linear) term
 # (row, direction domain) of the adjoint checks: "upper" (one-sided models) or "sphere"
@@ -168,7 +169,7 @@ ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "
             "adj_nm": "upper", "adj_nm_graze": "upper", "adj_nm_rd": "sphere", "adj_nm_diffuse": "upper",
             "adj_rc_beck": "upper", "adj_rd_beck": "sphere", "adj_rp_beck": "upper", "adj_nm_beck": "upper",
             "adj_plastic": "upper", "adj_plastic_nl": "upper",
-            "adj_mask": "sphere", "adj_pr": "sphere"}
+            "adj_mask": "sphere", "adj_pr": "sphere", "adj_nm_pr": "upper"}
 
 _bench = None
 
@@ -600,8 +601,7 @@ def test_principled_config_errors():
     import tirender
     from tirender.errors import ConfigError
     for spec, what in (({"eta": 1.5, "specular": 0.5}, "either eta or specular"),
-                       ({"flatness": 0.3}, "unknown key 'flatness'"), ({"metallic": 1.5}, "out of range"),
-                       ({"normalmap": [0.5, 0.5, 1.0]}, "no direction derivatives")):
+                       ({"flatness": 0.3}, "unknown key 'flatness'"), ({"metallic": 1.5}, "out of range")):
         with pytest.raises(ConfigError, match=what):
             tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}],
                                  "bsdfs": {"p": {"type": "principled", **spec}},

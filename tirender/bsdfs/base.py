@@ -45,7 +45,6 @@ DELTA = 2          # has a Dirac lobe (sampled only)
 BOTH_SIDES = 4     # handles wi below the surface itself (dielectrics, null, twosided)
 TRANSMISSION = 8   # can transmit through the surface
 NULL = 16          # index-matched interface: the path passes unchanged (media boundaries)
-NO_DIR_GRADS = 32  # grad_dirs not implemented (returns 0): refused under a normal map
 
 
 @ti.dataclass

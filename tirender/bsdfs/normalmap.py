@@ -19,8 +19,7 @@ import taichi as ti
 
 from ..core.math import to_local, to_world, vec3
 from ..schema import Bool, Child, Texture
-from ..errors import ConfigError
-from .base import NO_DIR_GRADS, child, composite, const, slot_rgb, slot_rgb_adjoint
+from .base import child, composite, const, slot_rgb, slot_rgb_adjoint
 from .microfacet import normalize_backprop
 
 _NM = 0               # texture slot: the normal map
@@ -135,13 +134,6 @@ class NormalMap:
     @staticmethod
     def combine_flags(child_flags):
         return child_flags[0]
-
-    @staticmethod
-    def check_child(flags, file, key):
-        """A nested BSDF without direction derivatives (NO_DIR_GRADS) would get no normal-map gradient."""
-        if flags & NO_DIR_GRADS:
-            raise ConfigError("this BSDF has no direction derivatives (principled): it cannot be nested in a "
-                              "normal map", file, key)
 
     @staticmethod
     def constants(values, file, key):

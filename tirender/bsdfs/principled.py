@@ -25,9 +25,8 @@ Keys: every Mitsuba texture parameter is a texture here; eta / specular (mutuall
 the three sampling rates are constants. Not supported: flatness (fake subsurface; refused by the
 key check), importance/adjoint transport mode (radiance only). Differentiable (hand-written
 adjoints): base_color (RGB), roughness, anisotropic, metallic, spec_trans, spec_tint, sheen,
-sheen_tint, clearcoat, clearcoat_gloss. Direction derivatives (grad_dirs) are NOT implemented
-(they return 0): the model carries the NO_DIR_GRADS flag, and a normal map refuses it as its nested
-BSDF with a ConfigError (rather than silently losing the normal map's gradient).
+sheen_tint, clearcoat, clearcoat_gloss; analytic direction derivatives (grad_dirs, for normal
+maps), term by term through h, wi·h, wo·h, cos θi and cos θo.
 """
 import taichi as ti
 
@@ -35,10 +34,10 @@ from ..core.math import INV_PI, PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
 from ..schema import Number, Texture
-from .base import (BOTH_SIDES, NO_DIR_GRADS, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
+from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
-from .fresnel import fresnel_dielectric, reflect_m, refract_m
-from .microfacet import ggx_aniso_D, ggx_aniso_G, ggx_aniso_pdf_visible, ggx_aniso_sample_visible
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
+from .microfacet import ggx_aniso_D, ggx_aniso_g1, ggx_aniso_G, ggx_aniso_pdf_visible, ggx_aniso_sample_visible
 
 (_C, _R, _AN, _M, _ST, _T, _SH, _SHT, _CC, _CCG) = range(10)     # texture slots
 ETA, HAS_TRANS, SR_SPEC, SR_CC, SR_DIFF = range(5)                 # constants
@@ -145,6 +144,76 @@ def _gtr1(m, alpha):
 
 
 @ti.func
+def _schlick_weight_d(x):
+    """d/dx of schlick_weight (0 outside (0, 1))."""
+    res = 0.0
+    if 0.0 < x < 1.0:
+        res = -5.0 * (1.0 - x) ** 4
+    return res
+
+
+@ti.func
+def _schlick_w_dcos(c, eta):
+    """d/dc of _schlick_w's weight."""
+    eta_it = ti.select(c >= 0.0, eta, 1.0 / eta)
+    eta_ti = 1.0 / eta_it
+    res = 0.0
+    if eta_it > 1.0:
+        res = _schlick_weight_d(ti.abs(c)) * ti.select(c >= 0.0, 1.0, -1.0)
+    else:
+        ct2 = 1.0 - (1.0 - c * c) * eta_ti * eta_ti
+        if ct2 > 0.0:
+            ct = ti.sqrt(ct2)
+            res = _schlick_weight_d(ct) * c * eta_ti * eta_ti / ct
+    return res
+
+
+@ti.func
+def _ggx_aniso_D_grad(m, ax, ay, d):
+    """∂D/∂m of the anisotropic GGX D (d: its value)."""
+    A = (m[0] / ax) ** 2 + (m[1] / ay) ** 2 + m[2] * m[2]
+    res = vec3(0.0)
+    if d > 0.0 and A > 0.0:
+        res = (-4.0 * d / A) * vec3(m[0] / (ax * ax), m[1] / (ay * ay), m[2])
+    return res
+
+
+@ti.func
+def _ggx_aniso_g1_grad(v, ax, ay, g):
+    """∂G1/∂v of the anisotropic GGX G1 (g: its value; the visibility mask is piecewise constant)."""
+    res = vec3(0.0)
+    xy = (ax * v[0]) ** 2 + (ay * v[1]) ** 2
+    z2 = v[2] * v[2]
+    if g > 0.0 and xy > 0.0 and z2 > 0.0:
+        t = xy / z2
+        s = ti.sqrt(1.0 + t)
+        dg = -1.0 / (s * (1.0 + s) * (1.0 + s))
+        res = dg * vec3(2.0 * ax * ax * v[0] / z2, 2.0 * ay * ay * v[1] / z2, -2.0 * t / v[2])
+    return res
+
+
+@ti.func
+def _gtr1_dz(m, alpha, d):
+    """∂D_GTR1/∂m_z (d: its value)."""
+    a2 = alpha * alpha
+    N = a2 - 1.0
+    Q = 1.0 + N * m[2] * m[2]
+    return ti.select(d > 0.0, -d * 2.0 * N * m[2] / Q, 0.0)
+
+
+@ti.func
+def _smith_ggx1_dz(v, alpha, g):
+    """∂/∂v_z of _smith_ggx1 (a function of |v_z| only; g: its value)."""
+    res = 0.0
+    c = ti.abs(v[2])
+    if g > 0.0 and v[2] != 1.0 and c > 0.0:
+        t = alpha * alpha * (1.0 / (c * c) - 1.0)
+        s = ti.sqrt(1.0 + t)
+        res = -1.0 / (s * (1.0 + s) * (1.0 + s)) * (-2.0 * alpha * alpha / (c * c * c)) * ti.select(v[2] >= 0.0, 1.0, -1.0)
+    return res
+
+
+@ti.func
 def _smith_ggx1(v, wh, alpha):
     c = ti.abs(v[2])
     c2 = ti.max(c * c, 1e-30)
@@ -211,7 +280,7 @@ class Principled:
             Number("main_specular_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the main specular"),
             Number("clearcoat_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the clearcoat"),
             Number("diffuse_reflectance_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the diffuse"))
-    FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION | NO_DIR_GRADS
+    FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
     Params = ti.types.struct(base_color=vec3, roughness=float, anisotropic=float, metallic=float, spec_trans=float,
                              spec_tint=float, sheen=float, sheen_tint=float, clearcoat=float, clearcoat_gloss=float,
                              eta=float, has_trans=ti.i32, sr_spec=float, sr_cc=float, sr_diff=float)
@@ -440,6 +509,120 @@ class Principled:
 
     @staticmethod
     @ti.func
-    def f_grad_dirs(p, wi, wo, d_out):
-        """Not implemented (see the module doc): 0."""
-        return vec3(0.0), vec3(0.0)
+    def f_grad_dirs(p, wi, wo, d):
+        """(∂<d, f>/∂wi, ∂<d, f>/∂wo), term by term through h, wi·h, wo·h, cos θi, cos θo (the lobe
+        masks and the side of h are piecewise constant)."""
+        g_wi = vec3(0.0)
+        g_wo = vec3(0.0)
+        ci = wi[2]
+        co = wo[2]
+        if ci != 0.0:
+            c = p.base_color
+            m = p.metallic
+            s_ = p.spec_trans
+            brdf = (1.0 - m) * (1.0 - s_)
+            bsdf = (1.0 - m) * s_
+            wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
+            u = wi + wo * ti.select(refl, 1.0, eta_path)
+            ul = u.norm()
+            ax, ay, _, _, _, _ = _alphas(p)
+            D, _, _ = ggx_aniso_D(wh, ax, ay)
+            gD = _ggx_aniso_D_grad(wh, ax, ay, D)
+            Gi, _, _ = ggx_aniso_g1(wi, wh, ax, ay)
+            Go, _, _ = ggx_aniso_g1(wo, wh, ax, ay)
+            gGi = _ggx_aniso_g1_grad(wi, ax, ay, Gi)
+            gGo = _ggx_aniso_g1_grad(wo, ax, ay, Go)
+            DG = D * Gi * Go
+            dih = wi.dot(wh)
+            doh = wo.dot(wh)
+            dF = fresnel_dielectric_dcos(dih, p.eta)
+            ctint, lum = _tint(c)
+            sgi = ti.select(ci >= 0.0, 1.0, -1.0)
+            sgo = ti.select(co >= 0.0, 1.0, -1.0)
+            g_ci = 0.0
+            g_co = 0.0
+            g_dih = 0.0
+            g_doh = 0.0
+            g_wh = vec3(0.0)
+            a_dg = 0.0   # ∂E/∂(D G) through the microfacet lobes
+            if refl and mr and F > 0.0:
+                k = 1.0 / (4.0 * ti.abs(ci))
+                A = 0.0
+                B = 0.0
+                if front:
+                    t = p.spec_tint
+                    w, eta_it = _schlick_w(dih, p.eta)
+                    dw = _schlick_w_dcos(dih, p.eta)
+                    r0 = ((eta_it - 1.0) / (eta_it + 1.0)) ** 2
+                    Fp = (1.0 - m) * (1.0 - t) * F + m * (w + (1.0 - w) * c) + (1.0 - m) * t * (w + (1.0 - w) * ctint * r0)
+                    dFp = (1.0 - m) * (1.0 - t) * dF + dw * (m * (1.0 - c) + (1.0 - m) * t * (1.0 - ctint * r0))
+                    A = d.dot(Fp)
+                    B = d.dot(dFp)
+                else:
+                    A = bsdf * F * d.sum()
+                    B = bsdf * dF * d.sum()
+                g_dih += B * DG * k
+                a_dg += A * k
+                g_ci += -A * DG * sgi / (4.0 * ci * ci)
+            if bsdf > 0.0 and refr and mt and F < 1.0:
+                den = dih + eta_path * doh
+                if den != 0.0:
+                    Z = (1.0 - F) * dih * doh / (ci * den * den)
+                    sz = ti.select(Z >= 0.0, 1.0, -1.0)
+                    A = bsdf * d.dot(ti.sqrt(ti.max(c, 0.0)))
+                    dZ_dih = (-dF * dih * doh + (1.0 - F) * doh) / (ci * den * den) - 2.0 * Z / den
+                    dZ_doh = (1.0 - F) * dih / (ci * den * den) - 2.0 * Z * eta_path / den
+                    g_dih += A * DG * sz * dZ_dih
+                    g_doh += A * DG * sz * dZ_doh
+                    g_ci += A * DG * sz * (-Z / ci)
+                    a_dg += A * ti.abs(Z)
+            if p.clearcoat > 0.0 and refl and mr and front:
+                w, _ = _schlick_w(dih, p.eta)
+                dw = _schlick_w_dcos(dih, p.eta)
+                fcc = w + (1.0 - w) * 0.04
+                al = 0.1 + (0.001 - 0.1) * p.clearcoat_gloss
+                dcc, _ = _gtr1(wh, al)
+                gi_ = _smith_ggx1(wi, wh, 0.25)
+                go_ = _smith_ggx1(wo, wh, 0.25)
+                q = 0.25 * p.clearcoat * d.sum()
+                aco = ti.abs(co)
+                g_dih += q * 0.96 * dw * dcc * gi_ * go_ * aco
+                g_wh[2] += q * fcc * _gtr1_dz(wh, al, dcc) * gi_ * go_ * aco
+                g_wi[2] += q * fcc * dcc * _smith_ggx1_dz(wi, 0.25, gi_) * go_ * aco
+                g_wo[2] += q * fcc * dcc * gi_ * _smith_ggx1_dz(wo, 0.25, go_) * aco
+                g_co += q * fcc * dcc * gi_ * go_ * sgo
+            if brdf > 0.0 and refl and front:
+                fo = schlick_weight(ti.abs(co))
+                fi = schlick_weight(ti.abs(ci))
+                dfo = _schlick_weight_d(ti.abs(co)) * sgo
+                dfi = _schlick_weight_d(ti.abs(ci)) * sgi
+                cd = doh
+                rr = 2.0 * p.roughness * cd * cd
+                lobe = (1.0 - 0.5 * fi) * (1.0 - 0.5 * fo) + rr * (fo + fi + fo * fi * (rr - 1.0))
+                S = brdf * d.dot(c) * INV_PI
+                aco = ti.abs(co)
+                g_co += S * (sgo * lobe + aco * (-0.5 * (1.0 - 0.5 * fi) + rr * (1.0 + fi * (rr - 1.0))) * dfo)
+                g_ci += S * aco * (-0.5 * (1.0 - 0.5 * fo) + rr * (1.0 + fo * (rr - 1.0))) * dfi
+                g_doh += S * aco * (fo + fi + fo * fi * (2.0 * rr - 1.0)) * 4.0 * p.roughness * cd
+                if p.sheen > 0.0 and 1.0 - m > 0.0:
+                    csh = 1.0 + (ctint - 1.0) * p.sheen_tint
+                    sv = p.sheen * (1.0 - m) * d.dot(csh)
+                    scd = ti.select(cd >= 0.0, 1.0, -1.0)
+                    g_doh += sv * _schlick_weight_d(ti.abs(cd)) * scd * aco
+                    g_co += sv * schlick_weight(ti.abs(cd)) * sgo
+            # the microfacet lobes' D(h) G1(wi) G1(wo)
+            g_wh += a_dg * Gi * Go * gD
+            g_wi += a_dg * D * Go * gGi
+            g_wo += a_dg * D * Gi * gGo
+            # h = ±normalize(u), u = wi + k wo
+            g_wh += g_dih * wi + g_doh * wo
+            g_wi += g_dih * wh
+            g_wo += g_doh * wh
+            g_wi[2] += g_ci
+            g_wo[2] += g_co
+            if ul > 0.0:
+                sh_ = ti.select(u[2] >= 0.0, 1.0, -1.0)
+                g_u = sh_ * (g_wh - wh * wh.dot(g_wh)) / ul
+                g_wi += g_u
+                g_wo += g_u * ti.select(refl, 1.0, eta_path)
+        return g_wi, g_wo
