@@ -14,7 +14,8 @@ m = metallic, s = spec_trans, η = eta (or from specular: η = 2 / (1 - sqrt(0.0
                       G_0.25(wi) G_0.25(wo) |cos θo|                     (Mitsuba's form, front only)
     diffuse + retro   brdf |cos θo| c / π ((1 - Fi/2)(1 - Fo/2) + Rr (Fo + Fi + Fo Fi (Rr - 1))),
                       Rr = 2 r (h·wo)², Fi = w(|cos θi|), Fo = w(|cos θo|)          (front only)
-    sheen             sheen (1 - m) w(|h·wo|) lerp(1, c_tint, sheen_tint) |cos θo|  (front, with diffuse)
+    sheen             sheen (1 - m) w(|h·wo|) lerp(1, c_tint, sheen_tint) |cos θo|  (front, with diffuse:
+                      as Mitsuba's scalar variants, 0 where brdf = 0, i.e. spec_trans = 1)
 Sampling: Mitsuba's lobe probabilities (diffuse brdf·rate, clearcoat clearcoat/4·rate, main
 reflection rate (1 - bsdf (1 - F)), transmission rate bsdf (1 - F), F at the sampled visible normal;
 back side: F and 1 - F), visible-normal sampling identical to Mitsuba's (same normal for the
