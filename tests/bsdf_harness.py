@@ -63,6 +63,21 @@ def k_sample(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.nda
 
 
 @ti.kernel
+def k_sample_u(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), u_in: ti.types.ndarray(),
+               uv: ti.types.ndarray(), out: ti.types.ndarray()):
+    """As k_sample with given random numbers u_in[i] = (u1, u2.x, u2.y) (comparisons with Mitsuba)."""
+    for i in range(out.shape[0]):
+        s = D.sample(st, _ctx(b, uv, i), _v3(wi_in, i), u_in[i, 0], vec2(u_in[i, 1], u_in[i, 2]))
+        for k in ti.static(range(3)):
+            out[i, k] = s.wo[k]
+            out[i, 3 + k] = s.weight[k]
+        out[i, 6] = s.pdf
+        out[i, 7] = s.eta
+        out[i, 8] = s.delta
+        out[i, 9] = s.valid
+
+
+@ti.kernel
 def k_eval(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
            uv: ti.types.ndarray(), out: ti.types.ndarray()):
     """out[i] = eval(3), pdf, eval of eval_pdf(3), pdf of eval_pdf for wi_in[i % K], wo_in[i]."""
@@ -151,6 +166,12 @@ class Bench:
     def sample(self, bid, wi, n, seed=1, per_sample=False):
         out = np.zeros((n, 14), fdt())
         k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed, out)
+        return out.astype(np.float64)
+
+    def sample_u(self, bid, wi, u):
+        """Samples for given wi[i] and u[i] = (u1, u2.x, u2.y): wo(3) weight(3) pdf eta delta valid."""
+        out = np.zeros((len(u), 10), fdt())
+        k_sample_u(self.st, self.D(bid), self.row(bid), self._arr(wi), self._arr(u), self.uv0, out)
         return out.astype(np.float64)
 
     def eval(self, bid, wi, wo, per_sample=False):

@@ -107,9 +107,10 @@ def tex_eval_adjoint(st: ti.template(), tid, uv, d_out):
 @ti.func
 def tex_grad_uv(st: ti.template(), tid, uv):
     """(∂/∂u, ∂/∂v) of tex_eval at uv (vec3 each, per channel): the derivative of the bilinear
-    interpolation inside the texel cell (Mitsuba's ``eval_1_grad``, analytic; x = u W - 0.5,
-    y = (1 - v) H - 0.5, so ∂/∂u = W ∂/∂x and ∂/∂v = -H ∂/∂y). 0 for constants, nearest filtering
-    and tid < 0. Units: texture value per unit uv."""
+    interpolation inside the texel cell (Mitsuba's ``eval_1_grad``, analytic; with (u', v') = A (u, v)
+    + b the texture's to_uv, x = u' W - 0.5, y = v' H - 0.5, so ∂/∂u' = W ∂/∂x, ∂/∂v' = H ∂/∂y and
+    (∂/∂u, ∂/∂v) = Aᵀ (∂/∂u', ∂/∂v')). 0 for constants, nearest filtering and tid < 0. Units:
+    texture value per unit uv."""
     du = vec3(0.0)
     dv = vec3(0.0)
     if tid >= 0 and st.tex_bilinear[tid] == 1 and not (st.tex_w[tid] == 1 and st.tex_h[tid] == 1):
@@ -121,8 +122,11 @@ def tex_grad_uv(st: ti.template(), tid, uv):
         f10 = _texel(st, base, w, c, x1, y0)
         f01 = _texel(st, base, w, c, x0, y1)
         f11 = _texel(st, base, w, c, x1, y1)
-        du = ti.cast(w, float) * ((1.0 - fy) * (f10 - f00) + fy * (f11 - f01))
-        dv = -ti.cast(st.tex_h[tid], float) * ((1.0 - fx) * (f01 - f00) + fx * (f11 - f10))
+        dup = ti.cast(w, float) * ((1.0 - fy) * (f10 - f00) + fy * (f11 - f01))
+        dvp = ti.cast(st.tex_h[tid], float) * ((1.0 - fx) * (f01 - f00) + fx * (f11 - f10))
+        A = st.tex_uvm[tid]
+        du = A[0, 0] * dup + A[1, 0] * dvp
+        dv = A[0, 1] * dup + A[1, 1] * dvp
     return du, dv
 
 
@@ -134,8 +138,9 @@ def tex_grad_uv_adjoint(st: ti.template(), tid, uv, g_du, g_dv):
         w = st.tex_w[tid]
         c = st.tex_c[tid]
         x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
-        a = g_du * ti.cast(w, float)
-        b = -g_dv * ti.cast(st.tex_h[tid], float)
+        A = st.tex_uvm[tid]
+        a = (A[0, 0] * g_du + A[0, 1] * g_dv) * ti.cast(w, float)
+        b = (A[1, 0] * g_du + A[1, 1] * g_dv) * ti.cast(st.tex_h[tid], float)
         _texel_add(st, base, w, c, x0, y0, -(1.0 - fy) * a - (1.0 - fx) * b)
         _texel_add(st, base, w, c, x1, y0, (1.0 - fy) * a - fx * b)
         _texel_add(st, base, w, c, x0, y1, -fy * a + (1.0 - fx) * b)

@@ -4,9 +4,8 @@ tests/bsdf_harness.py (dp/du, dp/dv, geometric normal; the shading frame is the 
 world = local and Mitsuba's s' (world dp/du against the local n') equals tirender's).
 Writes tests/data/mitsuba_bumpmap.json.
 
-Texture orientation: Mitsuba's bitmap puts v = 0 at the image's top row, tirender's (textures.py)
-at the bottom row; the height given to Mitsuba is the tirender array flipped vertically, so both
-see the same height field h(u, v).
+Texture orientation: both renderers put v = 0 at the image's top row (textures.py), so Mitsuba gets
+the same height array as tirender.
 
     python3 tools/mitsuba_bumpmap_ref.py
 """
@@ -60,7 +59,7 @@ def directions(domain, seed):
 def compute():
     import mitsuba as mi
     mi.set_variant("scalar_rgb")
-    bm = mi.Bitmap(np.ascontiguousarray(height()[::-1]))
+    bm = mi.Bitmap(np.ascontiguousarray(height()))
     out = {"version": mi.__version__, "scale": SCALE, "cases": []}
     for i, (cid, nested, flags, domain) in enumerate(CASES):
         b = mi.load_dict({"type": "bumpmap", "scale": SCALE, **flags,

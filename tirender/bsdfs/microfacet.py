@@ -523,3 +523,105 @@ def rough_plastic_tables(alpha, eta, beckmann):
     _, t = rough_dielectric_albedos(mu, alpha, eta, beckmann)
     r, _ = rough_dielectric_albedos(mu, alpha, 1.0 / eta, beckmann)
     return t, float(np.mean(r * mu) * 2.0)
+
+
+# ---- anisotropic GGX (Mitsuba 3 ``MicrofacetDistribution(GGX, alpha_u, alpha_v)``) -----------
+# Separate α_x, α_y (no sign convention: always GGX). Used by principled; additive shared helpers.
+#     D(m)  = 1 / (π α_x α_y (m_x²/α_x² + m_y²/α_y² + m_z²)²)    (0 where D m_z <= 1e-20)
+#     G1(v) = 2 / (1 + sqrt(1 + (α_x² v_x² + α_y² v_y²) / v_z²))  (1 at normal incidence,
+#             0 when v sees the back of m)
+# Visible normal sampling exactly as Mitsuba (stretch, sample_visible_11 with the concentric disk,
+# rotate, unstretch), so the same (u1, u2) give Mitsuba's microfacet normal.
+@ti.func
+def ggx_aniso_D(m, ax, ay):
+    """(D, ∂D/∂α_x, ∂D/∂α_y)."""
+    A = (m[0] / ax) ** 2 + (m[1] / ay) ** 2 + m[2] * m[2]
+    d = 0.0
+    dx = 0.0
+    dy = 0.0
+    if A > 0.0:
+        d = 1.0 / (PI * ax * ay * A * A)
+        if d * m[2] <= 1e-20:
+            d = 0.0
+        dx = d * (-1.0 / ax + 4.0 * m[0] * m[0] / (ax * ax * ax * A))
+        dy = d * (-1.0 / ay + 4.0 * m[1] * m[1] / (ay * ay * ay * A))
+    return d, dx, dy
+
+
+@ti.func
+def ggx_aniso_g1(v, m, ax, ay):
+    """(G1, ∂G1/∂α_x, ∂G1/∂α_y) (Mitsuba's smith_g1)."""
+    xy = (ax * v[0]) ** 2 + (ay * v[1]) ** 2
+    z2 = v[2] * v[2]
+    g = 1.0
+    dx = 0.0
+    dy = 0.0
+    if xy > 0.0:
+        t = xy / ti.max(z2, 1e-30)
+        s = ti.sqrt(1.0 + t)
+        g = 2.0 / (1.0 + s)
+        dg = -1.0 / (s * (1.0 + s) * (1.0 + s))
+        dx = dg * 2.0 * ax * v[0] * v[0] / ti.max(z2, 1e-30)
+        dy = dg * 2.0 * ay * v[1] * v[1] / ti.max(z2, 1e-30)
+    if v.dot(m) * v[2] <= 0.0:
+        g = 0.0
+        dx = 0.0
+        dy = 0.0
+    return g, dx, dy
+
+
+@ti.func
+def ggx_aniso_G(wi, wo, m, ax, ay):
+    """(G1(wi) G1(wo), ∂/∂α_x, ∂/∂α_y)."""
+    gi, gix, giy = ggx_aniso_g1(wi, m, ax, ay)
+    go, gox, goy = ggx_aniso_g1(wo, m, ax, ay)
+    return gi * go, gix * go + gi * gox, giy * go + gi * goy
+
+
+@ti.func
+def ggx_aniso_pdf_visible(wi, m, ax, ay):
+    """Mitsuba's pdf(wi, m): D(m) G1(wi, m) |wi·m| / cos θi (wi above the surface)."""
+    d, _, _ = ggx_aniso_D(m, ax, ay)
+    g, _, _ = ggx_aniso_g1(wi, m, ax, ay)
+    return d * g * ti.abs(wi.dot(m)) / wi[2]
+
+
+@ti.func
+def ggx_aniso_sample_visible(wi, ax, ay, u2):
+    """Mitsuba's MicrofacetDistribution::sample (GGX, visible normals); wi.z > 0. Returns m."""
+    wp = vec3(ax * wi[0], ay * wi[1], wi[2]).normalized()
+    s2 = wp[0] * wp[0] + wp[1] * wp[1]
+    cphi = 1.0
+    sphi = 0.0
+    if s2 > 4.0 * 1.1920929e-07:
+        inv = 1.0 / ti.sqrt(s2)
+        cphi = ti.min(ti.max(wp[0] * inv, -1.0), 1.0)
+        sphi = ti.min(ti.max(wp[1] * inv, -1.0), 1.0)
+    ct = wp[2]
+    # sample_visible_11 (GGX): concentric disk
+    r1 = 2.0 * u2[0] - 1.0
+    r2 = 2.0 * u2[1] - 1.0
+    px = 0.0
+    py = 0.0
+    if r1 != 0.0 or r2 != 0.0:
+        rr = 0.0
+        phi = 0.0
+        if ti.abs(r1) > ti.abs(r2):
+            rr = r1
+            phi = 0.25 * PI * r2 / r1
+        else:
+            rr = r2
+            phi = 0.5 * PI - 0.25 * PI * r1 / r2
+        px = rr * ti.cos(phi)
+        py = rr * ti.sin(phi)
+    s = 0.5 * (1.0 + ct)
+    py = safe_sqrt(1.0 - px * px) * (1.0 - s) + py * s
+    z = safe_sqrt(1.0 - px * px - py * py)
+    st = safe_sqrt(1.0 - ct * ct)
+    den = st * py + ct * z
+    norm = 1.0 / ti.select(den != 0.0, den, 1e-30)
+    sx = (ct * py - st * z) * norm
+    sy = px * norm
+    mx = (cphi * sx - sphi * sy) * ax
+    my = (sphi * sx + cphi * sy) * ay
+    return vec3(-mx, -my, 1.0).normalized()

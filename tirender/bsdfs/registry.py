@@ -29,6 +29,7 @@ from .mask import MaskBsdf
 from .normalmap import NormalMap
 from .null import Null
 from .plastic import Plastic
+from .principled import Principled
 from .roughconductor import RoughConductor
 from .roughdielectric import RoughDielectric
 from .roughplastic import RoughPlastic
@@ -50,6 +51,7 @@ MODELS = (
     NormalMap,
     MaskBsdf,
     BumpMap,
+    Principled,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)

@@ -1,0 +1,70 @@
+"""Reference numbers of Mitsuba 3 (scalar_rgb) ``principled`` for tests/test_bsdfs.py:
+eval / pdf at random direction pairs and sample() at random (u1, u2), for the parameter sets
+PRINCIPLED_SETS. ``python3 tests/principled_mitsuba.py`` rewrites tests/data/principled_mitsuba.json
+(needs mitsuba); ``compute()`` is also the live check."""
+import json
+import os
+
+import numpy as np
+
+PRINCIPLED_SETS = {
+    "pr_basic": {"base_color": [0.8, 0.3, 0.2], "roughness": 0.4, "metallic": 0.3},
+    "pr_all": {"base_color": [0.6, 0.5, 0.9], "metallic": 0.2, "specular": 0.6, "roughness": 0.3, "spec_tint": 0.4,
+               "anisotropic": 0.5, "sheen": 0.3, "sheen_tint": 0.2, "clearcoat": 0.6, "clearcoat_gloss": 0.3,
+               "spec_trans": 0.4},
+    "pr_glass": {"base_color": [0.9, 0.9, 0.8], "spec_trans": 0.9, "eta": 1.5, "roughness": 0.2},
+    "pr_inv": {"base_color": [0.3, 0.7, 0.5], "eta": 0.7, "spec_trans": 0.5, "roughness": 0.6, "anisotropic": 0.8,
+               "clearcoat": 1.0, "clearcoat_gloss": 0.9, "metallic": 0.1, "sheen": 0.7},
+}
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "principled_mitsuba.json")
+N_DIRS = 256
+N_SAMPLES = 256
+
+
+def inputs(seed=5):
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=(3, N_DIRS, 3))
+    v /= np.linalg.norm(v, axis=-1, keepdims=True)
+    wi, wo = v[0], v[1]
+    # half of the pairs in the reflection configuration (same side), the rest anywhere
+    same = np.arange(N_DIRS) < N_DIRS // 2
+    wo[same] = np.where((wo[same, 2] * wi[same, 2] < 0)[:, None], wo[same] * [1, 1, -1], wo[same])
+    u = rng.uniform(size=(N_SAMPLES, 3))
+    wis = v[2][:N_SAMPLES]
+    return wi, wo, wis, u
+
+
+def mitsuba_spec(params):
+    d = {"type": "principled"}
+    for k, x in params.items():
+        d[k] = {"type": "rgb", "value": x} if isinstance(x, list) else x
+    return d
+
+
+def compute():
+    import mitsuba as mi
+    mi.set_variant("scalar_rgb")
+    wi, wo, wis, u = inputs()
+    out = {}
+    ctx = mi.BSDFContext()
+    for name, params in PRINCIPLED_SETS.items():
+        b = mi.load_dict(mitsuba_spec(params))
+        ev, pdf, smp = [], [], []
+        for a, c in zip(wi, wo):
+            si = mi.SurfaceInteraction3f()
+            si.wi = mi.Vector3f(*a)
+            ev.append([float(x) for x in np.array(b.eval(ctx, si, mi.Vector3f(*c)))])
+            pdf.append(float(b.pdf(ctx, si, mi.Vector3f(*c))))
+        for a, uu in zip(wis, u):
+            si = mi.SurfaceInteraction3f()
+            si.wi = mi.Vector3f(*a)
+            bs, w = b.sample(ctx, si, float(uu[0]), mi.Point2f(float(uu[1]), float(uu[2])))
+            smp.append([float(x) for x in list(np.array(bs.wo)) + list(np.array(w))] + [float(bs.pdf), float(bs.eta)])
+        out[name] = {"eval": ev, "pdf": pdf, "sample": smp}
+    return out
+
+
+if __name__ == "__main__":
+    with open(PATH, "w") as fh:
+        json.dump(compute(), fh)
+    print("wrote", PATH)

@@ -1,0 +1,629 @@
+"""Principled BSDF, Mitsuba 3's ``principled`` (src/bsdfs/principled.cpp, principledhelpers.h;
+Burley 2012/2015), term by term. Shading frame, z = normal; c = base_color, r = roughness,
+m = metallic, s = spec_trans, η = eta (or from specular: η = 2 / (1 - sqrt(0.08 specular)) - 1).
+
+    brdf = (1 - m)(1 - s),  bsdf = (1 - m) s,  α_x = max(1e-3, r² / a), α_y = max(1e-3, r² a),
+    a = sqrt(1 - 0.9 anisotropic);  h the half vector (reflection wi + wo, refraction wi + η_path wo,
+    turned to h_z > 0); D, G the anisotropic GGX (microfacet.ggx_aniso_*); F the dielectric Fresnel
+    F(wi·h, η); w(x) = (1 - x)^5 Schlick's weight; lum = luminance(c), c_tint = c / lum.
+    main reflection   F_p D G / (4 |cos θi|), F_p = (1-m)(1-t) F + m S(c) + (1-m) t S(c_tint R0(η))
+                      on the front side (S(R0) = w + (1 - w) R0 with Mitsuba's calc_schlick), bsdf F
+                      on the back side
+    transmission      sqrt(c) bsdf |(1-F) D G (wi·h)(wo·h) / (cos θi (wi·h + η_path wo·h)²)|  (radiance)
+    clearcoat         0.25 clearcoat S_0.04 D_GTR1(h; lerp(0.1, 0.001, clearcoat_gloss))
+                      G_0.25(wi) G_0.25(wo) |cos θo|                     (Mitsuba's form, front only)
+    diffuse + retro   brdf |cos θo| c / π ((1 - Fi/2)(1 - Fo/2) + Rr (Fo + Fi + Fo Fi (Rr - 1))),
+                      Rr = 2 r (h·wo)², Fi = w(|cos θi|), Fo = w(|cos θo|)          (front only)
+    sheen             sheen (1 - m) w(|h·wo|) lerp(1, c_tint, sheen_tint) |cos θo|  (front, with diffuse:
+                      as Mitsuba's scalar variants, 0 where brdf = 0, i.e. spec_trans = 1)
+Sampling: Mitsuba's lobe probabilities (diffuse brdf·rate, clearcoat clearcoat/4·rate, main
+reflection rate (1 - bsdf (1 - F)), transmission rate bsdf (1 - F), F at the sampled visible normal;
+back side: F and 1 - F), visible-normal sampling identical to Mitsuba's (same normal for the
+same u2), GTR1 normal sampling for the clearcoat, cosine-weighted diffuse; pdf = Mitsuba's pdf(),
+weight = eval / pdf (on the front side the
+normalisation of the lobe probabilities does not depend on F, so the pdf is the sampling density).
+Keys: every Mitsuba texture parameter is a texture here; eta / specular (mutually exclusive) and
+the three sampling rates are constants. Not supported: flatness (fake subsurface; refused by the
+key check), importance/adjoint transport mode (radiance only). Differentiable (hand-written
+adjoints): base_color (RGB), roughness, anisotropic, metallic, spec_trans, spec_tint, sheen,
+sheen_tint, clearcoat, clearcoat_gloss; analytic direction derivatives (grad_dirs, for normal
+maps), term by term through h, wi·h, wo·h, cos θi and cos θo.
+"""
+import taichi as ti
+
+from ..core.math import INV_PI, PI, vec3
+from ..core.warp import square_to_cosine_hemisphere
+from ..errors import ConfigError
+from ..schema import Number, Texture
+from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
+                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
+from .microfacet import ggx_aniso_D, ggx_aniso_g1, ggx_aniso_G, ggx_aniso_pdf_visible, ggx_aniso_sample_visible
+
+(_C, _R, _AN, _M, _ST, _T, _SH, _SHT, _CC, _CCG) = range(10)     # texture slots
+ETA, HAS_TRANS, SR_SPEC, SR_CC, SR_DIFF = range(5)                 # constants
+
+
+def _t(name, doc, default=0.0, ch=1):
+    return Texture(name, ch, default=default, lo=0.0, hi=1.0, doc=doc)
+
+
+def principled_constants(values, file, key):
+    """[η, has spec_trans, main specular / clearcoat / diffuse sampling rates] (Mitsuba's constructor)."""
+    st = values.get("spec_trans", 0.0)
+    has_trans = not (isinstance(st, (int, float)) and float(st) == 0.0)
+    if "eta" in values and "specular" in values:
+        raise ConfigError("give either eta or specular, not both", file, f"{key}.specular")
+    if "eta" in values:
+        eta = float(values["eta"])
+        if has_trans and eta == 1.0:
+            eta = 1.001
+    else:
+        spec = float(values.get("specular", 0.5))
+        if has_trans and spec == 0.0:
+            spec = 1e-3
+        eta = 2.0 / (1.0 - (0.08 * spec) ** 0.5) - 1.0
+    return [eta, 1.0 if has_trans else 0.0, float(values["main_specular_sampling_rate"]),
+            float(values["clearcoat_sampling_rate"]), float(values["diffuse_reflectance_sampling_rate"])]
+
+
+@ti.func
+def schlick_weight(x):
+    m = ti.min(ti.max(1.0 - x, 0.0), 1.0)
+    return m * m * m * m * m
+
+
+@ti.func
+def _schlick_w(c, eta):
+    """Mitsuba's calc_schlick weight: S(R0) = w + (1 - w) R0."""
+    eta_it = ti.select(c >= 0.0, eta, 1.0 / eta)
+    eta_ti = 1.0 / eta_it
+    ct = ti.sqrt(ti.max(1.0 - (1.0 - c * c) * eta_ti * eta_ti, 0.0))
+    return ti.select(eta_it > 1.0, schlick_weight(ti.abs(c)), schlick_weight(ct)), eta_it
+
+
+@ti.func
+def _lum_weights():
+    return vec3(0.212671, 0.715160, 0.072169)
+
+
+@ti.func
+def _tint(c):
+    """(c_tint = c / lum (1 if lum <= 0), lum)."""
+    lum = _lum_weights().dot(c)
+    ct = vec3(1.0)
+    if lum > 0.0:
+        ct = c / lum
+    return ct, lum
+
+
+@ti.func
+def _tint_vjp(c, lum, d):
+    """(∂c_tint/∂c)^T d."""
+    g = vec3(0.0)
+    if lum > 0.0:
+        g = d / lum - _lum_weights() * (d.dot(c) / (lum * lum))
+    return g
+
+
+@ti.func
+def _alphas(p):
+    """(α_x, α_y, ∂α_x/∂r, ∂α_y/∂r, ∂α_x/∂an, ∂α_y/∂an) (Mitsuba's calc_dist_params)."""
+    asp = ti.sqrt(ti.max(1.0 - 0.9 * p.anisotropic, 1e-8))
+    r2 = p.roughness * p.roughness
+    ax = r2 / asp
+    ay = r2 * asp
+    dax_r = 2.0 * p.roughness / asp
+    day_r = 2.0 * p.roughness * asp
+    dax_a = r2 * 0.45 / (asp * asp * asp)
+    day_a = -r2 * 0.45 / asp
+    if ax < 1e-3:
+        ax = 1e-3
+        dax_r = 0.0
+        dax_a = 0.0
+    if ay < 1e-3:
+        ay = 1e-3
+        day_r = 0.0
+        day_a = 0.0
+    return ax, ay, dax_r, day_r, dax_a, day_a
+
+
+@ti.func
+def _gtr1(m, alpha):
+    """(D_GTR1(m), ∂D/∂α)."""
+    a2 = alpha * alpha
+    c2 = m[2] * m[2]
+    N = a2 - 1.0
+    L = ti.log(a2)
+    Q = 1.0 + N * c2
+    d = N / (PI * L * Q)
+    dd = (1.0 / (L * Q) - N / (L * L * a2 * Q) - N * c2 / (L * Q * Q)) / PI * 2.0 * alpha
+    if d * m[2] <= 1e-20:
+        d = 0.0
+        dd = 0.0
+    return d, dd
+
+
+@ti.func
+def _schlick_weight_d(x):
+    """d/dx of schlick_weight (0 outside (0, 1))."""
+    res = 0.0
+    if 0.0 < x < 1.0:
+        res = -5.0 * (1.0 - x) ** 4
+    return res
+
+
+@ti.func
+def _schlick_w_dcos(c, eta):
+    """d/dc of _schlick_w's weight."""
+    eta_it = ti.select(c >= 0.0, eta, 1.0 / eta)
+    eta_ti = 1.0 / eta_it
+    res = 0.0
+    if eta_it > 1.0:
+        res = _schlick_weight_d(ti.abs(c)) * ti.select(c >= 0.0, 1.0, -1.0)
+    else:
+        ct2 = 1.0 - (1.0 - c * c) * eta_ti * eta_ti
+        if ct2 > 0.0:
+            ct = ti.sqrt(ct2)
+            res = _schlick_weight_d(ct) * c * eta_ti * eta_ti / ct
+    return res
+
+
+@ti.func
+def _ggx_aniso_D_grad(m, ax, ay, d):
+    """∂D/∂m of the anisotropic GGX D (d: its value)."""
+    A = (m[0] / ax) ** 2 + (m[1] / ay) ** 2 + m[2] * m[2]
+    res = vec3(0.0)
+    if d > 0.0 and A > 0.0:
+        res = (-4.0 * d / A) * vec3(m[0] / (ax * ax), m[1] / (ay * ay), m[2])
+    return res
+
+
+@ti.func
+def _ggx_aniso_g1_grad(v, ax, ay, g):
+    """∂G1/∂v of the anisotropic GGX G1 (g: its value; the visibility mask is piecewise constant)."""
+    res = vec3(0.0)
+    xy = (ax * v[0]) ** 2 + (ay * v[1]) ** 2
+    z2 = v[2] * v[2]
+    if g > 0.0 and xy > 0.0 and z2 > 0.0:
+        t = xy / z2
+        s = ti.sqrt(1.0 + t)
+        dg = -1.0 / (s * (1.0 + s) * (1.0 + s))
+        res = dg * vec3(2.0 * ax * ax * v[0] / z2, 2.0 * ay * ay * v[1] / z2, -2.0 * t / v[2])
+    return res
+
+
+@ti.func
+def _gtr1_dz(m, alpha, d):
+    """∂D_GTR1/∂m_z (d: its value)."""
+    a2 = alpha * alpha
+    N = a2 - 1.0
+    Q = 1.0 + N * m[2] * m[2]
+    return ti.select(d > 0.0, -d * 2.0 * N * m[2] / Q, 0.0)
+
+
+@ti.func
+def _smith_ggx1_dz(v, alpha, g):
+    """∂/∂v_z of _smith_ggx1 (a function of |v_z| only; g: its value)."""
+    res = 0.0
+    c = ti.abs(v[2])
+    if g > 0.0 and v[2] != 1.0 and c > 0.0:
+        t = alpha * alpha * (1.0 / (c * c) - 1.0)
+        s = ti.sqrt(1.0 + t)
+        res = -1.0 / (s * (1.0 + s) * (1.0 + s)) * (-2.0 * alpha * alpha / (c * c * c)) * ti.select(v[2] >= 0.0, 1.0, -1.0)
+    return res
+
+
+@ti.func
+def _smith_ggx1(v, wh, alpha):
+    c = ti.abs(v[2])
+    c2 = ti.max(c * c, 1e-30)
+    res = 2.0 / (1.0 + ti.sqrt(1.0 + alpha * alpha * (1.0 - c2) / c2))
+    if v[2] == 1.0:
+        res = 1.0
+    if v.dot(wh) * v[2] <= 0.0:
+        res = 0.0
+    return res
+
+
+@ti.func
+def _geometry(p, wi, wo):
+    """(h, front, reflect, refract, η_path, F, mac-mic reflection, mac-mic refraction)."""
+    ci = wi[2]
+    co = wo[2]
+    front = ci > 0.0
+    refl = ci * co > 0.0
+    refr = ci * co < 0.0
+    eta_path = ti.select(front, p.eta, 1.0 / p.eta)
+    u = wi + wo * ti.select(refl, 1.0, eta_path)
+    ul = u.norm()
+    wh = u / ti.select(ul > 0.0, ul, 1.0)
+    if wh[2] < 0.0:
+        wh = -wh
+    F, _, _, _ = fresnel_dielectric(wi.dot(wh), p.eta)
+    sg = ti.select(ci >= 0.0, 1.0, -1.0)
+    mm = wh * sg
+    mr = wi.dot(mm) > 0.0 and wo.dot(mm) > 0.0
+    mt = wi.dot(mm) > 0.0 and wo.dot(-mm) > 0.0
+    return wh, front, refl, refr, eta_path, F, mr and ul > 0.0, mt and ul > 0.0
+
+
+@ti.func
+def _probs(p, front, F, bsdf, brdf):
+    """Mitsuba's normalised lobe probabilities (main reflection, transmission, clearcoat, diffuse)."""
+    psr = ti.select(front, p.sr_spec * (1.0 - bsdf * (1.0 - F)), F)
+    pst = 0.0
+    if p.has_trans > 0:
+        pst = ti.select(front, p.sr_spec * bsdf * (1.0 - F), 1.0 - F)
+    pcc = ti.select(front, 0.25 * p.clearcoat * p.sr_cc, 0.0)
+    pd = ti.select(front, brdf * p.sr_diff, 0.0)
+    tot = psr + pst + pcc + pd
+    inv = ti.select(tot > 0.0, 1.0 / ti.select(tot > 0.0, tot, 1.0), 0.0)
+    return psr * inv, pst * inv, pcc * inv, pd * inv
+
+
+@leaf
+class Principled:
+    NAME = "principled"
+    KEYS = (_t("base_color", "base color", 0.5, 3),
+            _t("roughness", "roughness of the main specular lobes (α = roughness²)", 0.5),
+            _t("anisotropic", "degree of anisotropy (0: isotropic)"),
+            _t("metallic", "metallicness"),
+            _t("spec_trans", "blend of the BRDF (0) and the transmitting BSDF (1) main lobes"),
+            _t("spec_tint", "fraction of base_color tint on the dielectric reflection"),
+            _t("sheen", "sheen lobe rate"),
+            _t("sheen_tint", "fraction of base_color tint on the sheen"),
+            _t("clearcoat", "rate of the clearcoat lobe"),
+            _t("clearcoat_gloss", "clearcoat glossiness (GTR1 α = lerp(0.1, 0.001, gloss))"),
+            Number("eta", default=None, lo=0.0, strict_lo=True, doc="interior / exterior IOR (excludes specular)"),
+            Number("specular", default=None, lo=0.0, hi=1.0,
+                   doc="Fresnel reflectance control, η = 2 / (1 - sqrt(0.08 specular)) - 1 (default 0.5)"),
+            Number("main_specular_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the main specular"),
+            Number("clearcoat_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the clearcoat"),
+            Number("diffuse_reflectance_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the diffuse"))
+    FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
+    Params = ti.types.struct(base_color=vec3, roughness=float, anisotropic=float, metallic=float, spec_trans=float,
+                             spec_tint=float, sheen=float, sheen_tint=float, clearcoat=float, clearcoat_gloss=float,
+                             eta=float, has_trans=ti.i32, sr_spec=float, sr_cc=float, sr_diff=float)
+
+    constants = staticmethod(principled_constants)
+
+    @staticmethod
+    @ti.func
+    def fetch(st: ti.template(), ctx):
+        return Principled.Params(
+            base_color=slot_rgb(st, ctx, _C), roughness=slot_float(st, ctx, _R),
+            anisotropic=slot_float(st, ctx, _AN), metallic=slot_float(st, ctx, _M),
+            spec_trans=slot_float(st, ctx, _ST), spec_tint=slot_float(st, ctx, _T), sheen=slot_float(st, ctx, _SH),
+            sheen_tint=slot_float(st, ctx, _SHT), clearcoat=slot_float(st, ctx, _CC),
+            clearcoat_gloss=slot_float(st, ctx, _CCG), eta=const(st, ctx, ETA),
+            has_trans=ti.cast(const(st, ctx, HAS_TRANS), ti.i32), sr_spec=const(st, ctx, SR_SPEC),
+            sr_cc=const(st, ctx, SR_CC), sr_diff=const(st, ctx, SR_DIFF))
+
+    @staticmethod
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        slot_rgb_adjoint(st, ctx, _C, g.base_color)
+        slot_float_adjoint(st, ctx, _R, g.roughness)
+        slot_float_adjoint(st, ctx, _AN, g.anisotropic)
+        slot_float_adjoint(st, ctx, _M, g.metallic)
+        slot_float_adjoint(st, ctx, _ST, g.spec_trans)
+        slot_float_adjoint(st, ctx, _T, g.spec_tint)
+        slot_float_adjoint(st, ctx, _SH, g.sheen)
+        slot_float_adjoint(st, ctx, _SHT, g.sheen_tint)
+        slot_float_adjoint(st, ctx, _CC, g.clearcoat)
+        slot_float_adjoint(st, ctx, _CCG, g.clearcoat_gloss)
+
+    @staticmethod
+    @ti.func
+    def f(p, wi, wo):
+        val, _ = Principled.core(p, wi, wo, vec3(1.0))
+        return val
+
+    @staticmethod
+    @ti.func
+    def pdf(p, wi, wo):
+        res = 0.0
+        ci = wi[2]
+        if ci != 0.0:
+            m = p.metallic
+            brdf = (1.0 - m) * (1.0 - p.spec_trans)
+            bsdf = (1.0 - m) * p.spec_trans
+            wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
+            psr, pst, pcc, pd = _probs(p, front, F, bsdf, brdf)
+            ax, ay, _, _, _, _ = _alphas(p)
+            dih = wi.dot(wh)
+            doh = wo.dot(wh)
+            dwh = 0.0
+            if refl:
+                if doh != 0.0:
+                    dwh = ti.abs(1.0 / (4.0 * doh))
+            elif p.has_trans > 0:
+                den = dih + eta_path * doh
+                if den != 0.0:
+                    dwh = ti.abs(eta_path * eta_path * doh / (den * den))
+            wiu = wi * ti.select(ci >= 0.0, 1.0, -1.0)
+            pv = ggx_aniso_pdf_visible(wiu, wh, ax, ay)
+            if mr and refl:
+                res += psr * pv * dwh
+                if pcc > 0.0:
+                    d, _ = _gtr1(wh, 0.1 + (0.001 - 0.1) * p.clearcoat_gloss)
+                    res += pcc * ti.select(wh[2] < 0.0, 0.0, wh[2] * d) * dwh
+            if refl:
+                res += pd * INV_PI * wo[2]
+            if p.has_trans > 0 and mt and refr:
+                res += pst * pv * dwh
+        return res
+
+    @staticmethod
+    @ti.func
+    def sample(p, wi, u1, u2):
+        s = invalid_sample()
+        ci = wi[2]
+        m = p.metallic
+        brdf = (1.0 - m) * (1.0 - p.spec_trans)
+        bsdf = (1.0 - m) * p.spec_trans
+        front = ci > 0.0
+        if ci != 0.0 and (front or bsdf > 0.0):
+            ax, ay, _, _, _, _ = _alphas(p)
+            sg = ti.select(ci >= 0.0, 1.0, -1.0)
+            ms = ggx_aniso_sample_visible(wi * sg, ax, ay, u2)
+            F, cos_t, eta_it, eta_ti = fresnel_dielectric(wi.dot(ms), p.eta)
+            psr, pst, pcc, pd = _probs(p, front, F, bsdf, brdf)
+            wo = vec3(0.0)
+            ok = False
+            eta = 1.0
+            mm = ms * sg
+            if u1 < pd:
+                wo = square_to_cosine_hemisphere(u2)
+                ok = ci * wo[2] > 0.0
+            elif u1 < pd + pcc:
+                a2 = (0.1 + (0.001 - 0.1) * p.clearcoat_gloss) ** 2
+                c2 = (1.0 - ti.pow(a2, 1.0 - u2[1])) / (1.0 - a2)
+                sth = ti.sqrt(ti.max(0.0, 1.0 - c2))
+                cth = ti.sqrt(ti.max(0.0, c2))
+                ph = 2.0 * PI * u2[0]
+                mc = vec3(ti.cos(ph) * sth, ti.sin(ph) * sth, cth)
+                wo = reflect_m(wi, mc)
+                mcs = mc * sg
+                ok = wi.dot(mcs) > 0.0 and wo.dot(mcs) > 0.0 and ci * wo[2] > 0.0
+            elif u1 < pd + pcc + pst:
+                wo = refract_m(wi, ms, cos_t, eta_ti)
+                eta = eta_it
+                ok = wi.dot(mm) > 0.0 and wo.dot(-mm) > 0.0 and ci * wo[2] < 0.0
+            else:
+                wo = reflect_m(wi, ms)
+                ok = wi.dot(mm) > 0.0 and wo.dot(mm) > 0.0 and ci * wo[2] > 0.0
+            if ok:
+                pw = Principled.pdf(p, wi, wo)
+                if pw > 0.0:
+                    s = BsdfSample(wo=wo, weight=Principled.f(p, wi, wo) / pw, pdf=pw, eta=eta, delta=0, valid=1)
+        return s
+
+    @staticmethod
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        """∂<d_out, f>/∂(every texture parameter)."""
+        _, g = Principled.core(p, wi, wo, d_out)
+        return g
+
+    @staticmethod
+    @ti.func
+    def core(p, wi, wo, d):
+        """(f(wi, wo), ∂<d, f>/∂p): eval and adjoint share this one code path."""
+        val = vec3(0.0)
+        g = Principled.Params(base_color=vec3(0.0), roughness=0.0, anisotropic=0.0, metallic=0.0,
+                              spec_trans=0.0, spec_tint=0.0, sheen=0.0, sheen_tint=0.0, clearcoat=0.0,
+                              clearcoat_gloss=0.0, eta=0.0, has_trans=0, sr_spec=0.0, sr_cc=0.0, sr_diff=0.0)
+        ci = wi[2]
+        co = wo[2]
+        if ci != 0.0:
+            c = p.base_color
+            m = p.metallic
+            s_ = p.spec_trans
+            brdf = (1.0 - m) * (1.0 - s_)
+            bsdf = (1.0 - m) * s_
+            wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
+            ax, ay, dax_r, day_r, dax_a, day_a = _alphas(p)
+            D, dDx, dDy = ggx_aniso_D(wh, ax, ay)
+            G, dGx, dGy = ggx_aniso_G(wi, wo, wh, ax, ay)
+            DG = D * G
+            dDGx = dDx * G + D * dGx
+            dDGy = dDy * G + D * dGy
+            dih = wi.dot(wh)
+            doh = wo.dot(wh)
+            ctint, lum = _tint(c)
+            gdg = 0.0   # ∂/∂(D G) of <d, f>
+            # main specular reflection
+            if refl and mr and F > 0.0:
+                k = 1.0 / (4.0 * ti.abs(ci))
+                if front:
+                    t = p.spec_tint
+                    w, eta_it = _schlick_w(dih, p.eta)
+                    r0 = ((eta_it - 1.0) / (eta_it + 1.0)) ** 2
+                    s_c = w + (1.0 - w) * c
+                    s_t = w + (1.0 - w) * ctint * r0
+                    Fp = (1.0 - m) * (1.0 - t) * F + m * s_c + (1.0 - m) * t * s_t
+                    val += Fp * DG * k
+                    gdg += d.dot(Fp) * k
+                    g.metallic += DG * k * d.dot(-(1.0 - t) * F + s_c - t * s_t)
+                    g.spec_tint += DG * k * (1.0 - m) * d.dot(s_t - F)
+                    g.base_color += DG * k * (1.0 - w) * (m * d + (1.0 - m) * t * r0 * _tint_vjp(c, lum, d))
+                else:
+                    val += vec3(bsdf * F * DG * k)
+                    sd = d.sum()
+                    gdg += bsdf * F * k * sd
+                    g.metallic += -s_ * F * DG * k * sd
+                    g.spec_trans += (1.0 - m) * F * DG * k * sd
+            # main specular transmission (radiance: the η_path² of the Jacobian cancels Mitsuba's scale)
+            if bsdf > 0.0 and refr and mt and F < 1.0:
+                den = dih + eta_path * doh
+                Y = 0.0
+                if den != 0.0:
+                    Y = ti.abs((1.0 - F) * dih * doh / (ci * den * den))
+                sc = ti.sqrt(ti.max(c, 0.0))
+                val += sc * bsdf * DG * Y
+                dsc = d.dot(sc)
+                gdg += bsdf * Y * dsc
+                g.metallic += -s_ * DG * Y * dsc
+                g.spec_trans += (1.0 - m) * DG * Y * dsc
+                g.base_color += bsdf * DG * Y * d * ti.select(sc > 0.0, 0.5 / ti.select(sc > 0.0, sc, 1.0), 0.0)
+            # clearcoat
+            if p.clearcoat > 0.0 and refl and mr and front:
+                w, _ = _schlick_w(dih, p.eta)
+                fcc = w + (1.0 - w) * 0.04
+                dcc, ddcc = _gtr1(wh, 0.1 + (0.001 - 0.1) * p.clearcoat_gloss)
+                gcc = _smith_ggx1(wi, wh, 0.25) * _smith_ggx1(wo, wh, 0.25)
+                q = 0.25 * fcc * gcc * ti.abs(co)
+                val += vec3(p.clearcoat * q * dcc)
+                sd = d.sum()
+                g.clearcoat += q * dcc * sd
+                g.clearcoat_gloss += p.clearcoat * q * ddcc * (0.001 - 0.1) * sd
+            # diffuse + retro-reflection, sheen
+            if brdf > 0.0 and refl and front:
+                fo = schlick_weight(ti.abs(co))
+                fi = schlick_weight(ti.abs(ci))
+                cd = wh.dot(wo)
+                rr = 2.0 * p.roughness * cd * cd
+                lobe = (1.0 - 0.5 * fi) * (1.0 - 0.5 * fo) + rr * (fo + fi + fo * fi * (rr - 1.0))
+                kd = ti.abs(co) * INV_PI
+                val += brdf * kd * lobe * c
+                dc = d.dot(c)
+                g.base_color += brdf * kd * lobe * d
+                g.metallic += -(1.0 - s_) * kd * lobe * dc
+                g.spec_trans += -(1.0 - m) * kd * lobe * dc
+                g.roughness += brdf * kd * dc * (fo + fi + fo * fi * (2.0 * rr - 1.0)) * 2.0 * cd * cd
+                if p.sheen > 0.0 and 1.0 - m > 0.0:
+                    fd = schlick_weight(ti.abs(cd))
+                    csh = 1.0 + (ctint - 1.0) * p.sheen_tint
+                    b = fd * ti.abs(co)
+                    val += p.sheen * (1.0 - m) * b * csh
+                    g.sheen += (1.0 - m) * b * d.dot(csh)
+                    g.metallic += -p.sheen * b * d.dot(csh)
+                    g.sheen_tint += p.sheen * (1.0 - m) * b * d.dot(ctint - 1.0)
+                    g.base_color += p.sheen * (1.0 - m) * b * p.sheen_tint * _tint_vjp(c, lum, d)
+            dax = gdg * dDGx
+            day = gdg * dDGy
+            g.roughness += dax * dax_r + day * day_r
+            g.anisotropic += dax * dax_a + day * day_a
+        return val, g
+
+    @staticmethod
+    @ti.func
+    def f_grad_dirs(p, wi, wo, d):
+        """(∂<d, f>/∂wi, ∂<d, f>/∂wo), term by term through h, wi·h, wo·h, cos θi, cos θo (the lobe
+        masks and the side of h are piecewise constant)."""
+        g_wi = vec3(0.0)
+        g_wo = vec3(0.0)
+        ci = wi[2]
+        co = wo[2]
+        if ci != 0.0:
+            c = p.base_color
+            m = p.metallic
+            s_ = p.spec_trans
+            brdf = (1.0 - m) * (1.0 - s_)
+            bsdf = (1.0 - m) * s_
+            wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
+            u = wi + wo * ti.select(refl, 1.0, eta_path)
+            ul = u.norm()
+            ax, ay, _, _, _, _ = _alphas(p)
+            D, _, _ = ggx_aniso_D(wh, ax, ay)
+            gD = _ggx_aniso_D_grad(wh, ax, ay, D)
+            Gi, _, _ = ggx_aniso_g1(wi, wh, ax, ay)
+            Go, _, _ = ggx_aniso_g1(wo, wh, ax, ay)
+            gGi = _ggx_aniso_g1_grad(wi, ax, ay, Gi)
+            gGo = _ggx_aniso_g1_grad(wo, ax, ay, Go)
+            DG = D * Gi * Go
+            dih = wi.dot(wh)
+            doh = wo.dot(wh)
+            dF = fresnel_dielectric_dcos(dih, p.eta)
+            ctint, lum = _tint(c)
+            sgi = ti.select(ci >= 0.0, 1.0, -1.0)
+            sgo = ti.select(co >= 0.0, 1.0, -1.0)
+            g_ci = 0.0
+            g_co = 0.0
+            g_dih = 0.0
+            g_doh = 0.0
+            g_wh = vec3(0.0)
+            a_dg = 0.0   # ∂E/∂(D G) through the microfacet lobes
+            if refl and mr and F > 0.0:
+                k = 1.0 / (4.0 * ti.abs(ci))
+                A = 0.0
+                B = 0.0
+                if front:
+                    t = p.spec_tint
+                    w, eta_it = _schlick_w(dih, p.eta)
+                    dw = _schlick_w_dcos(dih, p.eta)
+                    r0 = ((eta_it - 1.0) / (eta_it + 1.0)) ** 2
+                    Fp = (1.0 - m) * (1.0 - t) * F + m * (w + (1.0 - w) * c) + (1.0 - m) * t * (w + (1.0 - w) * ctint * r0)
+                    dFp = (1.0 - m) * (1.0 - t) * dF + dw * (m * (1.0 - c) + (1.0 - m) * t * (1.0 - ctint * r0))
+                    A = d.dot(Fp)
+                    B = d.dot(dFp)
+                else:
+                    A = bsdf * F * d.sum()
+                    B = bsdf * dF * d.sum()
+                g_dih += B * DG * k
+                a_dg += A * k
+                g_ci += -A * DG * sgi / (4.0 * ci * ci)
+            if bsdf > 0.0 and refr and mt and F < 1.0:
+                den = dih + eta_path * doh
+                if den != 0.0:
+                    Z = (1.0 - F) * dih * doh / (ci * den * den)
+                    sz = ti.select(Z >= 0.0, 1.0, -1.0)
+                    A = bsdf * d.dot(ti.sqrt(ti.max(c, 0.0)))
+                    dZ_dih = (-dF * dih * doh + (1.0 - F) * doh) / (ci * den * den) - 2.0 * Z / den
+                    dZ_doh = (1.0 - F) * dih / (ci * den * den) - 2.0 * Z * eta_path / den
+                    g_dih += A * DG * sz * dZ_dih
+                    g_doh += A * DG * sz * dZ_doh
+                    g_ci += A * DG * sz * (-Z / ci)
+                    a_dg += A * ti.abs(Z)
+            if p.clearcoat > 0.0 and refl and mr and front:
+                w, _ = _schlick_w(dih, p.eta)
+                dw = _schlick_w_dcos(dih, p.eta)
+                fcc = w + (1.0 - w) * 0.04
+                al = 0.1 + (0.001 - 0.1) * p.clearcoat_gloss
+                dcc, _ = _gtr1(wh, al)
+                gi_ = _smith_ggx1(wi, wh, 0.25)
+                go_ = _smith_ggx1(wo, wh, 0.25)
+                q = 0.25 * p.clearcoat * d.sum()
+                aco = ti.abs(co)
+                g_dih += q * 0.96 * dw * dcc * gi_ * go_ * aco
+                g_wh[2] += q * fcc * _gtr1_dz(wh, al, dcc) * gi_ * go_ * aco
+                g_wi[2] += q * fcc * dcc * _smith_ggx1_dz(wi, 0.25, gi_) * go_ * aco
+                g_wo[2] += q * fcc * dcc * gi_ * _smith_ggx1_dz(wo, 0.25, go_) * aco
+                g_co += q * fcc * dcc * gi_ * go_ * sgo
+            if brdf > 0.0 and refl and front:
+                fo = schlick_weight(ti.abs(co))
+                fi = schlick_weight(ti.abs(ci))
+                dfo = _schlick_weight_d(ti.abs(co)) * sgo
+                dfi = _schlick_weight_d(ti.abs(ci)) * sgi
+                cd = doh
+                rr = 2.0 * p.roughness * cd * cd
+                lobe = (1.0 - 0.5 * fi) * (1.0 - 0.5 * fo) + rr * (fo + fi + fo * fi * (rr - 1.0))
+                S = brdf * d.dot(c) * INV_PI
+                aco = ti.abs(co)
+                g_co += S * (sgo * lobe + aco * (-0.5 * (1.0 - 0.5 * fi) + rr * (1.0 + fi * (rr - 1.0))) * dfo)
+                g_ci += S * aco * (-0.5 * (1.0 - 0.5 * fo) + rr * (1.0 + fo * (rr - 1.0))) * dfi
+                g_doh += S * aco * (fo + fi + fo * fi * (2.0 * rr - 1.0)) * 4.0 * p.roughness * cd
+                if p.sheen > 0.0 and 1.0 - m > 0.0:
+                    csh = 1.0 + (ctint - 1.0) * p.sheen_tint
+                    sv = p.sheen * (1.0 - m) * d.dot(csh)
+                    scd = ti.select(cd >= 0.0, 1.0, -1.0)
+                    g_doh += sv * _schlick_weight_d(ti.abs(cd)) * scd * aco
+                    g_co += sv * schlick_weight(ti.abs(cd)) * sgo
+            # the microfacet lobes' D(h) G1(wi) G1(wo)
+            g_wh += a_dg * Gi * Go * gD
+            g_wi += a_dg * D * Go * gGi
+            g_wo += a_dg * D * Gi * gGo
+            # h = ±normalize(u), u = wi + k wo
+            g_wh += g_dih * wi + g_doh * wo
+            g_wi += g_dih * wh
+            g_wo += g_doh * wh
+            g_wi[2] += g_ci
+            g_wo[2] += g_co
+            if ul > 0.0:
+                sh_ = ti.select(u[2] >= 0.0, 1.0, -1.0)
+                g_u = sh_ * (g_wh - wh * wh.dot(g_wh)) / ul
+                g_wi += g_u
+                g_wo += g_u * ti.select(refl, 1.0, eta_path)
+        return g_wi, g_wo
