@@ -1,68 +1,12 @@
 """Mitsuba 3's conventions: bitmap v = 0 is the top row (rectangles, PLY), OBJ texture coordinates are
-flipped on load, and the environment map's latitude-longitude lookup (rows at θ = πj/(H-1), columns
-centred at (x+0.5)/W, no blending across the poles) returns Mitsuba's values.
-
-tests/data/mitsuba_envmap_eval.npz: Mitsuba 3.9.1 ``scalar_rgb`` ``envmap.eval`` of a random 16x8
-map at 308 directions (the poles, the seam, the axes, random); regenerated live when mitsuba is
-importable."""
+flipped on load, and Mitsuba's checkerboard / to_uv."""
 import os
 
 import numpy as np
 import pytest
-import taichi as ti
 
 import tirender
 from scenes import camera
-from tirender.core.math import vec3
-from tirender.emitters.base import env_record
-from tirender.emitters.envmap import Envmap
-
-DATA = os.path.join(os.path.dirname(__file__), "data", "mitsuba_envmap_eval.npz")
-
-
-@ti.kernel
-def _env_eval(st: ti.template(), e: ti.i32, d: ti.types.ndarray(), out: ti.types.ndarray()):
-    for k in range(d.shape[0]):
-        le = Envmap.eval(st, e, env_record(e, vec3(0.0), vec3(d[k, 0], d[k, 1], d[k, 2])))
-        for c in ti.static(range(3)):
-            out[k, c] = le[c]
-
-
-def _tirender_env(img, dirs):
-    h, w = img.shape[:2]
-    sc = tirender.load_scene({"sensors": [{"film": {"width": 4, "height": 4}}],
-                              "emitters": [{"id": "sky", "type": "envmap", "width": w, "height": h}]})
-    sc.params["sky.radiance"] = img
-    out = np.zeros((len(dirs), 3), np.float32)
-    _env_eval(sc.bind(), 0, np.ascontiguousarray(dirs, np.float32), out)
-    return out
-
-
-def test_envmap_eval_equals_mitsuba():
-    ref = np.load(DATA)
-    got = _tirender_env(ref["image"], ref["dirs"])
-    want = ref["values"]
-    assert np.allclose(got[0], [3.88, 1.0, 0.5], rtol=1e-6)        # zenith: the top row, unblended
-    assert np.allclose(got[1], [0.25, 2.0, 1.5], rtol=1e-6)        # nadir: the bottom row
-    rel = np.abs(got - want) / np.maximum(np.abs(want), 1e-6)
-    assert rel.max() < 2e-4, (rel.max(), int(rel.argmax() // 3))
-
-
-def test_envmap_eval_equals_live_mitsuba():
-    mi = pytest.importorskip("mitsuba")
-    mi.set_variant("scalar_rgb")
-    rng = np.random.default_rng(11)
-    img = rng.uniform(0.0, 3.0, (6, 10, 3)).astype(np.float32)
-    dirs = rng.normal(size=(64, 3))
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    e = mi.load_dict({"type": "envmap", "bitmap": mi.Bitmap(img)})
-    want = []
-    for d in dirs:
-        si = mi.SurfaceInteraction3f()
-        si.wi = mi.Vector3f(*(-d))
-        want.append(np.array(e.eval(si)))
-    got = _tirender_env(img, dirs)
-    assert np.allclose(got, np.array(want), rtol=2e-4, atol=1e-6)
 
 
 def _quad_files(tmp):

@@ -530,7 +530,7 @@ CONST_TEXTURES = [
     ("value_range", {"width": 4, "height": 4, "value": 3.0}, "[0, 1]"),
     ("filter", {"width": 4, "height": 4, "filter": "cubic"}, "filter"),
     ("wrap", {"width": 4, "height": 4, "wrap": "mirror"}, "wrap"),
-    ("type", {"type": "checkerboard"}, "checkerboard"),
+    ("type", {"type": "voronoi"}, "voronoi"),
     ("no_source", {"type": "bitmap"}, "needs"),
     ("key", {"width": 4, "height": 4, "tint": 1}, "tint"),
 ]

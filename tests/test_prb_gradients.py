@@ -73,9 +73,10 @@ def _glossy_scene():
     return {
         "integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
         "sensors": [camera([0, 0.8, 3.2], [0, -0.2, 0], fov=40, w=20, h=20)],
-        "bsdfs": {"metal": {"type": "roughconductor", "material": "Cu", "roughness": 0.25,
+        "bsdfs": {"metal": {"type": "roughconductor", "distribution": "ggx", "material": "Cu", "roughness": 0.25,
                             "specular_reflectance": [0.9, 0.8, 0.7]},
-                  "plastic": {"type": "roughplastic", "roughness": 0.3, "diffuse_reflectance": [0.3, 0.5, 0.6],
+                  "plastic": {"type": "roughplastic", "distribution": "ggx", "roughness": 0.3,
+                              "diffuse_reflectance": [0.3, 0.5, 0.6],
                               "specular_reflectance": [0.8, 0.8, 0.8]}},
         "shapes": [{"id": "ball", "type": "sphere", "bsdf": "metal", "resolution": 24},
                    {"id": "floor", "type": "rectangle", "bsdf": "plastic",

@@ -126,7 +126,7 @@ def _enclosed_metal_scene():
         "integrator": {"type": "path", "max_depth": 6, "rr_depth": 100},
         "sensors": [camera([0, 2, 3], [0, -0.5, 0], fov=30, w=20, h=20)],
         "bsdfs": {"glass": {"type": "dielectric", "int_ior": 1.5},
-                  "metal": {"type": "roughconductor", "material": "Au", "roughness": 0.2}},
+                  "metal": {"type": "roughconductor", "distribution": "ggx", "material": "Au", "roughness": 0.2}},
         "shapes": [{"id": "container", "type": "cube", "bsdf": "glass"},
                    {"id": "plate", "type": "rectangle", "bsdf": "metal",
                     "to_world": [{"scale": 0.8}, {"rotate": {"axis": [1, 0, 0], "angle": -90}},

@@ -1,9 +1,7 @@
 """Environment map (latitude-longitude, Mitsuba 3 convention), importance sampled by luminance.
 
 Direction d (world) -> local v = R d (R = em_rot, world -> emitter); u = atan2(v.x, -v.z)/(2π)
-(wrapped to [0,1)), θ = acos(v.y). As Mitsuba 3's envmap: column x is centred at u = (x + 0.5)/W
-(periodic in u), row j sits at θ = π j / (H - 1) (row 0 exactly at the zenith +y, row H-1 at the
-nadir; clamped, never blended across the poles), bilinear in between. Sampling uses a
+(wrapped to [0,1)), θ = acos(v.y), image row = θ/π·H (row 0 at the top = +y). Sampling uses a
 piecewise-constant 2D distribution over texels with weights luminance·sinθ, stored in
 ``st.env_dist`` at ``st.em_dist[e]``: marginal CDF over rows (H+1 values), then one conditional
 CDF over columns per row (W+1 values each). The distribution is a detached sampling density;
@@ -43,11 +41,10 @@ def dir_to_uv(st: ti.template(), e, d):
 
 
 @ti.func
-def _tex_uv(st: ti.template(), e, uvm):
-    """Mitsuba's (u, v = θ/π) -> the texture's uv: rows at v = j / (H - 1) (align corners), i.e.
-    texel-centre coordinate v (H - 1) in a texture whose row centres sit at (j + 0.5) / H."""
-    h = ti.cast(st.tex_h[st.em_tex[e, 0]], float)
-    return vec2(uvm[0], (uvm[1] * (h - 1.0) + 0.5) / h)
+def _tex_uv(uvm):
+    """(u, v = θ/π) -> texture uv (v = 0 is the top row, textures.py): row j centred at θ = π(j + 0.5)/H.
+    (Mitsuba 3 places row j at θ = πj/(H-1) and clamps at the poles; see docs/mitsuba.md.)"""
+    return uvm
 
 
 @ti.func
@@ -107,13 +104,13 @@ class Envmap:
     @ti.func
     def eval(st: ti.template(), e, q):
         d = q.d
-        return tex_eval(st, st.em_tex[e, 0], _tex_uv(st, e, dir_to_uv(st, e, d)))
+        return tex_eval(st, st.em_tex[e, 0], _tex_uv(dir_to_uv(st, e, d)))
 
     @staticmethod
     @ti.func
     def eval_adjoint(st: ti.template(), e, q, d_le):
         d = q.d
-        tex_eval_adjoint(st, st.em_tex[e, 0], _tex_uv(st, e, dir_to_uv(st, e, d)), d_le)
+        tex_eval_adjoint(st, st.em_tex[e, 0], _tex_uv(dir_to_uv(st, e, d)), d_le)
 
     @staticmethod
     @ti.func
@@ -141,7 +138,7 @@ class Envmap:
         ds.d = d
         ds.n = -d
         ds.p = ref_p + d * 1e6
-        ds.uv = _tex_uv(st, e, uvm)
+        ds.uv = _tex_uv(uvm)
         if st_ > 1e-7:
             ds.pdf = _pdf_uv(st, e, uvm) / (2.0 * PI * PI * st_)
         if ds.pdf > 0.0:
@@ -154,7 +151,7 @@ def build_distribution(img):
     """numpy (H, W, 3) radiance -> flat float32 array [marginal CDF (H+1), conditional CDFs H*(W+1)]."""
     h, w = img.shape[:2]
     lum = 0.212671 * img[..., 0] + 0.715160 * img[..., 1] + 0.072169 * img[..., 2]
-    sin_t = np.sin((np.arange(h) + 0.5) / h * np.pi)[:, None]   # sampling cells: rows of height π/H
+    sin_t = np.sin((np.arange(h) + 0.5) / h * np.pi)[:, None]
     wgt = np.maximum(lum, 0) * sin_t
     wgt = wgt + 1e-3 * max(wgt.mean(), 1e-12) * sin_t  # keep every direction sampleable
     row_sum = wgt.sum(axis=1)
