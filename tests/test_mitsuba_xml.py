@@ -176,3 +176,21 @@ def test_bumpmap_and_anisotropic_roughness(tmp_path, tex_name):
     assert abs(float(names["floor.bsdf.alpha_u"].data.ravel()[0]) - 0.05) < 1e-7
     assert abs(float(names["floor.bsdf.alpha_v"].data.ravel()[0]) - 0.3) < 1e-7
     assert [b.model.NAME for b in d.bsdfs] == ["roughconductor", "bumpmap"]
+
+
+@pytest.mark.parametrize("raw", [None, "true", "false"])
+def test_scalar_png_is_decoded_like_mitsuba(tmp_path, raw):
+    """Mitsuba decodes an 8-bit roughness map from sRGB unless raw="true" (a 1-channel PNG too)."""
+    from PIL import Image
+
+    from tirender.io.images import from_srgb
+    Image.fromarray(np.full((2, 2), 128, np.uint8)).save(tmp_path / "r.png")
+    flag = "" if raw is None else f'<boolean name="raw" value="{raw}"/>'
+    p = _write(tmp_path, '<shape type="rectangle" id="floor"><bsdf type="roughconductor">'
+               f'<texture name="alpha" type="bitmap"><string name="filename" value="r.png"/>{flag}</texture>'
+               '</bsdf></shape><emitter type="constant"><rgb name="radiance" value="1"/></emitter>')
+    d, _ = describe(load_config(p))
+    t = [t for t in d.textures if t.name.endswith("roughness") or t.name.endswith("alpha")][0]
+    v = float(t.data.ravel()[0])
+    want = 128 / 255 if raw == "true" else float(from_srgb(np.array([128 / 255], np.float32))[0])
+    assert abs(v - want) < 1e-6, (t.name, v, want)

@@ -21,6 +21,9 @@ evaluated direction, both pointing away from the surface; Mitsuba 3 conventions)
     sample_at(st, ctx, wi, u1, u2, inner)      -> BsdfSample (weight = eval / pdf)
     adjoint_at(st, ctx, wi, wo, d_out, inner)  scatter ∂<d_out, eval_at>/∂π into the gradient pool
     grad_dirs_at(st, ctx, wi, wo, d_out, inner) -> (vec3, vec3)  ∂<d_out, eval_at>/∂wi, ∂/∂wo
+    null_adjoint_at(st, ctx, d_log, inner)     (optional; models with a pass-through lobe: mask)
+                                               scatter d_log ∂ ln(P_null)/∂π, P_null = the
+                                               probability value of the lobe a ``null`` sample took
 
 ``inner`` is the dispatcher of the next nesting level (composites call their children through it).
 A *leaf* model writes only pure functions of its own compact parameter record ``Params`` (a
@@ -51,13 +54,15 @@ NULL = 16          # index-matched interface: the path passes unchanged (media b
 class BsdfSample:
     """Result of BSDF sampling: wo (local), weight = eval/pdf (cosine included), pdf (solid angle;
     for Dirac lobes the discrete lobe probability), eta (relative IOR of the event, for Russian
-    roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends)."""
+    roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends), null (1:
+    a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta)."""
     wo: vec3
     weight: vec3
     pdf: float
     eta: float
     delta: ti.i32
     valid: ti.i32
+    null: ti.i32
 
 
 @ti.dataclass

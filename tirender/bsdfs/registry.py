@@ -12,6 +12,7 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
     D.sample(st, ctx, wi, u1, u2) -> BsdfSample
     D.adjoint(st, ctx, wi, wo, d_out)          scatter ∂<d_out, eval>/∂π into the gradient pool
     D.grad_dirs(st, ctx, wi, wo, d_out) -> (vec3, vec3)
+    D.null_adjoint(st, ctx, d_log)             after a ``null`` sample: ∂ ln P_null/∂π · d_log
 A tag outside the kernel's masks behaves as a black surface.
 """
 import taichi as ti
@@ -144,6 +145,15 @@ def _make(levels):
                 if t == models[i].TAG:
                     gi, go = models[i].grad_dirs_at(st, ctx, wi, wo, d_out, inner)
             return gi, go
+
+        @staticmethod
+        @ti.func
+        def null_adjoint(st: ti.template(), ctx, d_log):
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "null_adjoint_at")):
+                    if t == models[i].TAG:
+                        models[i].null_adjoint_at(st, ctx, d_log, inner)
 
     Dispatch.__name__ = f"BsdfDispatch{levels}"
     return Dispatch

@@ -1,11 +1,19 @@
-"""Environment map (latitude-longitude, Mitsuba 3 convention), importance sampled by luminance.
+"""Environment map (latitude-longitude, Mitsuba 3's ``envmap`` convention), importance sampled by luminance.
 
-Direction d (world) -> local v = R d (R = em_rot, world -> emitter); u = atan2(v.x, -v.z)/(2π)
-(wrapped to [0,1)), θ = acos(v.y), image row = θ/π·H (row 0 at the top = +y). Sampling uses a
-piecewise-constant 2D distribution over texels with weights luminance·sinθ, stored in
-``st.env_dist`` at ``st.em_dist[e]``: marginal CDF over rows (H+1 values), then one conditional
-CDF over columns per row (W+1 values each). The distribution is a detached sampling density;
-differentiable: the texels (adjoint = bilinear texture adjoint).
+Direction d (world) -> local v = R d (R = em_rot, world -> emitter); u = atan2(v.x, -v.z)/(2π) (wrapped
+to [0,1)), v = θ/π with θ = acos(v.y). As in Mitsuba 3: columns are texel-centred and periodic (column x
+at u = (x + 0.5)/W), rows are corner-aligned and clamped (row j at θ = πj/(H - 1): row 0 is the zenith
++y, row H-1 the nadir); radiance is bilinear between them. Maps smaller than 2 x 3 are padded by edge
+replication (Mitsuba's ``pad_to``).
+
+Sampling (Mitsuba's ``Hierarchical2D<0>`` density, not its warp): the luminance·sinθ of every texel is a
+vertex of a (W + 1) x H grid (column W repeats column 0) over the unit square (u - 0.5/W, v); the density
+is its bilinear interpolation, normalised, so pdf(d) = bilerp / (I · 2π² sinθ) follows the radiance's own
+bilinear shape. ``st.env_dist`` at ``st.em_dist[e]`` holds [W, H, I], the marginal CDF over the H - 1
+patch rows (H values), the conditional CDFs over the W patch columns (H - 1 rows of W + 1), and the
+vertex weights (H rows of W + 1). A patch is picked discretely, then a point inside it from the bilinear
+density. The distribution is a detached sampling density; differentiable: the texels (adjoint = bilinear
+texture adjoint).
 """
 import numpy as np
 import taichi as ti
@@ -15,6 +23,8 @@ from ..errors import ConfigError
 from ..schema import Integer, Number, String, Transform, Vec3
 from ..textures import tex_eval, tex_eval_adjoint
 from .base import INFINITE, DirectionSample
+
+MIN_WIDTH, MIN_HEIGHT = 2, 3  # Mitsuba's Bitmap::pad_to in its envmap
 
 
 @ti.func
@@ -33,6 +43,7 @@ def _search(st: ti.template(), base, n, u):
 
 @ti.func
 def dir_to_uv(st: ti.template(), e, d):
+    """World direction -> (u, v = θ/π) of emitter e."""
     v = st.em_rot[e] @ d
     u = ti.atan2(v[0], -v[2]) * INV_TWO_PI
     u = u - ti.floor(u)
@@ -41,24 +52,56 @@ def dir_to_uv(st: ti.template(), e, d):
 
 
 @ti.func
-def _tex_uv(uvm):
-    """(u, v = θ/π) -> texture uv (v = 0 is the top row, textures.py): row j centred at θ = π(j + 0.5)/H.
-    (Mitsuba 3 places row j at θ = πj/(H-1) and clamps at the poles; see docs/mitsuba.md.)"""
-    return uvm
+def _tex_uv(st: ti.template(), tid, uvm):
+    """(u, v = θ/π) -> texture uv (textures.py: texel centres at (x + 0.5)/W, v = 0 the top row) so that
+    row j sits at v = j/(H - 1) (corner-aligned, clamped)."""
+    h = ti.cast(st.tex_h[tid], float)
+    v = ti.min(ti.max(uvm[1], 0.0), 1.0)
+    return vec2(uvm[0], (v * ti.max(h - 1.0, 0.0) + 0.5) / h)
+
+
+@ti.func
+def _layout(st: ti.template(), e):
+    """(base, W, H, marginal, conditional, vertex) offsets of emitter e's distribution."""
+    base = st.em_dist[e]
+    w = ti.cast(st.env_dist[base], ti.i32)
+    h = ti.cast(st.env_dist[base + 1], ti.i32)
+    marg = base + 3
+    cond = marg + h
+    vert = cond + (h - 1) * (w + 1)
+    return base, w, h, marg, cond, vert
+
+
+@ti.func
+def _bilerp(st: ti.template(), vert, w, x, y, fx, fy):
+    f00 = st.env_dist[vert + y * (w + 1) + x]
+    f10 = st.env_dist[vert + y * (w + 1) + x + 1]
+    f01 = st.env_dist[vert + (y + 1) * (w + 1) + x]
+    f11 = st.env_dist[vert + (y + 1) * (w + 1) + x + 1]
+    return (1.0 - fy) * ((1.0 - fx) * f00 + fx * f10) + fy * ((1.0 - fx) * f01 + fx * f11)
 
 
 @ti.func
 def _pdf_uv(st: ti.template(), e, uvm):
-    tid = st.em_tex[e, 0]
-    w = st.tex_w[tid]
-    h = st.tex_h[tid]
-    base = st.em_dist[e]
-    row = ti.min(ti.cast(uvm[1] * h, ti.i32), h - 1)
-    col = ti.min(ti.cast(uvm[0] * w, ti.i32), w - 1)
-    pm = st.env_dist[base + row + 1] - st.env_dist[base + row]
-    cb = base + h + 1 + row * (w + 1)
-    pc = st.env_dist[cb + col + 1] - st.env_dist[cb + col]
-    return pm * pc * w * h
+    """Density of the sampling distribution over (u, v) in [0,1]² (bilinear over the vertex grid)."""
+    base, w, h, marg, cond, vert = _layout(st, e)
+    wf = ti.cast(w, float)
+    uw = uvm[0] - 0.5 / wf
+    uw = uw - ti.floor(uw)
+    px = uw * wf
+    py = ti.min(ti.max(uvm[1], 0.0), 1.0) * ti.cast(h - 1, float)
+    x = ti.min(ti.cast(ti.floor(px), ti.i32), w - 1)
+    y = ti.min(ti.cast(ti.floor(py), ti.i32), h - 2)
+    return _bilerp(st, vert, w, x, y, px - x, py - y) / ti.max(st.env_dist[base + 2], 1e-30)
+
+
+@ti.func
+def _sample_linear(a, b, u):
+    """t in [0,1] with density ∝ (1 - t)·a + t·b (a, b >= 0)."""
+    t = u
+    if a + b > 0.0:
+        t = u * (a + b) / (a + ti.sqrt(ti.max((1.0 - u) * a * a + u * b * b, 0.0)))
+    return ti.min(ti.max(t, 0.0), 1.0)
 
 
 class Envmap:
@@ -85,7 +128,7 @@ class Envmap:
         else:
             raise ConfigError("an envmap needs 'filename', 'data' or 'width'/'height'", b.file, key)
         tex = b.texture(tspec, f"{row.id}.radiance", 3, 0.0, np.inf, key)
-        b.textures[tex].data = b.textures[tex].data * np.float32(values["scale"])
+        b.textures[tex].data = pad(b.textures[tex].data * np.float32(values["scale"]))
         row.tex = [tex]
         row.to_world = values.get("to_world")
 
@@ -104,32 +147,38 @@ class Envmap:
     @ti.func
     def eval(st: ti.template(), e, q):
         d = q.d
-        return tex_eval(st, st.em_tex[e, 0], _tex_uv(dir_to_uv(st, e, d)))
+        return tex_eval(st, st.em_tex[e, 0], _tex_uv(st, st.em_tex[e, 0], dir_to_uv(st, e, d)))
 
     @staticmethod
     @ti.func
     def eval_adjoint(st: ti.template(), e, q, d_le):
         d = q.d
-        tex_eval_adjoint(st, st.em_tex[e, 0], _tex_uv(dir_to_uv(st, e, d)), d_le)
+        tex_eval_adjoint(st, st.em_tex[e, 0], _tex_uv(st, st.em_tex[e, 0], dir_to_uv(st, e, d)), d_le)
 
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
         ds = DirectionSample(delta=0, emitter=e, scale=1.0, dist=BIG)
         tid = st.em_tex[e, 0]
-        w = st.tex_w[tid]
-        h = st.tex_h[tid]
-        base = st.em_dist[e]
-        row = _search(st, base, h, u[1])
-        c0 = st.env_dist[base + row]
-        c1 = st.env_dist[base + row + 1]
-        fv = (u[1] - c0) / ti.max(c1 - c0, 1e-20)
-        cb = base + h + 1 + row * (w + 1)
+        base, w, h, marg, cond, vert = _layout(st, e)
+        row = _search(st, marg, h - 1, u[1])
+        c0 = st.env_dist[marg + row]
+        c1 = st.env_dist[marg + row + 1]
+        fv = ti.min(ti.max((u[1] - c0) / ti.max(c1 - c0, 1e-20), 0.0), 0.99999)
+        cb = cond + row * (w + 1)
         col = _search(st, cb, w, u[0])
         d0 = st.env_dist[cb + col]
         d1 = st.env_dist[cb + col + 1]
-        fu = (u[0] - d0) / ti.max(d1 - d0, 1e-20)
-        uvm = vec2((col + ti.min(fu, 0.99999)) / w, (row + ti.min(fv, 0.99999)) / h)
+        fu = ti.min(ti.max((u[0] - d0) / ti.max(d1 - d0, 1e-20), 0.0), 0.99999)
+        f00 = st.env_dist[vert + row * (w + 1) + col]
+        f10 = st.env_dist[vert + row * (w + 1) + col + 1]
+        f01 = st.env_dist[vert + (row + 1) * (w + 1) + col]
+        f11 = st.env_dist[vert + (row + 1) * (w + 1) + col + 1]
+        ty = _sample_linear(f00 + f10, f01 + f11, fv)
+        tx = _sample_linear((1.0 - ty) * f00 + ty * f01, (1.0 - ty) * f10 + ty * f11, fu)
+        wf = ti.cast(w, float)
+        uu = (col + tx + 0.5) / wf
+        uvm = vec2(uu - ti.floor(uu), (row + ty) / ti.cast(h - 1, float))
         th = uvm[1] * PI
         ph = uvm[0] * 2.0 * PI
         st_ = ti.sin(th)
@@ -138,27 +187,44 @@ class Envmap:
         ds.d = d
         ds.n = -d
         ds.p = ref_p + d * 1e6
-        ds.uv = _tex_uv(uvm)
+        ds.uv = _tex_uv(st, tid, uvm)
         if st_ > 1e-7:
-            ds.pdf = _pdf_uv(st, e, uvm) / (2.0 * PI * PI * st_)
+            pdf_uv = _bilerp(st, vert, w, col, row, tx, ty) / ti.max(st.env_dist[base + 2], 1e-30)
+            ds.pdf = pdf_uv / (2.0 * PI * PI * st_)
         if ds.pdf > 0.0:
             ds.le = tex_eval(st, tid, ds.uv)
             ds.weight = ds.le / ds.pdf
         return ds
 
 
-def build_distribution(img):
-    """numpy (H, W, 3) radiance -> flat float32 array [marginal CDF (H+1), conditional CDFs H*(W+1)]."""
+def pad(img):
+    """Mitsuba's envmap padding: at least MIN_WIDTH columns and MIN_HEIGHT rows, by edge replication."""
     h, w = img.shape[:2]
-    lum = 0.212671 * img[..., 0] + 0.715160 * img[..., 1] + 0.072169 * img[..., 2]
-    sin_t = np.sin((np.arange(h) + 0.5) / h * np.pi)[:, None]
-    wgt = np.maximum(lum, 0) * sin_t
-    wgt = wgt + 1e-3 * max(wgt.mean(), 1e-12) * sin_t  # keep every direction sampleable
-    row_sum = wgt.sum(axis=1)
-    cond = np.zeros((h, w + 1))
-    cond[:, 1:] = np.cumsum(wgt, axis=1) / row_sum[:, None]
+    if h >= MIN_HEIGHT and w >= MIN_WIDTH:
+        return img
+    img = np.concatenate([img, np.repeat(img[:, -1:], max(MIN_WIDTH - w, 0), axis=1)], axis=1)
+    return np.concatenate([img, np.repeat(img[-1:], max(MIN_HEIGHT - h, 0), axis=0)], axis=0)
+
+
+def build_distribution(img):
+    """numpy (H, W, 3) radiance -> flat float32 array (layout in the module docstring)."""
+    img = pad(np.asarray(img, np.float64).reshape(img.shape[0], img.shape[1], -1))
+    h, w = img.shape[:2]
+    if img.shape[2] >= 3:
+        lum = 0.212671 * img[..., 0] + 0.715160 * img[..., 1] + 0.072169 * img[..., 2]
+    else:
+        lum = img[..., 0]
+    sin_t = np.sin(np.arange(h) / (h - 1) * np.pi)[:, None]
+    vert = np.maximum(lum, 0) * sin_t
+    vert = vert + 1e-3 * max(vert.mean(), 1e-12) * sin_t  # keep every direction sampleable
+    vert = np.concatenate([vert, vert[:, :1]], axis=1)    # column W repeats column 0 (periodic)
+    patch = 0.25 * (vert[:-1, :-1] + vert[:-1, 1:] + vert[1:, :-1] + vert[1:, 1:])  # (H-1, W)
+    row_sum = patch.sum(axis=1)
+    cond = np.zeros((h - 1, w + 1))
+    cond[:, 1:] = np.cumsum(patch, axis=1) / np.maximum(row_sum, 1e-300)[:, None]
     cond[:, -1] = 1.0
-    marg = np.zeros(h + 1)
+    marg = np.zeros(h)
     marg[1:] = np.cumsum(row_sum) / row_sum.sum()
     marg[-1] = 1.0
-    return np.concatenate([marg, cond.ravel()]).astype(np.float32)
+    integral = patch.sum() / (w * (h - 1))  # ∫ bilerp over the unit square
+    return np.concatenate([[w, h, integral], marg, cond.ravel(), vert.ravel()]).astype(np.float32)

@@ -148,7 +148,8 @@ class _Builder:
     # -- textures -------------------------------------------------------------------------
     def texture(self, spec, name, channels, lo, hi, key, default=None, raw=None):
         """Number / RGB list / {type: bitmap, ...} -> texture index (a named pool slice). raw: bitmaps
-        skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are always raw."""
+        skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are raw unless they say
+        `srgb: true` or `raw: false` (Mitsuba XML bitmaps always say raw: true/false)."""
         if spec is None:
             spec = default
         if isinstance(spec, dict):
@@ -175,8 +176,8 @@ class _Builder:
                 from ..io.images import load_image
                 full = self.path(spec["filename"], f"{key}.filename")
                 srgb = spec.get("srgb", None if not spec.get("raw", raw) else False)
-                if srgb is None and channels == 1:
-                    srgb = False
+                if srgb is None and channels == 1 and "raw" not in spec:
+                    srgb = False   # scalar maps default to raw; an explicit `raw: false` decodes them
                 img = load_image(full, srgb=srgb if srgb is not None else None)
             elif "data" in spec:
                 from ..limits import load_npy

@@ -324,8 +324,12 @@ class _Importer:
             spec["filter_type"] = p["filter_type"]
         if "wrap_mode" in p:
             spec["wrap_mode"] = p["wrap_mode"]
+        # Mitsuba decodes every 8-bit bitmap from sRGB unless raw="true" (scalar maps too); a normal
+        # map's bitmap without `raw` is read raw (tirender's normal-map default, docs/mitsuba.md)
         if "raw" in p:
             spec["raw"] = p["raw"]
+        elif n.attrs.get("name") != "normalmap":
+            spec["raw"] = False
         return spec
 
     def volume(self, n):

@@ -11,7 +11,8 @@ see state.py). All take the path state ``s`` by reference and update it.
         emitter's Le, and the transmittance by its nested replay.
     scatter(st, bsdf, mode, s, v, sampler, dL) -> BsdfSample (wo in world space)
         samples the next direction and moves the state there (β, η, prev_*, the ray). REPLAY adds
-        the indirect term L_ind · ∂f / detach(f) (L: the radiance still to come).
+        the indirect term L_ind · ∂f / detach(f) (L: the radiance still to come); after a
+        pass-through (``null``) sample, L_ind · ∂ ln P_null / ∂π (a mask's opacity).
     russian_roulette(s, sampler, rr_depth, rr_max) -> 1/q (or 1)
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
 MIS weights, pdfs and RR probabilities are detached (treated as constants), as in the papers.
@@ -117,6 +118,9 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
                 f_det = bs.weight * bs.pdf
                 inv_f = safe_div(vec3(1.0), f_det)
                 vertex.adjoint(st, bsdf, v, bs.wo, dL * s.L * inv_f)
+            elif replaying(mode, s) and bs.null == 1:
+                # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
+                vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
         s.beta *= bs.weight
         s.eta *= bs.eta
         s.prev_p = v.p

@@ -89,6 +89,14 @@ def sample(st: ti.template(), bsdf: ti.template(), v, sampler: ti.template()):
 
 
 @ti.func
+def null_adjoint(st: ti.template(), bsdf: ti.template(), v, d_log):
+    """After a pass-through sample at a surface vertex: scatter d_log · ∂ ln P_null/∂π (the BSDF's
+    null-lobe probability, e.g. a mask's 1 - opacity)."""
+    if v.medium_event == 0:
+        bsdf.null_adjoint(st, v.ctx, d_log)
+
+
+@ti.func
 def adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
     """Scatter ∂<weight, f(d)>/∂π into the gradient pool (BSDF parameters, normal maps, phase g)."""
     if v.medium_event == 1:
