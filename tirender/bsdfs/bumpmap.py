@@ -9,9 +9,8 @@ As Mitsuba's ``frame()``, in the local shading frame (z = n, the BSDF context's 
     n' = normalize(dp/du' × dp/dv'), negated if it faces away from the geometric normal ng
     with ``flip_invalid_normals`` (default): n' -> (-n'_x, -n'_y, n'_z) where cos θi (wi·n') <= 0
     s' = normalize(dp/du - n' (n'·dp/du)),   t' = n' × s'
-and the nested BSDF is evaluated with wi' = R wi, wo' = R wo (R's rows s', t', n'); a direction
-whose side differs between the two frames gets 0; with ``use_shadowing_function`` (default) the
-value is multiplied by Estevez et al.'s (2019) term S(n', wo) (normalmap.shadow_term).
+and the nested BSDF is seen in that frame (perturbed.py: directions changing side get 0; with
+``use_shadowing_function`` (default) Estevez et al.'s (2019) term S(n', wo)).
 Units: heights are in world length when uv spans the surface as its dp/du, dp/dv say (a
 rectangle scaled by k: dp/du = 2k, as Mitsuba's rectangle).
 
@@ -29,12 +28,12 @@ import math
 
 import taichi as ti
 
-from ..core.math import to_local, to_world, vec3
+from ..core.math import vec3
 from ..schema import Bool, Child, Number, Texture
 from ..textures import tex_grad_uv, tex_grad_uv_adjoint
-from .base import child, composite, const
+from . import perturbed
+from .base import composite, const
 from .microfacet import normalize_backprop
-from .normalmap import shadow_term, shadow_term_grads
 
 _H = 0                         # texture slot: the height
 _SCALE, _FLIP, _SHADOW = 0, 1, 2   # constants
@@ -85,40 +84,18 @@ def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texel
     the bilinear derivative. texels = False: (∂E/∂wi, ∂E/∂wo) = (Rᵀ ∂E/∂wi', Rᵀ ∂E/∂wo' +
     <d_out, f_n> ∂S/∂wo) (the frame depends on wi only through the piecewise-constant flip)."""
     n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
-    wip = to_local(s, t, n, wi)
-    wop = to_local(s, t, n, wo)
-    gi = vec3(0.0)
-    go = vec3(0.0)
-    if wo[2] * wop[2] > 0.0:
-        ch = child(st, ctx, 0)
-        S = 1.0
-        gsn = vec3(0.0)
-        gsw = vec3(0.0)
-        fd = 0.0
-        if const(st, ctx, _SHADOW) != 0.0:
-            S = shadow_term(n, wo)
-            gsn, gsw = shadow_term_grads(n, wo)
-            fd = d_out.dot(inner.eval(st, ch, wip, wop))
-        gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
-        if ti.static(texels):
-            inner.adjoint(st, ch, wip, wop, d_out * S)
-            g_s = gwi[0] * wi + gwo[0] * wo
-            g_t = gwi[1] * wi + gwo[1] * wo
-            g_n = fd * gsn + gwi[2] * wi + gwo[2] * wo
-            g_n += s.cross(g_t)                                    # t' = n' × s'
-            g_s += g_t.cross(n)
-            g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u)
-            d = ctx.dpdu
-            g_n += -n.dot(d) * g_u - d * n.dot(g_u)                # u = dp/du - n' (n'·dp/du)
-            g_n = vec3(g_n[0] * fs, g_n[1] * fs, g_n[2])           # the invalid-normal flip
-            g_c = sg * normalize_backprop(g_n, c / cl, cl)         # n' = σ c / |c|
-            k = const(st, ctx, _SCALE)
-            g_hu = B.cross(g_c)[2] * k                             # c = A × B
-            g_hv = g_c.cross(A)[2] * k
-            tex_grad_uv_adjoint(st, st.bsdf_tex[ctx.b, _H], ctx.uv, g_hu * LUMINANCE, g_hv * LUMINANCE)
-        else:
-            gi = to_world(s, t, n, gwi)
-            go = to_world(s, t, n, gwo) + fd * gsw
+    gi, go, g_s, g_n = perturbed.backprop(st, ctx, wi, wo, d_out, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0,
+                                          texels)
+    if ti.static(texels):
+        g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u)
+        d = ctx.dpdu
+        g_n += -n.dot(d) * g_u - d * n.dot(g_u)                # u = dp/du - n' (n'·dp/du)
+        g_n = vec3(g_n[0] * fs, g_n[1] * fs, g_n[2])           # the invalid-normal flip
+        g_c = sg * normalize_backprop(g_n, c / cl, cl)         # n' = σ c / |c|
+        k = const(st, ctx, _SCALE)
+        g_hu = B.cross(g_c)[2] * k                             # c = A × B
+        g_hv = g_c.cross(A)[2] * k
+        tex_grad_uv_adjoint(st, st.bsdf_tex[ctx.b, _H], ctx.uv, g_hu * LUMINANCE, g_hv * LUMINANCE)
     return gi, go
 
 
@@ -149,28 +126,13 @@ class BumpMap:
     @ti.func
     def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
         n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
-        wop = to_local(s, t, n, wo)
-        f = vec3(0.0)
-        p = 0.0
-        if wo[2] * wop[2] > 0.0:
-            f, p = inner.eval_pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
-            if const(st, ctx, _SHADOW) != 0.0:
-                f *= shadow_term(n, wo)
-        return f, p
+        return perturbed.eval_pdf(st, ctx, wi, wo, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0)
 
     @staticmethod
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
         n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
-        bs = inner.sample(st, child(st, ctx, 0), to_local(s, t, n, wi), u1, u2)
-        wo = to_world(s, t, n, bs.wo)
-        if bs.valid == 1 and bs.wo[2] * wo[2] > 0.0:
-            bs.wo = wo
-            if const(st, ctx, _SHADOW) != 0.0:
-                bs.weight *= shadow_term(n, wo)
-        else:
-            bs.valid = 0
-        return bs
+        return perturbed.sample(st, ctx, wi, u1, u2, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0)
 
     @staticmethod
     @ti.func

@@ -5,10 +5,8 @@ no sRGB curve, by default). With ``flip_invalid_normals`` (default) a normal fac
 incident direction (cos θi (wi·c) <= 0) is mirrored: (c_x, c_y) -> (-c_x, -c_y) (Schüssler 2017).
 The perturbed frame (local coordinates) is
     n' = normalize(c),  s' = normalize(e_x - n' n'_x),  t' = n' × s'
-and the nested BSDF is evaluated with wi' = R wi, wo' = R wo (R's rows s', t', n'); a direction
-whose side differs between the two frames (cos θo cos θo' <= 0) gets 0. With
-``use_shadowing_function`` (default) the value is multiplied by Estevez et al.'s (2019) bump
-terminator term S = 2 / (1 + sqrt(1 + α² tan²θo)), α² = min(tan²θ_n' / 8, 1).
+and the nested BSDF is seen in it (perturbed.py: directions changing side get 0; with
+``use_shadowing_function`` (default) Estevez et al.'s (2019) bump terminator term).
 Sugar: ``normalmap: <texture>`` on any BSDF wraps it.
 
 Differentiable: the normal map's texels — ∂<δ, f>/∂texel through R (the nested BSDF's analytic
@@ -17,9 +15,10 @@ differentiated (detached).
 """
 import taichi as ti
 
-from ..core.math import to_local, to_world, vec3
+from ..core.math import vec3
 from ..schema import Bool, Child, Texture
-from .base import child, composite, const, slot_rgb, slot_rgb_adjoint
+from . import perturbed
+from .base import composite, const, slot_rgb, slot_rgb_adjoint
 from .microfacet import normalize_backprop
 
 _NM = 0               # texture slot: the normal map
@@ -44,37 +43,6 @@ def _perturbed(st: ti.template(), ctx, wi):
 
 
 @ti.func
-def _tan2(v):
-    return (v[0] * v[0] + v[1] * v[1]) / (v[2] * v[2])
-
-
-@ti.func
-def shadow_term(n, wo):
-    """Estevez et al. 2019 (Mitsuba's eval_shadow_terminator): n perturbed normal, wo (unperturbed local)."""
-    a2 = ti.min(0.125 * _tan2(n), 1.0)
-    return 2.0 / (1.0 + ti.sqrt(1.0 + a2 * _tan2(wo)))
-
-
-@ti.func
-def shadow_term_grads(n, wo):
-    """(∂S/∂n, ∂S/∂wo) of shadow_term."""
-    tn = _tan2(n)
-    tw = _tan2(wo)
-    a2 = ti.min(0.125 * tn, 1.0)
-    q = ti.sqrt(1.0 + a2 * tw)
-    dS_dq = -2.0 / ((1.0 + q) * (1.0 + q))
-    dq_da2 = tw / (2.0 * q)
-    dq_dtw = a2 / (2.0 * q)
-    gn = vec3(0.0)
-    if 0.125 * tn < 1.0:
-        gn = (dS_dq * dq_da2 * 0.125) * vec3(2.0 * n[0] / (n[2] * n[2]), 2.0 * n[1] / (n[2] * n[2]),
-                                               -2.0 * (n[0] * n[0] + n[1] * n[1]) / (n[2] * n[2] * n[2]))
-    gw = (dS_dq * dq_dtw) * vec3(2.0 * wo[0] / (wo[2] * wo[2]), 2.0 * wo[1] / (wo[2] * wo[2]),
-                                 -2.0 * (wo[0] * wo[0] + wo[1] * wo[1]) / (wo[2] * wo[2] * wo[2]))
-    return gn, gw
-
-
-@ti.func
 def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texels: ti.template()):
     """The adjoint of E = <d_out, f_n(R wi, R wo)> S(n', wo) (f_n: the nested BSDF).
     texels = True: scatter into the nested BSDF's parameters (with d_out S) and into the texels, back
@@ -82,35 +50,13 @@ def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texel
     c' = flip(2 tex - 1). texels = False: return (∂E/∂wi, ∂E/∂wo) = (Rᵀ ∂E/∂wi', Rᵀ ∂E/∂wo' +
     <d_out, f_n> ∂S/∂wo) (the frame depends on wi only through the piecewise-constant flip)."""
     c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-    wip = to_local(s, t, n, wi)
-    wop = to_local(s, t, n, wo)
-    gi = vec3(0.0)
-    go = vec3(0.0)
-    if wo[2] * wop[2] > 0.0:
-        ch = child(st, ctx, 0)
-        S = 1.0
-        gsn = vec3(0.0)
-        gsw = vec3(0.0)
-        fd = 0.0
-        if const(st, ctx, _SHADOW) != 0.0:
-            S = shadow_term(n, wo)
-            gsn, gsw = shadow_term_grads(n, wo)
-            fd = d_out.dot(inner.eval(st, ch, wip, wop))
-        gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
-        if ti.static(texels):
-            inner.adjoint(st, ch, wip, wop, d_out * S)
-            g_s = gwi[0] * wi + gwo[0] * wo
-            g_t = gwi[1] * wi + gwo[1] * wo
-            g_n = fd * gsn + gwi[2] * wi + gwo[2] * wo
-            g_n += s.cross(g_t)                                    # t' = n' × s'
-            g_s += g_t.cross(n)
-            g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u), u = e_x - n' n'_x
-            g_n += -n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0)
-            g_c = normalize_backprop(g_n, n, cl)                   # n' = normalize(c')
-            slot_rgb_adjoint(st, ctx, _NM, 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2]))
-        else:
-            gi = to_world(s, t, n, gwi)
-            go = to_world(s, t, n, gwo) + fd * gsw
+    gi, go, g_s, g_n = perturbed.backprop(st, ctx, wi, wo, d_out, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0,
+                                          texels)
+    if ti.static(texels):
+        g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u), u = e_x - n' n'_x
+        g_n += -n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0)
+        g_c = normalize_backprop(g_n, n, cl)                   # n' = normalize(c')
+        slot_rgb_adjoint(st, ctx, _NM, 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2]))
     return gi, go
 
 
@@ -143,28 +89,13 @@ class NormalMap:
     @ti.func
     def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        wop = to_local(s, t, n, wo)
-        f = vec3(0.0)
-        p = 0.0
-        if wo[2] * wop[2] > 0.0:
-            f, p = inner.eval_pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
-            if const(st, ctx, _SHADOW) != 0.0:
-                f *= shadow_term(n, wo)
-        return f, p
+        return perturbed.eval_pdf(st, ctx, wi, wo, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0)
 
     @staticmethod
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        bs = inner.sample(st, child(st, ctx, 0), to_local(s, t, n, wi), u1, u2)
-        wo = to_world(s, t, n, bs.wo)
-        if bs.valid == 1 and bs.wo[2] * wo[2] > 0.0:
-            bs.wo = wo
-            if const(st, ctx, _SHADOW) != 0.0:
-                bs.weight *= shadow_term(n, wo)
-        else:
-            bs.valid = 0
-        return bs
+        return perturbed.sample(st, ctx, wi, u1, u2, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0)
 
     @staticmethod
     @ti.func

@@ -21,18 +21,26 @@ class Point(DeltaEmitter):
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
-        ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=0.0)
-        p = st.em_pos[e]
-        dv = p - ref_p
-        dist2 = dv.dot(dv)
-        dist = ti.sqrt(dist2)
-        ds.p = p
-        ds.d = dv / ti.max(dist, 1e-20)
-        ds.n = -ds.d
-        ds.dist = dist
-        ds.uv = vec2(0.5)
-        if dist > 0.0:
+        ds, dist2 = point_source(st, e, ref_p)
+        if ds.dist > 0.0:
             ds.scale = 1.0 / dist2
             ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
             ds.weight = ds.le
         return ds
+
+
+@ti.func
+def point_source(st: ti.template(), e, ref_p):
+    """(the direction sample of a point source at st.em_pos[e] seen from ref_p — p, d, n, dist, uv,
+    delta, pdf 1, scale and radiance still 0 —, dist²); shared with spot lights."""
+    ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=0.0)
+    p = st.em_pos[e]
+    dv = p - ref_p
+    dist2 = dv.dot(dv)
+    dist = ti.sqrt(dist2)
+    ds.p = p
+    ds.d = dv / ti.max(dist, 1e-20)
+    ds.n = -ds.d
+    ds.dist = dist
+    ds.uv = vec2(0.5)
+    return ds, dist2

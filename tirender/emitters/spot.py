@@ -17,10 +17,10 @@ import math
 import numpy as np
 import taichi as ti
 
-from ..core.math import vec2
 from ..errors import ConfigError
 from ..schema import Key, Number, Texture, Transform
-from .base import DeltaEmitter, DirectionSample, slot
+from .base import DeltaEmitter, slot
+from .point import point_source
 
 _INTENSITY = 0
 # st.em_f[e, k]: constants of the falloff curve
@@ -89,17 +89,8 @@ class Spot(DeltaEmitter):
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
-        ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=0.0)
-        p = st.em_pos[e]
-        dv = p - ref_p
-        dist2 = dv.dot(dv)
-        dist = ti.sqrt(dist2)
-        ds.p = p
-        ds.d = dv / ti.max(dist, 1e-20)
-        ds.n = -ds.d
-        ds.dist = dist
-        ds.uv = vec2(0.5)
-        if dist > 0.0:
+        ds, dist2 = point_source(st, e, ref_p)
+        if ds.dist > 0.0:
             ds.scale = Spot.falloff(st, e, -ds.d.dot(st.em_dir[e])) / dist2
             ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
             ds.weight = ds.le
