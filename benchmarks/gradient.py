@@ -2,9 +2,12 @@
 
 Prints seconds per gradient step (median of 3 after a warm-up) and peak RSS, each configuration in a
 fresh process; then peak RSS vs adjoint spp (64 -> 1024) and vs max_depth (2 -> 64) to show that
-PRB's memory does not grow with either. Reference (Mitsuba 3, this machine): 3.27 s, 156 MB.
+PRB's memory does not grow with either. Where Mitsuba 3 is installed, the same step (its `prb`,
+`mi.render(spp=64, spp_grad=64)` on the XML twin tests/data/cbox.xml, L2 loss, `dr.backward`) runs
+side by side, alternated with tirender's in fresh processes (benchmarks/sidebyside.py): medians,
+time ratio and peak RSS of each.
 
-    python benchmarks/gradient.py [--arch cpu] [--quick]
+    python benchmarks/gradient.py [--arch cpu] [--quick] [--rounds 3]
 """
 import argparse
 import json
@@ -18,6 +21,9 @@ import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
+CBOX_XML = os.path.join(ROOT, "tests", "data", "cbox.xml")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sidebyside  # noqa: E402
 
 
 def one(arch, spp_primal, spp_adj, max_depth, runs):
@@ -41,7 +47,7 @@ def one(arch, spp_primal, spp_adj, max_depth, runs):
         step(k + 1)
         ts.append(time.perf_counter() - t0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return dict(spp_primal=spp_primal, spp_adj=spp_adj, max_depth=max_depth, seconds=float(np.median(ts)),
+    return dict(spp_primal=spp_primal, spp_adj=spp_adj, max_depth=max_depth, seconds=float(np.median(ts)), all_seconds=ts,
                 peak_rss_mb=rss, arch=tirender.current_arch())
 
 
@@ -56,6 +62,7 @@ def main():
     ap.add_argument("--arch", default="cpu")
     ap.add_argument("--child", default=None)
     ap.add_argument("--quick", action="store_true", help="fewer configurations")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of the Mitsuba comparison")
     a = ap.parse_args()
     if a.child:
         p, q, d, r = (int(x) for x in a.child.split(","))
@@ -63,8 +70,16 @@ def main():
         return
     main_row = run_child(a.arch, 64, 64, 6, 3)
     print(f"PRB gradient step, cbox red wall, 256x256, primal 64 spp + adjoint 64 spp, max_depth 6, {main_row['arch']}:")
-    print(f"  {main_row['seconds']:.2f} s, peak RSS {main_row['peak_rss_mb']:.0f} MB "
-          f"(Mitsuba 3: 3.27 s, 156 MB -> time ratio {main_row['seconds'] / 3.27:.2f}x)")
+    print(f"  {main_row['seconds']:.2f} s, peak RSS {main_row['peak_rss_mb']:.0f} MB")
+    ok, why = sidebyside.mitsuba_available()
+    if ok:
+        r = sidebyside.alternate(
+            lambda: {"seconds": (c := run_child(a.arch, 64, 64, 6, 3))["all_seconds"], "peak_rss_mb": c["peak_rss_mb"]},
+            lambda: sidebyside.run_child("mitsuba_prb_step", CBOX_XML, "red.reflectance.value", 0.5, 64, 64, 3),
+            a.rounds)
+        sidebyside.report(f"side by side, PRB step ({a.rounds} alternated rounds x 3 steps):", r)
+    else:
+        print(f"  side by side with Mitsuba 3: skipped ({why})")
     print("\npeak RSS vs adjoint spp (max_depth 6):")
     for spp in ([64, 256] if a.quick else [64, 256, 1024]):
         r = run_child(a.arch, 4, spp, 6, 1)
