@@ -3,24 +3,65 @@
 The parameter pool of a scene (or a radiance-field grid) is one f32 field ``x`` with a twin
 gradient field ``g``; per-element learning rates ``lr`` and bounds ``lo``/``hi`` let one kernel
 serve every named parameter. After each step ``x`` is projected into [lo, hi].
+
+Adam's step is written as Dr.Jit's (Mitsuba 3's) optimiser writes it, with ε inside the square root
+of the *uncorrected* second moment:
+    m ← β₁ m + (1 − β₁) g,   v ← β₂ v + (1 − β₂) g²
+    x ← x − lr · √(1 − β₂ᵗ)/(1 − β₁ᵗ) · m / √(v + ε²)
+``eps_mode``:
+    "relative" (default): ε = eps · RMS_k, RMS_k = √(mean of v over the element's segment k) — a
+        contiguous range such as one named parameter (``segments``; the ranges between them are
+        segments too) —, recomputed every step on the device (block sums in a fixed order,
+        folded in float64 on the host: deterministic).
+        The trajectory is then invariant to the scale of the loss: multiplying every gradient by c
+        multiplies v by c² and ε by c (tested down to c = 1e-6); eps (default 1e-3) is the
+        fraction of a group's typical gradient below which an element's steps are damped.
+    "absolute": ε = eps as given (default 1e-8, Dr.Jit's), in the units of the gradient.
 """
 import numpy as np
 import taichi as ti
 
+EPS_MODES = ("relative", "absolute")
+DEFAULT_EPS = {"relative": 1e-3, "absolute": 1e-8}
+BLOCK = 4096   # elements per block of the deterministic device reduction (one group)
+
 
 @ti.kernel
-def _adam_step(x: ti.template(), g: ti.template(), m: ti.template(), v: ti.template(),
-               lr: ti.template(), lo: ti.template(), hi: ti.template(), n: ti.i32,
-               beta1: float, beta2: float, eps: float, bc1: float, bc2: float):
+def _adam_moments(g: ti.template(), m: ti.template(), v: ti.template(), n: ti.i32, beta1: float, beta2: float):
     for i in range(n):
         gi = g[i]
         if gi != gi:  # NaN gradients never reach the parameters
             gi = 0.0
         m[i] = beta1 * m[i] + (1.0 - beta1) * gi
         v[i] = beta2 * v[i] + (1.0 - beta2) * gi * gi
-        mh = m[i] / bc1
-        vh = v[i] / bc2
-        x[i] = ti.min(ti.max(x[i] - lr[i] * mh / (ti.sqrt(vh) + eps), lo[i]), hi[i])
+
+
+@ti.kernel
+def _block_sums(v: ti.template(), out: ti.types.ndarray(), start: ti.i32, stop: ti.i32, block: ti.i32):
+    """out[b] = Σ v[i] over block b of [start, stop) (serial inside a block, blocks in parallel:
+    deterministic)."""
+    for b in range((stop - start + block - 1) // block):
+        acc = 0.0
+        for i in range(start + b * block, ti.min(stop, start + (b + 1) * block)):
+            acc += v[i]
+        out[b] = acc
+
+
+@ti.kernel
+def _fill_range(f: ti.template(), start: ti.i32, stop: ti.i32, value: float):
+    for i in range(start, stop):
+        f[i] = value
+
+
+@ti.kernel
+def _adam_apply(x: ti.template(), m: ti.template(), v: ti.template(), eps2: ti.template(), lr: ti.template(),
+                lo: ti.template(), hi: ti.template(), n: ti.i32, scale: float):
+    for i in range(n):
+        q = v[i] + eps2[i]
+        step = 0.0
+        if q > 0.0:
+            step = m[i] / ti.sqrt(q)
+        x[i] = ti.min(ti.max(x[i] - lr[i] * scale * step, lo[i]), hi[i])
 
 
 @ti.kernel
@@ -68,16 +109,51 @@ class _FieldOptimizer:
         self.t = int(s["t"])
 
 
+def cover(segments, n):
+    """Sorted, disjoint (start, stop) ranges covering [0, n): the given ones plus the gaps."""
+    out, pos = [], 0
+    for a, b in sorted((max(0, int(a)), min(n, int(b))) for a, b in (segments or ())):
+        if b <= a:
+            continue
+        if a < pos:
+            raise ValueError("overlapping segments")
+        if a > pos:
+            out.append((pos, a))
+        out.append((a, b))
+        pos = b
+    if pos < n:
+        out.append((pos, n))
+    return out
+
+
 class Adam(_FieldOptimizer):
-    def __init__(self, x, g, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, lo=None, hi=None):
+    """Adam over x (see the module doc). segments: contiguous (start, stop) ranges, each its own
+    group for the relative ε (default: all of x one group); eps: None -> the mode's default."""
+
+    def __init__(self, x, g, lr=1e-2, beta1=0.9, beta2=0.999, eps=None, lo=None, hi=None, eps_mode="relative",
+                 segments=None):
         super().__init__(x, g, lr, lo, hi)
-        self.beta1, self.beta2, self.eps = beta1, beta2, eps
+        if eps_mode not in EPS_MODES:
+            raise ValueError(f"eps_mode must be one of {EPS_MODES}, got {eps_mode!r}")
+        self.beta1, self.beta2, self.eps_mode = beta1, beta2, eps_mode
+        self.eps = DEFAULT_EPS[eps_mode] if eps is None else float(eps)
+        self.eps2 = ti.field(x.dtype, self.n)
+        self.segments = cover(segments, self.n)
+        self._sums = np.zeros(max([(b - a + BLOCK - 1) // BLOCK for a, b in self.segments] + [1]), np.float32)
+        if eps_mode == "absolute":
+            self.eps2.fill(self.eps * self.eps)
 
     def step(self):
         self.t += 1
-        _adam_step(self.x, self.g, self.m, self.v, self.lr, self.lo, self.hi, self.n,
-                   self.beta1, self.beta2, self.eps,
-                   1.0 - self.beta1 ** self.t, 1.0 - self.beta2 ** self.t)
+        _adam_moments(self.g, self.m, self.v, self.n, self.beta1, self.beta2)
+        if self.eps_mode == "relative":
+            for a, b in self.segments:
+                nb = (b - a + BLOCK - 1) // BLOCK
+                _block_sums(self.v, self._sums, a, b, BLOCK)
+                mean_v = self._sums[:nb].astype(np.float64).sum() / (b - a)
+                _fill_range(self.eps2, a, b, float(self.eps * self.eps * mean_v))
+        scale = float(np.sqrt(1.0 - self.beta2 ** self.t) / (1.0 - self.beta1 ** self.t))
+        _adam_apply(self.x, self.m, self.v, self.eps2, self.lr, self.lo, self.hi, self.n, scale)
 
 
 class SGD(_FieldOptimizer):

@@ -37,7 +37,7 @@ from ..io.images import load_image, save_image_set, save_png
 from ..progress import Progress
 from ..schema import Choice, Integer, Key, Number, validate
 from . import losses
-from .adam import SGD, Adam
+from .adam import EPS_MODES, SGD, Adam
 from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 
@@ -50,7 +50,10 @@ OPTIMIZER_KEYS = {
     "adam": (Choice("type", ("adam", "sgd"), default="adam"), Number("lr", default=None, lo=0.0),
              Number("beta1", default=0.9, lo=0.0, hi=1.0, strict_hi=True),
              Number("beta2", default=0.999, lo=0.0, hi=1.0, strict_hi=True),
-             Number("eps", default=1e-8, lo=0.0, strict_lo=True)),
+             Number("eps", default=None, lo=0.0, strict_lo=True,
+                    doc="ε (relative: fraction of a parameter's RMS gradient, default 1e-3; absolute: 1e-8)"),
+             Choice("eps_mode", EPS_MODES, default="relative",
+                    doc="relative: scale-invariant ε per named parameter; absolute: Dr.Jit's fixed ε")),
     "sgd": (Choice("type", ("adam", "sgd"), default="adam"), Number("lr", default=None, lo=0.0),
             Number("momentum", default=0.0, lo=0.0, hi=1.0, strict_hi=True)),
 }
@@ -346,8 +349,12 @@ class OptimizationRun:
             lr[i.offset:i.offset + i.size] = po["lr"]
         o = self.opt_cfg
         if o.get("type", "adam") == "adam":
+            segs = [(sc.params.info(name).offset, sc.params.info(name).offset + sc.params.info(name).size)
+                    for name in self.popts]
+            eps = o.get("eps")
             opt = Adam(st.pool, st.grad, lr=lr, beta1=float(o.get("beta1", 0.9)), beta2=float(o.get("beta2", 0.999)),
-                       eps=float(o.get("eps", 1e-8)), lo=lo, hi=hi)
+                       eps=None if eps is None else float(eps), lo=lo, hi=hi,
+                       eps_mode=o.get("eps_mode", "relative"), segments=segs)
         else:
             opt = SGD(st.pool, st.grad, lr=lr, momentum=float(o.get("momentum", 0.0)), lo=lo, hi=hi)
         if state is not None:

@@ -270,9 +270,10 @@ class _PrefixShape:
         self.shape, self.dtype = (int(n),), fld.dtype
 
 
-def prefix_adam(x, g, n, lr):
-    """tirender.optim.Adam over the first n values of the fields x and g (n ≤ their size)."""
-    opt = Adam(_PrefixShape(x, n), g, lr=lr)
+def prefix_adam(x, g, n, lr, segments=None):
+    """tirender.optim.Adam over the first n values of the fields x and g (n ≤ their size); segments:
+    the groups of its relative ε (tirender/optim/adam.py)."""
+    opt = Adam(_PrefixShape(x, n), g, lr=lr, segments=segments)
     opt.x = x
     return opt
 
@@ -325,7 +326,8 @@ class Trainer:
         res = self.stages[stage_idx]["res"]
         n = res ** 3 * fld.C
         chan = np.concatenate([np.zeros(res ** 3, int), np.tile(np.arange(1, fld.C), res ** 3)])
-        return prefix_adam(fld.x, fld.grad, n, lr_ch[chan])
+        # density (the first res³ values) and colour coefficients: one relative-ε group each
+        return prefix_adam(fld.x, fld.grad, n, lr_ch[chan], segments=[(0, res ** 3), (res ** 3, n)])
 
     def prepare(self, first_stage=0, warm=True):
         """Allocate the field (capacity: the finest stage ≥ first_stage) and the Adam state of
