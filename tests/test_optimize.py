@@ -157,3 +157,18 @@ def test_texture_recovery_reduces_rmse_5x(tmp_path):
     p = m["params"]["canvas.reflectance"]
     assert p["rmse_end"] * 5 <= p["rmse_start"], p
     assert os.path.exists(tmp_path / "tex" / "params" / "canvas.reflectance.png")
+
+
+def test_per_parameter_bounds(tmp_path, capsys):
+    """optimize.params.<name>.min / max bound the values (intersected with the model's bounds); a
+    bound that leaves nothing, or min > max, is one line."""
+    cfg = _tiny_opt(tmp_path, params={"red.reflectance": {"init": 0.4, "lr": 0.5, "max": 0.45}})
+    m = run_optimization(load_config(cfg), out=str(tmp_path / "b"))
+    v = np.array(m["params"]["red.reflectance"]["value"])
+    truth = np.array(m["params"]["red.reflectance"]["truth"])
+    assert np.all(v <= 0.45 + 1e-7) and np.any(truth > 0.45), (v, truth)
+    for bad, needle in (({"min": 2.0}, "leaves no value"), ({"min": 0.6, "max": 0.5}, "above max")):
+        cfg = _tiny_opt(tmp_path, params={"red.reflectance": dict({"init": 0.4}, **bad)})
+        code = main(["optimize", cfg, "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and needle in err[0], (bad, err)

@@ -121,9 +121,14 @@ def check_optimize_config(cfg, described=None):
         po = po or {}
         if not isinstance(po, dict):
             raise ConfigError(f"expected {{init: value, lr: rate}}, got {po!r}", f, key)
-        v = validate(po, (Number("lr", default=None, lo=0.0), Key("init", default=None)), f, key)
+        v = validate(po, (Number("lr", default=None, lo=0.0), Key("init", default=None),
+                          Number("min", default=None, doc="lower bound of the values (with the model's own)"),
+                          Number("max", default=None, doc="upper bound of the values (with the model's own)")),
+                     f, key)
         if v.get("init") is not None:
             _init_value(v["init"], f, f"{key}.init")
+        if v.get("min") is not None and v.get("max") is not None and v["min"] > v["max"]:
+            raise ConfigError(f"min {v['min']:g} is above max {v['max']:g}", f, f"{key}.min")
         if names is not None and name not in names:
             raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sorted(names))})", f, key)
         specs[name] = v
@@ -238,7 +243,13 @@ class OptimizationRun:
             if name not in sc.params:
                 raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sc.params.keys())})", f,
                                   f"optimize.params.{name}")
-            self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)))
+            self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)),
+                                    min=po.get("min"), max=po.get("max"))
+            info = sc.params.info(name)
+            for k, inside in (("min", lambda x: x <= info.hi), ("max", lambda x: x >= info.lo)):
+                if po.get(k) is not None and not inside(po[k]):
+                    raise ConfigError(f"{k} {po[k]:g} leaves no value within the parameter's bounds "
+                                      f"[{info.lo:g}, {info.hi:g}]", f, f"optimize.params.{name}.{k}")
         self.truth = {n: sc.params[n] for n in self.popts}
         for n, po in self.popts.items():   # init shapes, before any target is rendered
             if po["init"] is None or n in (o.get("multires") or {}):
@@ -347,6 +358,10 @@ class OptimizationRun:
         for name, po in self.popts.items():
             i = sc.params.info(name)
             lr[i.offset:i.offset + i.size] = po["lr"]
+            if po.get("min") is not None:   # user bounds, intersected with the model's
+                lo[i.offset:i.offset + i.size] = np.maximum(lo[i.offset:i.offset + i.size], po["min"])
+            if po.get("max") is not None:
+                hi[i.offset:i.offset + i.size] = np.minimum(hi[i.offset:i.offset + i.size], po["max"])
         o = self.opt_cfg
         if o.get("type", "adam") == "adam":
             segs = [(sc.params.info(name).offset, sc.params.info(name).offset + sc.params.info(name).size)
