@@ -228,7 +228,8 @@ def fold_gradients(scene, st):
     h = _host_grad(scene, st)
     n = h.shape[0]
     f = math.ldexp(1.0, getattr(st, "adj_exp", 0))
-    q = st.grad_fx.to_numpy()[:n]
+    cap = st.caps["pool"]
+    q = st.grad_fx.to_numpy().reshape(st.grad_copies, cap)[:, :n].sum(axis=0)   # the copies (core/pool.py)
     if q.any():
         h += q.astype(np.float64) * (f / float(st.info_f[INFO_GRAD_SCALE]))
         st.grad_fx.fill(0)

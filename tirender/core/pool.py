@@ -3,7 +3,9 @@
 ``value(st, o, c)`` reads it as RGB (a 1-channel value is replicated); ``add_gradient(st, o, c, d)``
 is its adjoint: it adds d (RGB; summed over the channels for C = 1) to ``st.grad_fx`` in
 deterministic fixed point (core/fixed_point.py; the scale is ``st.info_f[INFO_GRAD_SCALE]``, the
-largest |d| added is recorded with ``track_max``) with ti.atomic_add.
+largest |d| added is recorded with ``track_max``) with ti.atomic_add. ``st.grad_fx`` holds
+``st.grad_copies`` copies of the pool (storage.py) to spread the atomics on parameters every
+thread adds into (a constant reflectance); launch.fold_gradients sums them.
 
 On a software Vulkan device (Mesa's lavapipe) integer atomics inside loops lose additions (Taichi
 emits a memory barrier before each; lavapipe mishandles barriers in loops), so there the gradient
@@ -39,9 +41,26 @@ def add_gradient(st: ti.template(), o, c, d_in):
     elif c == 1:
         v = d[0] + d[1] + d[2]
         track_max(st.acc_max, SLOT_GRAD, o, ti.abs(v))
-        ti.atomic_add(st.grad_fx[o], to_fixed(v, s))
+        fx = to_fixed(v, s)
+        ti.atomic_add(st.grad_fx[_copy(st, fx) + o], fx)
     else:
         track_max(st.acc_max, SLOT_GRAD, o, ti.abs(d).max())
-        ti.atomic_add(st.grad_fx[o], to_fixed(d[0], s))
-        ti.atomic_add(st.grad_fx[o + 1], to_fixed(d[1], s))
-        ti.atomic_add(st.grad_fx[o + 2], to_fixed(d[2], s))
+        f0 = to_fixed(d[0], s)
+        f1 = to_fixed(d[1], s)
+        f2 = to_fixed(d[2], s)
+        j = _copy(st, f0 ^ f1 ^ f2) + o
+        ti.atomic_add(st.grad_fx[j], f0)
+        ti.atomic_add(st.grad_fx[j + 1], f1)
+        ti.atomic_add(st.grad_fx[j + 2], f2)
+
+
+@ti.func
+def _copy(st: ti.template(), fx):
+    """Offset of the copy of st.grad_fx an add goes to: chosen by the low bits of the fixed-point
+    value itself, so that threads adding into one parameter at once mostly hit different copies
+    (no cache-line ping-pong); the host sums the copies (integer sums: the order does not matter,
+    the result stays bit-deterministic)."""
+    res = 0
+    if ti.static(st.grad_copies > 1):
+        res = ti.cast((fx ^ (fx >> 11)) & (st.grad_copies - 1), ti.i32) * ti.static(st.caps["pool"])
+    return res
