@@ -10,22 +10,18 @@ replay), so a ratio near 2 means the adjoint work itself (BSDF adjoints, atomics
 """
 import argparse
 import os
-import time
+import sys
 
 import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sidebyside  # noqa: E402
 CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
 
 
 def best(fn, runs):
-    fn(0)
-    ts = []
-    for r in range(runs):
-        t0 = time.perf_counter()
-        fn(r + 1)
-        ts.append(time.perf_counter() - t0)
-    return min(ts)
+    return min(sidebyside.timed(fn, runs))
 
 
 def main():

@@ -15,7 +15,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -40,12 +39,7 @@ def one(arch, spp_primal, spp_adj, max_depth, runs):
         img = render(sc, spp=spp_primal, seed=2 * k, progress=False)
         _, dy = losses.l2(img, target)
         return render_grad(sc, dy, spp=spp_adj, seed=2 * k + 1, progress=False)
-    step(0)
-    ts = []
-    for k in range(runs):
-        t0 = time.perf_counter()
-        step(k + 1)
-        ts.append(time.perf_counter() - t0)
+    ts = sidebyside.timed(step, runs)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return dict(spp_primal=spp_primal, spp_adj=spp_adj, max_depth=max_depth, seconds=float(np.median(ts)), all_seconds=ts,
                 peak_rss_mb=rss, arch=tirender.current_arch())

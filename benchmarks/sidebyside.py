@@ -45,6 +45,17 @@ def mitsuba_available():
     return False, f"Mitsuba 3 llvm_ad_rgb unavailable ({last[:160]})"
 
 
+def timed(fn, runs):
+    """fn(0) as a warm-up (compilation), then fn(1), ..., fn(runs) timed: their seconds (list)."""
+    fn(0)
+    ts = []
+    for k in range(runs):
+        t0 = time.perf_counter()
+        fn(k + 1)
+        ts.append(time.perf_counter() - t0)
+    return ts
+
+
 def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -54,16 +65,10 @@ def mitsuba_forward(xml, spp, runs):
     mi.set_variant("llvm_ad_rgb")
     import drjit as dr
     scene = mi.load_file(xml)
-    dr.eval(mi.render(scene, spp=spp, seed=0))   # warm-up: JIT compilation
-    dr.sync_thread()
-    ts = []
-    for r in range(runs):
-        t0 = time.perf_counter()
-        img = mi.render(scene, spp=spp, seed=r + 1)
-        dr.eval(img)
+    def one(k):
+        dr.eval(mi.render(scene, spp=spp, seed=k))
         dr.sync_thread()
-        ts.append(time.perf_counter() - t0)
-    return {"seconds": ts, "peak_rss_mb": _rss_mb()}
+    return {"seconds": timed(one, runs), "peak_rss_mb": _rss_mb()}
 
 
 def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6):
@@ -90,13 +95,7 @@ def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6):
         dr.sync_thread()
         dr.disable_grad(v)
         return g
-    step(0)
-    ts = []
-    for k in range(runs):
-        t0 = time.perf_counter()
-        step(k + 1)
-        ts.append(time.perf_counter() - t0)
-    return {"seconds": ts, "peak_rss_mb": _rss_mb()}
+    return {"seconds": timed(step, runs), "peak_rss_mb": _rss_mb()}
 
 
 WORKLOADS = {"mitsuba_forward": mitsuba_forward, "mitsuba_prb_step": mitsuba_prb_step}
