@@ -20,7 +20,7 @@ import math
 import numpy as np
 import taichi as ti
 
-from .core import film
+from .core import film, pool
 from .core.film import LOCAL_HALF
 from .core.camera import pixel_sample
 from .core.fixed_point import (F32_MAX, INFO_FILM_SCALE, INFO_GRAD_SCALE, N_SLOTS, WEIGHT_SCALE, scale_for,
@@ -228,8 +228,9 @@ def fold_gradients(scene, st):
     h = _host_grad(scene, st)
     n = h.shape[0]
     f = math.ldexp(1.0, getattr(st, "adj_exp", 0))
-    cap = st.caps["pool"]
-    q = st.grad_fx.to_numpy().reshape(st.grad_copies, cap)[:, :n].sum(axis=0)   # the copies (core/pool.py)
+    q = np.zeros(n, np.int64)
+    if n:
+        pool.fold_copies(st, q, n)   # the sum of the accumulator's copies (core/pool.py)
     if q.any():
         h += q.astype(np.float64) * (f / float(st.info_f[INFO_GRAD_SCALE]))
         st.grad_fx.fill(0)

@@ -54,6 +54,16 @@ def add_gradient(st: ti.template(), o, c, d_in):
         ti.atomic_add(st.grad_fx[j + 2], f2)
 
 
+@ti.kernel
+def fold_copies(st: ti.template(), out: ti.types.ndarray(), n: ti.i32):
+    """out[i] = Σ over the copies of st.grad_fx[copy, i], i < n (int64; only n values leave the device)."""
+    for i in range(n):
+        acc = ti.i64(0)
+        for k in ti.static(range(st.grad_copies)):
+            acc += st.grad_fx[k * ti.static(st.caps["pool"]) + i]
+        out[i] = acc
+
+
 @ti.func
 def _copy(st: ti.template(), fx):
     """Offset of the copy of st.grad_fx an add goes to: chosen by the low bits of the fixed-point
