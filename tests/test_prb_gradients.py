@@ -137,10 +137,12 @@ def test_prb_matches_fd_normalmap_constant_env_directional():
 
 
 @pytest.mark.slow
-def test_prb_matches_fd_mask_opacity():
+@pytest.mark.parametrize("wrapped", [False, True], ids=["mask", "mask_under_normalmap"])
+def test_prb_matches_fd_mask_opacity(wrapped):
     """A half-transparent card (mask over a diffuse) in front of a lit floor: the opacity gradient has
     a term through the card's material (L_nested / o) and one through its holes (-L_through / (1 - o),
-    the pass-through lobe) — Mitsuba's prb has only the first."""
+    the pass-through lobe) — Mitsuba's prb has only the first. Also under a (tilted) normal map, which
+    forwards the pass-through term to the mask."""
     d = {
         "integrator": {"type": "path", "max_depth": 4, "rr_depth": 100},
         "sensors": [camera([0, 1.0, 3.0], [0, 0.3, 0], fov=45, w=16, h=16)],
@@ -153,6 +155,8 @@ def test_prb_matches_fd_mask_opacity():
         "emitters": [{"id": "sun", "type": "directional", "direction": [0.3, -1.0, -0.4], "irradiance": 3.0},
                      {"id": "amb", "type": "constant", "radiance": [0.2, 0.2, 0.25]}],
     }
+    if wrapped:
+        d["bsdfs"]["card"]["normalmap"] = {"type": "bitmap", "width": 2, "height": 2, "value": [0.6, 0.45, 0.9]}
     sc = tirender.load_scene(d)
     w = _weights(sc)
     g, f = projected_gradients(sc, "card.opacity", np.float32(1.0), w, 16, SEEDS_PRB, SEEDS_FD_GLOSSY, 0.02)

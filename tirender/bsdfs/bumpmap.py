@@ -32,7 +32,7 @@ from ..core.math import vec3
 from ..schema import Bool, Child, Number, Texture
 from ..textures import tex_grad_uv, tex_grad_uv_adjoint
 from . import perturbed
-from .base import composite, const
+from .base import child, composite, const
 from .microfacet import normalize_backprop
 
 _H = 0                         # texture slot: the height
@@ -143,3 +143,8 @@ class BumpMap:
     @ti.func
     def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
         return _backprop(st, ctx, wi, wo, d_out, inner, False)
+
+    @staticmethod
+    @ti.func
+    def null_adjoint_at(st: ti.template(), ctx, d_log, inner: ti.template()):
+        inner.null_adjoint(st, child(st, ctx, 0), d_log)   # a pass-through of the nested BSDF (mask)

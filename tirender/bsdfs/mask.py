@@ -14,8 +14,8 @@ Differentiable: the nested BSDF's parameters, and the opacity through both lobes
 opacity gradient is unbiased. Difference to Mitsuba 3: its ``prb`` differentiates BSDF values only,
 so its opacity gradient lacks the pass-through term (it is biased by -L_through/(1 - o): the light
 seen through the holes); RB in tirender lacks it too (it has no Dirac-lobe adjoint), and so does a
-mask nested inside another composite (blend, twosided, normal/bump map): the dispatch reaches the
-pass-through term of a mask at the top of a BSDF tree only.
+mask nested inside a blend (the blend's sampled child is not known afterwards); normal and bump maps
+forward it to their nested BSDF.
 Image difference to Mitsuba's ``path`` (not its ``prb``): Mitsuba's ``path`` returns 0 for a camera
 path whose every interaction was a pass-through and that ends in the void (``valid_ray``), dropping
 the emitter samples gathered on the masked surface on the way; tirender keeps them, as Mitsuba's

@@ -18,7 +18,7 @@ import taichi as ti
 from ..core.math import vec3
 from ..schema import Bool, Child, Texture
 from . import perturbed
-from .base import composite, const, slot_rgb, slot_rgb_adjoint
+from .base import child, composite, const, slot_rgb, slot_rgb_adjoint
 from .microfacet import normalize_backprop
 
 _NM = 0               # texture slot: the normal map
@@ -106,3 +106,8 @@ class NormalMap:
     @ti.func
     def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
         return _backprop(st, ctx, wi, wo, d_out, inner, False)
+
+    @staticmethod
+    @ti.func
+    def null_adjoint_at(st: ti.template(), ctx, d_log, inner: ti.template()):
+        inner.null_adjoint(st, child(st, ctx, 0), d_log)   # a pass-through of the nested BSDF (mask)
