@@ -166,3 +166,50 @@ def test_brute_force_basics():
     t, i = intersect_brute_force(o, d, v0, v1, v2)
     assert i.tolist() == [0, 0, 1, -1]        # closest hit; origin on a triangle skips it
     assert np.allclose(t[:3], [1.0, 0.5, 1.0]) and np.isinf(t[3])
+
+
+@pytest.mark.parametrize("T", [1, 7, 500])
+def test_collapse_wide_layout(T):
+    """The 4-wide BVH keeps the binary tree's leaves, reaches each exactly once, and every child
+    box holds its subtree's triangles; empty slots can never be hit (+inf boxes)."""
+    from tirender.scene.bvh import WIDTH, collapse
+    rng = np.random.default_rng(T)
+    v0, v1, v2 = _random_mesh(rng, T)
+    bvh = build_bvh(v0, v1, v2, max_leaf=2)
+    w = collapse(bvh)
+    lo = w.box_min.reshape(-1, 3, WIDTH)
+    hi = w.box_max.reshape(-1, 3, WIDTH)
+    tri_lo = np.minimum(np.minimum(v0, v1), v2)[bvh.prim_order]
+    tri_hi = np.maximum(np.maximum(v0, v1), v2)[bvh.prim_order]
+    seen_nodes, leaves = [], []
+
+    def tris_below(n):
+        out = []
+        for s in range(WIDTH):
+            if w.count[n, s] > 0:
+                out += list(range(w.child[n, s], w.child[n, s] + w.count[n, s]))
+            elif np.isfinite(hi[n, 0, s]):
+                out += tris_below(w.child[n, s])
+        return out
+
+    todo = [0]
+    while todo:
+        n = todo.pop()
+        seen_nodes.append(n)
+        for s in range(WIDTH):
+            if not np.isfinite(hi[n, 0, s]):          # empty slot
+                assert np.all(lo[n, :, s] == np.inf) and w.count[n, s] == 0
+                continue
+            if w.count[n, s] > 0:
+                k = np.arange(w.child[n, s], w.child[n, s] + w.count[n, s])
+                leaves.append((int(w.child[n, s]), int(w.count[n, s])))
+            else:
+                assert w.child[n, s] > n          # children come after their parent
+                todo.append(int(w.child[n, s]))
+                k = np.array(tris_below(int(w.child[n, s])))
+            assert np.all(tri_lo[k] >= lo[n, :, s].T - 1e-6) and np.all(tri_hi[k] <= hi[n, :, s].T + 1e-6)
+    assert sorted(seen_nodes) == list(range(w.n_nodes))
+    binary = sorted((int(f), int(c)) for f, c in zip(bvh.node_first, bvh.node_count) if c > 0)
+    assert sorted(leaves) == binary
+    covered = np.concatenate([np.arange(f, f + c) for f, c in leaves])
+    assert np.array_equal(np.sort(covered), np.arange(T))

@@ -11,6 +11,11 @@ level, not per node.  Layout (flat arrays, node 0 is the root)::
     node_count (N,) int32   0 for an internal node, number of triangles for a leaf
     prim_order (T,) int32   triangle ids; each leaf's triangles are contiguous
 
+:func:`collapse` turns the binary tree into the 4-wide one the kernels traverse (core/intersect.py):
+the children of a wide node are the up to 4 binary descendants left after repeatedly opening the
+internal child of largest surface area; their boxes are stored coordinate-first, so that one ray
+is tested against all 4 boxes as vector lanes.
+
 Also here: :func:`intersect_brute_force` and :func:`traverse_numpy`, slow numpy
 references used by the tests.
 """
@@ -20,9 +25,10 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["BVH", "build_bvh", "intersect_brute_force", "traverse_numpy"]
+__all__ = ["BVH", "WIDTH", "WideBVH", "build_bvh", "collapse", "intersect_brute_force", "traverse_numpy"]
 
 T_MIN = 1e-6          # rays only count hits with t > T_MIN
+WIDTH = 4             # children per node of the wide BVH
 
 
 @dataclass
@@ -253,6 +259,65 @@ def build_bvh(v0, v1, v2, max_leaf=4, n_bins=16, max_leaf_cap=16, chunk_prims=1 
     return BVH(node_min=node_min[:n_nodes].copy(), node_max=node_max[:n_nodes].copy(),
                node_first=node_first[:n_nodes].copy(), node_count=node_count[:n_nodes].copy(),
                prim_order=order, depth=depth)
+
+
+@dataclass
+class WideBVH:
+    """4-wide BVH (node 0 is the root), arrays per node, child slot j in column j::
+
+        box_min, box_max (N, 3*WIDTH) float32   child boxes, coordinate-first: [x0..x3, y0..y3, z0..z3];
+                                                empty slots hold +inf (no ray hits them)
+        child (N, WIDTH) int32                  internal child: its wide node; leaf: its first triangle
+        count (N, WIDTH) int32                  0: internal child (or empty slot), else the leaf's triangles
+    """
+    box_min: np.ndarray
+    box_max: np.ndarray
+    child: np.ndarray
+    count: np.ndarray
+
+    @property
+    def n_nodes(self):
+        return len(self.child)
+
+
+def collapse(bvh, width=WIDTH):
+    """The wide BVH of a binary :class:`BVH` (same leaves, same triangle order)."""
+    lo, hi = bvh.node_min, bvh.node_max
+    d = np.maximum(hi - lo, 0).astype(np.float64)
+    area = d[:, 0] * d[:, 1] + d[:, 1] * d[:, 2] + d[:, 2] * d[:, 0]
+    first, count = bvh.node_first.tolist(), bvh.node_count.tolist()
+    area = area.tolist()
+    groups = []                      # per wide node: its binary children
+    todo = [0]
+    i = 0
+    while i < len(todo):
+        n = todo[i]
+        i += 1
+        kids = [first[n], first[n] + 1] if count[n] == 0 else [n]
+        while len(kids) < width:
+            inner = [k for k in kids if count[k] == 0]
+            if not inner:
+                break
+            k = max(inner, key=area.__getitem__)
+            kids.remove(k)
+            kids += [first[k], first[k] + 1]
+        groups.append(kids)
+        todo += [k for k in kids if count[k] == 0]
+    # wide node of every internal binary node that heads a group: breadth-first order = todo order
+    wide_id = {n: j for j, n in enumerate(todo)}
+    N = len(groups)
+    box_min = np.full((N, 3, width), np.inf, np.float32)
+    box_max = np.full((N, 3, width), np.inf, np.float32)
+    child = np.zeros((N, width), np.int32)
+    cnt = np.zeros((N, width), np.int32)
+    for j, kids in enumerate(groups):
+        for s, k in enumerate(kids):
+            box_min[j, :, s], box_max[j, :, s] = lo[k], hi[k]
+            if count[k] > 0:
+                child[j, s], cnt[j, s] = first[k], count[k]
+            else:
+                child[j, s] = wide_id[k]
+    return WideBVH(box_min=box_min.reshape(N, -1), box_max=box_max.reshape(N, -1), child=child, count=cnt)
 
 
 # --------------------------------------------------------------------------- references

@@ -15,7 +15,7 @@ from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..params import ParameterPool
 from .mitsuba_xml import param_aliases
-from .bvh import build_bvh
+from .bvh import build_bvh, collapse
 from .description import SceneDescription
 from .storage import Storage, padded
 
@@ -122,6 +122,9 @@ class Scene:
         a["tri_shape"] = tri_shape
         a["node_min"], a["node_max"] = bvh.node_min, bvh.node_max
         a["node_first"], a["node_count"] = bvh.node_first, bvh.node_count
+        wide = collapse(bvh)
+        a["wnode_min"], a["wnode_max"] = wide.box_min, wide.box_max
+        a["wnode_child"], a["wnode_count"] = wide.child, wide.count
         shapes = desc.shapes or []
         a["shape_bsdf"] = np.array([s.bsdf for s in shapes] or [0], np.int32)
         a["shape_emitter"] = np.array([s.emitter for s in shapes] or [-1], np.int32)
@@ -230,7 +233,7 @@ class Scene:
         from ..media.spec import media_arrays
         a.update(media_arrays(desc.media))
         self._arrays = a
-        self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
+        self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
                           textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]))

@@ -12,6 +12,7 @@ from ..bsdfs import registry as bsdfs
 from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
 from ..emitters import registry as emitters
+from .bvh import WIDTH
 
 INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_i
 INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_MARCH_STEP = 0, 1, 3   # st.info_f (2, 4: fixed-point scales)
@@ -31,7 +32,7 @@ def _cap(n, minimum):
 class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
-    MINIMUM = dict(tris=1 << 15, nodes=1 << 16, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
+    MINIMUM = dict(tris=1 << 15, nodes=1 << 16, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16)
     _shared = None
 
@@ -50,6 +51,10 @@ class Storage:
         f.node_min, f.node_max = vec3.field(), vec3.field()
         f.node_first, f.node_count = ti.field(ti.i32), ti.field(ti.i32)
         fb.dense(ti.i, c["nodes"]).place(f.node_min, f.node_max, f.node_first, f.node_count)
+        # the 4-wide BVH the kernels traverse (scene/bvh.py: collapse)
+        f.wnode_min, f.wnode_max = (ti.Vector.field(3 * WIDTH, float) for _ in range(2))
+        f.wnode_child, f.wnode_count = (ti.Vector.field(WIDTH, ti.i32) for _ in range(2))
+        fb.dense(ti.i, c["wnodes"]).place(f.wnode_min, f.wnode_max, f.wnode_child, f.wnode_count)
         f.shape_bsdf, f.shape_emitter, f.shape_smooth = (ti.field(ti.i32) for _ in range(3))
         f.shape_med_int, f.shape_med_ext = ti.field(ti.i32), ti.field(ti.i32)  # interior/exterior medium
         fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth, f.shape_med_int,
