@@ -58,14 +58,18 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
     best_t = tmax
     best = -1
     bb = vec2(0.0)
-    # stack entries: a wide node (>= 0) or a leaf ~first (< 0) with its triangle count in `leaf_n`
+    # stack entries: a wide node (>= 0) or a leaf ~first (< 0) with its triangle count in `leaf_n`,
+    # and the entry distance of its box (skipped when popped behind a hit found meanwhile)
     stack = ti.Vector([0] * STACK, dt=ti.i32)
     leaf_n = ti.Vector([0] * STACK, dt=ti.i32)
+    near = ti.Vector([0.0] * STACK)
     sp = 1
     while sp > 0:
         sp -= 1
         e = stack[sp]
-        if e >= 0:
+        if near[sp] > best_t * 1.00000024:
+            pass
+        elif e >= 0:
             bmin = st.wnode_min[e]
             bmax = st.wnode_max[e]
             tnear = vec4(0.0)
@@ -91,6 +95,7 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
             for j in ti.static(range(WIDTH)):
                 if key[j] < BIG and sp < STACK:
                     c = slot[j]
+                    near[sp] = key[j]
                     if count[c] > 0:
                         stack[sp] = -1 - child[c]
                         leaf_n[sp] = count[c]
