@@ -36,12 +36,9 @@ def stage_kernels():
     from tirender.core.camera import camera_ray, pixel_sample
     from tirender.core.interaction import make_interaction
     from tirender.core.intersect import intersect, occluded
-    from tirender.core.math import BIG, vec3
+    from tirender.core.math import BIG, to_world, vec3
     from tirender.core.warp import square_to_cosine_hemisphere
-    from tirender.core.math import to_world
     from tirender.walk import vertex
-
-    sink = ti.field(float, shape=())
 
     def make(level):
         @ti.kernel
@@ -88,7 +85,7 @@ def stage_kernels():
                 total += acc
             return total
         return k
-    return [make(i) for i in range(len(STAGES))], sink
+    return [make(i) for i in range(len(STAGES))]
 
 
 def timed(fn, runs):
@@ -173,7 +170,7 @@ def main():
     sys.path.insert(0, ROOT)
     import tirender
     tirender.init(a.arch)
-    kernels, _ = stage_kernels()
+    kernels = stage_kernels()
     want = a.scenes.split(",")
     if "cbox" in want:
         profile("cbox", tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml")), a.spp, a.runs, kernels)
