@@ -12,7 +12,8 @@ from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
 from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
 
 __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
-           "homogeneous_coefficients_adjoint", "is_homogeneous", "default_step", "update_majorants"]
+           "homogeneous_coefficients_adjoint", "is_homogeneous", "default_step", "sigma_t_adjoint",
+           "update_majorants"]
 
 
 @ti.func
@@ -28,6 +29,12 @@ def coefficients_adjoint(st: ti.template(), m, p, d_sigma_t, d_albedo):
     u = to_local(st, m, p)
     grid_eval_adjoint(st, st.med_sigma[m], u, d_sigma_t * st.med_scale[m])
     grid_eval_adjoint(st, st.med_albedo[m], u, d_albedo)
+
+
+@ti.func
+def sigma_t_adjoint(st: ti.template(), m, p, d_sigma_t):
+    """Scatter d(objective)/d sigma_t at p into the medium's sigma_t / density volume only."""
+    grid_eval_adjoint(st, st.med_sigma[m], to_local(st, m, p), d_sigma_t * st.med_scale[m])
 
 
 @ti.func

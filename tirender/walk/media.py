@@ -24,6 +24,7 @@ import taichi as ti
 from ..bsdfs.base import NULL
 from ..core.intersect import intersect
 from ..core.math import BIG, max3, safe_div, vec3
+from ..core.rng import PCG32
 from ..media import homogeneous as hom
 from ..media import medium as med
 from ..scene.storage import INFO_MARCH_STEP
@@ -124,6 +125,27 @@ def target_medium(st: ti.template(), shape, d, ng, current):
 
 
 @ti.func
+def _optical_depth_adjoint(st: ti.template(), m, o, d, ta, tb, jitter, g):
+    """Adjoint of the optical depth tau = int_ta^tb sigma_t(o + t d) dt of grid medium m: scatters
+    d sigma_t(x) += g dt at stratified points x_j = o + (ta + (j + jitter) dt) d, one per voxel length
+    (an unbiased estimate of the line integral of the trilinear weights for a uniform jitter)."""
+    if tb > ta:
+        n, dt = _steps(st, m, ta, tb)
+        for j in range(n):
+            med.sigma_t_adjoint(st, m, o + (ta + (j + jitter) * dt) * d, g * dt)
+
+
+@ti.func
+def _side_jitter(sampler: ti.template()):
+    """A uniform number for the adjoint's quadrature that leaves `sampler` untouched (PRIMAL and
+    REPLAY walks stay aligned): a copy on another PCG stream, advanced twice (PCG's first output is
+    a function of the shared state alone)."""
+    side = PCG32(state=sampler.state, inc=sampler.inc ^ ti.u64(0x5851F42D4C957F2C))
+    side.next_u32()
+    return side.next_1d()
+
+
+@ti.func
 def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d, tmax, hero, sampler: ti.template(),
            L, dL, adj, T_total, dT):
     """Null-collision tracking through grid medium m with its majorant mu on the bbox-clipped part of
@@ -131,9 +153,17 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d
       * delta tracking (ratio = False, free flights): real scattering with probability
         P_s = sigma_t,h(x) / mu (the path's hero channel h; detached), weight sigma_s / (mu P_s), and
         the walk stops there; otherwise null scattering, weight (mu - sigma_t) / (mu (1 - P_s)).
-        Adjoint (adj): dL L (dw / w) -> sigma_t, albedo at x.
       * ratio tracking (ratio = True, shadow rays): T *= 1 - sigma_t(x) / mu to the end of the
-        segment. Adjoint (the nested replay, static REPLAY): dT T_total / (1 - sigma_t/mu) (-1/mu).
+        segment.
+    Adjoint (adj; for shadow rays the nested replay, static REPLAY, which only runs the quadrature):
+    the derivative of the *marginal* weights, exp(-tau_c(t)) sigma_s,c(t) for a collision at t and
+    exp(-tau_c) for a flight or shadow segment, whose ratio-tracking estimates the walk carries
+    (E[w_c | t] = exp(-tau_c) / exp(-tau_h); the sampled t is detached):
+        d sigma_t(x) += -G over [t0, t) (optical depth, by _optical_depth_adjoint)
+        at a collision: d sigma_t += G / sigma_t, d albedo += G / albedo
+    with G = dL L (flights) or dT T_total (shadow rays). Differentiating the null-collision weights
+    instead (-G / (mu - sigma_t) at every null collision) is unbiased too, but its variance grows
+    without bound as the majorant tightens (mu -> sigma_t).
     Returns (scattered, t, w, q): w the throughput factor (delta) or the transmittance (ratio), q the
     pdf ratios p_c / p_h of spectral MIS (delta)."""
     scattered = 0
@@ -142,7 +172,12 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d
     q = vec3(1.0)
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
     mu = st.med_majorant[m]
-    if t1 > t0 and mu > 0.0:
+    sig_hit = vec3(0.0)
+    alb_hit = vec3(0.0)
+    if ti.static(ratio and mode == REPLAY):
+        if t1 > t0:
+            _optical_depth_adjoint(st, m, o, d, t0, t1, sampler.next_1d(), -dT * T_total)
+    elif t1 > t0 and mu > 0.0:
         t = t0
         tracking = True
         while tracking:
@@ -153,38 +188,33 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d
                 x = o + t * d
                 sig, alb = med.coefficients(st, m, x)
                 if ti.static(ratio):
-                    f = 1.0 - sig / mu
-                    w *= f
-                    if ti.static(mode == REPLAY):
-                        g = dT * T_total
-                        med.coefficients_adjoint(st, m, x, -safe_div(g, f) / mu, vec3(0.0))
+                    w *= 1.0 - sig / mu
                     if max3(w) <= 0.0:
                         tracking = False
                 else:
                     p_s = ti.min(ti.max(hom.channel(sig, hero) / mu, 0.0), 1.0)   # hero's P_s (detached)
-                    g = dL * L
-                    g_s = vec3(0.0)
-                    g_a = vec3(0.0)
                     if sampler.next_1d() < p_s:
-                        # real scattering: psi_s = sigma_s / mu, weighted by 1 / P_s;
-                        # d w / w = d sigma_t / sigma_t + d albedo / albedo
+                        # real scattering: psi_s = sigma_s / mu, weighted by 1 / P_s
                         w *= alb * sig / (mu * p_s)
                         q *= sig / (mu * p_s)
-                        g_s = safe_div(g, sig)
-                        g_a = safe_div(g, alb)
+                        sig_hit = sig
+                        alb_hit = alb
                         scattered = 1
                         ts = t
                         tracking = False
                     else:
-                        # null scattering: psi_n = (mu - sigma_t) / mu, weighted by 1 / (1 - P_s);
-                        # d w / w = -d sigma_t / (mu - sigma_t)
+                        # null scattering: psi_n = (mu - sigma_t) / mu, weighted by 1 / (1 - P_s)
                         sn = mu - sig
                         w *= sn / (mu * (1.0 - p_s))
                         q *= sn / (mu * (1.0 - p_s))
-                        g_s = -safe_div(g, sn)
-                    if ti.static(mode != PRIMAL):
-                        if adj:
-                            med.coefficients_adjoint(st, m, x, g_s, g_a)
+    if ti.static(not ratio and mode != PRIMAL):
+        if adj and t1 > t0:
+            g = dL * L
+            t_end = t1
+            if scattered == 1:
+                t_end = ts
+                med.coefficients_adjoint(st, m, o + ts * d, safe_div(g, sig_hit), safe_div(g, alb_hit))
+            _optical_depth_adjoint(st, m, o, d, t0, t_end, _side_jitter(sampler), -g)
     return scattered, ts, w, q
 
 
