@@ -78,10 +78,13 @@ def main():
     ap.add_argument("--seeds", type=int, default=8, help="FD / PRB seeds of the projected-gradient check (0: skip)")
     ap.add_argument("--fd-spp", type=int, default=16)
     ap.add_argument("--target-spp", type=int, default=128)
+    ap.add_argument("--inscatter-points", type=int, default=None, help="prbvolpath's inscatter_points (default: the config's)")
     a = ap.parse_args()
     import tirender
     tirender.init(a.arch)
     sc, targets = setup(a.target_spp)
+    if a.inscatter_points is not None:
+        sc.integrator["inscatter_points"] = a.inscatter_points
     gradient(sc, targets, a.spp, a.spp, 0)                       # compile
     est = []
     t0 = time.perf_counter()

@@ -7,11 +7,12 @@ megakernel thread per (pixel, sample) that
   1. walks the path with ``volpath.sample`` PRIMAL to get its radiance L, then
   2. resets the RNG and replays the *same* path with ``volpath.sample`` REPLAY, which subtracts
      every emission / NEE term as it is met and atomically adds dL * L * (dw/dπ) / w for every
-     weight w of the walk (null and real collisions of delta tracking, analytic homogeneous
-     free flights, phase functions, BSDFs, emitters) into ``st.grad_fx``; NEE transmittances are
-     differentiated by a nested replay of the shadow ray (see walk/media.py).
-Distances are sampled with the (detached) majorant; only the particle proportions are
-differentiated, never the discrete real/null choice. Memory is constant in spp and path length.
+     weight w of the walk (the marginal free-flight weights of delta tracking with the direct
+     in-scattering estimated along each flight, analytic homogeneous free flights, phase
+     functions, BSDFs, emitters) into ``st.grad_fx``; NEE transmittances are differentiated by a
+     nested replay of the shadow ray (see walk/media.py and docs/media.md).
+Distances are sampled with the (detached) majorant and never differentiated. Memory is constant in
+spp and path length.
 
 Gradients: density / sigma_t grids and constants, albedo (grids and constants), HG g, plus every
 surface parameter path.py differentiates (BSDFs, normal maps, emitters).
@@ -25,7 +26,7 @@ INTEGRATES = volpath.NAMES
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     """Gradient of <adjoint_image, render(scene)> w.r.t. every scene parameter, for the volume
     integrators (volpath / prbvolpath: delta tracking; volpath_raymarch: the ray-marched estimator)."""
-    a = volpath.args(scene)
+    a = volpath.args(scene, gradient=True)
     bsdf, em = volpath.kernel_dispatch(scene)
     volpath.prepare(scene, scene.bind(), a)
     kernel = kernels.replay_kernel(volpath.sample)

@@ -32,14 +32,15 @@ REPLAY mode (detached PRB, Vicini et al. 2021, §4.1 and §4.4): the walk is rep
 random numbers; L starts at the primal radiance and every emission/NEE term is subtracted when it
 is met, so L is always the radiance that the vertices still to come contribute. Each weight w(pi)
 of the walk contributes dL * L * (dw/dpi) / w (sampling decisions and pdfs detached):
-  * delta tracking: the particle proportions psi_s = sigma_s / mu (scatter) and psi_n =
-    (mu - sigma_t) / mu (null) are differentiated once, the discrete choice (P_s) is not:
-        null:    d sigma_t += dL L * (-1 / (mu - sigma_t))
-        scatter: d sigma_t += dL L / sigma_t,  d albedo += dL L / albedo
-  * NEE transmittance T (ratio tracking: T = prod_k (1 - sigma_t(x_k) / mu)) is differentiated by
-    a nested replay: the sampler state is saved before the shadow ray, T is estimated, then the
-    same shadow ray is walked again with the saved state and every factor gets
-    d sigma_t(x_k) += dT * T / (1 - sigma_t(x_k)/mu) * (-1/mu), dT = dL * (NEE term without T).
+  * delta tracking in grids: the marginal flight weights exp(-tau(t)) sigma_s(t) (collision) and
+    exp(-tau) (escape) are differentiated (walk/media.py): attenuation -dL L d tau by a quadrature
+    of the flight, albedo at the collision, and the in-scattering term split into its direct part,
+    estimated along the whole flight by ``inscatter_points`` emitter samples (``inscatter_adjoint``),
+    and the indirect rest, dL L_ind / sigma_t at the collision x_s, added at the next real vertex
+    (``pend``: L_ind = what L still holds once x_s's NEE and the emitter hit by its phase sample
+    have been subtracted) or at the end of the path.
+  * NEE transmittance (ratio tracking) by a nested replay of the shadow ray's geometry with the
+    sampler state saved before it: d sigma_t += -dT * T * d tau, dT = dL * (NEE term without T).
   * phase functions: d g += (dL . L) (dp/dg) / p for sampled directions; NEE: (dL . term / p) dp/dg.
   * surfaces as in path.py (BSDF parameters, normal maps, emitters).
 No per-vertex storage: memory is constant in path length.
@@ -57,17 +58,21 @@ from ..core.math import BIG, max3, vec3
 from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
 from ..media import medium as med
-from ..schema import Number
+from ..schema import Integer, Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
-from ..walk.media import DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, target_medium
-from ..walk.state import adjoint_on, camera_state
+from ..walk.media import (DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, inscatter_adjoint,
+                          inscatter_flush, target_medium, tracked)
+from ..walk.state import PRIMAL, adjoint_on, camera_state
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
 KEYS = path.KEYS + (Number("step_size", default=0.0, lo=0.0,
-                           doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),)
+                           doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),
+                    Integer("inscatter_points", default=4, lo=0, hi=64,
+                            doc="prbvolpath, grid media: points per flight segment at which the gradient "
+                                "estimates the direct in-scattered light (0: the collision alone)"))
 
 
 @ti.func
@@ -76,6 +81,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     """Continue path state s through surfaces and media until it ends (vis: MediumVisibility.of(march),
     which also names the free-flight estimator)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
+    pend = 0                      # a grid-medium collision whose in-scattering term awaits its indirect radiance
+    pend_x = vec3(0.0)
+    pend_m = -1
     while s.active:
         tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
@@ -86,6 +94,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         scattered = 0
         xs = vec3(0.0)
         if s.medium >= 0:
+            if ti.static(mode != PRIMAL):
+                if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
+                    inscatter_adjoint(st, em, vis, s.medium, s.o, s.d, t_surf, s.beta, sampler, dL)
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL,
                                        adjoint_on(mode, s, dL))
             rq = s.r * q
@@ -120,6 +131,14 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
             real = 0
             s.active = 0
         if real == 1:
+            if ti.static(mode != PRIMAL):
+                if pend == 1 and adjoint_on(mode, s, dL):
+                    inscatter_flush(st, pend_m, pend_x, s.L, dL)   # s.L: what x_pend's direct terms left
+                pend = 0
+                if scattered == 1 and tracked(st, vis, s.medium):
+                    pend = 1
+                    pend_x = xs
+                    pend_m = s.medium
             crossings = 0
             v = vertex.medium_vertex(xs, s.d, s.medium)
             if scattered == 0:
@@ -130,6 +149,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                 s.medium = target_medium(st, si.shape, bs.wo, si.ng, s.medium)
             if s.active:
                 steps.russian_roulette(s, sampler, rr_depth, RR_MAX)
+    if ti.static(mode != PRIMAL):
+        if pend == 1 and adjoint_on(mode, s, dL):
+            inscatter_flush(st, pend_m, pend_x, s.L, dL)
 
 
 @ti.func
@@ -168,15 +190,17 @@ def kernel_dispatch(scene):
     return dispatch(tuple(levels)), scene.em_mask | emitter_registry.ALL
 
 
-def args(scene, integrator=None):
+def args(scene, integrator=None, gradient=False):
     """Kernel arguments of a volume integrator: vis (the shadow-ray / free-flight estimators for DELTA
-    tracking or ray MARCHing), max_depth, rr_depth, hide, step."""
+    tracking or ray MARCHing; for the gradient kernel of delta tracking, also the points of the
+    in-scattering quadrature), max_depth, rr_depth, hide, step."""
     a = path.args(scene, integrator)
     t = integrator or scene.integrator["type"]
     kinds = {bool(m.flags & HOMOGENEOUS) for m in scene.desc.media}
     if backend.current_arch() == "cpu":   # the superset (see kernel_dispatch)
         kinds = {True, False}
-    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds)
+    split = int(scene.integrator.get("inscatter_points", 4)) if gradient and t != "volpath_raymarch" else 0
+    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds, split)
     return SimpleNamespace(vis=vis, max_depth=a.max_depth, rr_depth=a.rr_depth, hide=a.hide,
                            step=float(scene.integrator.get("step_size", 0.0)))
 

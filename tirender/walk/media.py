@@ -8,12 +8,16 @@ tentative collision x, with P_s = sigma_t,h(x) / mu (h: the path's hero channel;
 scattering with probability P_s, weight sigma_s(x) / (mu P_s); null scattering otherwise, weight
 (mu - sigma_t(x)) / (mu (1 - P_s)). Every event also yields the pdf ratios q_c = p_c / p_h of the
 other channels' strategies (spectral MIS, see media/homogeneous.py). Adjoint (given L, the radiance
-the weight multiplies, and its adjoint dL): each weight w contributes dL L (dw/dπ) / w:
-    null:    d sigma_t += dL L * (-1 / (mu - sigma_t))
-    scatter: d sigma_t += dL L / sigma_t,  d albedo += dL L / albedo
-Ratio tracking T = prod_k (1 - sigma_t(x_k) / mu) is differentiated by a nested replay of the
-shadow ray (the caller saves the sampler state before the primal estimate):
-    d sigma_t(x_k) += dT T / (1 - sigma_t(x_k)/mu) * (-1/mu).
+the weight multiplies, and its adjoint dL; G = dL L): the *marginal* weights are differentiated
+(exp(-tau(t)) sigma_s(t) at a collision, exp(-tau) for an escape or a shadow segment), see _track:
+    attenuation:    d sigma_t += -G dt at stratified points of the flight before the collision
+    in-scattering:  direct part by a quadrature along the flight (inscatter_adjoint), indirect rest
+                    at the collision (inscatter_flush, called by the walk); or G / sigma_t at the
+                    collision (SPLIT = 0)
+    albedo:         d albedo += G / albedo at the collision
+Ratio tracking T = prod_k (1 - sigma_t(x_k) / mu) (shadow rays) is differentiated by a nested replay
+of the shadow ray's geometry with a copy of the sampler: d sigma_t += -dT T_total dt at stratified
+points of each segment in a grid medium.
 Ray marching (step: ``st.info_f[INFO_MARCH_STEP]`` world units, or half the smallest voxel): grid
 media are piecewise constant along the ray at jittered points; with the collision positions fixed,
 d w_c / w_c = -dt d sigma_c(x_j) before the collision and (1/sigma_c - dtt) d sigma_c +
@@ -25,8 +29,10 @@ from ..bsdfs.base import NULL
 from ..core.intersect import intersect
 from ..core.math import BIG, max3, safe_div, vec3
 from ..core.rng import PCG32
+from ..emitters import registry as emitters
 from ..media import homogeneous as hom
 from ..media import medium as med
+from ..media.phase import phase_eval
 from ..scene.storage import INFO_MARCH_STEP
 from .state import PRIMAL, REPLAY
 
@@ -136,18 +142,18 @@ def _optical_depth_adjoint(st: ti.template(), m, o, d, ta, tb, jitter, g):
 
 
 @ti.func
-def _side_jitter(sampler: ti.template()):
-    """A uniform number for the adjoint's quadrature that leaves `sampler` untouched (PRIMAL and
-    REPLAY walks stay aligned): a copy on another PCG stream, advanced twice (PCG's first output is
+def _side_stream(sampler: ti.template()):
+    """Random numbers for the adjoint's quadratures that leave `sampler` untouched (so PRIMAL and
+    REPLAY walks stay aligned): a copy on another PCG stream, advanced once (PCG's first output is
     a function of the shared state alone)."""
     side = PCG32(state=sampler.state, inc=sampler.inc ^ ti.u64(0x5851F42D4C957F2C))
     side.next_u32()
-    return side.next_1d()
+    return side
 
 
 @ti.func
-def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d, tmax, hero, sampler: ti.template(),
-           L, dL, adj, T_total, dT):
+def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: ti.template(), m, o, d, tmax, hero,
+           sampler: ti.template(), L, dL, adj, T_total, dT):
     """Null-collision tracking through grid medium m with its majorant mu on the bbox-clipped part of
     o + t d, t in [0, tmax): tentative collisions at exponential steps of rate mu, and at each x
       * delta tracking (ratio = False, free flights): real scattering with probability
@@ -213,8 +219,12 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), m, o, d
             t_end = t1
             if scattered == 1:
                 t_end = ts
-                med.coefficients_adjoint(st, m, o + ts * d, safe_div(g, sig_hit), safe_div(g, alb_hit))
-            _optical_depth_adjoint(st, m, o, d, t0, t_end, _side_jitter(sampler), -g)
+                g_sig = safe_div(g, sig_hit)
+                if ti.static(split):
+                    g_sig = vec3(0.0)    # the in-scattering term: inscatter_adjoint + the walk's flush
+                med.coefficients_adjoint(st, m, o + ts * d, g_sig, safe_div(g, alb_hit))
+            side = _side_stream(sampler)
+            _optical_depth_adjoint(st, m, o, d, t0, t_end, side.next_1d(), -g)
     return scattered, ts, w, q
 
 
@@ -265,7 +275,8 @@ def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o
     elif ti.static(est.GRID and est.MARCH == MARCH):
         scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, sampler, L, dL, adj)
     elif ti.static(est.GRID):
-        scattered, ts, w, q = _track(st, mode, False, m, o, d, tmax, hero, sampler, L, dL, adj, vec3(0.0), vec3(0.0))
+        scattered, ts, w, q = _track(st, mode, False, est.SPLIT > 0, m, o, d, tmax, hero, sampler, L, dL, adj,
+                                     vec3(0.0), vec3(0.0))
     return scattered, ts, w, q
 
 
@@ -283,7 +294,7 @@ def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.templa
     elif ti.static(est.GRID and est.MARCH == MARCH):
         T = march_transmittance(st, mode, m, o, d, s, sampler, T_total, dT)
     elif ti.static(est.GRID):
-        hit, t_end, T, q = _track(st, mode, True, m, o, d, s, 0, sampler, vec3(0.0), vec3(0.0), mode == REPLAY,
+        hit, t_end, T, q = _track(st, mode, True, False, m, o, d, s, 0, sampler, vec3(0.0), vec3(0.0), mode == REPLAY,
                                   T_total, dT)
     return T
 
@@ -329,19 +340,94 @@ def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o,
     return T
 
 
+@ti.func
+def tracked(st: ti.template(), est: ti.template(), m):
+    """Whether free flights in medium m use null-collision tracking with the split in-scattering
+    adjoint (a grid medium, DELTA tracking, est.SPLIT > 0) — the media inscatter_adjoint serves."""
+    res = False
+    if ti.static(est.GRID and est.MARCH == DELTA and est.SPLIT > 0):
+        res = m >= 0 and not _homogeneous(st, est, m)
+    return res
+
+
+@ti.func
+def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), m, o, d, tmax, beta,
+                      sampler: ti.template(), dL):
+    """The direct part of the in-scattering term of the density derivative of one flight segment
+    o + t d, t in [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
+
+    The flight's radiance L = int T(t) sigma_s(t) Ls(t) dt + T(t1) L_end has the density derivative
+    A - B: B (attenuation, -int_0^u d sigma_t) is differentiated by _track; A = int T alpha Ls
+    d sigma_t dt, which the collision alone samples at one point (G / sigma_t at x_s: few samples
+    per voxel), is split as Ls = Ls,direct + Ls,indirect. Here: est.SPLIT stratified points t_j
+    (jittered, spacing dt), T(t_j) by ratio tracking along the segment, Ls,direct(t_j) by one
+    emitter sample with its shadow ray (phase * T_shadow * Le / pdf, no MIS: emitter sampling alone
+    covers the direct light), and
+        d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls,direct(t_j) dt.
+    The indirect part stays with the collision: the walk adds G / sigma_t at x_s with the radiance
+    left once the direct terms of x_s (its NEE and the emitter its phase sample hits) have been
+    subtracted (see volpath.walk). All random numbers come from a side stream: the path's are untouched.
+    Unbiased for any est.SPLIT >= 1 (the quadrature and the ratio-tracking product are independent
+    unbiased estimates)."""
+    side = _side_stream(sampler)
+    t0, t1 = med.clip_bbox(st, m, o, d, tmax)
+    mu = st.med_majorant[m]
+    if t1 > t0 and t1 < BIG:
+        n = est.SPLIT
+        dt = (t1 - t0) / n
+        jitter = side.next_1d()
+        T = vec3(1.0)
+        tc = BIG
+        if mu > 0.0:
+            tc = t0 - ti.log(1.0 - side.next_1d()) / mu
+        j = 0
+        while j < n:
+            tj = t0 + (j + jitter) * dt
+            while tc < tj:                      # ratio tracking of T(t0, t_j)
+                sig_c, _ = med.coefficients(st, m, o + tc * d)
+                T *= ti.max(1.0 - sig_c / mu, 0.0)
+                tc += -ti.log(1.0 - side.next_1d()) / mu
+            if max3(T) <= 0.0:
+                j = n
+            else:
+                x = o + tj * d
+                ds = emitters.sample_emitter(st, em, x, side.next_2d())
+                if ds.emitter >= 0 and max3(ds.weight) > 0.0:
+                    ph = phase_eval(st, m, d, ds.d)
+                    if ph > 0.0:
+                        dist = ds.dist
+                        if dist < BIG:
+                            dist = (ds.p - x).norm() * (1.0 - 1e-4)
+                        Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, side, vec3(0.0), vec3(0.0))
+                        if max3(Tsh) > 0.0:
+                            _, alb = med.coefficients(st, m, x)
+                            med.sigma_t_adjoint(st, m, x, dL * beta * T * alb * (ph * dt) * Tsh * ds.weight)
+                j += 1
+
+
+@ti.func
+def inscatter_flush(st: ti.template(), m, x, L, dL):
+    """The indirect part of the in-scattering term at a collision x (see inscatter_adjoint):
+    d sigma_t(x) += dL L / sigma_t(x), L the radiance left after x's direct terms."""
+    sig, _ = med.coefficients(st, m, x)
+    med.sigma_t_adjoint(st, m, x, safe_div(dL * L, sig))
+
+
 class MediumVisibility:
     """Shadow rays through media and null interfaces (``nee``'s ``vis`` for volume integrators).
-    ``MediumVisibility.of(march, homogeneous, grid)`` is the class that also names the compiled
-    free-flight / transmittance estimators: MARCH (DELTA tracking or ray MARCHing in grids) and which
-    kinds of media the kernel handles (a kernel for homogeneous media only carries no tracking code)."""
+    ``MediumVisibility.of(march, homogeneous, grid, split)`` is the class that also names the compiled
+    free-flight / transmittance estimators: MARCH (DELTA tracking or ray MARCHing in grids), which
+    kinds of media the kernel handles (a kernel for homogeneous media only carries no tracking code)
+    and SPLIT, the points per flight of the direct in-scattering adjoint (inscatter_adjoint; 0: the
+    collision alone samples the in-scattering term)."""
     _cache = {}
 
     @classmethod
-    def of(cls, march, homogeneous=True, grid=True):
-        key = (march, bool(homogeneous), bool(grid))
+    def of(cls, march, homogeneous=True, grid=True, split=0):
+        key = (march, bool(homogeneous), bool(grid), int(split))
         if key not in cls._cache:
             class Vis:
-                MARCH, HOMOGENEOUS, GRID = key
+                MARCH, HOMOGENEOUS, GRID, SPLIT = key
 
                 @staticmethod
                 @ti.func
