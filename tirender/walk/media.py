@@ -37,6 +37,7 @@ from ..scene.storage import INFO_MARCH_STEP
 from .state import PRIMAL, REPLAY
 
 DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
+QUADRATURE_VOXELS = 1.0     # spacing of the optical-depth adjoint's points, in voxels
 MAX_CROSSINGS = 256          # null interfaces crossed by one path segment chain (guard)
 
 
@@ -136,7 +137,8 @@ def _optical_depth_adjoint(st: ti.template(), m, o, d, ta, tb, jitter, g):
     d sigma_t(x) += g dt at stratified points x_j = o + (ta + (j + jitter) dt) d, one per voxel length
     (an unbiased estimate of the line integral of the trilinear weights for a uniform jitter)."""
     if tb > ta:
-        n, dt = _steps(st, m, ta, tb)
+        n = ti.max(1, ti.cast(ti.ceil((tb - ta) / (QUADRATURE_VOXELS * 2.0 * med.default_step(st, m))), ti.i32))
+        dt = (tb - ta) / n
         for j in range(n):
             med.sigma_t_adjoint(st, m, o + (ta + (j + jitter) * dt) * d, g * dt)
 
