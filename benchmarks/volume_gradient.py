@@ -87,10 +87,11 @@ def main():
         sc.integrator["inscatter_points"] = a.inscatter_points
     gradient(sc, targets, a.spp, a.spp, 0)                       # compile
     est = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for s in range(2 * a.pool):
         est.append(gradient(sc, targets, a.spp, a.spp, 1 + s).ravel())
     dt = (time.perf_counter() - t0) / (2 * a.pool)
+    dc = (time.process_time() - c0) / (2 * a.pool)
     r1 = np.corrcoef(est[0], est[1])[0, 1]
     ga, gb = np.mean(est[0::2], axis=0), np.mean(est[1::2], axis=0)
     rp = np.corrcoef(ga, gb)[0, 1]
@@ -99,7 +100,7 @@ def main():
     print(f"  correlation of two independent estimates: {r1:.3f}")
     print(f"  correlation of two means of {a.pool} estimates: {rp:.3f}")
     print(f"  sum over voxels: {sums.mean():.5g} ± {sums.std(ddof=1) / np.sqrt(len(sums)):.2g} (over {len(sums)})")
-    print(f"  seconds per gradient (6 views, primal + adjoint): {dt:.2f}")
+    print(f"  seconds per gradient (6 views, primal + adjoint): {dt:.2f} wall, {dc:.2f} CPU (load {os.getloadavg()[0]:.1f})")
     if a.seeds:
         mg, sg, mf, sf, z = fd_check(sc, targets, a.fd_spp, a.seeds, 0.005)
         print(f"  <grad, 1> view 0, fixed adjoint image: PRB {mg:.5g} ± {sg:.2g}, FD {mf:.5g} ± {sf:.2g}, z = {z:+.2f}")
