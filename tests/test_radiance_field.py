@@ -372,7 +372,24 @@ def test_upsampling_preserves_image():
     cams = sphere_cameras(1, 3.2)
     a = render_field_views(fld, cams, 45, 32, 32)[0]
     b = render_field_views(up, cams, 45, 32, 32)[0]
-    assert np.abs(a - b).mean() < 0.02
+    c = render_field_views(fld.resampled(40, "trilinear"), cams, 45, 32, 32)[0]
+    assert np.abs(a - b).mean() < 0.02 and np.abs(a - c).mean() < 0.02   # cubic (default), trilinear
+
+
+def test_color_clip_saved_and_rendered(tmp_path):
+    """color_clip survives save/load and clamps what the forward renders (a bright emitter ≤ 1)."""
+    from tirender.radiance_field import RadianceField, render_rays
+    P = np.zeros((4, 4, 4, 4))
+    P[..., 0] = 50.0                        # opaque
+    P[..., 1:4] = 3.0                       # colour 3 × SH_C0 ≈ 0.85 … scaled up below
+    kw = dict(sh_degree=0, color_activation="none", params=P * [1, 2, 2, 2])
+    o, d = np.array([[0.0, 0.0, -3.0]]), np.array([[0.0, 0.0, 1.0]])
+    assert render_rays(RadianceField(4, **kw), o, d)[0].min() > 1.5
+    f = RadianceField(4, color_clip=True, **kw)
+    f.save(str(tmp_path / "f.npz"))
+    g, _ = RadianceField.load(str(tmp_path / "f.npz"))
+    assert g.color_clip and not RadianceField(4, **kw).color_clip
+    np.testing.assert_allclose(render_rays(g, o, d)[0], 1.0, atol=1e-5)
 
 
 def _quadratic(R):
