@@ -5,7 +5,8 @@ layout of :meth:`RadianceField.to_numpy`. A destination voxel centre i (of R_d) 
 coordinate u = (i + ½)·R_s/R_d − ½ (in source voxels), clamped to [0, R_s − 1] — the same
 clamp-to-edge as the field's lookup, so the field beyond the outer centres stays constant.
 
-Methods (separable, one axis at a time, float64):
+Methods (separable, one axis at a time; float32 grids stay float32 — the field's own precision,
+2-3× faster on a 64³ × 28 grid — anything else is computed in float64):
     "trilinear": linear interpolation of the two nearest source centres per axis.
     "cubic":     Catmull-Rom (Keys, a = −½) interpolation of the four nearest centres per axis
                  (taps beyond the edge are replicated): reproduces polynomials up to degree 2
@@ -34,10 +35,14 @@ def _axis_weights(Rs, Rd, method):
 
 
 def resample(a, res, method="cubic"):
-    """Grid a (R, R, R, C) (or (R, R, R)) resampled to (res, res, res[, C]) by ``method``; float64."""
-    out = np.asarray(a, np.float64)
+    """Grid a (R, R, R, C) (or (R, R, R)) resampled to (res, res, res[, C]) by ``method``
+    (float32 in → float32 out, else float64)."""
+    out = np.asarray(a)
+    if out.dtype != np.float32:
+        out = out.astype(np.float64)
     for axis in range(3):
         taps, w = _axis_weights(out.shape[axis], int(res), method)
+        w = w.astype(out.dtype)
         shape = [1] * out.ndim
         shape[axis] = int(res)
         acc = 0.0

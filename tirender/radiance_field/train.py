@@ -433,11 +433,11 @@ class Trainer:
         s = (res / fld.res) ** 3
         out = {"t": k}
         for key, beta, power in (("m", opt.beta1, 1), ("v", opt.beta2, 2)):
-            g = fld.flat_to_grid(np.asarray(st[key], np.float64)[:n]) / (1.0 - beta ** t)
+            g = fld.flat_to_grid(np.asarray(st[key], np.float32)[:n]) * np.float32(1.0 / (1.0 - beta ** t))
             g = g if res == fld.res else resample(g, res, method)
             if key == "v":
                 g = np.maximum(g, 0.0)
-            out[key] = fld.grid_to_flat(g * ((1.0 - beta ** k) / s ** power))
+            out[key] = fld.grid_to_flat(g * np.float32((1.0 - beta ** k) / s ** power))
         return out
 
     def _make_init(self, res):
@@ -588,7 +588,10 @@ class Trainer:
             st = self.stages[si]
             if si != start_stage or ck is None:
                 res0 = self.field.res if self._stage is not None else None
+                t0 = time.perf_counter()
                 self.enter_stage(si)
+                if res0 is not None:   # the upsampling (grid and Adam state) is training work
+                    self.train_time += time.perf_counter() - t0
                 it0 = 0
                 if every and res0 is not None:   # the upsampling's own effect, before any step
                     p, _ = self.heldout_psnr()
