@@ -137,7 +137,8 @@ def main(argv=None):
         res["speed"] = speed(ds, (16, 32, 64), 2 if a.quick else 5, 40, log)
     if not a.skip_quality:
         stages = ([{"res": 16, "iters": 100}, {"res": 32, "iters": 100}] if a.quick else
-                  [{"res": 16, "iters": 200}, {"res": 32, "iters": 200}, {"res": 64, "iters": 200}])
+                  [{"res": 16, "iters": 200}, {"res": 32, "iters": 200},
+                   {"res": 64, "iters": 200, "lr_scale": 0.5}])   # the default config's schedule
         log(f"fixed schedule {[(s['res'], s['iters']) for s in stages]}, batch 4096 rays:")
         res["quality"] = quality(ds, stages, 4096, 50, log)
         log(f"time to PSNR: {res['quality']['time_to_psnr']}")

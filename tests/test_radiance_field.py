@@ -59,7 +59,7 @@ def ref_forward_backward(P, meta, o, d, jit, ref):
                     pre += w * (Y @ P[idx][1:].reshape(K, 3))
                     corners.append((w, idx))
                 sig, dsig = _act_np(s, meta["density_activation"])
-                col, dcol = _cact_np(pre, meta["color_activation"])
+                col, dcol = _cact_np(pre, meta["color_activation"], meta.get("color_clip", False))
                 a = 1 - np.exp(-sig * delta)
                 samples.append(dict(sig=sig, dsig=dsig, c=col, dc=dcol, a=a, T=T, corners=corners))
                 L = L + T * a * col
@@ -93,13 +93,18 @@ def _act_np(s, kind):
     return np.logaddexp(0, s), 1 / (1 + np.exp(-s))
 
 
-def _cact_np(p, kind):
+def _cact_np(p, kind, clip=False):
     if kind == "none":
-        return p, np.ones(3)
-    if kind == "relu":
-        return np.maximum(p, 0), (p > 0).astype(float)
-    s = 1 / (1 + np.exp(-p))
-    return s, s * (1 - s)
+        c, dc = p, np.ones(3)
+    elif kind == "relu":
+        c, dc = np.maximum(p, 0), (p > 0).astype(float)
+    else:
+        c = 1 / (1 + np.exp(-p))
+        dc = c * (1 - c)
+    if clip:   # colour clamped to [0, 1]: zero derivative where the clamp is active
+        dc = np.where((c < 0) | (c > 1), 0.0, dc)
+        c = np.clip(c, 0, 1)
+    return c, dc
 
 
 def _scene(rng, deg, n_rays=24, R=5, dens=1.0):
@@ -130,13 +135,17 @@ def child_main():
                                          render_rays)
     out = {}
     rng = np.random.default_rng(7)
-    cases = [(0, "relu", "none", 0.0), (1, "relu", "none", 0.0), (2, "relu", "none", 0.0),
-             (2, "softplus", "sigmoid", 1e-3), (1, "relu", "relu", 2e-2)]
-    for deg, dact, cact, t_min in cases:
-        name = f"deg{deg}_{dact}_{cact}_tmin{t_min:g}"
+    cases = [(0, "relu", "none", 0.0, False), (1, "relu", "none", 0.0, False), (2, "relu", "none", 0.0, False),
+             (2, "softplus", "sigmoid", 1e-3, False), (1, "relu", "relu", 2e-2, False),
+             (1, "relu", "none", 0.0, True), (2, "softplus", "relu", 0.0, True)]
+    for deg, dact, cact, t_min, clip in cases:
+        name = f"deg{deg}_{dact}_{cact}_tmin{t_min:g}" + ("_clip" if clip else "")
         P, o, d, jit, ref = _scene(rng, deg, dens=4.0 if t_min else 1.0)
+        if clip:
+            P[..., 1:] *= 4.0   # colours well outside [0, 1]: the clamp is active on many points
         meta = dict(res=P.shape[0], sh_degree=deg, bbox_min=(-1, -1, -0.8), bbox_max=(1, 0.9, 1), step=0.7,
-                    background=(0.2, 0.1, 0.3), t_min=t_min, density_activation=dact, color_activation=cact)
+                    background=(0.2, 0.1, 0.3), t_min=t_min, density_activation=dact, color_activation=cact,
+                    color_clip=clip)
         fld = RadianceField(params=P, **meta)
 
         def loss_of(params):
@@ -176,6 +185,19 @@ def child_main():
         for ch in range(C):
             order = np.argsort(-flat[:, ch])[:2]
             picks += [(v, ch) for v in order if flat[v, ch] > 1e-3 * scale]
+        clip_extra = {}
+        if clip:
+            # also the parameters with the largest gradients *without* the clamp: where the clamp
+            # is active the true gradient is (near) zero, which a backward ignoring it would miss
+            nf = RadianceField(params=P, **dict(meta, color_clip=False))
+            L0, ns0 = render_rays(nf, o, d, jit)
+            nf.zero_grad()
+            backward_rays(nf, o, d, jit, L0, loss_and_adjoint(L0, ref)[1], ns0)
+            g0 = np.abs(nf.grad_numpy()).reshape(-1, C)
+            for ch in range(1, C):
+                picks += [(v, ch) for v in np.argsort(-g0[:, ch])[:3]]
+            clip_extra = dict(clip_L_change=float(np.abs(L - L0).max()),
+                              clip_zeroed=int(np.sum((np.abs(g).reshape(-1, C) < 1e-12) & (g0 > 1e-3 * scale))))
         fd_err, fd_n = 0.0, 0
         for v, ch in picks:
             idx = np.unravel_index(v, P.shape[:3]) + (ch,)
@@ -184,7 +206,7 @@ def child_main():
             Pp[idx] += h
             Pm[idx] -= h
             fd = (loss_of(Pp) - loss_of(Pm)) / (2 * h)
-            fd_err = max(fd_err, abs(g[idx] - fd) / abs(fd))
+            fd_err = max(fd_err, abs(g[idx] - fd) / max(abs(fd), 1e-3 * scale))
             fd_n += 1
         res_out = dict(
             fd_rel=fd_err, fd_checked=fd_n,
@@ -195,7 +217,7 @@ def child_main():
             l1_rel=l1_rel, l1_loss_err=abs(fl1 - l1) / l1,
             L_err=float(np.abs(L - rL).max()), loss_err=abs(loss - rloss) / rloss,
             steps_equal=bool(np.array_equal(ns, rns)), mean_steps=float(ns.mean()),
-            terminated=int(np.sum(ns < full_ns)),
+            terminated=int(np.sum(ns < full_ns)), **clip_extra,
         )
         out[name] = res_out
     print("RESULT " + json.dumps(out))
@@ -212,7 +234,8 @@ def f64_results():
 
 
 @pytest.mark.parametrize("case", ["deg0_relu_none_tmin0", "deg1_relu_none_tmin0", "deg2_relu_none_tmin0",
-                                  "deg2_softplus_sigmoid_tmin0.001", "deg1_relu_relu_tmin0.02"])
+                                  "deg2_softplus_sigmoid_tmin0.001", "deg1_relu_relu_tmin0.02",
+                                  "deg1_relu_none_tmin0_clip", "deg2_softplus_relu_tmin0_clip"])
 @pytest.mark.slow
 def test_replay_gradients_f64(f64_results, case):
     r = f64_results[case]
@@ -225,6 +248,14 @@ def test_replay_gradients_f64(f64_results, case):
     assert r["fused_rel"] <= 1e-9, r         # one-kernel forward + δL + replay == separate kernels
     assert r["fused_loss_err"] <= 1e-10, r
     assert r["l1_rel"] <= 1e-9 and r["l1_loss_err"] <= 1e-10, r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["deg1_relu_none_tmin0_clip", "deg2_softplus_relu_tmin0_clip"])
+def test_color_clip_active(f64_results, case):
+    """The clip cases exercise the clamp: it changes L, and zeroes gradients the unclamped model has."""
+    r = f64_results[case]
+    assert r["clip_L_change"] > 1e-2 and r["clip_zeroed"] > 0, r
 
 
 @pytest.mark.slow
@@ -341,7 +372,129 @@ def test_upsampling_preserves_image():
     cams = sphere_cameras(1, 3.2)
     a = render_field_views(fld, cams, 45, 32, 32)[0]
     b = render_field_views(up, cams, 45, 32, 32)[0]
-    assert np.abs(a - b).mean() < 0.02
+    c = render_field_views(fld.resampled(40, "trilinear"), cams, 45, 32, 32)[0]
+    assert np.abs(a - b).mean() < 0.02 and np.abs(a - c).mean() < 0.02   # cubic (default), trilinear
+
+
+def test_color_clip_saved_and_rendered(tmp_path):
+    """color_clip survives save/load and clamps what the forward renders (a bright emitter ≤ 1)."""
+    from tirender.radiance_field import RadianceField, render_rays
+    P = np.zeros((4, 4, 4, 4))
+    P[..., 0] = 50.0                        # opaque
+    P[..., 1:4] = 3.0                       # colour 3 × SH_C0 ≈ 0.85 … scaled up below
+    kw = dict(sh_degree=0, color_activation="none", params=P * [1, 2, 2, 2])
+    o, d = np.array([[0.0, 0.0, -3.0]]), np.array([[0.0, 0.0, 1.0]])
+    assert render_rays(RadianceField(4, **kw), o, d)[0].min() > 1.5
+    f = RadianceField(4, color_clip=True, **kw)
+    f.save(str(tmp_path / "f.npz"))
+    g, _ = RadianceField.load(str(tmp_path / "f.npz"))
+    assert g.color_clip and not RadianceField(4, **kw).color_clip
+    np.testing.assert_allclose(render_rays(g, o, d)[0], 1.0, atol=1e-5)
+
+
+def _quadratic(R):
+    """A smooth test grid (R, R, R, 2) sampled at the voxel centres of [0, 1]³: a quadratic and a cross term."""
+    c = (np.arange(R) + 0.5) / R
+    z, y, x = np.meshgrid(c, c, c, indexing="ij")
+    return np.stack([1 + 2 * x - 3 * y * y + x * z + 0.5 * z * z, 0.3 - x * y + 2 * z * z], -1)
+
+
+def test_cubic_upsampling_reproduces_quadratic():
+    """Catmull-Rom reproduces a quadratic field exactly wherever its 4 taps lie inside the grid
+    (destination voxels 3 … 2R−4 of a 2× upsampling); trilinear does not."""
+    from tirender.radiance_field.resample import resample
+    for R, Rd in ((8, 16), (6, 15)):
+        truth = _quadratic(Rd)
+        lo = int(np.ceil(1.5 * Rd / R - 0.5))          # first destination voxel with u ≥ 1
+        hi = int(np.floor((R - 1.5) * Rd / R - 0.5))   # last with u ≤ R − 2
+        inner = (slice(lo, hi + 1),) * 3
+        cub = np.abs(resample(_quadratic(R), Rd, "cubic") - truth)[inner].max()
+        tri = np.abs(resample(_quadratic(R), Rd, "trilinear") - truth)[inner].max()
+        assert cub < 1e-12 and tri > 1e-3, (R, Rd, cub, tri)
+    # same resolution: both methods are the identity
+    g = np.random.default_rng(0).normal(size=(5, 5, 5, 3))
+    for m in ("cubic", "trilinear"):
+        np.testing.assert_allclose(resample(g, 5, m), g, atol=1e-12)
+
+
+def test_cubic_density_undershoot_clamped():
+    """Under ReLU the cubic lobes never push a raw density below min(trilinear, 0); softplus is left alone."""
+    from tirender.radiance_field.resample import resample, resample_field_params
+    P = np.zeros((6, 6, 6, 4))
+    P[:, :, 3:, 0] = 5.0                    # a step: Catmull-Rom undershoots next to it
+    P[:, :, 0, 0] = -2.0                    # a negative slab stays as trilinear would make it
+    cub = resample(P, 12, "cubic")[..., 0]
+    tri = resample(P, 12, "trilinear")[..., 0]
+    out = resample_field_params(P, 12, "cubic", "relu")[..., 0]
+    assert cub.min() < -0.1                 # the unclamped cubic does undershoot
+    assert np.all(out >= np.minimum(tri, 0.0) - 1e-12) and np.any(out < -1.0)
+    np.testing.assert_allclose(resample_field_params(P, 12, "cubic", "softplus"), resample(P, 12, "cubic"))
+
+
+def test_upsampling_carries_adam_state():
+    """adam_state: carry resamples Adam's bias-corrected moments like the grid (v ≥ 0), rescales them
+    by the chain rule to the finer voxels and re-enters them as k prior steps; reset zeroes them."""
+    from tirender.radiance_field.resample import resample, resample_field_params
+    from tirender.radiance_field.train import Trainer, load_dataset, parse_config
+    for mode in ("carry", "reset"):
+        cfg = parse_config(_small_cfg(adam_state=mode, deterministic=False))
+        tr = Trainer(cfg, load_dataset(cfg), log=lambda *_: None)
+        tr.prepare()
+        tr.enter_stage(0)
+        for it in range(3):
+            tr.step(it)
+        f = tr.field
+        old = tr.opt.state_dict()
+        m6, v6 = (f.flat_to_grid(old[k][:f.n_params]) for k in ("m", "v"))
+        P6 = f.to_numpy()
+        assert old["t"] == 3 and np.abs(m6).max() > 0
+        tr.enter_stage(1)
+        st = tr.opt.state_dict()
+        assert f.res == 8 and st["m"].shape == st["v"].shape == (8 ** 3 * f.C,)
+        m8, v8 = (f.flat_to_grid(st[k]) for k in ("m", "v"))
+        np.testing.assert_allclose(f.to_numpy(), resample_field_params(P6, 8, "cubic", "relu"), atol=1e-5)
+        if mode == "carry":
+            k, s, b1, b2 = tr.ADAM_PRIOR_STEPS, (8 / 6) ** 3, tr.opt.beta1, tr.opt.beta2
+            assert st["t"] == k
+            m_ref = resample(m6 / (1 - b1 ** 3), 8, "cubic") * (1 - b1 ** k) / s
+            v_ref = np.maximum(resample(v6 / (1 - b2 ** 3), 8, "cubic"), 0) * (1 - b2 ** k) / s ** 2
+            np.testing.assert_allclose(m8, m_ref, rtol=1e-4, atol=1e-6 * np.abs(m_ref).max())
+            np.testing.assert_allclose(v8, v_ref, rtol=1e-4, atol=1e-6 * v_ref.max())
+            assert v8.min() >= 0 and np.abs(m8).max() > 0
+        else:
+            assert st["t"] == 0 and not st["m"].any() and not st["v"].any()
+        assert np.isfinite(tr.step(3))
+
+
+def test_view_order_deterministic():
+    """shuffle: a permutation per epoch; sequential: 0, 1, …; random: uniform draws. All are
+    functions of (seed, iteration) only; different seeds give different orders."""
+    from tirender.radiance_field.train import Trainer, load_dataset, parse_config
+    cfg0 = parse_config(_small_cfg(batch="view"))
+    ds = load_dataset(cfg0)
+    V, n = len(ds.train), 24
+
+    def order(view_order, seed):
+        cfg = parse_config(dict(_small_cfg(batch="view", view_order=view_order), seed=seed))
+        tr = Trainer(cfg, ds, log=lambda *_: None)
+        return [tr.view_of(i) for i in range(n)]
+
+    for vo in ("shuffle", "sequential", "random"):
+        a = order(vo, 3)
+        assert a == order(vo, 3) and all(0 <= v < V for v in a), vo
+    assert order("sequential", 3) == [i % V for i in range(n)] == order("sequential", 4)
+    sh = order("shuffle", 3)
+    assert all(sorted(sh[e * V:(e + 1) * V]) == list(range(V)) for e in range(n // V))
+    assert sh != order("shuffle", 4) and order("random", 3) != order("random", 4)
+    rnd = order("random", 3)
+    assert any(sorted(rnd[e * V:(e + 1) * V]) != list(range(V)) for e in range(n // V))  # not per-epoch
+    # the batch of iteration i is the rays of that view
+    cfg = parse_config(_small_cfg(batch="view", view_order="random"))
+    tr = Trainer(cfg, ds, log=lambda *_: None)
+    tr.prepare()
+    tr.enter_stage(0)
+    HW = ds.height * ds.width
+    np.testing.assert_array_equal(tr.batch(5)[3], tr.ref[tr.view_of(5) * HW:(tr.view_of(5) + 1) * HW])
 
 
 @pytest.fixture(scope="module")
@@ -435,7 +588,10 @@ def test_config_errors():
     from tirender.radiance_field.train import parse_config
     bad = [({"train": {"batch": "lots"}}, "train.batch"), ({"field": {"sh_degree": 3}}, "field.sh_degree"),
            ({"train": {"stages": [{"res": 1, "iters": 3}]}}, "train.res"), ({"field": {"colour": 1}}, "field.colour"),
-           ({"dataset": {"type": "nerf"}}, "dataset.path"), ({"train": {"loss": "huber"}}, "train.loss")]
+           ({"dataset": {"type": "nerf"}}, "dataset.path"), ({"train": {"loss": "huber"}}, "train.loss"),
+           ({"train": {"upsample": "bicubic"}}, "train.upsample"), ({"train": {"adam_state": 1}}, "train.adam_state"),
+           ({"train": {"view_order": "reverse"}}, "train.view_order"),
+           ({"field": {"color_clip": "yes"}}, "field.color_clip")]
     for cfg, key in bad:
         with pytest.raises(ConfigError) as e:
             parse_config({"radiance_field": cfg}, "x.yaml")

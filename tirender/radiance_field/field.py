@@ -24,6 +24,12 @@ from ..errors import ConfigError
 
 DENSITY_ACTIVATIONS = {"relu": 0, "softplus": 1}
 COLOR_ACTIVATIONS = {"none": 0, "relu": 1, "sigmoid": 2}
+COLOR_CLIP = 4   # added to a colour-activation id: clamp the emitted colour to [0, 1] after the activation
+
+
+def color_code(activation, clip=False):
+    """Compile-time colour id of the kernels: COLOR_ACTIVATIONS[activation] (+ COLOR_CLIP when clip)."""
+    return COLOR_ACTIVATIONS[activation] + (COLOR_CLIP if clip else 0)
 
 # Real spherical harmonics up to degree 2 (same constants and signs as Plenoxels / Mitsuba).
 SH_C0 = 0.28209479177387814
@@ -98,20 +104,30 @@ def density_act(s, kind: ti.template()):
 
 @ti.func
 def color_act(p, kind: ti.template()):
-    """c = act(p) and dc/dp per channel (none, relu or sigmoid) for p: vec3."""
+    """c = act(p) and dc/dp per channel for p: vec3. kind (see :func:`color_code`): kind % 4 the
+    activation (none, relu or sigmoid); kind ≥ COLOR_CLIP then clamps c to [0, 1] (Mitsuba's
+    radiance-field tutorial clips its emission so), with dc/dp = 0 where the clamp is active."""
     c = p
     dc = ti.Vector([1.0, 1.0, 1.0], dt=float)
-    if ti.static(kind == 1):
+    if ti.static(kind % COLOR_CLIP == 1):
         for k in ti.static(range(3)):
             if p[k] <= 0.0:
                 c[k] = 0.0
                 dc[k] = 0.0
-    elif ti.static(kind == 2):
+    elif ti.static(kind % COLOR_CLIP == 2):
         for k in ti.static(range(3)):
             e = ti.exp(-ti.abs(p[k]))
             s = 1.0 / (1.0 + e) if p[k] >= 0.0 else e / (1.0 + e)
             c[k] = s
             dc[k] = s * (1.0 - s)
+    if ti.static(kind >= COLOR_CLIP):
+        for k in ti.static(range(3)):
+            if c[k] < 0.0:
+                c[k] = 0.0
+                dc[k] = 0.0
+            elif c[k] > 1.0:
+                c[k] = 1.0
+                dc[k] = 0.0
     return c, dc
 
 
@@ -215,25 +231,6 @@ def flush_voxel(g: ti.template(), v, a, Y, R, degree: ti.template(), expand: ti.
 
 
 @ti.kernel
-def _resample(src: ti.types.ndarray(), dst: ti.types.ndarray(), Rs: ti.i32, Rd: ti.i32, C: ti.i32):
-    """dst (Rd³·C, channel-last) = trilinear resampling of src (Rs³·C) at the destination voxel centres."""
-    for v, ch in ti.ndrange(Rd * Rd * Rd, C):
-        vx = v % Rd
-        vy = (v // Rd) % Rd
-        vz = v // (Rd * Rd)
-        u = (ti.Vector([vx, vy, vz], dt=float) + 0.5) * (Rs / Rd) - 0.5
-        u = ti.min(ti.max(u, 0.0), Rs - 1.0)
-        i0 = ti.max(ti.min(ti.cast(ti.floor(u), ti.i32), Rs - 2), 0)
-        f = u - ti.cast(i0, float)
-        acc = 0.0
-        for corner in ti.static(range(8)):
-            cx, cy, cz = corner & 1, (corner >> 1) & 1, (corner >> 2) & 1
-            w = (f[0] if cx else 1.0 - f[0]) * (f[1] if cy else 1.0 - f[1]) * (f[2] if cz else 1.0 - f[2])
-            acc += w * src[(((i0[2] + cz) * Rs + (i0[1] + cy)) * Rs + (i0[0] + cx)) * C + ch]
-        dst[v * C + ch] = acc
-
-
-@ti.kernel
 def _tv_grad(x: ti.template(), g: ti.template(), R: ti.i32, start: ti.i32, S: ti.template(),
              weight: float, want_value: ti.template()) -> float:
     """Add ∇ of TV = weight/N · Σ_v Σ_axes Σ_j (y[v+axis, j] − y[v, j])² into g, where
@@ -288,6 +285,7 @@ class RadianceField:
 
     res: R (voxels per axis, ≥ 2); sh_degree: 0…2; bbox_min/bbox_max: world box (3,);
     density_activation: "relu" | "softplus"; color_activation: "none" | "relu" | "sigmoid";
+    color_clip: clamp the emitted colour c to [0, 1] after the activation (zero gradient where clamped);
     step: ray-march step as a fraction of a voxel (δ = step · max(extent) / R, world units);
     background: RGB added with the final transmittance; t_min: early termination once T < t_min.
     Fields: ``x`` (R³·C parameters, layout in the module docstring) and ``grad`` (∂ℒ/∂x, same layout).
@@ -299,7 +297,7 @@ class RadianceField:
     def __init__(self, res, sh_degree=2, bbox_min=(-1, -1, -1), bbox_max=(1, 1, 1),
                  density_activation="relu", color_activation="none", step=1.0,
                  background=(0.0, 0.0, 0.0), t_min=1e-4, init_density=0.01, init_color=0.0,
-                 params=None, capacity=None):
+                 params=None, capacity=None, color_clip=False):
         backend.ensure_init()
         res = int(res)
         if res < 2:
@@ -321,6 +319,7 @@ class RadianceField:
         self.res, self.sh_degree = res, int(sh_degree)
         self.K, self.C = sh_count(sh_degree), channels(sh_degree)
         self.density_activation, self.color_activation = density_activation, color_activation
+        self.color_clip = bool(color_clip)
         self.step = float(step)
         self.background = np.asarray(background, np.float64).reshape(3)
         self.t_min = float(t_min)
@@ -386,9 +385,10 @@ class RadianceField:
                               key="res")
         self.res = res
 
-    def resize(self, res):
-        """Resample the grid to resolution res in place (needs capacity ≥ res³·C)."""
-        data = self._resample_to(res)
+    def resize(self, res, method="cubic"):
+        """Resample the grid to resolution res in place (needs capacity ≥ res³·C); method: see
+        :mod:`.resample` ("cubic" or "trilinear")."""
+        data = self._resample_to(res, method)
         self.set_resolution(res)
         self.from_numpy(data)
 
@@ -407,26 +407,24 @@ class RadianceField:
     def meta(self):
         return dict(res=self.res, sh_degree=self.sh_degree, bbox_min=self.bbox_min, bbox_max=self.bbox_max,
                     density_activation=self.density_activation, color_activation=self.color_activation,
-                    step=self.step, background=self.background, t_min=self.t_min)
+                    step=self.step, background=self.background, t_min=self.t_min, color_clip=self.color_clip)
 
-    def _resample_to(self, new_res):
-        src = np.ascontiguousarray(self.to_numpy().reshape(-1))
-        dst = np.zeros(int(new_res) ** 3 * self.C, src.dtype)
-        _resample(src, dst, self.res, int(new_res), self.C)
-        return dst
+    def _resample_to(self, new_res, method="cubic"):
+        from .resample import resample_field_params
+        return resample_field_params(self.to_numpy(), int(new_res), method, self.density_activation)
 
-    def resampled(self, new_res):
-        """A new field of resolution new_res (trilinear resampling of the raw parameters)."""
+    def resampled(self, new_res, method="cubic"):
+        """A new field of resolution new_res (the raw parameters resampled by ``method``, see :mod:`.resample`)."""
         m = self.meta()
         m["res"] = int(new_res)
-        return RadianceField(params=self._resample_to(new_res), **m)
+        return RadianceField(params=self._resample_to(new_res, method), **m)
 
-    def resample_into(self, dst):
-        """Write this grid, trilinearly resampled, into the existing field ``dst`` (same SH degree)."""
+    def resample_into(self, dst, method="cubic"):
+        """Write this grid, resampled by ``method``, into the existing field ``dst`` (same SH degree)."""
         if dst.C != self.C:
             raise ConfigError(f"cannot resample SH degree {self.sh_degree} into degree {dst.sh_degree}",
                               key="sh_degree")
-        dst.from_numpy(self._resample_to(dst.res))
+        dst.from_numpy(self._resample_to(dst.res, method))
 
     def lanes_bytes(self):
         """Bytes the private gradient copies of the "expand" backward would take."""
@@ -475,7 +473,7 @@ class RadianceField:
             if k not in z.files:
                 raise ConfigError(f"missing '{k}' (not a radiance field saved by tirender)", file=path, key=k)
         known = {"params", "res", "sh_degree", "bbox_min", "bbox_max", "density_activation",
-                 "color_activation", "step", "background", "t_min"}
+                 "color_activation", "step", "background", "t_min", "color_clip"}
         kw = {k: z[k] for k in known if k in z.files}
         for k in ("density_activation", "color_activation"):
             if k in kw:
@@ -485,5 +483,7 @@ class RadianceField:
         for k in ("step", "t_min"):
             if k in kw:
                 kw[k] = float(kw[k])
+        if "color_clip" in kw:
+            kw["color_clip"] = bool(kw["color_clip"])
         extra = {k: z[k] for k in z.files if k not in known}
         return RadianceField(**kw), extra

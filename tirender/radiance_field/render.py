@@ -20,8 +20,8 @@ import numpy as np
 import taichi as ti
 
 from .. import backend
-from .field import (COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, _corner, flush_voxel, np_float, query_adjoint,
-                    query_cell, sh_basis, trilinear_setup)
+from .field import (DENSITY_ACTIVATIONS, _corner, color_code, flush_voxel, np_float, query_adjoint, query_cell,
+                    sh_basis, trilinear_setup)
 
 LOSSES = {"l2": 0, "l1": 1}
 EXPAND_MAX_BYTES = 1 << 30     # "auto": private gradient copies on CPUs only while they fit in this ...
@@ -303,7 +303,7 @@ def _loss_kernel(L: ti.types.ndarray(), ref: ti.types.ndarray(), dL: ti.types.nd
 
 def _static(field):
     return (field.C, field.sh_degree, DENSITY_ACTIVATIONS[field.density_activation],
-            COLOR_ACTIVATIONS[field.color_activation])
+            color_code(field.color_activation, getattr(field, "color_clip", False)))
 
 
 def _rays(o, d, jitter):

@@ -3,7 +3,8 @@
 Each iteration: draw a batch of training pixels (or one full view), march them with per-ray
 jitter (forward), form ℒ and δL, replay the same rays backward into the grid gradient
 (no per-sample storage), add the TV gradient, take one Adam step. Between stages the grid is
-upsampled trilinearly (new fields once per stage) and Adam's moments are reset.
+upsampled in place (``train.upsample``: cubic or trilinear, see resample.py) and Adam's moments
+are resampled with it and rescaled to the finer voxels (``train.adam_state: carry``) or reset.
 
 Outputs in ``out_dir``: ``field.npz`` (final field + camera metadata for ``tirender render``),
 ``checkpoint.npz`` (written atomically, used by ``resume``), ``metrics.json`` (``heldout_psnr``
@@ -23,6 +24,10 @@ from ..progress import Progress
 from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
 from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, RadianceField, channels, np_float
 from .render import LOSSES, render_and_backward
+from .resample import METHODS as UPSAMPLE_METHODS, resample
+
+ADAM_STATES = ("carry", "reset")
+VIEW_ORDERS = ("shuffle", "sequential", "random")
 
 DEFAULTS = {
     "seed": 0,
@@ -31,11 +36,13 @@ DEFAULTS = {
                 "spp": 1},
     "field": {"bbox_min": [-1.0, -1.0, -1.0], "bbox_max": [1.0, 1.0, 1.0], "sh_degree": 2,
               "density_activation": "relu", "color_activation": "relu", "init_density": 0.01,
-              "init_color": 0.5, "step": 1.0, "background": None, "t_min": 1e-4},
-    "train": {"stages": [{"res": 16, "iters": 200}, {"res": 32, "iters": 200}, {"res": 64, "iters": 200}],
+              "init_color": 0.5, "step": 1.0, "background": None, "t_min": 1e-4, "color_clip": False},
+    "train": {"stages": [{"res": 16, "iters": 200}, {"res": 32, "iters": 200},
+                         {"res": 64, "iters": 200, "lr_scale": 0.5}],
               "batch": 4096, "loss": "l2", "lr_density": 0.2, "lr_color": 0.05, "lr_decay": 1.0,
               "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "pixel_jitter": False, "deterministic": False,
-              "eval_every": 0, "eval_spp": 1, "checkpoint_every": 100, "save_pngs": True},
+              "eval_every": 0, "eval_spp": 1, "checkpoint_every": 100, "save_pngs": True,
+              "upsample": "cubic", "adam_state": "carry", "view_order": "shuffle"},
 }
 
 
@@ -148,6 +155,8 @@ def parse_config(cfg, cfg_path=None):
     if fl["color_activation"] not in COLOR_ACTIVATIONS:
         raise ConfigError(f"unknown activation '{fl['color_activation']}' ({', '.join(COLOR_ACTIVATIONS)})",
                           file=f, key=key + "field.color_activation")
+    if not isinstance(fl["color_clip"], bool):
+        raise ConfigError(f"expected true or false, got {fl['color_clip']!r}", file=f, key=key + "field.color_clip")
     num("field", "step", 1e-6)
     num("field", "t_min", 0.0)
     num("field", "init_density")
@@ -187,6 +196,9 @@ def parse_config(cfg, cfg_path=None):
     for k in ("pixel_jitter", "deterministic"):
         if not isinstance(tr[k], bool):
             raise ConfigError(f"expected true or false, got {tr[k]!r}", file=f, key=key + "train." + k)
+    for k, allowed in (("upsample", UPSAMPLE_METHODS), ("adam_state", ADAM_STATES), ("view_order", VIEW_ORDERS)):
+        if tr[k] not in allowed:
+            raise ConfigError(f"expected one of {', '.join(allowed)}, got {tr[k]!r}", file=f, key=key + "train." + k)
     num("train", "eval_every", 0, True)
     num("train", "eval_spp", 1, True)
     num("train", "checkpoint_every", 0, True)
@@ -284,7 +296,9 @@ class Trainer:
     :meth:`prepare` allocates, before the loop, one field whose capacity holds the finest stage
     (every stage uses its first R³·C values, so every kernel compiles once) and the Adam state of
     every stage, and compiles the kernels on a few dummy rays: no field is created and no kernel
-    compiled inside the loop. A stage change resamples the grid in place and resets Adam.
+    compiled inside the loop. A stage change resamples the grid in place and carries Adam's
+    state over (resampled the same way, rescaled to the finer voxels) or resets it
+    (``train.adam_state``).
     """
 
     RAY_CACHE_MAX = 1 << 22   # precompute the training rays while there are at most this many pixels
@@ -316,7 +330,7 @@ class Trainer:
                              density_activation=fl["density_activation"], color_activation=fl["color_activation"],
                              step=fl["step"], background=self.background, t_min=fl["t_min"],
                              init_density=fl["init_density"], init_color=fl["init_color"], params=params,
-                             capacity=capacity)
+                             capacity=capacity, color_clip=fl["color_clip"])
 
     def _make_opt(self, stage_idx, fld):
         tr = self.cfg["train"]
@@ -369,24 +383,62 @@ class Trainer:
         self._stage = None  # the warm-up changed the values: the next stage starts from scratch
 
     def enter_stage(self, si, params=None):
-        """Make stage si current: the grid becomes ``params`` (R, R, R, C) if given, else the
-        previous stage's grid resampled (or the initial values for a first stage); Adam restarts."""
+        """Make stage si current: the grid becomes ``params`` (R, R, R, C) if given (Adam restarts:
+        a resume loads its state after this), else the previous stage's grid resampled by
+        ``train.upsample`` (or the initial values for a first stage). Coming from a previous stage
+        with ``train.adam_state: carry``, Adam's moments are carried over (see
+        :meth:`_resampled_adam_state`); with ``reset`` they restart from zero."""
+        tr = self.cfg["train"]
         res = self.stages[si]["res"]
         if si not in self._opts:
             self.prepare(si, warm=False)
         fld = self.field
+        carried = None
         if params is not None:
             fld.set_resolution(res)
             fld.from_numpy(params)
         elif self._stage is None:
             fld.set_resolution(res)
             fld.from_numpy(self._make_init(res))
-        elif fld.res != res:
-            fld.resize(res)
+        else:
+            if tr["adam_state"] == "carry" and self.opt is not None:
+                carried = self._resampled_adam_state(res)
+            if fld.res != res:
+                fld.resize(res, tr["upsample"])
         self._stage = si
         self.opt = self._opts[si]
         self.opt.reset()
+        if carried is not None:
+            self.opt.load_state_dict(carried)
         fld.zero_grad()
+
+    ADAM_PRIOR_STEPS = 10   # carry: the resampled moments weigh as this many Adam steps
+
+    def _resampled_adam_state(self, res):
+        """Adam state {m, v, t} for resolution res carried over from the current one.
+
+        Adam's bias-corrected moments m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ) are resampled like the grid
+        (v̂ clamped ≥ 0) and rescaled to the new voxel size by the chain rule: a coarse value's
+        gradient is the sum over the s = (R_new/R_old)³ finer values it becomes, so m̂ ← m̂/s,
+        v̂ ← v̂/s² (the step m̂/√v̂ is unchanged). They re-enter as a prior worth k =
+        ADAM_PRIOR_STEPS steps (m = (1 − β₁ᵏ)m̂, v = (1 − β₂ᵏ)v̂, t = k): the first steps continue
+        the coarse ones instead of Adam's ±lr restart, and the fine grid's own gradients take over
+        within a few k steps (an estimate carried with all of its t ≫ k steps would, where it is too
+        small, keep Adam's steps too large for ~1/(1 − β₂) = 1000 iterations)."""
+        fld, method, opt = self.field, self.cfg["train"]["upsample"], self.opt
+        st = opt.state_dict()
+        t, k, n = int(st["t"]), self.ADAM_PRIOR_STEPS, fld.n_params
+        if t == 0:
+            return None
+        s = (res / fld.res) ** 3
+        out = {"t": k}
+        for key, beta, power in (("m", opt.beta1, 1), ("v", opt.beta2, 2)):
+            g = fld.flat_to_grid(np.asarray(st[key], np.float32)[:n]) * np.float32(1.0 / (1.0 - beta ** t))
+            g = g if res == fld.res else resample(g, res, method)
+            if key == "v":
+                g = np.maximum(g, 0.0)
+            out[key] = fld.grid_to_flat(g * np.float32((1.0 - beta ** k) / s ** power))
+        return out
 
     def _make_init(self, res):
         fl = self.cfg["field"]
@@ -414,9 +466,7 @@ class Trainer:
         if b == "all":
             idx = np.arange(self.n_pix)
         elif b == "view":
-            V = len(self.ds.train)
-            perm = np.random.default_rng([self.cfg["seed"], global_it // V, 7]).permutation(V)
-            v = perm[global_it % V]
+            v = self.view_of(global_it)
             idx = np.arange(v * HW, (v + 1) * HW)
         else:
             idx = np.sort(rng.integers(0, self.n_pix, min(int(b), self.n_pix)))  # sorted: coherent rays
@@ -428,6 +478,19 @@ class Trainer:
         else:
             o, d = self._pixel_rays(idx)
         return o, d, jit, self.ref[idx]
+
+    def view_of(self, global_it):
+        """Training view (index into ``ds.train``) of iteration ``global_it`` when the batch is one
+        view, by ``train.view_order``: shuffle (a fresh permutation of the views every epoch of V
+        iterations), sequential (0, 1, …, V−1, 0, …) or random (uniform, independently per
+        iteration). A deterministic function of (seed, global_it)."""
+        V = len(self.ds.train)
+        order = self.cfg["train"]["view_order"]
+        if order == "sequential":
+            return global_it % V
+        if order == "random":
+            return int(np.random.default_rng([self.cfg["seed"], global_it, 11]).integers(V))
+        return int(np.random.default_rng([self.cfg["seed"], global_it // V, 7]).permutation(V)[global_it % V])
 
     def step(self, global_it):
         tr = self.cfg["train"]
@@ -524,8 +587,21 @@ class Trainer:
         for si in range(start_stage, len(self.stages)):
             st = self.stages[si]
             if si != start_stage or ck is None:
+                res0 = self.field.res if self._stage is not None else None
+                t0 = time.perf_counter()
                 self.enter_stage(si)
+                if res0 is not None:   # the upsampling (grid and Adam state) is training work
+                    self.train_time += time.perf_counter() - t0
                 it0 = 0
+                if every and res0 is not None:   # the upsampling's own effect, before any step
+                    p, _ = self.heldout_psnr()
+                    self.metrics["curve"].append({"iter": global_it, "time_s": round(self.train_time, 4),
+                                                  "res": st["res"], "heldout_psnr": p, "stage_start": True})
+                    before = self.metrics["heldout_psnr_per_stage"][-1] if self.metrics["heldout_psnr_per_stage"] \
+                        else float("nan")
+                    self.metrics.setdefault("upsampling", []).append(
+                        {"iter": global_it, "from_res": res0, "to_res": st["res"], "heldout_psnr_before": before,
+                         "heldout_psnr_after": p})
             else:
                 it0 = start_it
             loss = float("nan")
