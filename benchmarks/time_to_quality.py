@@ -7,6 +7,7 @@ peak RSS; and a PNG of parameter RMSE vs wall seconds.
 
     export DRJIT_LIBLLVM_PATH=/usr/lib/x86_64-linux-gnu/libLLVM-19.so   # set here when unset and present
     python3 benchmarks/time_to_quality.py [--task volume] [--iters N] [--out DIR] [--skip-mitsuba]
+                                          [--order tirender-first|mitsuba-first]
 
 Tasks (one function each, TASKS below; texture / cbox / radiance-field tasks can be added the same way):
 
@@ -209,11 +210,21 @@ def tirender_volume(spec, out):
     run = OptimizationRun(cfg, out=out)
     m = run.run(callback=lambda it, loss, imgs: stamps.append(time.perf_counter()))
     rows = read_rows(os.path.join(out, "loss.csv"))
+    # the loss's noise floor: the truth rendered at the last iteration's spp against the targets
+    from tirender.api import render
+    from tirender.optim.losses import l2
+    sc, name = run.scene, spec["param"]
+    truth = run.truth[name]
+    if sc.params.info(name).shape != truth.shape:
+        sc.resize_grid(name, truth.shape[:3])
+    sc.params[name] = truth
+    floor = float(np.mean([l2(render(sc, spp=rows[-1]["spp"], seed=driver_seed(7, 0, v, 0), sensor=v, progress=False),
+                              np.load(os.path.join(out, f"target_view{v}.npy")))[0] for v in spec["views"]]))
     p = m["params"][spec["param"]]
     h = m["holdout"][str(spec["holdout"][0])]
     setup = (stamps[0] - rows[0]["seconds"]) - t_proc if stamps else float("nan")
     return dict(rows=rows, rmse_start=p["rmse_start"], holdout_start=h["rmse_start"], holdout_end=h["rmse_end"],
-                setup_s=setup, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
+                setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
 
 
 def mitsuba_volume(spec, out):
@@ -310,11 +321,16 @@ def mitsuba_volume(spec, out):
             print(f"mitsuba it {it + 1}/{spec['iters']} {el:.1f} s loss {loss:.4g} rmse {rows[-1]['param_rmse']:.4f}",
                   file=sys.stderr, flush=True)
     hold_end = holdout()
+    peak = _rss_mb()
+    params[key] = mi.TensorXf(truth)   # the loss's noise floor (as in the tirender child)
+    params.update()
+    floor = float(np.mean([((render(v, rows[-1]["spp"], driver_seed(7, 0, v, 0)) - np.array(targets[v])) ** 2).mean()
+                           for v in spec["views"]]))
     write_rows(os.path.join(out, "loss.csv"), rows)
     np.save(os.path.join(out, "density.npy"), np.array(params[key]))
     hv = str(spec["holdout"][0])
     return dict(rows=rows, rmse_start=rmse_start, holdout_start=hold_start[int(hv)], holdout_end=hold_end[int(hv)],
-                setup_s=setup, peak_rss_mb=_rss_mb(), renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
+                setup_s=setup, loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
 
 
 CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume}
@@ -391,6 +407,7 @@ def table(title, ti, mi, stages, param_label):
     k = max(1, n // 10)
     add(f"L2 loss, mean of the last {k} iterations (vs own target)",
         lambda r: float(np.mean([x["loss"] for x in r["rows"][-k:]])), "{:.4g}")
+    add("L2 loss of the truth at the last spp (noise floor)", lambda r: r["loss_floor"], "{:.4g}")
     add("held-out view image RMSE start (vs own target)", lambda r: r["holdout_start"], "{:.4f}", ratio=False)
     add("held-out view image RMSE end", lambda r: r["holdout_end"], "{:.4f}")
     add("peak RSS MB", lambda r: r["peak_rss_mb"], "{:.0f}")
@@ -446,18 +463,20 @@ def run_task(name, a):
     out = os.path.join(os.path.abspath(a.out), name)
     os.makedirs(out, exist_ok=True)
     ok, why = (False, "--skip-mitsuba") if a.skip_mitsuba else sidebyside.mitsuba_available()
-    load0 = os.getloadavg()[0]
-    print(f"{name}: {what}; {spec['iters']} iterations, stages {spec['stages']}; running tirender "
-          f"(then Mitsuba 3) sequentially, one process at a time", flush=True)
-    t0 = time.perf_counter()
-    ti = run_child(ti_child, spec, os.path.join(out, "tirender"), os.path.join(out, "tirender.log"))
-    print(f"  tirender done in {time.perf_counter() - t0:.0f} s", flush=True)
-    mi = None
-    if ok:
-        t0 = time.perf_counter()
-        mi = run_child(mi_child, spec, os.path.join(out, "mitsuba"), os.path.join(out, "mitsuba.log"))
-        print(f"  Mitsuba 3 done in {time.perf_counter() - t0:.0f} s", flush=True)
-    load1 = os.getloadavg()[0]
+    jobs = [("tirender", ti_child), ("Mitsuba 3", mi_child)][:2 if ok else 1]
+    if a.order == "mitsuba-first":
+        jobs.reverse()
+    order = ", then ".join(j[0] for j in jobs)
+    print(f"{name}: {what}; {spec['iters']} iterations, stages {spec['stages']}; sequentially, one process at "
+          f"a time: {order}", flush=True)
+    res, loads = {}, []
+    for label, child in jobs:
+        l0, t0 = os.getloadavg()[0], time.perf_counter()
+        sub = "tirender" if label == "tirender" else "mitsuba"
+        res[label] = run_child(child, spec, os.path.join(out, sub), os.path.join(out, f"{sub}.log"))
+        loads.append(f"{label} {l0:.2f} -> {os.getloadavg()[0]:.2f}")
+        print(f"  {label} done in {time.perf_counter() - t0:.0f} s", flush=True)
+    ti, mi = res["tirender"], res.get("Mitsuba 3")
     with open(os.path.join(a.out, f"{name}_time_to_quality.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["renderer", "iteration", "seconds", "loss", "spp", "param_rmse"])
@@ -466,7 +485,7 @@ def run_task(name, a):
                 w.writerow([rn, x["iteration"], f"{x['seconds']:.3f}", f"{x['loss']:.8g}", x["spp"],
                             f"{x['param_rmse']:.8g}"])
     title = (f"\nTime to quality, {name} task ({what}), {spec['iters']} iterations, run sequentially "
-             f"(tirender, then Mitsuba 3), load average {load0:.2f} -> {load1:.2f}\n"
+             f"({order}); 1-min load average on 2 cores: {'; '.join(loads)}\n"
              f"  tirender: {ti['renderer']}" + (f"; Mitsuba 3: {mi['renderer']}" if mi else ""))
     print(table(title, ti, mi, spec["stages"], param_label))
     if not ok:
@@ -494,6 +513,8 @@ def main():
                     "multires switch and spp doubling scale with it")
     ap.add_argument("--out", default=os.path.join("out", "time_to_quality"))
     ap.add_argument("--skip-mitsuba", action="store_true", help="tirender's column only")
+    ap.add_argument("--order", default="tirender-first", choices=("tirender-first", "mitsuba-first"),
+                    help="which renderer runs first (they never run at the same time)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
