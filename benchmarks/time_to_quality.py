@@ -7,7 +7,7 @@ peak RSS; and a PNG of parameter RMSE vs wall seconds.
 
     export DRJIT_LIBLLVM_PATH=/usr/lib/x86_64-linux-gnu/libLLVM-19.so   # set here when unset and present
     python3 benchmarks/time_to_quality.py [--task volume] [--iters N] [--out DIR] [--skip-mitsuba]
-                                          [--order tirender-first|mitsuba-first]
+                                          [--order tirender-first|mitsuba-first] [--gradient-check]
 
 Tasks (one function each, TASKS below; texture / cbox / radiance-field tasks can be added the same way):
 
@@ -30,6 +30,11 @@ held-out start render; both renderers keep their kernels' on-disk caches, Taichi
 and Dr.Jit's ~/.drjit, so the "cold" first iteration includes compilation or a cache load of the
 gradient kernels). Peak RSS: each child process's ru_maxrss. The machines here are shared: the
 load average before and after is printed.
+
+--gradient-check (volume): instead of optimising, both renderers' density gradients at the start
+(32^3 at the init): the correlation of independent per-voxel estimates (variance), of their means
+(agreement), and <grad, 1> of a fixed linear image functional by PRB in both and by central finite
+differences in Mitsuba 3 (bias).
 
 Outputs in --out (default out/time_to_quality): <task>/tirender/ (the driver's own outputs,
 loss.csv ...), <task>/mitsuba/loss.csv (same columns), <task>_time_to_quality.csv (both),
@@ -227,9 +232,8 @@ def tirender_volume(spec, out):
                 setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
 
 
-def mitsuba_volume(spec, out):
-    """Child: the same task ported to Mitsuba 3 (llvm_ad_rgb), the driver's loop step by step."""
-    t_proc = time.perf_counter()
+def mitsuba_volume_scene(spec, out):
+    """The volume task's scene in Mitsuba 3 (llvm_ad_rgb): (mi, dr, scene, sensors, params, key, truth)."""
     import mitsuba as mi
     mi.set_variant("llvm_ad_rgb")
     import drjit as dr
@@ -260,8 +264,13 @@ def mitsuba_volume(spec, out):
     scene = mi.load_dict(d)
     sensors = {s.id(): s for s in scene.sensors()}
     sensors = [sensors[f"sensor{i}"] for i in range(len(spec["sensors"]))]
-    params = mi.traverse(scene)
-    key = "medium.sigma_t.data"
+    return mi, dr, scene, sensors, mi.traverse(scene), "medium.sigma_t.data", truth
+
+
+def mitsuba_volume(spec, out):
+    """Child: the same task ported to Mitsuba 3 (llvm_ad_rgb), the driver's loop step by step."""
+    t_proc = time.perf_counter()
+    mi, dr, scene, sensors, params, key, truth = mitsuba_volume_scene(spec, out)
 
     def render(v, spp, seed):
         img = mi.render(scene, sensor=sensors[v], spp=spp, seed=seed)
@@ -333,7 +342,124 @@ def mitsuba_volume(spec, out):
                 setup_s=setup, loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
 
 
-CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume}
+# -- --gradient-check: the density gradient at the start of the volume task, both renderers ----------
+GC_SEEDS = 8
+
+
+def _gc_dy(spec, out):
+    """Fixed adjoint images, the same for both renderers: 2 (I0 - T) / N / n_views with I0, T
+    tirender's 128-spp renders at the start and of the truth (written by the tirender child)."""
+    return np.load(os.path.join(out, "gc_dy.npy"))
+
+
+def tirender_volume_grad(spec, out):
+    """Child: (a) GC_SEEDS independent loss gradients at the start (the driver's first iteration:
+    32^3 at init, spp + spp_grad, its own targets); (b) <grad, 1> of the linear functional
+    sum_v <dy_v, I_v> (fixed dy) by PRB, mean and SE over seeds."""
+    import tirender
+    tirender.init("cpu")
+    from tirender.api import render, render_grad
+    from tirender.optim.losses import l2
+    os.makedirs(out, exist_ok=True)
+    sc = tirender.load_scene(VOLUME_CONFIG)
+    name, r0 = spec["param"], stage_res(0, spec["stages"])
+    T = {v: render(sc, spp=spec["target_spp"], seed=spec["target_seed"] + v, sensor=v, progress=False)
+         for v in spec["views"]}
+    sc.resize_grid(name, (r0,) * 3)
+    sc.params[name] = np.full(sc.params[name].shape, spec["init"], np.float32)
+    nv = len(spec["views"])
+    dy = np.stack([2.0 * (render(sc, spp=spec["target_spp"], seed=5000 + v, sensor=v, progress=False) - T[v])
+                   / T[v].size / nv for v in spec["views"]]).astype(np.float32)
+    np.save(os.path.join(out, "gc_dy.npy"), dy)
+    G, S = [], []
+    for k in range(GC_SEEDS):
+        g = 0.0
+        for v in spec["views"]:
+            img = render(sc, spp=spec["spp"], seed=driver_seed(100 + k, 0, v, 0), sensor=v, progress=False)
+            g = g + render_grad(sc, l2(img, T[v])[1] / nv, spp=spec["spp_grad"], seed=driver_seed(100 + k, 0, v, 1),
+                                sensor=v, progress=False)[name].astype(np.float64)
+        G.append(g.ravel())
+        S.append(sum(float(render_grad(sc, dy[i], spp=32, seed=driver_seed(300 + k, 0, v, 1), sensor=v,
+                                       progress=False)[name].astype(np.float64).sum())
+                     for i, v in enumerate(spec["views"])))
+    np.save(os.path.join(out, "gc_grads.npy"), np.array(G))
+    return dict(prb_sum=S)
+
+
+def mitsuba_volume_grad(spec, out):
+    """Child: as tirender_volume_grad in Mitsuba 3, plus a central finite difference of the linear
+    functional along all-ones (1024 spp, h = init / 5, two independent pairs)."""
+    mi, dr, scene, sensors, params, key, truth = mitsuba_volume_scene(spec, out)
+    r0, nv = stage_res(0, spec["stages"]), len(spec["views"])
+    T = {v: mi.TensorXf(np.array(mi.render(scene, sensor=sensors[v], spp=spec["target_spp"],
+                                           seed=spec["target_seed"] + v))[..., :3]) for v in spec["views"]}
+    dy = _gc_dy(spec, os.path.join(os.path.dirname(out), "tirender"))
+
+    def const(x):
+        params[key] = mi.TensorXf(np.full((r0, r0, r0, truth.shape[3]), x, np.float32))
+        params.update()
+    const(spec["init"])
+    G, S = [], []
+    for k in range(GC_SEEDS):
+        for what in ("loss", "linear"):
+            dr.enable_grad(params[key])
+            params.update()
+            for i, v in enumerate(spec["views"]):
+                if what == "loss":
+                    img = mi.render(scene, params, sensor=sensors[v], spp=spec["spp"], spp_grad=spec["spp_grad"],
+                                    seed=driver_seed(100 + k, 0, v, 0), seed_grad=driver_seed(100 + k, 0, v, 1))
+                    dr.backward(dr.mean(dr.square(img - T[v]), axis=None) / nv)
+                else:
+                    img = mi.render(scene, params, sensor=sensors[v], spp=4, spp_grad=32,
+                                    seed=driver_seed(300 + k, 0, v, 0), seed_grad=driver_seed(300 + k, 0, v, 1))
+                    dr.backward(dr.sum(img * mi.TensorXf(dy[i]), axis=None))
+            g = np.array(dr.grad(params[key])).astype(np.float64).ravel()
+            (G.append(g) if what == "loss" else S.append(float(g.sum())))
+            dr.disable_grad(params[key])
+            const(spec["init"])
+    h = spec["init"] / 5
+
+    def F(x, seed):
+        const(x)
+        return sum(float((np.array(mi.render(scene, sensor=sensors[v], spp=1024, seed=seed + v))[..., :3]
+                          * dy[i]).sum()) for i, v in enumerate(spec["views"]))
+    fd = [(F(spec["init"] + h, 7000 + 10 * k) - F(spec["init"] - h, 8000 + 10 * k)) / (2 * h) for k in range(2)]
+    np.save(os.path.join(out, "gc_grads.npy"), np.array(G))
+    return dict(prb_sum=S, fd=fd)
+
+
+def gradient_check(spec, out):
+    """Run both gradient children (sequentially) and print what they measured."""
+    ti = run_child("tirender_volume_grad", spec, os.path.join(out, "tirender"), os.path.join(out, "tirender_gc.log"))
+    mi = run_child("mitsuba_volume_grad", spec, os.path.join(out, "mitsuba"), os.path.join(out, "mitsuba_gc.log"))
+    A = np.load(os.path.join(out, "tirender", "gc_grads.npy"))
+    B = np.load(os.path.join(out, "mitsuba", "gc_grads.npy"))
+
+    def corr(x, y):
+        x, y = x - x.mean(), y - y.mean()
+        return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+
+    def pairs(G):
+        return float(np.mean([corr(G[i], G[j]) for i in range(len(G)) for j in range(i + 1, len(G))]))
+    n = len(A)
+    print(f"\ngradient check at the start of the task ({stage_res(0, spec['stages'])}^3 at {spec['init']}, "
+          f"{len(spec['views'])} views, {spec['spp']} + {spec['spp_grad']} spp, {n} seeds each, own targets):")
+    print(f"  correlation of two independent per-voxel gradients (mean over pairs): tirender {pairs(A):.3f}, "
+          f"Mitsuba 3 {pairs(B):.3f}; of the two {n}-seed means, tirender vs Mitsuba {corr(A.mean(0), B.mean(0)):.3f} "
+          f"(ceilings: halves of tirender {corr(A[:n // 2].mean(0), A[n // 2:].mean(0)):.3f}, of Mitsuba "
+          f"{corr(B[:n // 2].mean(0), B[n // 2:].mean(0)):.3f})")
+    print(f"  RMS per-voxel gradient: tirender {np.sqrt((A ** 2).mean()):.3g}, Mitsuba 3 {np.sqrt((B ** 2).mean()):.3g}")
+    ts, ms, fd = np.array(ti["prb_sum"]), np.array(mi["prb_sum"]), np.array(mi["fd"])
+
+    def se(x):
+        return x.std(ddof=1) / np.sqrt(len(x))
+    print(f"  <grad, 1> of sum_v <dy_v, I_v> (fixed dy, 32 adjoint spp): tirender PRB {ts.mean():.5g} ± {se(ts):.2g}, "
+          f"Mitsuba 3 PRB {ms.mean():.5g} ± {se(ms):.2g}, Mitsuba 3 central FD (1024 spp, 2 pairs) "
+          f"{fd.mean():.5g} ({', '.join(f'{x:.4g}' for x in fd)})")
+
+
+CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume,
+            "tirender_volume_grad": tirender_volume_grad, "mitsuba_volume_grad": mitsuba_volume_grad}
 
 
 def run_child(name, spec, out, log):
@@ -515,6 +641,8 @@ def main():
     ap.add_argument("--skip-mitsuba", action="store_true", help="tirender's column only")
     ap.add_argument("--order", default="tirender-first", choices=("tirender-first", "mitsuba-first"),
                     help="which renderer runs first (they never run at the same time)")
+    ap.add_argument("--gradient-check", action="store_true", help="volume task only: compare both renderers' "
+                    "density gradients at the start (variance, agreement, FD) instead of optimising")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -523,6 +651,12 @@ def main():
         return
     if a.iters is not None and a.iters < 2:
         ap.error("--iters must be at least 2")
+    if a.gradient_check:
+        ok, why = sidebyside.mitsuba_available()
+        if a.task != "volume" or not ok:
+            ap.error(f"--gradient-check needs --task volume and Mitsuba 3 ({why or a.task})")
+        gradient_check(volume_spec(a.iters), os.path.join(os.path.abspath(a.out), "volume_gradient_check"))
+        return
     run_task(a.task, a)
 
 
