@@ -331,12 +331,12 @@ def mitsuba_volume(spec, out):
                   file=sys.stderr, flush=True)
     hold_end = holdout()
     peak = _rss_mb()
+    np.save(os.path.join(out, "density.npy"), np.array(params[key]))
     params[key] = mi.TensorXf(truth)   # the loss's noise floor (as in the tirender child)
     params.update()
     floor = float(np.mean([((render(v, rows[-1]["spp"], driver_seed(7, 0, v, 0)) - np.array(targets[v])) ** 2).mean()
                            for v in spec["views"]]))
     write_rows(os.path.join(out, "loss.csv"), rows)
-    np.save(os.path.join(out, "density.npy"), np.array(params[key]))
     hv = str(spec["holdout"][0])
     return dict(rows=rows, rmse_start=rmse_start, holdout_start=hold_start[int(hv)], holdout_end=hold_end[int(hv)],
                 setup_s=setup, loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
