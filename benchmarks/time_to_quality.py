@@ -1,0 +1,664 @@
+"""Reconstruction quality per second (issue 20): a tirender reconstruction task and its exact
+Mitsuba 3 port run one after the other (never both at once), each in a fresh process; per iteration
+the wall time since the first iteration started, the image loss and the parameter RMSE against the
+ground truth; then one table: s/iteration and its ratio, the error of each at equal iterations, the
+time each needs to reach the other's final error, first-iteration (cold) time, held-out image error,
+peak RSS; and a PNG of parameter RMSE vs wall seconds.
+
+    export DRJIT_LIBLLVM_PATH=/usr/lib/x86_64-linux-gnu/libLLVM-19.so   # set here when unset and present
+    python3 benchmarks/time_to_quality.py [--task volume] [--iters N] [--out DIR] [--skip-mitsuba]
+                                          [--order tirender-first|mitsuba-first] [--gradient-check]
+
+Tasks (one function each, TASKS below; texture / cbox / radiance-field tasks can be added the same way):
+
+volume   configs/volume_recovery.yaml: the 64^3 smoke density (configs/volumes/smoke64.vol) from
+         6 views (64^2, fov 40) under the sky envmap, prbvolpath (max_depth 8, rr_depth 5), 32^3 for
+         100 iterations then 64^3 for 40 (--iters N moves the switch to round(100 N / 140)), Adam
+         (lr 0.05, Dr.Jit's absolute eps 1e-6), L2, 8 + 8 spp (16 + 16 at 64^3), density projected
+         onto [0, inf) (the model's bounds: what tirender's driver does), targets rendered by each
+         renderer from the truth at 128 spp, view 6 held out. tirender runs through its own driver
+         (tirender.optim.driver.OptimizationRun); Mitsuba 3 (llvm_ad_rgb) through a port of that
+         driver loop: mi.render(spp, spp_grad) per view, dr.backward of the per-view L2 / n_views,
+         mi.ad.Adam(lr=0.05, epsilon=1e-6) (Dr.Jit's step is tirender's absolute-eps step), the
+         coarse-to-fine switch resampling the density and Adam's moments by tirender's trilinear
+         resampling (voxel centres aligned) and keeping Adam's step count, as the driver does.
+         Density RMSE as the driver's param_rmse (OptimizationRun._rmse): the current grid
+         trilinearly resampled to the truth's 64^3, RMS difference over voxels.
+
+Timing: seconds since the first iteration started (after scene loading, target renders and the
+held-out start render; both renderers keep their kernels' on-disk caches, Taichi's offline cache
+and Dr.Jit's ~/.drjit, so the "cold" first iteration includes compilation or a cache load of the
+gradient kernels). Peak RSS: each child process's ru_maxrss. The machines here are shared: the
+load average before and after is printed.
+
+--gradient-check (volume): instead of optimising, both renderers' density gradients at the start
+(32^3 at the init): the correlation of independent per-voxel estimates (variance), of their means
+(agreement), and <grad, 1> of a fixed linear image functional by PRB in both and by central finite
+differences in Mitsuba 3 (bias).
+
+Outputs in --out (default out/time_to_quality): <task>/tirender/ (the driver's own outputs,
+loss.csv ...), <task>/mitsuba/loss.csv (same columns), <task>_time_to_quality.csv (both),
+<task>_rmse_vs_seconds.png (matplotlib if installed, else tirender's own headless line plot).
+"""
+import argparse
+import csv
+import json
+import os
+import resource
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+import sidebyside  # noqa: E402
+
+VOLUME_CONFIG = os.path.join(ROOT, "configs", "volume_recovery.yaml")
+
+
+# -- numpy helpers shared by both children (no Taichi, no Mitsuba) ----------------------------------
+def read_vol(path):
+    """Mitsuba .vol (float32 or uint8, as tirender.media.volfile.read_vol) -> (data (D, H, W, C)
+    float32, bbox_min, bbox_max)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    enc, xr, yr, zr, ch = struct.unpack("<5i", raw[4:24])
+    bbox = np.array(struct.unpack("<6f", raw[24:48]), np.float64)
+    n = xr * yr * zr * ch
+    if enc == 1:
+        data = np.frombuffer(raw, "<f4", count=n, offset=48).astype(np.float32)
+    elif enc == 3:
+        data = np.frombuffer(raw, "u1", count=n, offset=48).astype(np.float32) / 255.0
+    else:
+        raise ValueError(f"{path}: unsupported .vol encoding {enc}")
+    return data.reshape(zr, yr, xr, ch), bbox[:3], bbox[3:]
+
+
+def write_vol_f32(path, data, bmin, bmax):
+    zr, yr, xr, ch = data.shape
+    head = b"VOL" + bytes([3]) + struct.pack("<5i", 1, xr, yr, zr, ch)
+    head += struct.pack("<6f", *[float(v) for v in bmin], *[float(v) for v in bmax])
+    with open(path, "wb") as f:
+        f.write(head + np.ascontiguousarray(data, "<f4").tobytes())
+
+
+def resample_grid(data, r):
+    """tirender.media.grid.resample_grid without Taichi: trilinear, voxel centres aligned, clamped."""
+    data = np.asarray(data, np.float64)
+    r = (int(r),) * 3 if np.isscalar(r) else tuple(int(x) for x in r)
+    if data.shape[:3] == r:
+        return data.astype(np.float32)
+    D, H, W, C = data.shape
+
+    def axis(n_out, n):
+        p = (np.arange(n_out) + 0.5) / n_out * n - 0.5
+        pf = np.floor(p)
+        i = pf.astype(int)
+        return np.clip(i, 0, n - 1), np.clip(i + 1, 0, n - 1), p - pf
+    z0, z1, fz = axis(r[0], D)
+    y0, y1, fy = axis(r[1], H)
+    x0, x1, fx = axis(r[2], W)
+    out = np.zeros(r + (C,))
+    for k in range(8):
+        zi, wz = (z1, fz) if k & 4 else (z0, 1 - fz)
+        yi, wy = (y1, fy) if k & 2 else (y0, 1 - fy)
+        xi, wx = (x1, fx) if k & 1 else (x0, 1 - fx)
+        w = wz[:, None, None] * wy[None, :, None] * wx[None, None, :]
+        out += w[..., None] * data[zi[:, None, None], yi[None, :, None], xi[None, None, :]]
+    return out.astype(np.float32)
+
+
+def grid_rmse(cur, truth):
+    """The driver's param_rmse (OptimizationRun._rmse): cur resampled to the truth's shape."""
+    if cur.shape != truth.shape:
+        cur = resample_grid(cur, truth.shape[:3])
+    return float(np.sqrt(((cur.astype(np.float64) - truth) ** 2).mean()))
+
+
+def driver_seed(base, it, view, k):
+    """tirender.optim.driver._seed: k = 0 primal, 1 adjoint."""
+    return (int(base) * 1000003 + it * 4099 + view * 67 + k * 7919 + 1) & 0xFFFFFFFF
+
+
+def spp_at(it, base, double_every, max_spp):
+    """tirender.optim.schedules.spp_at."""
+    spp = base * (2 ** (it // int(double_every))) if double_every else int(base)
+    return max(int(min(spp, max_spp) if max_spp else spp), 1)
+
+
+def stage_res(it, stages):
+    res = None
+    for start, r in stages:
+        if it >= start:
+            res = r
+    return res
+
+
+def _rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def write_rows(path, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["iteration", "loss", "seconds", "spp", "param_rmse"])
+        for r in rows:
+            w.writerow([r["iteration"], f"{r['loss']:.8g}", f"{r['seconds']:.3f}", r["spp"], f"{r['param_rmse']:.8g}"])
+
+
+def read_rows(path):
+    with open(path) as fh:
+        return [{"iteration": int(r["iteration"]), "loss": float(r["loss"]), "seconds": float(r["seconds"]),
+                 "spp": int(r["spp"]), "param_rmse": float(r["param_rmse"])} for r in csv.DictReader(fh)]
+
+
+# -- volume task ------------------------------------------------------------------------------------
+def volume_spec(iters=None):
+    """The task as both children run it: read from configs/volume_recovery.yaml (checked against
+    what the Mitsuba port supports), the multires switch and spp doubling scaled to `iters`."""
+    import yaml
+    with open(VOLUME_CONFIG) as fh:
+        cfg = yaml.safe_load(fh)
+    sc, op = cfg["scene"], cfg["optimize"]
+    (mname, med), = sc["media"].items()
+    (pname, popt), = op["params"].items()
+    (mr_name, stages), = op["multires"].items()
+    assert pname == mr_name == f"{mname}.density" and med["type"] == "grid" and med["phase"]["type"] == "hg"
+    assert op["optimizer"]["type"] == "adam" and op["optimizer"]["eps_mode"] == "absolute" and op["loss"] == "l2"
+    assert sc["integrator"]["type"] == "prbvolpath" and len(sc["emitters"]) == 1 and len(sc["shapes"]) == 1
+    full = int(op["iters"])
+    iters = full if iters is None else int(iters)
+    scale = iters / full
+    stages = [[int(round(s * scale)), int(r)] for s, r in stages]
+    de = op["spp_schedule"]["double_every"]
+    sensors = []
+    for s in sc["sensors"]:
+        la = s["to_world"]["look_at"]
+        f = s["film"]
+        assert f.get("filter", {}).get("type") == "box"
+        sensors.append(dict(fov=float(s["fov"]), origin=la["origin"], target=la["target"], up=la["up"],
+                            width=int(f["width"]), height=int(f["height"])))
+    env = sc["emitters"][0]
+    return dict(
+        iters=int(iters), full_iters=full, stages=stages, param=pname,
+        double_every=max(1, int(round(de * scale))), spp_max=int(op["spp_schedule"]["max"]),
+        spp=int(op["spp"]), spp_grad=int(op.get("spp_grad", op["spp"])),
+        init=float(popt["init"]), lr=float(popt["lr"]), eps=float(op["optimizer"]["eps"]),
+        beta1=float(op["optimizer"].get("beta1", 0.9)), beta2=float(op["optimizer"].get("beta2", 0.999)),
+        views=list(op["views"]), holdout=list(op["holdout"]), target_spp=int(op["target"]["spp"]),
+        target_seed=int(op["target"]["seed"]), seed=int(op.get("seed", 0)),
+        max_depth=int(sc["integrator"]["max_depth"]), rr_depth=int(sc["integrator"]["rr_depth"]),
+        sensors=sensors, vol=os.path.join(ROOT, "configs", med["density"]["filename"]),
+        scale=float(med["scale"]), albedo=[float(a) for a in med["albedo"]], g=float(med["phase"]["g"]),
+        env=os.path.join(ROOT, "configs", env["data"]), env_scale=float(env.get("scale", 1.0)))
+
+
+def tirender_volume(spec, out):
+    """Child: tirender's own driver on the config, iterations / multires / spp schedule scaled."""
+    t_proc = time.perf_counter()
+    import tirender
+    tirender.init("cpu")
+    from tirender.config import load_config
+    from tirender.optim.driver import OptimizationRun
+    cfg = load_config(VOLUME_CONFIG)
+    o = cfg["optimize"]
+    o["iters"] = spec["iters"]
+    o["multires"] = {spec["param"]: spec["stages"]}
+    o["spp_schedule"] = {"double_every": spec["double_every"], "max": spec["spp_max"]}
+    o["save_every"] = spec["iters"]   # renders + checkpoint once, at the end (not timed work of the task)
+    stamps = []
+    run = OptimizationRun(cfg, out=out)
+    m = run.run(callback=lambda it, loss, imgs: stamps.append(time.perf_counter()))
+    rows = read_rows(os.path.join(out, "loss.csv"))
+    # the loss's noise floor: the truth rendered at the last iteration's spp against the targets
+    from tirender.api import render
+    from tirender.optim.losses import l2
+    sc, name = run.scene, spec["param"]
+    truth = run.truth[name]
+    if sc.params.info(name).shape != truth.shape:
+        sc.resize_grid(name, truth.shape[:3])
+    sc.params[name] = truth
+    floor = float(np.mean([l2(render(sc, spp=rows[-1]["spp"], seed=driver_seed(7, 0, v, 0), sensor=v, progress=False),
+                              np.load(os.path.join(out, f"target_view{v}.npy")))[0] for v in spec["views"]]))
+    p = m["params"][spec["param"]]
+    h = m["holdout"][str(spec["holdout"][0])]
+    setup = (stamps[0] - rows[0]["seconds"]) - t_proc if stamps else float("nan")
+    return dict(rows=rows, rmse_start=p["rmse_start"], holdout_start=h["rmse_start"], holdout_end=h["rmse_end"],
+                setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
+
+
+def mitsuba_volume_scene(spec, out):
+    """The volume task's scene in Mitsuba 3 (llvm_ad_rgb): (mi, dr, scene, sensors, params, key, truth)."""
+    import mitsuba as mi
+    mi.set_variant("llvm_ad_rgb")
+    import drjit as dr
+    os.makedirs(out, exist_ok=True)
+    truth, bmin, bmax = read_vol(spec["vol"])
+    vol = os.path.join(out, "truth_f32.vol")   # Mitsuba 3 reads float32 .vol only (the config's is uint8)
+    write_vol_f32(vol, truth, bmin, bmax)
+    T = mi.ScalarTransform4f
+    # Mitsuba 3's gridvolume maps [0, 1]^3 through its to_world and ignores the .vol header's
+    # bbox (tirender uses it): the bbox is given as to_world
+    grid_to_world = T().translate([float(x) for x in bmin]).scale([float(b - a) for a, b in zip(bmin, bmax)])
+    d = {"type": "scene",
+         "integrator": {"type": "prbvolpath", "max_depth": spec["max_depth"], "rr_depth": spec["rr_depth"]},
+         "medium": {"type": "heterogeneous", "scale": spec["scale"],
+                    "sigma_t": {"type": "gridvolume", "filename": vol, "to_world": grid_to_world},
+                    "albedo": {"type": "constvolume", "value": {"type": "rgb", "value": spec["albedo"]}},
+                    "phase": {"type": "hg", "g": spec["g"]}},
+         "bounds": {"type": "cube", "bsdf": {"type": "null"}, "interior": {"type": "ref", "id": "medium"}},
+         "sky": {"type": "envmap", "bitmap": mi.Bitmap(np.load(spec["env"]).astype(np.float32)),
+                 "scale": spec["env_scale"]}}
+    for i, s in enumerate(spec["sensors"]):
+        d[f"sensor{i}"] = {
+            "type": "perspective", "fov": s["fov"],
+            "to_world": T().look_at(origin=s["origin"], target=s["target"], up=s["up"]),
+            "film": {"type": "hdrfilm", "width": s["width"], "height": s["height"], "rfilter": {"type": "box"},
+                     "pixel_format": "rgb"},
+            "sampler": {"type": "independent", "sample_count": spec["spp"]}}
+    scene = mi.load_dict(d)
+    sensors = {s.id(): s for s in scene.sensors()}
+    sensors = [sensors[f"sensor{i}"] for i in range(len(spec["sensors"]))]
+    return mi, dr, scene, sensors, mi.traverse(scene), "medium.sigma_t.data", truth
+
+
+def mitsuba_volume(spec, out):
+    """Child: the same task ported to Mitsuba 3 (llvm_ad_rgb), the driver's loop step by step."""
+    t_proc = time.perf_counter()
+    mi, dr, scene, sensors, params, key, truth = mitsuba_volume_scene(spec, out)
+
+    def render(v, spp, seed):
+        img = mi.render(scene, sensor=sensors[v], spp=spp, seed=seed)
+        return np.array(img)[..., :3]
+    targets = {v: mi.TensorXf(render(v, spec["target_spp"], spec["target_seed"] + v)) for v in spec["views"]}
+    hold_t = {v: render(v, spec["target_spp"], spec["target_seed"] + v) for v in spec["holdout"]}
+    for v, img in targets.items():
+        np.save(os.path.join(out, f"target_view{v}.npy"), np.array(img))
+    stages = spec["stages"]
+    r0 = stage_res(0, stages)
+    params[key] = mi.TensorXf(np.full((r0, r0, r0, truth.shape[3]), spec["init"], np.float32))
+    params.update()
+    opt = mi.ad.Adam(lr=spec["lr"], beta_1=spec["beta1"], beta_2=spec["beta2"], epsilon=spec["eps"])
+    opt[key] = params[key]
+    params.update(opt)
+    rmse_start = grid_rmse(np.array(params[key]), truth)
+
+    def holdout():
+        return {v: float(np.sqrt(((render(v, max(spec["spp"], 16), driver_seed(spec["seed"], 10 ** 6 + 1, v, 0))
+                                    - hold_t[v]) ** 2).mean())) for v in spec["holdout"]}
+    hold_start = holdout()
+    nv = len(spec["views"])
+    rows = []
+    t_start = time.perf_counter()
+    setup = t_start - t_proc
+    for it in range(spec["iters"]):
+        r = stage_res(it, stages)
+        cur = opt[key]
+        if tuple(cur.shape[:3]) != (r, r, r):
+            # coarse-to-fine as the driver: value, m and v resampled, Adam's step count kept
+            # (assigning a new shape resets Dr.Jit's state: it is put back resampled)
+            value, promoted, lr, (t, m, v, vmax) = opt.state[key]
+            shape = tuple(cur.shape)
+            new = resample_grid(np.array(cur), r)
+            m2 = resample_grid(np.array(m).reshape(shape), r).ravel()
+            v2 = resample_grid(np.array(v).reshape(shape), r).ravel()
+            opt[key] = mi.TensorXf(new)
+            value, promoted, lr, (_, m0, v0, _) = opt.state[key]
+            opt.state[key] = (value, promoted, lr, (t, type(m0)(m2), type(v0)(v2), vmax))
+            params.update(opt)
+        spp = spp_at(it, spec["spp"], spec["double_every"], spec["spp_max"])
+        spp_g = spp_at(it, spec["spp_grad"], spec["double_every"], spec["spp_max"])
+        loss = 0.0
+        for v in spec["views"]:
+            img = mi.render(scene, params, sensor=sensors[v], spp=spp, spp_grad=spp_g,
+                            seed=driver_seed(spec["seed"], it, v, 0), seed_grad=driver_seed(spec["seed"], it, v, 1))
+            lv = dr.mean(dr.square(img - targets[v]), axis=None) / nv
+            dr.backward(lv)
+            loss += float(np.array(dr.detach(lv)).ravel()[0])
+        opt.step()
+        opt[key] = dr.maximum(opt[key], 0.0)   # the model's bounds [0, inf), as tirender's driver projects
+        params.update(opt)
+        cur = np.array(params[key])            # waits for the step
+        el = time.perf_counter() - t_start
+        rows.append(dict(iteration=it, loss=loss, seconds=el, spp=spp, param_rmse=grid_rmse(cur, truth)))
+        if (it + 1) % 10 == 0 or it + 1 == spec["iters"]:
+            print(f"mitsuba it {it + 1}/{spec['iters']} {el:.1f} s loss {loss:.4g} rmse {rows[-1]['param_rmse']:.4f}",
+                  file=sys.stderr, flush=True)
+    hold_end = holdout()
+    peak = _rss_mb()
+    np.save(os.path.join(out, "density.npy"), np.array(params[key]))
+    params[key] = mi.TensorXf(truth)   # the loss's noise floor (as in the tirender child)
+    params.update()
+    floor = float(np.mean([((render(v, rows[-1]["spp"], driver_seed(7, 0, v, 0)) - np.array(targets[v])) ** 2).mean()
+                           for v in spec["views"]]))
+    write_rows(os.path.join(out, "loss.csv"), rows)
+    hv = str(spec["holdout"][0])
+    return dict(rows=rows, rmse_start=rmse_start, holdout_start=hold_start[int(hv)], holdout_end=hold_end[int(hv)],
+                setup_s=setup, loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
+
+
+# -- --gradient-check: the density gradient at the start of the volume task, both renderers ----------
+GC_SEEDS = 8
+
+
+def _gc_dy(spec, out):
+    """Fixed adjoint images, the same for both renderers: 2 (I0 - T) / N / n_views with I0, T
+    tirender's 128-spp renders at the start and of the truth (written by the tirender child)."""
+    return np.load(os.path.join(out, "gc_dy.npy"))
+
+
+def tirender_volume_grad(spec, out):
+    """Child: (a) GC_SEEDS independent loss gradients at the start (the driver's first iteration:
+    32^3 at init, spp + spp_grad, its own targets); (b) <grad, 1> of the linear functional
+    sum_v <dy_v, I_v> (fixed dy) by PRB, mean and SE over seeds."""
+    import tirender
+    tirender.init("cpu")
+    from tirender.api import render, render_grad
+    from tirender.optim.losses import l2
+    os.makedirs(out, exist_ok=True)
+    sc = tirender.load_scene(VOLUME_CONFIG)
+    name, r0 = spec["param"], stage_res(0, spec["stages"])
+    T = {v: render(sc, spp=spec["target_spp"], seed=spec["target_seed"] + v, sensor=v, progress=False)
+         for v in spec["views"]}
+    sc.resize_grid(name, (r0,) * 3)
+    sc.params[name] = np.full(sc.params[name].shape, spec["init"], np.float32)
+    nv = len(spec["views"])
+    dy = np.stack([2.0 * (render(sc, spp=spec["target_spp"], seed=5000 + v, sensor=v, progress=False) - T[v])
+                   / T[v].size / nv for v in spec["views"]]).astype(np.float32)
+    np.save(os.path.join(out, "gc_dy.npy"), dy)
+    G, S = [], []
+    for k in range(GC_SEEDS):
+        g = 0.0
+        for v in spec["views"]:
+            img = render(sc, spp=spec["spp"], seed=driver_seed(100 + k, 0, v, 0), sensor=v, progress=False)
+            g = g + render_grad(sc, l2(img, T[v])[1] / nv, spp=spec["spp_grad"], seed=driver_seed(100 + k, 0, v, 1),
+                                sensor=v, progress=False)[name].astype(np.float64)
+        G.append(g.ravel())
+        S.append(sum(float(render_grad(sc, dy[i], spp=32, seed=driver_seed(300 + k, 0, v, 1), sensor=v,
+                                       progress=False)[name].astype(np.float64).sum())
+                     for i, v in enumerate(spec["views"])))
+    np.save(os.path.join(out, "gc_grads.npy"), np.array(G))
+    return dict(prb_sum=S)
+
+
+def mitsuba_volume_grad(spec, out):
+    """Child: as tirender_volume_grad in Mitsuba 3, plus a central finite difference of the linear
+    functional along all-ones (1024 spp, h = init / 5, two independent pairs)."""
+    mi, dr, scene, sensors, params, key, truth = mitsuba_volume_scene(spec, out)
+    r0, nv = stage_res(0, spec["stages"]), len(spec["views"])
+    T = {v: mi.TensorXf(np.array(mi.render(scene, sensor=sensors[v], spp=spec["target_spp"],
+                                           seed=spec["target_seed"] + v))[..., :3]) for v in spec["views"]}
+    dy = _gc_dy(spec, os.path.join(os.path.dirname(out), "tirender"))
+
+    def const(x):
+        params[key] = mi.TensorXf(np.full((r0, r0, r0, truth.shape[3]), x, np.float32))
+        params.update()
+    const(spec["init"])
+    G, S = [], []
+    for k in range(GC_SEEDS):
+        for what in ("loss", "linear"):
+            dr.enable_grad(params[key])
+            params.update()
+            for i, v in enumerate(spec["views"]):
+                if what == "loss":
+                    img = mi.render(scene, params, sensor=sensors[v], spp=spec["spp"], spp_grad=spec["spp_grad"],
+                                    seed=driver_seed(100 + k, 0, v, 0), seed_grad=driver_seed(100 + k, 0, v, 1))
+                    dr.backward(dr.mean(dr.square(img - T[v]), axis=None) / nv)
+                else:
+                    img = mi.render(scene, params, sensor=sensors[v], spp=4, spp_grad=32,
+                                    seed=driver_seed(300 + k, 0, v, 0), seed_grad=driver_seed(300 + k, 0, v, 1))
+                    dr.backward(dr.sum(img * mi.TensorXf(dy[i]), axis=None))
+            g = np.array(dr.grad(params[key])).astype(np.float64).ravel()
+            (G.append(g) if what == "loss" else S.append(float(g.sum())))
+            dr.disable_grad(params[key])
+            const(spec["init"])
+    h = spec["init"] / 5
+
+    def F(x, seed):
+        const(x)
+        return sum(float((np.array(mi.render(scene, sensor=sensors[v], spp=1024, seed=seed + v))[..., :3]
+                          * dy[i]).sum()) for i, v in enumerate(spec["views"]))
+    fd = [(F(spec["init"] + h, 7000 + 10 * k) - F(spec["init"] - h, 8000 + 10 * k)) / (2 * h) for k in range(2)]
+    np.save(os.path.join(out, "gc_grads.npy"), np.array(G))
+    return dict(prb_sum=S, fd=fd)
+
+
+def gradient_check(spec, out):
+    """Run both gradient children (sequentially) and print what they measured."""
+    ti = run_child("tirender_volume_grad", spec, os.path.join(out, "tirender"), os.path.join(out, "tirender_gc.log"))
+    mi = run_child("mitsuba_volume_grad", spec, os.path.join(out, "mitsuba"), os.path.join(out, "mitsuba_gc.log"))
+    A = np.load(os.path.join(out, "tirender", "gc_grads.npy"))
+    B = np.load(os.path.join(out, "mitsuba", "gc_grads.npy"))
+
+    def corr(x, y):
+        x, y = x - x.mean(), y - y.mean()
+        return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+
+    def pairs(G):
+        return float(np.mean([corr(G[i], G[j]) for i in range(len(G)) for j in range(i + 1, len(G))]))
+    n = len(A)
+    print(f"\ngradient check at the start of the task ({stage_res(0, spec['stages'])}^3 at {spec['init']}, "
+          f"{len(spec['views'])} views, {spec['spp']} + {spec['spp_grad']} spp, {n} seeds each, own targets):")
+    print(f"  correlation of two independent per-voxel gradients (mean over pairs): tirender {pairs(A):.3f}, "
+          f"Mitsuba 3 {pairs(B):.3f}; of the two {n}-seed means, tirender vs Mitsuba {corr(A.mean(0), B.mean(0)):.3f} "
+          f"(ceilings: halves of tirender {corr(A[:n // 2].mean(0), A[n // 2:].mean(0)):.3f}, of Mitsuba "
+          f"{corr(B[:n // 2].mean(0), B[n // 2:].mean(0)):.3f})")
+    print(f"  RMS per-voxel gradient: tirender {np.sqrt((A ** 2).mean()):.3g}, Mitsuba 3 {np.sqrt((B ** 2).mean()):.3g}")
+    ts, ms, fd = np.array(ti["prb_sum"]), np.array(mi["prb_sum"]), np.array(mi["fd"])
+
+    def se(x):
+        return x.std(ddof=1) / np.sqrt(len(x))
+    print(f"  <grad, 1> of sum_v <dy_v, I_v> (fixed dy, 32 adjoint spp): tirender PRB {ts.mean():.5g} ± {se(ts):.2g}, "
+          f"Mitsuba 3 PRB {ms.mean():.5g} ± {se(ms):.2g}, Mitsuba 3 central FD (1024 spp, 2 pairs) "
+          f"{fd.mean():.5g} ({', '.join(f'{x:.4g}' for x in fd)})")
+
+
+CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume,
+            "tirender_volume_grad": tirender_volume_grad, "mitsuba_volume_grad": mitsuba_volume_grad}
+
+
+def run_child(name, spec, out, log):
+    """CHILDREN[name](spec, out) in a fresh process (stderr to `log`); its dict."""
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    env = sidebyside._env()
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    with open(log, "w") as err:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps([name, spec, out])],
+                           stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
+    if p.returncode != 0:
+        with open(log) as fh:
+            tail = fh.read().strip().splitlines()[-5:]
+        raise RuntimeError(f"{name} failed (exit {p.returncode}): " + " | ".join(tail))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# -- comparison -------------------------------------------------------------------------------------
+def time_to_reach(rows, level):
+    """(seconds, iteration) of the first row whose param_rmse <= level; None if never."""
+    for r in rows:
+        if r["param_rmse"] <= level:
+            return r["seconds"], r["iteration"]
+    return None
+
+
+def iteration_seconds(rows):
+    """Per-iteration wall seconds (differences of the cumulative times)."""
+    s = [r["seconds"] for r in rows]
+    return np.diff([0.0] + s)
+
+
+def stage_stats(rows, stages):
+    """Per multires stage: (label, first iteration's s, median s of the others)."""
+    dt = iteration_seconds(rows)
+    out = []
+    bounds = [s for s, _ in stages] + [len(rows)]
+    for (start, res), stop in zip(stages, bounds[1:]):
+        if start >= stop:
+            continue
+        seg = dt[start:stop]
+        out.append((f"{res}^3 iterations {start}-{stop - 1}", float(seg[0]),
+                    float(np.median(seg[1:])) if len(seg) > 1 else float("nan")))
+    return out
+
+
+def table(title, ti, mi, stages, param_label):
+    """The issue's table (mi may be None: tirender's column only)."""
+    def f(x, fmt="{:.3f}"):
+        return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else fmt.format(x)
+    rows = []
+    cols = [("tirender", ti)] + ([("Mitsuba 3", mi)] if mi else [])
+
+    def add(label, fn, fmt="{:.3f}", ratio=True):
+        vals = [fn(r) for _, r in cols]
+        rt = f(vals[0] / vals[1], "{:.2f}x") if ratio and mi and vals[1] not in (None, 0) and vals[0] is not None else ""
+        rows.append((label, [f(v, fmt) for v in vals], rt))
+    add("setup s (import, scene, targets, held-out start)", lambda r: r["setup_s"], "{:.1f}")
+    st = {name: stage_stats(r["rows"], stages) for name, r in cols}
+    for k, (label, _, _) in enumerate(st["tirender"]):
+        add(f"first iteration s, {label.split(' ')[0]} (cold: compile)", lambda r, k=k: stage_stats(r["rows"], stages)[k][1])
+        add(f"s/iteration warm (median), {label}", lambda r, k=k: stage_stats(r["rows"], stages)[k][2])
+    add("total optimisation s", lambda r: r["rows"][-1]["seconds"], "{:.1f}")
+    add(f"{param_label} start", lambda r: r["rmse_start"], "{:.4f}", ratio=False)
+    for start, res in stages[1:]:
+        add(f"{param_label} at iteration {start} (end of previous stage)",
+            lambda r, s=start: r["rows"][s - 1]["param_rmse"], "{:.4f}")
+    n = len(ti["rows"])
+    add(f"{param_label} final (iteration {n}, equal iterations)", lambda r: r["rows"][-1]["param_rmse"], "{:.4f}")
+    add(f"{param_label} best", lambda r: min(x["param_rmse"] for x in r["rows"]), "{:.4f}")
+    k = max(1, n // 10)
+    add(f"L2 loss, mean of the last {k} iterations (vs own target)",
+        lambda r: float(np.mean([x["loss"] for x in r["rows"][-k:]])), "{:.4g}")
+    add("L2 loss of the truth at the last spp (noise floor)", lambda r: r["loss_floor"], "{:.4g}")
+    add("held-out view image RMSE start (vs own target)", lambda r: r["holdout_start"], "{:.4f}", ratio=False)
+    add("held-out view image RMSE end", lambda r: r["holdout_end"], "{:.4f}")
+    add("peak RSS MB", lambda r: r["peak_rss_mb"], "{:.0f}")
+    w = max(len(r[0]) for r in rows) + 2
+    lines = [title, f"  {'':{w}}" + "".join(f"{c:>14}" for c, _ in cols) + ("   tirender/Mitsuba" if mi else "")]
+    for label, vals, rt in rows:
+        lines.append(f"  {label:{w}}" + "".join(f"{v:>14}" for v in vals) + (f"   {rt}" if rt else ""))
+    if mi:
+        for a, b, an, bn in ((ti, mi, "tirender", "Mitsuba 3"), (mi, ti, "Mitsuba 3", "tirender")):
+            lvl = b["rows"][-1]["param_rmse"]
+            hit = time_to_reach(a["rows"], lvl)
+            own = b["rows"][-1]["seconds"]
+            lines.append(f"  time for {an} to reach {bn}'s final {param_label} {lvl:.4f}: " +
+                         (f"{hit[0]:.1f} s (iteration {hit[1] + 1}; {bn} took {own:.1f} s, ratio {hit[0] / own:.2f}x)"
+                          if hit else f"not reached in {len(a['rows'])} iterations "
+                          f"({a['rows'][-1]['seconds']:.1f} s; its best {min(x['param_rmse'] for x in a['rows']):.4f})"))
+    return "\n".join(lines)
+
+
+def plot(path, series, title, ylabel):
+    """RMSE vs seconds, one line per renderer: matplotlib when installed, else tirender's headless
+    line plot (tirender.io.plot, no extra dependency); returns a note on what was written."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for name, (x, y) in series.items():
+            ax.plot(x, y, label=name)
+        ax.set_yscale("log")
+        ax.set_xlabel("wall seconds since the first iteration")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend()
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        return f"plot: {path} (matplotlib)"
+    except ImportError:
+        pass
+    try:
+        import tirender
+        tirender.init("cpu")
+        from tirender.io.plot import save_line_plot
+        save_line_plot(path, {k: (np.asarray(x, float), np.asarray(y, float)) for k, (x, y) in series.items()},
+                       title=title, xlabel="wall seconds since the first iteration", ylabel=ylabel, logy=True)
+        return f"plot: {path} (matplotlib not installed: tirender.io.plot)"
+    except Exception as e:  # noqa: BLE001
+        return f"plot skipped (matplotlib not installed; tirender's plot failed: {e})"
+
+
+def run_task(name, a):
+    spec_fn, ti_child, mi_child, param_label, what = TASKS[name]
+    spec = spec_fn(a.iters)
+    out = os.path.join(os.path.abspath(a.out), name)
+    os.makedirs(out, exist_ok=True)
+    ok, why = (False, "--skip-mitsuba") if a.skip_mitsuba else sidebyside.mitsuba_available()
+    jobs = [("tirender", ti_child), ("Mitsuba 3", mi_child)][:2 if ok else 1]
+    if a.order == "mitsuba-first":
+        jobs.reverse()
+    order = ", then ".join(j[0] for j in jobs)
+    print(f"{name}: {what}; {spec['iters']} iterations, stages {spec['stages']}; sequentially, one process at "
+          f"a time: {order}", flush=True)
+    res, loads = {}, []
+    for label, child in jobs:
+        l0, t0 = os.getloadavg()[0], time.perf_counter()
+        sub = "tirender" if label == "tirender" else "mitsuba"
+        res[label] = run_child(child, spec, os.path.join(out, sub), os.path.join(out, f"{sub}.log"))
+        loads.append(f"{label} {l0:.2f} -> {os.getloadavg()[0]:.2f}")
+        print(f"  {label} done in {time.perf_counter() - t0:.0f} s", flush=True)
+    ti, mi = res["tirender"], res.get("Mitsuba 3")
+    with open(os.path.join(a.out, f"{name}_time_to_quality.csv"), "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["renderer", "iteration", "seconds", "loss", "spp", "param_rmse"])
+        for rn, r in (("tirender", ti), ("mitsuba", mi)):
+            for x in (r["rows"] if r else []):
+                w.writerow([rn, x["iteration"], f"{x['seconds']:.3f}", f"{x['loss']:.8g}", x["spp"],
+                            f"{x['param_rmse']:.8g}"])
+    title = (f"\nTime to quality, {name} task ({what}), {spec['iters']} iterations, run sequentially "
+             f"({order}); 1-min load average on 2 cores: {'; '.join(loads)}\n"
+             f"  tirender: {ti['renderer']}" + (f"; Mitsuba 3: {mi['renderer']}" if mi else ""))
+    print(table(title, ti, mi, spec["stages"], param_label))
+    if not ok:
+        print(f"  side by side with Mitsuba 3: skipped ({why})")
+    series = {}
+    for rn, r in (("tirender", ti), ("Mitsuba 3", mi)):
+        if r:   # from (0 s, the start's error)
+            series[rn] = ([0.0] + [x["seconds"] for x in r["rows"]], [r["rmse_start"]] + [x["param_rmse"] for x in r["rows"]])
+    print("  " + plot(os.path.join(a.out, f"{name}_rmse_vs_seconds.png"), series,
+                      f"{name} task: {param_label} vs wall time", param_label))
+    print(f"  per-iteration CSV: {os.path.join(a.out, f'{name}_time_to_quality.csv')}")
+
+
+# name -> (spec(iters), tirender child, Mitsuba child, parameter-error label, description)
+TASKS = {
+    "volume": (volume_spec, "tirender_volume", "mitsuba_volume", "density RMSE",
+               "configs/volume_recovery.yaml, 64^3 smoke density, 6 views 64^2, prbvolpath"),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--task", default="volume", choices=sorted(TASKS))
+    ap.add_argument("--iters", type=int, default=None, help="iterations (default: the config's); the "
+                    "multires switch and spp doubling scale with it")
+    ap.add_argument("--out", default=os.path.join("out", "time_to_quality"))
+    ap.add_argument("--skip-mitsuba", action="store_true", help="tirender's column only")
+    ap.add_argument("--order", default="tirender-first", choices=("tirender-first", "mitsuba-first"),
+                    help="which renderer runs first (they never run at the same time)")
+    ap.add_argument("--gradient-check", action="store_true", help="volume task only: compare both renderers' "
+                    "density gradients at the start (variance, agreement, FD) instead of optimising")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        name, spec, out = json.loads(a.child)
+        print(json.dumps(CHILDREN[name](spec, out)))
+        return
+    if a.iters is not None and a.iters < 2:
+        ap.error("--iters must be at least 2")
+    if a.gradient_check:
+        ok, why = sidebyside.mitsuba_available()
+        if a.task != "volume" or not ok:
+            ap.error(f"--gradient-check needs --task volume and Mitsuba 3 ({why or a.task})")
+        gradient_check(volume_spec(a.iters), os.path.join(os.path.abspath(a.out), "volume_gradient_check"))
+        return
+    run_task(a.task, a)
+
+
+if __name__ == "__main__":
+    main()
