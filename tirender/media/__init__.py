@@ -21,3 +21,6 @@ HOMOGENEOUS = 1   # medium flag: constant coefficients, analytic free flights
 # auto majorant = GRID_MAJORANT_MARGIN * max(scale * density): strictly above sigma_t so that
 # null collisions (and their derivatives) have a non-zero probability everywhere (PRB §4.4).
 GRID_MAJORANT_MARGIN = 1.1
+# grid media track with piecewise-constant majorants on a MAJORANT_GRID^3 grid of cells over the
+# medium's bbox (walk/media.py: MajorantWalk): empty space is skipped, dense cells keep their own bound
+MAJORANT_GRID = 16

@@ -8,7 +8,7 @@ volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume;
 import taichi as ti
 
 from ..core.math import vec3
-from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
+from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS, MAJORANT_GRID
 from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
 
 __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
@@ -80,11 +80,46 @@ def _finish_majorants(st: ti.template(), n: ti.i32, margin: float):
         st.med_majorant[m] = mx
 
 
+@ti.func
+def _voxel_range(cell, n):
+    """Voxels (lo, hi) along one axis whose trilinear support reaches cell `cell` of MAJORANT_GRID
+    over n voxels (centres at (i + 0.5) / n, clamped lookups)."""
+    r = ti.static(MAJORANT_GRID)
+    lo = ti.cast(ti.floor(cell * n / r - 0.5), ti.i32)
+    hi = ti.cast(ti.floor((cell + 1) * n / r - 0.5), ti.i32) + 1
+    return ti.min(ti.max(lo, 0), n - 1), ti.min(ti.max(hi, 0), n - 1)
+
+
+@ti.kernel
+def _cell_majorants(st: ti.template(), m: ti.i32, margin: float):
+    """st.med_majgrid[m, cell] = max(fixed majorant, margin * scale * max of the density voxels that
+    the trilinear lookup reads anywhere in the cell) for each cell of the MAJORANT_GRID^3 grid."""
+    r = ti.static(MAJORANT_GRID)
+    tid = st.med_sigma[m]
+    base = st.tex_offset[tid]
+    w = st.tex_w[tid]
+    h = st.tex_h[tid]
+    d = st.tex_d[tid]
+    c = st.tex_c[tid]
+    for cell in range(r * r * r):
+        x0, x1 = _voxel_range(cell % r, w)
+        y0, y1 = _voxel_range((cell // r) % r, h)
+        z0, z1 = _voxel_range(cell // (r * r), d)
+        mx = 0.0
+        for z in range(z0, z1 + 1):
+            for y in range(y0, y1 + 1):
+                for x in range(x0, x1 + 1):
+                    for k in range(c):
+                        mx = ti.max(mx, st.pool[base + ((z * h + y) * w + x) * c + k])
+        st.med_majgrid[m, cell] = ti.max(st.med_fixed_majorant[m], margin * mx * st.med_scale[m])
+
+
 def update_majorants(scene, st):
     """st.med_majorant[m] = max sigma_t of medium m (homogeneous), or
     max(fixed majorant, GRID_MAJORANT_MARGIN * max(scale * density)) (grid): a strict upper bound
-    of sigma_t, so that delta and ratio tracking are unbiased and every null-collision derivative
-    has a non-zero probability. Runs on the device (the pool may have changed there)."""
+    of sigma_t, so that delta and ratio tracking are unbiased; and for grid media the same bound
+    per cell of a MAJORANT_GRID^3 grid over the bbox (st.med_majgrid), which the tracking uses.
+    Runs on the device (the pool may have changed there)."""
     media = scene.desc.media
     if not media:
         return
@@ -94,3 +129,6 @@ def update_majorants(scene, st):
         info = scene.params.info(scene.desc.textures[med.sigma].name)
         _slice_max(st, m, info.offset, info.size)
     _finish_majorants(st, len(media), GRID_MAJORANT_MARGIN)
+    for m, med in enumerate(media):
+        if not med.flags & HOMOGENEOUS:
+            _cell_majorants(st, m, GRID_MAJORANT_MARGIN)

@@ -12,6 +12,7 @@ from ..bsdfs import registry as bsdfs
 from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
 from ..emitters import registry as emitters
+from ..media import MAJORANT_GRID
 from .bvh import WIDTH
 
 INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_i
@@ -115,6 +116,8 @@ class Storage:
         fb.dense(ti.i, c["media"]).place(f.med_type, f.med_flags, f.med_phase, f.med_sigma, f.med_albedo, f.med_g,
                                          f.med_scale,
                                          f.med_fixed_majorant, f.med_majorant, f.med_bmin, f.med_bmax)
+        f.med_majgrid = ti.field(float)      # per-cell majorants of grid media (media/medium.py)
+        fb.dense(ti.ij, (c["media"], MAJORANT_GRID ** 3)).place(f.med_majgrid)
         f.info_i = ti.field(ti.i32)
         f.info_f = ti.field(float)
         fb.dense(ti.i, 8).place(f.info_i, f.info_f)

@@ -3,8 +3,9 @@ transmittance through participating media — delta / ratio tracking in grid med
 homogeneous ones, or fixed-step ray marching (``march = MARCH``, Mitsuba 2's biased estimator) —
 each with its adjoint (detached PRB for volumes, Vicini et al. 2021 §4.4).
 
-Delta tracking with the majorant mu (``st.med_majorant``) on the bbox-clipped segment: at a
-tentative collision x, with P_s = sigma_t,h(x) / mu (h: the path's hero channel; detached), real
+Delta tracking with piecewise-constant majorants mu (``st.med_majgrid``: a MAJORANT_GRID^3 grid of
+cells over the medium's bbox, walked by MajorantWalk; empty cells are skipped) on the bbox-clipped
+segment: at a tentative collision x (mu: its cell's majorant), with P_s = sigma_t,h(x) / mu (h: the path's hero channel; detached), real
 scattering with probability P_s, weight sigma_s(x) / (mu P_s); null scattering otherwise, weight
 (mu - sigma_t(x)) / (mu (1 - P_s)). Every event also yields the pdf ratios q_c = p_c / p_h of the
 other channels' strategies (spectral MIS, see media/homogeneous.py). Adjoint (given L, the radiance
@@ -30,6 +31,7 @@ from ..core.intersect import intersect
 from ..core.math import BIG, max3, safe_div, vec3
 from ..core.rng import PCG32
 from ..emitters import registry as emitters
+from ..media import MAJORANT_GRID
 from ..media import homogeneous as hom
 from ..media import medium as med
 from ..media.phase import phase_eval
@@ -155,6 +157,81 @@ def _side_stream(sampler: ti.template()):
     return side
 
 
+ivec3 = ti.types.vector(3, ti.i32)
+
+
+@ti.dataclass
+class MajorantWalk:
+    """Tentative collisions along o + t d, t in [t, t1), through the piecewise-constant majorants
+    of a grid medium (st.med_majgrid: MAJORANT_GRID^3 cells over its bbox), visited with a 3D DDA.
+    ``next(st, m, tau)`` moves to the point where the majorant's optical depth from the current t
+    reaches tau (tau ~ Exp(1): the next tentative collision) and returns (t, mu of its cell), or
+    t >= t1 at the end. Cells of majorant 0 (empty space) are crossed without a collision."""
+    t: float
+    t1: float
+    cell: ivec3
+    step: ivec3
+    t_next: vec3
+    t_delta: vec3
+
+    @ti.func
+    def next(self, st: ti.template(), m, tau):
+        r = ti.static(MAJORANT_GRID)
+        res_t = BIG
+        res_mu = 0.0
+        going = self.t < self.t1
+        guard = 0
+        while going:
+            i = ti.min(ti.max(self.cell, 0), r - 1)
+            mu = st.med_majgrid[m, (i[2] * r + i[1]) * r + i[0]]
+            tb = ti.min(self.t_next.min(), self.t1)
+            seg = ti.max(tb - self.t, 0.0)
+            if mu > 0.0 and mu * seg >= tau:
+                self.t += tau / mu
+                res_t = self.t
+                res_mu = mu
+                going = False
+            else:
+                tau -= mu * seg
+                self.t = tb
+                a = 0
+                if self.t_next[1] < self.t_next[a]:
+                    a = 1
+                if self.t_next[2] < self.t_next[a]:
+                    a = 2
+                self.cell[a] += self.step[a]
+                self.t_next[a] += self.t_delta[a]
+                guard += 1
+                if tb >= self.t1 or self.cell[a] < 0 or self.cell[a] >= r or guard > 4 * r:
+                    going = False
+        if res_t >= self.t1:
+            self.t = self.t1
+        return res_t, res_mu
+
+
+@ti.func
+def majorant_walk(st: ti.template(), m, o, d, t0, t1):
+    """A MajorantWalk of grid medium m along o + t d from t0 (inside its bbox) to t1."""
+    r = ti.static(MAJORANT_GRID)
+    ext = st.med_bmax[m] - st.med_bmin[m]
+    dl = d / ext * r                                   # grid cells per unit of t
+    p = (o + t0 * d - st.med_bmin[m]) / ext * r
+    cell = ti.min(ti.max(ti.cast(ti.floor(p), ti.i32), 0), r - 1)
+    step = ivec3(0)
+    t_next = vec3(BIG)
+    t_delta = vec3(BIG)
+    for k in ti.static(range(3)):
+        if dl[k] > 1e-12:
+            step[k] = 1
+            t_delta[k] = 1.0 / dl[k]
+            t_next[k] = t0 + (cell[k] + 1 - p[k]) * t_delta[k]
+        elif dl[k] < -1e-12:
+            step[k] = -1
+            t_delta[k] = -1.0 / dl[k]
+            t_next[k] = t0 + (p[k] - cell[k]) * t_delta[k]
+    return MajorantWalk(t=t0, t1=t1, cell=cell, step=step, t_next=t_next, t_delta=t_delta)
+
+
 @ti.func
 def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: ti.template(), m, o, d, tmax, hero,
            sampler: ti.template(), L, dL, adj, T_total, dT):
@@ -181,17 +258,16 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
     w = vec3(1.0)
     q = vec3(1.0)
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
-    mu = st.med_majorant[m]
     sig_hit = vec3(0.0)
     alb_hit = vec3(0.0)
     if ti.static(ratio and mode == REPLAY):
         if t1 > t0:
             _optical_depth_adjoint(st, m, o, d, t0, t1, sampler.next_1d(), -dT * T_total)
-    elif t1 > t0 and mu > 0.0:
-        t = t0
+    elif t1 > t0:
+        mw = majorant_walk(st, m, o, d, t0, t1)
         tracking = True
         while tracking:
-            t += -ti.log(1.0 - sampler.next_1d()) / mu
+            t, mu = mw.next(st, m, -ti.log(1.0 - sampler.next_1d()))
             if t >= t1:
                 tracking = False
             else:
@@ -375,22 +451,20 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
     unbiased estimates)."""
     side = _side_stream(sampler)
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
-    mu = st.med_majorant[m]
     if t1 > t0 and t1 < BIG:
         n = est.SPLIT
         dt = (t1 - t0) / n
         jitter = side.next_1d()
         T = vec3(1.0)
-        tc = BIG
-        if mu > 0.0:
-            tc = t0 - ti.log(1.0 - side.next_1d()) / mu
+        mw = majorant_walk(st, m, o, d, t0, t1)
+        tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
         j = 0
         while j < n:
             tj = t0 + (j + jitter) * dt
             while tc < tj:                      # ratio tracking of T(t0, t_j)
                 sig_c, _ = med.coefficients(st, m, o + tc * d)
                 T *= ti.max(1.0 - sig_c / mu, 0.0)
-                tc += -ti.log(1.0 - side.next_1d()) / mu
+                tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
             if max3(T) <= 0.0:
                 j = n
             else:
