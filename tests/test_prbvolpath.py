@@ -162,10 +162,10 @@ def _thin():
     return tirender.load_scene(d)
 
 
-@pytest.mark.parametrize("points", [4, 0], ids=["split", "collision"])
+@pytest.mark.parametrize("points", [8, 0], ids=["split", "collision"])
 def test_prbvolpath_thin_density_matches_fd(points):
-    """Both in-scattering estimators (direct light by quadrature along each flight + the indirect
-    rest at the collision; the collision alone) are unbiased where the reconstruction starts."""
+    """Both in-scattering estimators (a quadrature along each flight, Ls by an emitter sample plus a
+    path; the collision alone) are unbiased where the reconstruction starts."""
     sc = _thin()
     sc.integrator["inscatter_points"] = points
     u = np.random.default_rng(7).uniform(0.5, 1.0, sc.params["smoke.density"].shape)
@@ -176,15 +176,15 @@ def test_prbvolpath_thin_density_matches_fd(points):
 @pytest.mark.slow
 def test_inscatter_split_reduces_variance():
     """Per-voxel variance of the density gradient over independent seeds at the thin start: the
-    split in-scattering estimator (4 points per flight) is well below the collision-only one (2.6x
-    here, where the floor's attenuated light is a large part of the gradient)."""
+    in-scattering estimator along the flights (8 points) is far below the collision-only one (16.8x
+    measured)."""
     sc = _thin()
     w = _weights(sc)
     var = {}
-    for points in (0, 4):
+    for points in (0, 8):
         sc.integrator["inscatter_points"] = points
         g = np.stack([tirender.render_grad(sc, w, spp=16, seed=900 + k, progress=False)["smoke.density"]
                       for k in range(8)]).astype(np.float64)
         var[points] = g.var(axis=0, ddof=1).sum()
-    print(f"per-voxel gradient variance: collision {var[0]:.3g}, split {var[4]:.3g} ({var[0] / var[4]:.1f}x)")
-    assert var[4] * 2.0 < var[0], var
+    print(f"per-voxel gradient variance: collision {var[0]:.3g}, split {var[8]:.3g} ({var[0] / var[8]:.1f}x)")
+    assert var[8] * 6.0 < var[0], var

@@ -34,11 +34,10 @@ is met, so L is always the radiance that the vertices still to come contribute. 
 of the walk contributes dL * L * (dw/dpi) / w (sampling decisions and pdfs detached):
   * delta tracking in grids: the marginal flight weights exp(-tau(t)) sigma_s(t) (collision) and
     exp(-tau) (escape) are differentiated (walk/media.py): attenuation -dL L d tau by a quadrature
-    of the flight, albedo at the collision, and the in-scattering term split into its direct part,
-    estimated along the whole flight by ``inscatter_points`` emitter samples (``inscatter_adjoint``),
-    and the indirect rest, dL L_ind / sigma_t at the collision x_s, added at the next real vertex
-    (``pend``: L_ind = what L still holds once x_s's NEE and the emitter hit by its phase sample
-    have been subtracted) or at the end of the path.
+    of the flight, albedo at the collision, and the in-scattering term dL T alpha Ls d sigma_t
+    estimated along the whole flight at ``inscatter_points`` stratified points
+    (``inscatter_adjoint``), Ls by an emitter sample (direct) plus a PRIMAL path from the point
+    whose first emitter is hidden (indirect, ``indirect_estimator``).
   * NEE transmittance (ratio tracking) by a nested replay of the shadow ray's geometry with the
     sampler state saved before it: d sigma_t += -dT * T * d tau, dT = dL * (NEE term without T).
   * phase functions: d g += (dL . L) (dp/dg) / p for sampled directions; NEE: (dL . term / p) dp/dg.
@@ -62,17 +61,18 @@ from ..schema import Integer, Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
 from ..walk.media import (DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, inscatter_adjoint,
-                          inscatter_flush, target_medium, tracked)
-from ..walk.state import PRIMAL, adjoint_on, camera_state
+                          target_medium, tracked)
+from ..media.phase import phase_sample
+from ..walk.state import PRIMAL, PathState, adjoint_on, camera_state
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
 KEYS = path.KEYS + (Number("step_size", default=0.0, lo=0.0,
                            doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),
-                    Integer("inscatter_points", default=4, lo=0, hi=64,
+                    Integer("inscatter_points", default=8, lo=0, hi=64,
                             doc="prbvolpath, grid media: points per flight segment at which the gradient "
-                                "estimates the direct in-scattered light (0: the collision alone)"))
+                                "estimates the in-scattered light (0: at the collision alone)"))
 
 
 @ti.func
@@ -81,9 +81,6 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     """Continue path state s through surfaces and media until it ends (vis: MediumVisibility.of(march),
     which also names the free-flight estimator)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
-    pend = 0                      # a grid-medium collision whose in-scattering term awaits its indirect radiance
-    pend_x = vec3(0.0)
-    pend_m = -1
     while s.active:
         tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
@@ -96,7 +93,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         if s.medium >= 0:
             if ti.static(mode != PRIMAL):
                 if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
-                    inscatter_adjoint(st, em, vis, s.medium, s.o, s.d, t_surf, s.beta, sampler, dL)
+                    inscatter_adjoint(st, em, vis, indirect_estimator(bsdf, em, vis), s.medium, s.o,
+                                      s.d, t_surf, s.beta, sampler, dL, max_depth - s.depth - 1,
+                                      rr_depth - s.depth - 1, s.hero)
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL,
                                        adjoint_on(mode, s, dL))
             rq = s.r * q
@@ -131,14 +130,6 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
             real = 0
             s.active = 0
         if real == 1:
-            if ti.static(mode != PRIMAL):
-                if pend == 1 and adjoint_on(mode, s, dL):
-                    inscatter_flush(st, pend_m, pend_x, s.L, dL)   # s.L: what x_pend's direct terms left
-                pend = 0
-                if scattered == 1 and tracked(st, vis, s.medium):
-                    pend = 1
-                    pend_x = xs
-                    pend_m = s.medium
             crossings = 0
             v = vertex.medium_vertex(xs, s.d, s.medium)
             if scattered == 0:
@@ -149,9 +140,30 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                 s.medium = target_medium(st, si.shape, bs.wo, si.ng, s.medium)
             if s.active:
                 steps.russian_roulette(s, sampler, rr_depth, RR_MAX)
-    if ti.static(mode != PRIMAL):
-        if pend == 1 and adjoint_on(mode, s, dL):
-            inscatter_flush(st, pend_m, pend_x, s.L, dL)
+
+
+_INDIRECT = {}
+
+
+def indirect_estimator(bsdf, em, vis):
+    """The indirect in-scattered radiance for inscatter_adjoint (walk/media.py): ``estimate(st, x,
+    d_in, m, sampler, depth_left, rr_left, hero)`` samples the phase function at x and walks a
+    PRIMAL path from there whose first segment's emitter is hidden (that light is the direct part,
+    estimated by emitter sampling): depth and Russian roulette count from x (depth_left =
+    max_depth - depth - 1, rr_left likewise), so the path is one the main walk could have taken."""
+    key = (bsdf, em, vis)
+    if key not in _INDIRECT:
+        class Indirect:
+            @staticmethod
+            @ti.func
+            def estimate(st: ti.template(), x, d_in, m, sampler: ti.template(), depth_left, rr_left, hero):
+                wo, pdf = phase_sample(st, m, d_in, sampler.next_2d())
+                s2 = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=0, prev_p=x, prev_pdf=pdf, prev_delta=0,
+                               o=x, d=wo, active=1, medium=m, hero=hero, r=vec3(1.0), replay=0)
+                walk(st, bsdf, em, PRIMAL, vis, s2, sampler, depth_left, rr_left, 1, vec3(0.0))
+                return s2.L
+        _INDIRECT[key] = Indirect
+    return _INDIRECT[key]
 
 
 @ti.func
@@ -199,7 +211,7 @@ def args(scene, integrator=None, gradient=False):
     kinds = {bool(m.flags & HOMOGENEOUS) for m in scene.desc.media}
     if backend.current_arch() == "cpu":   # the superset (see kernel_dispatch)
         kinds = {True, False}
-    split = int(scene.integrator.get("inscatter_points", 4)) if gradient and t != "volpath_raymarch" else 0
+    split = int(scene.integrator.get("inscatter_points", 8)) if gradient and t != "volpath_raymarch" else 0
     vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds, split)
     return SimpleNamespace(vis=vis, max_depth=a.max_depth, rr_depth=a.rr_depth, hide=a.hide,
                            step=float(scene.integrator.get("step_size", 0.0)))

@@ -12,9 +12,8 @@ other channels' strategies (spectral MIS, see media/homogeneous.py). Adjoint (gi
 the weight multiplies, and its adjoint dL; G = dL L): the *marginal* weights are differentiated
 (exp(-tau(t)) sigma_s(t) at a collision, exp(-tau) for an escape or a shadow segment), see _track:
     attenuation:    d sigma_t += -G dt at stratified points of the flight before the collision
-    in-scattering:  direct part by a quadrature along the flight (inscatter_adjoint), indirect rest
-                    at the collision (inscatter_flush, called by the walk); or G / sigma_t at the
-                    collision (SPLIT = 0)
+    in-scattering:  a quadrature along the whole flight (inscatter_adjoint, called by the walk); or
+                    G / sigma_t at the collision (SPLIT = 0)
     albedo:         d albedo += G / albedo at the collision
 Ratio tracking T = prod_k (1 - sigma_t(x_k) / mu) (shadow rays) is differentiated by a nested replay
 of the shadow ray's geometry with a copy of the sampler: d sigma_t += -dT T_total dt at stratified
@@ -301,7 +300,7 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
                 t_end = ts
                 g_sig = safe_div(g, sig_hit)
                 if ti.static(split):
-                    g_sig = vec3(0.0)    # the in-scattering term: inscatter_adjoint + the walk's flush
+                    g_sig = vec3(0.0)    # the in-scattering term: inscatter_adjoint
                 med.coefficients_adjoint(st, m, o + ts * d, g_sig, safe_div(g, alb_hit))
             side = _side_stream(sampler)
             _optical_depth_adjoint(st, m, o, d, t0, t_end, side.next_1d(), -g)
@@ -431,23 +430,23 @@ def tracked(st: ti.template(), est: ti.template(), m):
 
 
 @ti.func
-def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), m, o, d, tmax, beta,
-                      sampler: ti.template(), dL):
-    """The direct part of the in-scattering term of the density derivative of one flight segment
-    o + t d, t in [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
+def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), indirect: ti.template(), m, o, d,
+                      tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero):
+    """The in-scattering term of the density derivative of one flight segment o + t d, t in
+    [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
 
     The flight's radiance L = int T(t) sigma_s(t) Ls(t) dt + T(t1) L_end has the density derivative
     A - B: B (attenuation, -int_0^u d sigma_t) is differentiated by _track; A = int T alpha Ls
     d sigma_t dt, which the collision alone samples at one point (G / sigma_t at x_s: few samples
-    per voxel), is split as Ls = Ls,direct + Ls,indirect. Here: est.SPLIT stratified points t_j
-    (jittered, spacing dt), T(t_j) by ratio tracking along the segment, Ls,direct(t_j) by one
-    emitter sample with its shadow ray (phase * T_shadow * Le / pdf, no MIS: emitter sampling alone
-    covers the direct light), and
-        d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls,direct(t_j) dt.
-    The indirect part stays with the collision: the walk adds G / sigma_t at x_s with the radiance
-    left once the direct terms of x_s (its NEE and the emitter its phase sample hits) have been
-    subtracted (see volpath.walk). All random numbers come from a side stream: the path's are untouched.
-    Unbiased for any est.SPLIT >= 1 (the quadrature and the ratio-tracking product are independent
+    per voxel, and large ones where sigma_t is small). Here: est.SPLIT stratified points t_j
+    (jittered, spacing dt), T(t_j) by ratio tracking along the segment, and Ls(t_j) = Ls,direct +
+    Ls,indirect: one emitter sample with its shadow ray (phase * T_shadow * Le / pdf, no MIS:
+    emitter sampling alone covers the direct light) plus ``indirect.estimate`` (a path from t_j
+    along a phase sample whose first emitter is hidden, depth and roulette counted from the main
+    path: depth_left, rr_left);
+        d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls(t_j) dt.
+    All random numbers come from a side stream: the path's are untouched. Unbiased for any
+    est.SPLIT >= 1 (the quadrature, the ratio-tracking product and the Ls estimate are independent
     unbiased estimates)."""
     side = _side_stream(sampler)
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
@@ -469,6 +468,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                 j = n
             else:
                 x = o + tj * d
+                Ls = vec3(0.0)
                 ds = emitters.sample_emitter(st, em, x, side.next_2d())
                 if ds.emitter >= 0 and max3(ds.weight) > 0.0:
                     ph = phase_eval(st, m, d, ds.d)
@@ -477,18 +477,12 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                         if dist < BIG:
                             dist = (ds.p - x).norm() * (1.0 - 1e-4)
                         Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, side, vec3(0.0), vec3(0.0))
-                        if max3(Tsh) > 0.0:
-                            _, alb = med.coefficients(st, m, x)
-                            med.sigma_t_adjoint(st, m, x, dL * beta * T * alb * (ph * dt) * Tsh * ds.weight)
+                        Ls += ph * Tsh * ds.weight
+                Ls += indirect.estimate(st, x, d, m, side, depth_left, rr_left, hero)   # Ls,indirect
+                if max3(Ls) > 0.0:
+                    _, alb = med.coefficients(st, m, x)
+                    med.sigma_t_adjoint(st, m, x, dL * beta * T * alb * Ls * dt)
                 j += 1
-
-
-@ti.func
-def inscatter_flush(st: ti.template(), m, x, L, dL):
-    """The indirect part of the in-scattering term at a collision x (see inscatter_adjoint):
-    d sigma_t(x) += dL L / sigma_t(x), L the radiance left after x's direct terms."""
-    sig, _ = med.coefficients(st, m, x)
-    med.sigma_t_adjoint(st, m, x, safe_div(dL * L, sig))
 
 
 class MediumVisibility:
@@ -496,7 +490,7 @@ class MediumVisibility:
     ``MediumVisibility.of(march, homogeneous, grid, split)`` is the class that also names the compiled
     free-flight / transmittance estimators: MARCH (DELTA tracking or ray MARCHing in grids), which
     kinds of media the kernel handles (a kernel for homogeneous media only carries no tracking code)
-    and SPLIT, the points per flight of the direct in-scattering adjoint (inscatter_adjoint; 0: the
+    and SPLIT, the points per flight of the in-scattering adjoint (inscatter_adjoint; 0: the
     collision alone samples the in-scattering term)."""
     _cache = {}
 
