@@ -454,6 +454,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
         n = est.SPLIT
         dt = (t1 - t0) / n
         jitter = side.next_1d()
+        j_ind = ti.min(ti.cast(side.next_1d() * n, ti.i32), n - 1)
         T = vec3(1.0)
         mw = majorant_walk(st, m, o, d, t0, t1)
         tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
@@ -478,7 +479,8 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                             dist = (ds.p - x).norm() * (1.0 - 1e-4)
                         Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, side, vec3(0.0), vec3(0.0))
                         Ls += ph * Tsh * ds.weight
-                Ls += indirect.estimate(st, x, d, m, side, depth_left, rr_left, hero)   # Ls,indirect
+                if j == j_ind:   # Ls,indirect at one point of the n, weighted n (unbiased; one path per flight)
+                    Ls += n * indirect.estimate(st, x, d, m, side, depth_left, rr_left, hero)
                 if max3(Ls) > 0.0:
                     _, alb = med.coefficients(st, m, x)
                     med.sigma_t_adjoint(st, m, x, dL * beta * T * alb * Ls * dt)
