@@ -441,9 +441,10 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
     per voxel, and large ones where sigma_t is small). Here: est.SPLIT stratified points t_j
     (jittered, spacing dt), T(t_j) by ratio tracking along the segment, and Ls(t_j) = Ls,direct +
     Ls,indirect: one emitter sample with its shadow ray (phase * T_shadow * Le / pdf, no MIS:
-    emitter sampling alone covers the direct light) plus ``indirect.estimate`` (a path from t_j
-    along a phase sample whose first emitter is hidden, depth and roulette counted from the main
-    path: depth_left, rr_left);
+    emitter sampling alone covers the direct light) plus, at one of the n points chosen uniformly
+    and weighted n, ``indirect.estimate`` (a path from t_j along a phase sample whose first emitter
+    is hidden, depth and roulette counted from the main path: depth_left, rr_left; one path per
+    flight bounds the cost in dense media);
         d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls(t_j) dt.
     All random numbers come from a side stream: the path's are untouched. Unbiased for any
     est.SPLIT >= 1 (the quadrature, the ratio-tracking product and the Ls estimate are independent
