@@ -124,6 +124,8 @@ def driver_seed(base, it, view, k):
     return (int(base) * 1000003 + it * 4099 + view * 67 + k * 7919 + 1) & 0xFFFFFFFF
 
 
+# spp_at and stage_res repeat tirender.optim.schedules.spp_at / resolution_at: importing tirender
+# imports taichi, and the Mitsuba child (whose peak RSS is measured) must not load it.
 def spp_at(it, base, double_every, max_spp):
     """tirender.optim.schedules.spp_at."""
     spp = base * (2 ** (it // int(double_every))) if double_every else int(base)
