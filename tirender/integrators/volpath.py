@@ -8,7 +8,7 @@ refracts into (or reflects off) its medium.
 
 Per path segment inside a medium:
   * free-flight sampling (``free_flight``):
-      - grid media: delta tracking with the majorant mu (``st.med_majorant``) on the segment
+      - grid media: delta tracking with per-cell majorants mu (``st.med_majgrid``) on the segment
         clipped to the grid's bbox. At a tentative collision x, with P_s = sigma_t,h(x) / mu
         (h: the path's hero channel; detached): real scattering with probability P_s, weight
         sigma_s(x) / (mu P_s); null scattering otherwise, weight (mu - sigma_t(x)) / (mu (1 - P_s)).

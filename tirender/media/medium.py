@@ -65,21 +65,6 @@ def default_step(st: ti.template(), m):
 
 
 # ------------------------------------------------------------------------------- majorants
-@ti.kernel
-def _slice_max(st: ti.template(), m: ti.i32, offset: ti.i32, size: ti.i32):
-    for i in range(size):
-        ti.atomic_max(st.med_majorant[m], st.pool[offset + i])
-
-
-@ti.kernel
-def _finish_majorants(st: ti.template(), n: ti.i32, margin: float):
-    for m in range(n):
-        mx = st.med_majorant[m] * st.med_scale[m]
-        if not st.med_flags[m] & HOMOGENEOUS:
-            mx = ti.max(st.med_fixed_majorant[m], margin * mx)
-        st.med_majorant[m] = mx
-
-
 @ti.func
 def _voxel_range(cell, n):
     """Voxels (lo, hi) along one axis whose trilinear support reaches cell `cell` of MAJORANT_GRID
@@ -115,20 +100,11 @@ def _cell_majorants(st: ti.template(), m: ti.i32, margin: float):
 
 
 def update_majorants(scene, st):
-    """st.med_majorant[m] = max sigma_t of medium m (homogeneous), or
-    max(fixed majorant, GRID_MAJORANT_MARGIN * max(scale * density)) (grid): a strict upper bound
-    of sigma_t, so that delta and ratio tracking are unbiased; and for grid media the same bound
-    per cell of a MAJORANT_GRID^3 grid over the bbox (st.med_majgrid), which the tracking uses.
-    Runs on the device (the pool may have changed there)."""
-    media = scene.desc.media
-    if not media:
-        return
-    for m in range(len(media)):
-        st.med_majorant[m] = 0.0
-    for m, med in enumerate(media):
-        info = scene.params.info(scene.desc.textures[med.sigma].name)
-        _slice_max(st, m, info.offset, info.size)
-    _finish_majorants(st, len(media), GRID_MAJORANT_MARGIN)
-    for m, med in enumerate(media):
+    """st.med_majgrid[m, cell]: for each grid medium m, an upper bound of sigma_t on each cell of a
+    MAJORANT_GRID^3 grid over its bbox, max(fixed majorant, GRID_MAJORANT_MARGIN * the largest
+    scale * density its trilinear lookups read) — what delta and ratio tracking use (homogeneous
+    media sample analytically and need none). Runs on the device before every render (the pool may
+    have changed there); ``media.spec.host_majorant`` is the global bound, for checks."""
+    for m, med in enumerate(scene.desc.media):
         if not med.flags & HOMOGENEOUS:
             _cell_majorants(st, m, GRID_MAJORANT_MARGIN)

@@ -223,7 +223,6 @@ def media_arrays(media):
     a["med_bmin"] = np.array([m.bbox_min for m in media] or [(-1, -1, -1)], np.float32)
     a["med_bmax"] = np.array([m.bbox_max for m in media] or [(1, 1, 1)], np.float32)
     a["med_fixed_majorant"] = np.array([m.majorant for m in media] or [0.0], np.float32)
-    a["med_majorant"] = np.zeros(len(a["med_type"]), np.float32)
     return a
 
 

@@ -108,14 +108,14 @@ class Storage:
         f.aux = ti.Vector.field(4, float)
         fb.dense(ti.i, c["pixels"]).place(f.film, f.adj, f.adj_w, f.aux)
         # participating media (tirender/media): type, coefficient volumes (texture indices), scale,
-        # grid bbox, fixed and effective majorants
+        # grid bbox, fixed majorant (a floor of the per-cell majorants, med_majgrid)
         f.med_type, f.med_flags, f.med_phase = (ti.field(ti.i32) for _ in range(3))
         f.med_sigma, f.med_albedo, f.med_g = (ti.field(ti.i32) for _ in range(3))
-        f.med_scale, f.med_fixed_majorant, f.med_majorant = (ti.field(float) for _ in range(3))
+        f.med_scale, f.med_fixed_majorant = ti.field(float), ti.field(float)
         f.med_bmin, f.med_bmax = vec3.field(), vec3.field()
         fb.dense(ti.i, c["media"]).place(f.med_type, f.med_flags, f.med_phase, f.med_sigma, f.med_albedo, f.med_g,
                                          f.med_scale,
-                                         f.med_fixed_majorant, f.med_majorant, f.med_bmin, f.med_bmax)
+                                         f.med_fixed_majorant, f.med_bmin, f.med_bmax)
         f.med_majgrid = ti.field(float)      # per-cell majorants of grid media (media/medium.py)
         fb.dense(ti.ij, (c["media"], MAJORANT_GRID ** 3)).place(f.med_majgrid)
         f.info_i = ti.field(ti.i32)

@@ -5,8 +5,8 @@ each with its adjoint (detached PRB for volumes, Vicini et al. 2021 §4.4).
 
 Delta tracking with piecewise-constant majorants mu (``st.med_majgrid``: a MAJORANT_GRID^3 grid of
 cells over the medium's bbox, walked by MajorantWalk; empty cells are skipped) on the bbox-clipped
-segment: at a tentative collision x (mu: its cell's majorant), with P_s = sigma_t,h(x) / mu (h: the path's hero channel; detached), real
-scattering with probability P_s, weight sigma_s(x) / (mu P_s); null scattering otherwise, weight
+segment: at a tentative collision x (mu: its cell's majorant), with P_s = sigma_t,h(x) / mu (h: the
+path's hero channel; detached), real scattering with probability P_s, weight sigma_s(x) / (mu P_s); null scattering otherwise, weight
 (mu - sigma_t(x)) / (mu (1 - P_s)). Every event also yields the pdf ratios q_c = p_c / p_h of the
 other channels' strategies (spectral MIS, see media/homogeneous.py). Adjoint (given L, the radiance
 the weight multiplies, and its adjoint dL; G = dL L): the *marginal* weights are differentiated
