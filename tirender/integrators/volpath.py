@@ -36,8 +36,9 @@ of the walk contributes dL * L * (dw/dpi) / w (sampling decisions and pdfs detac
     exp(-tau) (escape) are differentiated (walk/media.py): attenuation -dL L d tau by a quadrature
     of the flight, albedo at the collision, and the in-scattering term dL T alpha Ls d sigma_t
     estimated along the whole flight at ``inscatter_points`` stratified points
-    (``inscatter_adjoint``), Ls by an emitter sample (direct) plus a PRIMAL path from the point
-    whose first emitter is hidden (indirect, ``indirect_estimator``).
+    (``inscatter_adjoint``), Ls by an emitter sample (direct) plus, at one point per camera path
+    (``IndirectPick``, weighted reservoir sampling over the flights), a primal path from the point
+    whose first emitter is hidden (indirect), walked after the replay by the same inlined walk.
   * NEE transmittance (ratio tracking) by a nested replay of the shadow ray's geometry with the
     sampler state saved before it: d sigma_t += -dT * T * d tau, dT = dL * (NEE term without T).
   * phase functions: d g += (dL . L) (dp/dg) / p for sampled directions; NEE: (dL . term / p) dp/dg.
@@ -60,10 +61,11 @@ from ..media import medium as med
 from ..schema import Integer, Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
-from ..walk.media import (DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, inscatter_adjoint,
-                          target_medium, tracked)
+from ..walk.media import (DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, indirect_stream,
+                          inscatter_adjoint, no_pick, target_medium, tracked)
 from ..media.phase import phase_sample
-from ..walk.state import PRIMAL, PathState, adjoint_on, camera_state
+from ..core.rng import PCG32
+from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
@@ -77,9 +79,9 @@ KEYS = path.KEYS + (Number("step_size", default=0.0, lo=0.0,
 
 @ti.func
 def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), vis: ti.template(),
-         s: ti.template(), sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
+         s: ti.template(), sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL, pick: ti.template()):
     """Continue path state s through surfaces and media until it ends (vis: MediumVisibility.of(march),
-    which also names the free-flight estimator)."""
+    which also names the free-flight estimator; pick: the replay's IndirectPick, see trace)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
         tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
@@ -93,7 +95,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         if s.medium >= 0:
             if ti.static(mode != PRIMAL):
                 if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
-                    inscatter_adjoint(st, em, vis, indirect_estimator(bsdf, em, vis), s.medium, s.o,
+                    inscatter_adjoint(st, em, vis, pick, s.medium, s.o,
                                       s.d, t_surf, s.beta, sampler, dL, max_depth - s.depth - 1,
                                       rr_depth - s.depth - 1, s.hero)
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL,
@@ -142,38 +144,45 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                 steps.russian_roulette(s, sampler, rr_depth, RR_MAX)
 
 
-_INDIRECT = {}
-
-
-def indirect_estimator(bsdf, em, vis):
-    """The indirect in-scattered radiance for inscatter_adjoint (walk/media.py): ``estimate(st, x,
-    d_in, m, sampler, depth_left, rr_left, hero)`` samples the phase function at x and walks a
-    PRIMAL path from there whose first segment's emitter is hidden (that light is the direct part,
-    estimated by emitter sampling): depth and Russian roulette count from x (depth_left =
-    max_depth - depth - 1, rr_left likewise), so the path is one the main walk could have taken."""
-    key = (bsdf, em, vis)
-    if key not in _INDIRECT:
-        class Indirect:
-            @staticmethod
-            @ti.func
-            def estimate(st: ti.template(), x, d_in, m, sampler: ti.template(), depth_left, rr_left, hero):
-                wo, pdf = phase_sample(st, m, d_in, sampler.next_2d())
-                s2 = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=0, prev_p=x, prev_pdf=pdf, prev_delta=0,
-                               o=x, d=wo, active=1, medium=m, hero=hero, r=vec3(1.0), replay=0)
-                walk(st, bsdf, em, PRIMAL, vis, s2, sampler, depth_left, rr_left, 1, vec3(0.0))
-                return s2.L
-        _INDIRECT[key] = Indirect
-    return _INDIRECT[key]
-
-
 @ti.func
 def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
-    """One path from o along d (vis: MediumVisibility.of(march)). Returns (L, real scattering vertices)."""
+    """One path from o along d (vis: MediumVisibility.of(march)). Returns (L, real scattering vertices).
+
+    When replaying (PRB), the flights offer points to an IndirectPick (walk/media.py:
+    inscatter_adjoint); after the replay, a second round of the *same* inlined walk (one walk
+    body per kernel: compile time and code size as without it) walks a primal path from the
+    picked point along a phase sample, its first emitter hidden (that light is the direct part),
+    depth and roulette counted from the main path, and adds c / w * W * Ls,indirect to the
+    density gradient at the point."""
+    ti.static_assert(mode == PRIMAL or mode == PRB, "volpath walks in mode PRIMAL or PRB (walk/state.py)")
     s = camera_state(o, d, L_in, replay)
     s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)   # the channel that samples distances
-    walk(st, bsdf, em, mode, vis, s, sampler, max_depth, rr_depth, hide_emitters, dL)
-    return s.L, s.depth
+    pick = no_pick()
+    smp = PCG32(state=sampler.state, inc=sampler.inc)
+    L, depth = vec3(0.0), 0
+    md, rd, hide = max_depth, rr_depth, hide_emitters
+    rounds = 1
+    r = 0
+    while r < rounds:
+        walk(st, bsdf, em, mode, vis, s, smp, md, rd, hide, dL, pick)
+        if r == 0:
+            L, depth = s.L, s.depth
+            sampler.state = smp.state
+            if ti.static(mode == PRB):
+                if s.replay != 0 and pick.W > 0.0:     # the indirect path from the picked point
+                    smp = indirect_stream(pick)
+                    wo, pdf = phase_sample(st, pick.m, pick.d, smp.next_2d())
+                    s = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=0, prev_p=pick.x, prev_pdf=pdf,
+                                  prev_delta=0, o=pick.x, d=wo, active=1, medium=pick.m, hero=pick.hero,
+                                  r=vec3(1.0), replay=0)
+                    md, rd, hide = pick.depth_left, pick.rr_left, 1
+                    rounds = 2
+        else:
+            if max3(s.L) > 0.0:
+                med.sigma_t_adjoint(st, pick.m, pick.x, pick.c * (pick.W / pick.w) * s.L)
+        r += 1
+    return L, depth
 
 
 @ti.func

@@ -429,8 +429,45 @@ def tracked(st: ti.template(), est: ti.template(), m):
     return res
 
 
+@ti.dataclass
+class IndirectPick:
+    """The one flight point per path at which the PRB replay estimates the indirect in-scattered
+    light Ls,indirect (inscatter_adjoint), picked by weighted reservoir sampling over the path's
+    candidates i with weights w_i = |c_i|_1: a candidate is kept with probability w_i / W (W: the
+    running sum), so c / w * W * Ls,indirect(x) is an unbiased estimate of sum_i c_i Ls,indirect(x_i)
+    (one indirect path per camera path, walked after the replay by the same inlined walk; see
+    volpath.trace). x, d: the point and the flight direction; m: its medium; c: dL beta T alpha n dt
+    (per channel, the quadrature weight of the point); depth_left, rr_left: max_depth and rr_depth
+    of the indirect path (counted from the main path); state, inc: its random stream."""
+    x: vec3
+    d: vec3
+    m: ti.i32
+    c: vec3
+    w: float
+    W: float
+    depth_left: ti.i32
+    rr_left: ti.i32
+    hero: ti.i32
+    state: ti.u64
+    inc: ti.u64
+
+
 @ti.func
-def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), indirect: ti.template(), m, o, d,
+def no_pick():
+    """An empty IndirectPick (W = 0: no candidate yet)."""
+    return IndirectPick(m=-1, w=0.0, W=0.0, state=ti.u64(0), inc=ti.u64(1))
+
+
+@ti.func
+def indirect_stream(pick):
+    """The random stream of the picked indirect path: a PCG stream of its own (not the side stream's)."""
+    r = PCG32(state=pick.state, inc=pick.inc ^ ti.u64(0x2545F4914F6CDD1D))
+    r.next_u32()
+    return r
+
+
+@ti.func
+def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), pick: ti.template(), m, o, d,
                       tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero):
     """The in-scattering term of the density derivative of one flight segment o + t d, t in
     [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
@@ -441,14 +478,13 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
     per voxel, and large ones where sigma_t is small). Here: est.SPLIT stratified points t_j
     (jittered, spacing dt), T(t_j) by ratio tracking along the segment, and Ls(t_j) = Ls,direct +
     Ls,indirect: one emitter sample with its shadow ray (phase * T_shadow * Le / pdf, no MIS:
-    emitter sampling alone covers the direct light) plus, at one of the n points chosen uniformly
-    and weighted n, ``indirect.estimate`` (a path from t_j along a phase sample whose first emitter
-    is hidden, depth and roulette counted from the main path: depth_left, rr_left; one path per
-    flight bounds the cost in dense media);
-        d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls(t_j) dt.
-    All random numbers come from a side stream: the path's are untouched. Unbiased for any
-    est.SPLIT >= 1 (the quadrature, the ratio-tracking product and the Ls estimate are independent
-    unbiased estimates)."""
+    emitter sampling alone covers the direct light), applied at once:
+        d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls,direct(t_j) dt;
+    Ls,indirect at one of the n points chosen uniformly (weight n), offered to ``pick`` (one
+    indirect path per camera path, walked after the replay: volpath.trace). All random numbers
+    come from a side stream: the path's are untouched. Unbiased for any est.SPLIT >= 1 (the
+    quadrature, the ratio-tracking product and the Ls estimates are independent unbiased
+    estimates)."""
     side = _side_stream(sampler)
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
     if t1 > t0 and t1 < BIG:
@@ -470,6 +506,8 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                 j = n
             else:
                 x = o + tj * d
+                _, alb = med.coefficients(st, m, x)
+                c = dL * beta * T * alb * dt
                 Ls = vec3(0.0)
                 ds = emitters.sample_emitter(st, em, x, side.next_2d())
                 if ds.emitter >= 0 and max3(ds.weight) > 0.0:
@@ -480,11 +518,24 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                             dist = (ds.p - x).norm() * (1.0 - 1e-4)
                         Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, side, vec3(0.0), vec3(0.0))
                         Ls += ph * Tsh * ds.weight
-                if j == j_ind:   # Ls,indirect at one point of the n, weighted n (unbiased; one path per flight)
-                    Ls += n * indirect.estimate(st, x, d, m, side, depth_left, rr_left, hero)
                 if max3(Ls) > 0.0:
-                    _, alb = med.coefficients(st, m, x)
-                    med.sigma_t_adjoint(st, m, x, dL * beta * T * alb * Ls * dt)
+                    med.sigma_t_adjoint(st, m, x, c * Ls)
+                if j == j_ind and depth_left > 1:   # Ls,indirect (needs a vertex after x): a candidate
+                    ci = c * n
+                    wi = ti.abs(ci).sum()
+                    if wi > 0.0:
+                        pick.W += wi
+                        if side.next_1d() * pick.W < wi:
+                            pick.x = x
+                            pick.d = d
+                            pick.m = m
+                            pick.c = ci
+                            pick.w = wi
+                            pick.depth_left = depth_left
+                            pick.rr_left = rr_left
+                            pick.hero = hero
+                            pick.state = side.state
+                            pick.inc = side.inc
                 j += 1
 
 
