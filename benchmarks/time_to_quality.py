@@ -6,10 +6,10 @@ time each needs to reach the other's final error, first-iteration (cold) time, h
 peak RSS; and a PNG of parameter RMSE vs wall seconds.
 
     export DRJIT_LIBLLVM_PATH=/usr/lib/x86_64-linux-gnu/libLLVM-19.so   # set here when unset and present
-    python3 benchmarks/time_to_quality.py [--task volume] [--iters N] [--out DIR] [--skip-mitsuba]
+    python3 benchmarks/time_to_quality.py [--task volume|texture|cbox] [--iters N] [--out DIR] [--skip-mitsuba]
                                           [--order tirender-first|mitsuba-first] [--gradient-check]
 
-Tasks (one function each, TASKS below; texture / cbox / radiance-field tasks can be added the same way):
+Tasks (TASKS below; the radiance-field task is not ported yet):
 
 volume   configs/volume_recovery.yaml: the 64^3 smoke density (configs/volumes/smoke64.vol) from
          6 views (64^2, fov 40) under the sky envmap, prbvolpath (max_depth 8, rr_depth 5), 32^3 for
@@ -24,6 +24,18 @@ volume   configs/volume_recovery.yaml: the 64^3 smoke density (configs/volumes/s
          resampling (voxel centres aligned) and keeping Adam's step count, as the driver does.
          Density RMSE as the driver's param_rmse (OptimizationRun._rmse): the current grid
          trilinearly resampled to the truth's 64^3, RMS difference over voxels.
+
+texture  configs/texture_recovery.yaml: a 256^2 diffuse bitmap on a rectangle under a rectangular
+         area light, one 128^2 view (Gaussian filter), PRB with max_depth 3, 8 + 8 spp, Adam (each
+         renderer's own defaults: tirender's relative eps, Dr.Jit's 1e-8), lr 0.03 from 0.5 grey,
+         coarse to fine 32^2 -> 64^2 -> 128^2 -> 256^2 at iterations 0/20/40/60 (value and Adam's
+         moments resampled bilinearly, step count kept, in both), values clipped to [0, 1]. Mitsuba
+         gets the same linear texture (the PNG decoded from sRGB as tirender does, raw bitmap).
+cbox     configs/cbox_red_wall.yaml: the Cornell box's red wall RGB reflectance from 0.5 grey, one
+         128^2 view, PRB max_depth 6, 8 + 8 spp, Adam lr 0.04, 40 iterations; Mitsuba renders the
+         XML twin tests/data/cbox.xml at res 128 with its prb integrator.
+Both: tirender runs its own driver on the config (tirender_task); Mitsuba a port of the driver's
+loop (mitsuba_task); parameter error = the driver's param_rmse against the scene as written.
 
 Timing: seconds since the first iteration started (after scene loading, target renders and the
 held-out start render; both renderers keep their kernels' on-disk caches, Taichi's offline cache
@@ -344,6 +356,246 @@ def mitsuba_volume(spec, out):
                 setup_s=setup, loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
 
 
+# -- texture and cbox tasks: one tirender child (the driver on the config) and one Mitsuba child --------
+TEXTURE_CONFIG = os.path.join(ROOT, "configs", "texture_recovery.yaml")
+CBOX_CONFIG = os.path.join(ROOT, "configs", "cbox_red_wall.yaml")
+CBOX_XML = os.path.join(ROOT, "tests", "data", "cbox.xml")   # the XML twin of configs/cbox.yaml
+
+
+def resample_texture(tex, h, w):
+    """tirender.textures.resample_texture without Taichi: bilinear, texel centres aligned."""
+    tex = np.asarray(tex, np.float64)
+    H, W, C = tex.shape
+    if (H, W) == (h, w):
+        return tex.astype(np.float32)
+    ys = (np.arange(h) + 0.5) * H / h - 0.5
+    xs = (np.arange(w) + 0.5) * W / w - 0.5
+    y0 = np.clip(np.floor(ys).astype(int), 0, H - 1)
+    x0 = np.clip(np.floor(xs).astype(int), 0, W - 1)
+    y1, x1 = np.clip(y0 + 1, 0, H - 1), np.clip(x0 + 1, 0, W - 1)
+    fy = np.clip(ys - np.floor(ys), 0, 1)[:, None, None]
+    fx = np.clip(xs - np.floor(xs), 0, 1)[None, :, None]
+    a, b, c, d = tex[y0][:, x0], tex[y0][:, x1], tex[y1][:, x0], tex[y1][:, x1]
+    return ((1 - fy) * ((1 - fx) * a + fx * b) + fy * ((1 - fx) * c + fx * d)).astype(np.float32)
+
+
+def from_srgb(x):
+    """tirender.io.images.from_srgb (IEC 61966-2-1) without Taichi."""
+    x = np.maximum(np.asarray(x, np.float32), 0)
+    return np.where(x <= 0.04045, x / 12.92, np.power((x + 0.055) / 1.055, 2.4)).astype(np.float32)
+
+
+def param_rmse(cur, truth):
+    """The driver's param_rmse: cur resampled to the truth's shape (grids, textures), RMS difference."""
+    cur = np.asarray(cur, np.float64)
+    truth = np.asarray(truth, np.float64)
+    if cur.shape != truth.shape:
+        cur = resample_grid(cur, truth.shape[:3]) if truth.ndim == 4 else resample_texture(cur, *truth.shape[:2])
+    return float(np.sqrt(((cur - truth) ** 2).mean()))
+
+
+def _common_spec(path, iters):
+    """What every task reads from its config: the optimised parameter, schedule and optimiser."""
+    import yaml
+    with open(path) as fh:
+        cfg = yaml.safe_load(fh)
+    op = cfg["optimize"]
+    (pname, popt), = op["params"].items()
+    assert op["loss"] == "l2" and op.get("optimizer", {}).get("type", "adam") == "adam"
+    assert op.get("method", "prb") == "prb" and "spp_schedule" not in op
+    full = int(op["iters"])
+    iters = full if iters is None else int(iters)
+    stages = [[0, None]]
+    if op.get("multires"):
+        (mr, st), = op["multires"].items()
+        assert mr == pname
+        stages = [[int(round(s * iters / full)), int(r)] for s, r in st]
+    o = op.get("optimizer", {})
+    return cfg, dict(config=path, iters=iters, full_iters=full, stages=stages, param=pname,
+                     init=popt["init"], lr=float(popt["lr"]), beta1=float(o.get("beta1", 0.9)),
+                     beta2=float(o.get("beta2", 0.999)), spp=int(op["spp"]), spp_grad=int(op.get("spp_grad", op["spp"])),
+                     double_every=None, spp_max=None, views=[0], holdout=[],
+                     target_spp=int(op["target"]["spp"]), target_seed=int(op["target"]["seed"]),
+                     seed=int(op.get("seed", 0)))
+
+
+def texture_spec(iters=None):
+    """configs/texture_recovery.yaml: a 256^2 diffuse texture from one 128^2 view (area light,
+    path max_depth 3), 32^2 -> 64^2 -> 128^2 -> 256^2."""
+    cfg, s = _common_spec(TEXTURE_CONFIG, iters)
+    sc = cfg["scene"]
+    cam, = sc["sensors"]
+    la, f = cam["to_world"]["look_at"], cam["film"]
+    canvas, light = sc["shapes"]
+    (lscale, llook) = light["to_world"]
+    refl = sc["bsdfs"]["canvas"]["reflectance"]
+    assert s["param"] == "canvas.reflectance" and canvas["type"] == light["type"] == "rectangle"
+    assert "to_world" not in canvas and refl["type"] == "bitmap" and f["filter"]["type"] == "gaussian"
+    s.update(kind="texture", dims="^2", max_depth=int(sc["integrator"]["max_depth"]), fov=float(cam["fov"]),
+             fov_axis=cam["fov_axis"], origin=la["origin"], target=la["target"], up=la["up"], width=int(f["width"]),
+             height=int(f["height"]), stddev=float(f["filter"]["stddev"]), wrap=refl.get("wrap", "repeat"),
+             texture=os.path.join(ROOT, "configs", refl["filename"]), light_scale=float(lscale["scale"]),
+             light_look_at=llook["look_at"], radiance=[float(x) for x in light["emitter"]["radiance"]])
+    return s
+
+
+def cbox_spec(iters=None):
+    """configs/cbox_red_wall.yaml: the Cornell box's red wall colour (RGB) from one 128^2 view
+    (Mitsuba: its XML twin tests/data/cbox.xml at res 128)."""
+    cfg, s = _common_spec(CBOX_CONFIG, iters)
+    assert s["param"] == "red.reflectance"
+    res = {x.split("=")[0]: int(x.split("=")[1]) for x in cfg["scene"]["set"]}
+    s.update(kind="cbox", dims="", xml=CBOX_XML, res=res["sensors.0.film.width"], max_depth=6, rr_depth=5)
+    return s
+
+
+def tirender_task(spec, out):
+    """Child: tirender's own driver on the task's config (iterations and multires scaled)."""
+    t_proc = time.perf_counter()
+    import tirender
+    tirender.init("cpu")
+    from tirender.api import render
+    from tirender.config import load_config
+    from tirender.optim.driver import OptimizationRun
+    from tirender.optim.losses import l2
+    cfg = load_config(spec["config"])
+    o = cfg["optimize"]
+    o["iters"] = spec["iters"]
+    if spec["stages"][0][1] is not None:
+        o["multires"] = {spec["param"]: spec["stages"]}
+    o["save_every"] = spec["iters"]
+    stamps = []
+    run = OptimizationRun(cfg, out=out)
+    m = run.run(callback=lambda it, loss, imgs: stamps.append(time.perf_counter()))
+    rows = read_rows(os.path.join(out, "loss.csv"))
+    sc, name = run.scene, spec["param"]
+    truth = run.truth[name]
+    if sc.params.info(name).shape != truth.shape:
+        sc.resize_texture(name, *truth.shape[:2])
+    sc.params[name] = truth
+    floor = float(np.mean([l2(render(sc, spp=rows[-1]["spp"], seed=driver_seed(7, 0, v, 0), sensor=v, progress=False),
+                              np.load(os.path.join(out, f"target_view{v}.npy")))[0] for v in spec["views"]]))
+    setup = (stamps[0] - rows[0]["seconds"]) - t_proc if stamps else float("nan")
+    return dict(rows=rows, rmse_start=m["params"][name]["rmse_start"], holdout_start=None, holdout_end=None,
+                setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
+
+
+def mitsuba_texture_scene(spec):
+    """The texture task in Mitsuba 3: (mi, dr, scene, integrator, sensors, params, key, truth, shape of a stage)."""
+    import imageio.v3 as iio
+    import mitsuba as mi
+    mi.set_variant("llvm_ad_rgb")
+    import drjit as dr
+    T = mi.ScalarTransform4f
+    truth = from_srgb(iio.imread(spec["texture"])[..., :3].astype(np.float32) / 255.0)   # tirender's decoding
+    la = spec["light_look_at"]
+    d = {"type": "scene",
+         "sensor": {"type": "perspective", "fov": spec["fov"], "fov_axis": spec["fov_axis"],
+                    "to_world": T().look_at(origin=spec["origin"], target=spec["target"], up=spec["up"]),
+                    "film": {"type": "hdrfilm", "width": spec["width"], "height": spec["height"], "pixel_format": "rgb",
+                             "rfilter": {"type": "gaussian", "stddev": spec["stddev"]}},
+                    "sampler": {"type": "independent", "sample_count": spec["spp"]}},
+         "canvas": {"type": "rectangle",
+                    "bsdf": {"type": "diffuse", "reflectance": {"type": "bitmap", "bitmap": mi.Bitmap(truth), "raw": True,
+                                                                "wrap_mode": spec["wrap"]}}},
+         "light": {"type": "rectangle",
+                   "to_world": T().look_at(origin=la["origin"], target=la["target"], up=la["up"]) @ T().scale(spec["light_scale"]),
+                   "emitter": {"type": "area", "radiance": {"type": "rgb", "value": spec["radiance"]}}}}
+    scene = mi.load_dict(d)
+    integ = mi.load_dict({"type": "prb", "max_depth": spec["max_depth"]})
+    return mi, dr, scene, integ, scene.sensors(), mi.traverse(scene), "canvas.bsdf.reflectance.data", truth, \
+        lambda r: (r, r, truth.shape[2])
+
+
+def mitsuba_cbox_scene(spec):
+    """The cbox task in Mitsuba 3 (tests/data/cbox.xml at the config's resolution)."""
+    import mitsuba as mi
+    mi.set_variant("llvm_ad_rgb")
+    import drjit as dr
+    scene = mi.load_file(spec["xml"], res=spec["res"], spp=spec["spp"])
+    integ = mi.load_dict({"type": "prb", "max_depth": spec["max_depth"], "rr_depth": spec["rr_depth"]})
+    params = mi.traverse(scene)
+    key = "red.reflectance.value"
+    truth = np.array(params[key], np.float32).ravel()
+    return mi, dr, scene, integ, scene.sensors(), params, key, truth, None
+
+
+def mitsuba_task(spec, out):
+    """Child: the driver's loop ported to Mitsuba 3 (llvm_ad_rgb): mi.render(spp, spp_grad) per view,
+    L2, dr.backward, mi.ad.Adam (Dr.Jit's own defaults), parameters clipped to the model's [0, 1];
+    coarse-to-fine as the driver (value, m and v resampled bilinearly, Adam's step count kept)."""
+    t_proc = time.perf_counter()
+    os.makedirs(out, exist_ok=True)
+    mi, dr, scene, integ, sensors, params, key, truth, stage_shape = \
+        (mitsuba_texture_scene if spec["kind"] == "texture" else mitsuba_cbox_scene)(spec)
+
+    def render(v, spp, seed):
+        return np.array(mi.render(scene, sensor=sensors[v], integrator=integ, spp=spp, seed=seed))[..., :3]
+    targets = {v: mi.TensorXf(render(v, spec["target_spp"], spec["target_seed"] + v)) for v in spec["views"]}
+    for v, img in targets.items():
+        np.save(os.path.join(out, f"target_view{v}.npy"), np.array(img))
+    stages = spec["stages"]
+    init = np.asarray(spec["init"], np.float32)
+    if stage_shape:
+        params[key] = mi.TensorXf(np.broadcast_to(init, stage_shape(stage_res(0, stages))).copy())
+    else:
+        params[key] = type(params[key])(*np.broadcast_to(init, truth.shape).tolist())
+    params.update()
+    opt = mi.ad.Adam(lr=spec["lr"], beta_1=spec["beta1"], beta_2=spec["beta2"])
+    opt[key] = params[key]
+    params.update(opt)
+
+    def value():
+        return np.array(params[key], np.float32).reshape(truth.shape if not stage_shape else np.array(params[key]).shape)
+    rmse_start = param_rmse(value(), truth)
+    nv = len(spec["views"])
+    rows = []
+    t_start = time.perf_counter()
+    for it in range(spec["iters"]):
+        if stage_shape:
+            r = stage_res(it, stages)
+            cur = opt[key]
+            if tuple(cur.shape[:2]) != (r, r):
+                _, promoted, lr, (t, m, v, vmax) = opt.state[key]
+                shape = tuple(cur.shape)
+                new = resample_texture(np.array(cur), r, r)
+                m2 = resample_texture(np.array(m).reshape(shape), r, r).ravel()
+                v2 = resample_texture(np.array(v).reshape(shape), r, r).ravel()
+                opt[key] = mi.TensorXf(new)
+                value_, promoted, lr, (_, m0, v0, _) = opt.state[key]
+                opt.state[key] = (value_, promoted, lr, (t, type(m0)(m2), type(v0)(v2), vmax))
+                params.update(opt)
+        spp, spp_g = spec["spp"], spec["spp_grad"]
+        loss = 0.0
+        for v in spec["views"]:
+            img = mi.render(scene, params, sensor=sensors[v], integrator=integ, spp=spp, spp_grad=spp_g,
+                            seed=driver_seed(spec["seed"], it, v, 0), seed_grad=driver_seed(spec["seed"], it, v, 1))
+            lv = dr.mean(dr.square(img - targets[v]), axis=None) / nv
+            dr.backward(lv)
+            loss += float(np.array(dr.detach(lv)).ravel()[0])
+        opt.step()
+        opt[key] = dr.clip(opt[key], 0.0, 1.0)    # the model's bounds, as tirender's driver projects
+        params.update(opt)
+        cur = value()                             # waits for the step
+        el = time.perf_counter() - t_start
+        rows.append(dict(iteration=it, loss=loss, seconds=el, spp=spp, param_rmse=param_rmse(cur, truth)))
+        if (it + 1) % 10 == 0 or it + 1 == spec["iters"]:
+            print(f"mitsuba it {it + 1}/{spec['iters']} {el:.1f} s loss {loss:.4g} rmse {rows[-1]['param_rmse']:.4f}",
+                  file=sys.stderr, flush=True)
+    peak = _rss_mb()
+    np.save(os.path.join(out, "param.npy"), value())
+    if stage_shape:
+        params[key] = mi.TensorXf(truth)
+    else:
+        params[key] = type(params[key])(*truth.tolist())
+    params.update()
+    floor = float(np.mean([((render(v, rows[-1]["spp"], driver_seed(7, 0, v, 0)) - np.array(targets[v])) ** 2).mean()
+                           for v in spec["views"]]))
+    write_rows(os.path.join(out, "loss.csv"), rows)
+    return dict(rows=rows, rmse_start=rmse_start, holdout_start=None, holdout_end=None, setup_s=t_start - t_proc,
+                loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
+
+
 # -- --gradient-check: the density gradient at the start of the volume task, both renderers ----------
 GC_SEEDS = 8
 
@@ -461,7 +713,8 @@ def gradient_check(spec, out):
 
 
 CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume,
-            "tirender_volume_grad": tirender_volume_grad, "mitsuba_volume_grad": mitsuba_volume_grad}
+            "tirender_volume_grad": tirender_volume_grad, "mitsuba_volume_grad": mitsuba_volume_grad,
+            "tirender_task": tirender_task, "mitsuba_task": mitsuba_task}
 
 
 def run_child(name, spec, out, log):
@@ -494,8 +747,9 @@ def iteration_seconds(rows):
     return np.diff([0.0] + s)
 
 
-def stage_stats(rows, stages):
-    """Per multires stage: (label, first iteration's s, median s of the others)."""
+def stage_stats(rows, stages, dims="^3"):
+    """Per multires stage: (label, first iteration's s, median s of the others); stages [[0, None]]:
+    no multires."""
     dt = iteration_seconds(rows)
     out = []
     bounds = [s for s, _ in stages] + [len(rows)]
@@ -503,12 +757,13 @@ def stage_stats(rows, stages):
         if start >= stop:
             continue
         seg = dt[start:stop]
-        out.append((f"{res}^3 iterations {start}-{stop - 1}", float(seg[0]),
+        label = f"iterations {start}-{stop - 1}" if res is None else f"{res}{dims} iterations {start}-{stop - 1}"
+        out.append((label, float(seg[0]),
                     float(np.median(seg[1:])) if len(seg) > 1 else float("nan")))
     return out
 
 
-def table(title, ti, mi, stages, param_label):
+def table(title, ti, mi, stages, param_label, dims="^3"):
     """The issue's table (mi may be None: tirender's column only)."""
     def f(x, fmt="{:.3f}"):
         return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else fmt.format(x)
@@ -520,10 +775,11 @@ def table(title, ti, mi, stages, param_label):
         rt = f(vals[0] / vals[1], "{:.2f}x") if ratio and mi and vals[1] not in (None, 0) and vals[0] is not None else ""
         rows.append((label, [f(v, fmt) for v in vals], rt))
     add("setup s (import, scene, targets, held-out start)", lambda r: r["setup_s"], "{:.1f}")
-    st = {name: stage_stats(r["rows"], stages) for name, r in cols}
+    st = {name: stage_stats(r["rows"], stages, dims) for name, r in cols}
     for k, (label, _, _) in enumerate(st["tirender"]):
-        add(f"first iteration s, {label.split(' ')[0]} (cold: compile)", lambda r, k=k: stage_stats(r["rows"], stages)[k][1])
-        add(f"s/iteration warm (median), {label}", lambda r, k=k: stage_stats(r["rows"], stages)[k][2])
+        first = "" if stages[k][1] is None else f", {label.split(' ')[0]}"
+        add(f"first iteration s{first} (cold: compile)", lambda r, k=k: stage_stats(r["rows"], stages, dims)[k][1])
+        add(f"s/iteration warm (median), {label}", lambda r, k=k: stage_stats(r["rows"], stages, dims)[k][2])
     add("total optimisation s", lambda r: r["rows"][-1]["seconds"], "{:.1f}")
     add(f"{param_label} start", lambda r: r["rmse_start"], "{:.4f}", ratio=False)
     for start, res in stages[1:]:
@@ -536,8 +792,9 @@ def table(title, ti, mi, stages, param_label):
     add(f"L2 loss, mean of the last {k} iterations (vs own target)",
         lambda r: float(np.mean([x["loss"] for x in r["rows"][-k:]])), "{:.4g}")
     add("L2 loss of the truth at the last spp (noise floor)", lambda r: r["loss_floor"], "{:.4g}")
-    add("held-out view image RMSE start (vs own target)", lambda r: r["holdout_start"], "{:.4f}", ratio=False)
-    add("held-out view image RMSE end", lambda r: r["holdout_end"], "{:.4f}")
+    if ti.get("holdout_start") is not None:
+        add("held-out view image RMSE start (vs own target)", lambda r: r["holdout_start"], "{:.4f}", ratio=False)
+        add("held-out view image RMSE end", lambda r: r["holdout_end"], "{:.4f}")
     add("peak RSS MB", lambda r: r["peak_rss_mb"], "{:.0f}")
     w = max(len(r[0]) for r in rows) + 2
     lines = [title, f"  {'':{w}}" + "".join(f"{c:>14}" for c, _ in cols) + ("   tirender/Mitsuba" if mi else "")]
@@ -615,7 +872,7 @@ def run_task(name, a):
     title = (f"\nTime to quality, {name} task ({what}), {spec['iters']} iterations, run sequentially "
              f"({order}); 1-min load average on 2 cores: {'; '.join(loads)}\n"
              f"  tirender: {ti['renderer']}" + (f"; Mitsuba 3: {mi['renderer']}" if mi else ""))
-    print(table(title, ti, mi, spec["stages"], param_label))
+    print(table(title, ti, mi, spec["stages"], param_label, spec.get("dims", "^3")))
     if not ok:
         print(f"  side by side with Mitsuba 3: skipped ({why})")
     series = {}
@@ -631,6 +888,10 @@ def run_task(name, a):
 TASKS = {
     "volume": (volume_spec, "tirender_volume", "mitsuba_volume", "density RMSE",
                "configs/volume_recovery.yaml, 64^3 smoke density, 6 views 64^2, prbvolpath"),
+    "texture": (texture_spec, "tirender_task", "mitsuba_task", "texture RMSE",
+                "configs/texture_recovery.yaml, 256^2 diffuse texture, one 128^2 view, PRB"),
+    "cbox": (cbox_spec, "tirender_task", "mitsuba_task", "reflectance RMSE",
+             "configs/cbox_red_wall.yaml, the red wall's RGB reflectance, one 128^2 view, PRB"),
 }
 
 
