@@ -210,8 +210,7 @@ def test_radiance_field_training_on_vulkan_matches_cpu():
 # ----------------------------------------------------------------------------- path tracer, PRB, prbvolpath on Vulkan
 
 VOLUME = {
-    # inscatter_points 0: Vulkan runs the collision estimator (volpath.args); the CPU half must too
-    "integrator": {"type": "prbvolpath", "max_depth": 6, "inscatter_points": 0},
+    "integrator": {"type": "prbvolpath", "max_depth": 6},   # the in-scattering quadrature (8 points)
     "sensors": [{"fov": 40, "to_world": {"look_at": {"origin": [0, 0, 4], "target": [0, 0, 0], "up": [0, 1, 0]}},
                  "film": {"width": 24, "height": 24, "filter": {"type": "box"}}}],
     "media": {"smoke": {"type": "grid", "density": {"type": "grid", "resolution": 4, "value": 1.0}, "scale": 1.5,

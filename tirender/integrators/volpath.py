@@ -221,11 +221,6 @@ def args(scene, integrator=None, gradient=False):
     if backend.current_arch() == "cpu":   # the superset (see kernel_dispatch)
         kinds = {True, False}
     split = int(scene.integrator.get("inscatter_points", 8)) if gradient and t != "volpath_raymarch" else 0
-    if backend.current_arch() == "vulkan":
-        # on Mesa's software Vulkan the quadrature's kernel gives wrong albedo / g gradients (4.5 % off
-        # the CPU's, which agree with finite differences; density sums agree): not found yet, so Vulkan
-        # samples the in-scattering term at collisions (unbiased, noisier; see docs/media.md)
-        split = 0
     vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds, split)
     return SimpleNamespace(vis=vis, max_depth=a.max_depth, rr_depth=a.rr_depth, hide=a.hide,
                            step=float(scene.integrator.get("step_size", 0.0)))
