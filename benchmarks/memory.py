@@ -1,13 +1,15 @@
 """Memory account: where a task's peak RSS goes, step by step, in a fresh process.
 
-For the cbox PRB step (configs/cbox.yaml, 256², primal 64 spp + adjoint 64 spp) it prints the
+For a task's PRB step (``--scene``: cbox = configs/cbox.yaml, 256²; texture = the scene of
+configs/texture_recovery.yaml, 128²; volume = configs/volume_recovery.yaml's view 0 at the task's
+start, 32³ grid, prbvolpath; primal --spp + adjoint --spp) it prints the
 resident set size (current, from /proc/self/statm) and the peak (ru_maxrss) after each stage:
 Python + numpy imports, `import taichi`, `ti.init`, the scene description, the device storage
 (`scene.bind()`: Taichi fields at their capacities, listed with their sizes), the first render
 (kernel compilation), steady renders, the first and steady gradient passes. The field table
 shows which capacities dominate.
 
-    python benchmarks/memory.py [--spp 64]
+    python benchmarks/memory.py [--scene cbox|texture|volume] [--spp 64]
 """
 import argparse
 import os
@@ -17,6 +19,8 @@ import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
+SCENES = {"cbox": CBOX, "texture": os.path.join(ROOT, "configs", "texture_recovery.yaml"),
+          "volume": os.path.join(ROOT, "configs", "volume_recovery.yaml")}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -32,6 +36,7 @@ def peak_mb():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--spp", type=int, default=64)
+    ap.add_argument("--scene", default="cbox", choices=sorted(SCENES))
     a = ap.parse_args()
     rows = []
     last = [rss_mb()]
@@ -47,15 +52,18 @@ def main():
     tirender.init("cpu")
     mark("ti.init (cpu)")
     from tirender.api import load_scene, render, render_grad
-    sc = load_scene(CBOX)
+    sc = load_scene(SCENES[a.scene])
+    if a.scene == "volume":   # the task's start: a constant 32^3 grid
+        sc.resize_grid("smoke.density", (32, 32, 32))
+        sc.params["smoke.density"] = np.full(sc.params["smoke.density"].shape, 0.02, np.float32)
     mark("scene description")
     st = sc.bind()
     mark("device storage (fields)")
-    render(sc, spp=1, seed=0, progress=False)
+    img = render(sc, spp=1, seed=0, progress=False)
     mark("first render (compile)")
     render(sc, spp=a.spp, seed=1, progress=False)
     mark(f"render {a.spp} spp")
-    w = np.random.default_rng(0).random((256, 256, 3)).astype(np.float32)
+    w = np.random.default_rng(0).random(img.shape).astype(np.float32)
     render_grad(sc, w, spp=1, seed=0, progress=False)
     mark("first gradient (compile)")
     render_grad(sc, w, spp=a.spp, seed=1, progress=False)

@@ -19,7 +19,10 @@ os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "false")
 
 import taichi as ti  # noqa: E402
 
+from . import frontend  # noqa: E402
 from .errors import ConfigError  # noqa: E402
+
+frontend.install()
 
 ARCHS = ("auto", "cpu", "cuda", "vulkan")
 _state = {"arch": None, "fp": None, "verbose": False}

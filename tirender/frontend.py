@@ -1,0 +1,65 @@
+"""Taichi's Python frontend, made cheaper to run (Taichi 1.7).
+
+Every kernel is traced through Taichi's Python frontend in every process, even when its compiled
+code comes from the offline cache (the cache key is computed from the traced IR). Taichi 1.7 builds
+an error-message snippet for every AST node it visits — the source lines with a caret line under
+them, each wrapped to 80 columns by ``textwrap`` — whether or not an error follows. On our
+megakernels that formatting was about half of the frontend's time (measured: 87,720 snippets,
+2.4 of 4.8 s while the texture reconstruction traces its kernels). It also reads every function's
+source again (``inspect.getsourcelines``: the file tokenised up to the function) at each of its
+call sites: 3,948 reads, 1.2 s for the volume task's two kernels.
+
+:func:`install` replaces ``ASTTransformerContext.get_pos_info`` by a version that builds the same
+header (file, line, function) with the node's first source line and its caret, without wrapping.
+Error messages keep naming the file, line and code; only multi-line nodes show their first line.
+It also memoises the frontend's source lookups (``getsourcelines`` / ``getsourcefile``) per function
+object: a function's source does not change within a process.
+Installed at import of tirender when Taichi's context class has the method (a Taichi without it
+keeps its own).
+"""
+from taichi.lang import kernel_impl as _ki
+from taichi.lang.ast import ast_transformer_utils as _atu
+
+_installed = []
+
+
+def _pos_info(self, node):
+    """File, line and function of an AST node, its first source line and a caret under the node."""
+    i = node.lineno - 1
+    msg = f'File "{self.file}", line {node.lineno + self.lineno_offset}, in {self.func.func.__name__}:\n'
+    if not 0 <= i < len(self.src):
+        return msg
+    code = self.src[i].rstrip()
+    col = self.indent + (node.col_offset or 0)
+    end = self.indent + node.end_col_offset if node.end_lineno == node.lineno and node.end_col_offset else len(code)
+    return msg + code + "\n" + " " * col + "^" * max(end - col, 1) + "\n"
+
+
+def _memoised(lookup):
+    """lookup(obj), remembered per object (unhashable objects are looked up every time)."""
+    cache = {}
+
+    def cached(obj):
+        try:
+            return cache[obj]
+        except KeyError:
+            res = cache[obj] = lookup(obj)
+            return res
+        except TypeError:
+            return lookup(obj)
+    cached.__wrapped__ = lookup
+    return cached
+
+
+def install():
+    """Swap in the cheap snippet and the memoised source lookups (idempotent); returns whether
+    this Taichi has the hooks (otherwise it keeps its own)."""
+    ctx = getattr(_atu, "ASTTransformerContext", None)
+    hooks = (ctx is not None and hasattr(ctx, "get_pos_info") and hasattr(_ki, "getsourcelines")
+             and hasattr(_ki, "getsourcefile"))
+    if hooks and not _installed:
+        _installed.append((ctx.get_pos_info, _ki.getsourcelines, _ki.getsourcefile))
+        ctx.get_pos_info = _pos_info
+        _ki.getsourcelines = _memoised(_ki.getsourcelines)
+        _ki.getsourcefile = _memoised(_ki.getsourcefile)
+    return hooks
