@@ -5,6 +5,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# Volume kernels compiled for a superset of models, so the suite's many scenes share them (also in
+# the CLI child processes, through the environment): tirender/backend.py share_kernels
+os.environ.setdefault("TIRENDER_SHARE_KERNELS", "1")
 
 import tirender.backend as backend  # noqa: E402
 

@@ -188,3 +188,23 @@ def test_inscatter_split_reduces_variance():
         var[points] = g.var(axis=0, ddof=1).sum()
     print(f"per-voxel gradient variance: collision {var[0]:.3g}, split {var[8]:.3g} ({var[0] / var[8]:.1f}x)")
     assert var[8] * 6.0 < var[0], var
+
+
+def test_exact_kernels_match_shared_ones(smoke):
+    """A user's process compiles volume kernels for exactly the scene's models (backend.share_kernels
+    off, the default); the suite shares superset kernels. Both give the same image and gradients."""
+    from tirender import backend
+    w = _weights(smoke)
+    res = {}
+    was = backend.share_kernels()
+    try:
+        for shared in (True, False):
+            backend.share_kernels(shared)
+            img = tirender.render(smoke, spp=4, seed=21, progress=False)
+            g = tirender.render_grad(smoke, w, spp=4, seed=22, progress=False)
+            res[shared] = (img, {k: g[k] for k in ("smoke.density", "smoke.albedo", "smoke.g", "floor.reflectance")})
+    finally:
+        backend.share_kernels(was)
+    np.testing.assert_allclose(res[False][0], res[True][0], rtol=1e-5, atol=1e-7)
+    for k, v in res[True][1].items():
+        np.testing.assert_allclose(res[False][1][k], v, rtol=1e-4, atol=1e-6 * np.abs(v).max(), err_msg=k)

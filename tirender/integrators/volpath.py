@@ -194,17 +194,22 @@ def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.te
 
 
 # ---------------------------------------------------------------------------------- host side
-# Volume kernels are specialised to a superset of the models that volume scenes typically use, so
-# that different test and optimisation scenes share one compiled kernel (each megakernel costs
-# tens of seconds to compile); other models are added when present.
+# With backend.share_kernels() (the test suite), CPU volume kernels are specialised to a superset of
+# the models that volume scenes typically use, so that different scenes share one compiled kernel;
+# other models are added when present. Otherwise each kernel holds exactly its scene's models.
 VOLUME_BSDFS = mask_of(("null", "diffuse", "dielectric"))
 
 
+def _shared():
+    return backend.current_arch() == "cpu" and backend.share_kernels()
+
+
 def kernel_dispatch(scene):
-    """(BSDF dispatcher, emitter mask) of a volume kernel for this scene: on the CPU a superset of the
-    models volume scenes use (kernels shared between scenes); elsewhere exactly the scene's (smaller
-    kernels: GPU and software-Vulkan drivers compile the megakernel again in every process)."""
-    if backend.current_arch() != "cpu":
+    """(BSDF dispatcher, emitter mask) of a volume kernel for this scene: exactly the scene's models
+    (the smallest kernel: fastest to compile), or with backend.share_kernels() on the CPU a superset
+    of the models volume scenes use (kernels shared between scenes; GPU and software-Vulkan drivers
+    compile the megakernel again in every process, so they always get the exact one)."""
+    if not _shared():
         return dispatch(scene.bsdf_levels), scene.em_mask
     levels = list(scene.bsdf_levels)
     levels[0] |= VOLUME_BSDFS
@@ -218,7 +223,7 @@ def args(scene, integrator=None, gradient=False):
     a = path.args(scene, integrator)
     t = integrator or scene.integrator["type"]
     kinds = {bool(m.flags & HOMOGENEOUS) for m in scene.desc.media}
-    if backend.current_arch() == "cpu":   # the superset (see kernel_dispatch)
+    if _shared():   # the superset (see kernel_dispatch)
         kinds = {True, False}
     split = int(scene.integrator.get("inscatter_points", 8)) if gradient and t != "volpath_raymarch" else 0
     vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds, split)
