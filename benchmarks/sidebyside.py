@@ -25,18 +25,22 @@ import numpy as np
 LLVM = "/usr/lib/x86_64-linux-gnu/libLLVM-19.so"
 
 
-def _env():
+def child_env():
+    """The environment of a benchmark's child processes: DRJIT_LIBLLVM_PATH set when unset and present."""
     env = dict(os.environ)
     if "DRJIT_LIBLLVM_PATH" not in env and os.path.exists(LLVM):
         env["DRJIT_LIBLLVM_PATH"] = LLVM
     return env
 
 
+_env = child_env   # the older name (time_to_quality.py)
+
+
 def mitsuba_available():
     """(True, "") or (False, why) — whether llvm_ad_rgb loads in a child process."""
     code = "import mitsuba as mi; mi.set_variant('llvm_ad_rgb'); print('ok')"
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, str(e)
     if out.returncode == 0 and out.stdout.strip().endswith("ok"):
@@ -105,7 +109,7 @@ def run_child(name, *args, **kw):
     """Run WORKLOADS[name](*args, **kw) in a fresh process; returns its dict."""
     payload = json.dumps([name, args, kw])
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", payload], capture_output=True,
-                         text=True, env=_env())
+                         text=True, env=child_env())
     if out.returncode != 0:
         raise RuntimeError((out.stderr.strip().splitlines() or ["child failed"])[-1])
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -3,8 +3,10 @@
 1. One gradient step of the volume reconstruction: 4 views x 128², 8 spp primal + 8 spp adjoint,
    max_depth 8, a 32³ density grid (the smoke of configs/volume_recovery.yaml) under an
    environment map: primal renders, L2 loss, PRB gradients accumulated over the views, Adam step.
-   Seconds per step (median of 3 after a warm-up) and peak RSS, in a fresh process.
-   Figure to beat: Mitsuba 3, 1.01 s per iteration, 159 MB.
+   Seconds per step (median of 3 after a warm-up) and peak RSS, in a fresh process. Where Mitsuba 3
+   is installed, the same step in Mitsuba 3 (llvm_ad_rgb: its prbvolpath on the exact port of the
+   scene in benchmarks/time_to_quality.py, mitsuba_volume_scene) alternates with tirender's in
+   fresh processes (benchmarks/sidebyside.py): medians, time ratio and peak RSS of each.
 2. The same step with the ray-marching variant (volpath_raymarch, Mitsuba 2 style), and its bias:
    the relative difference of its image from delta tracking's (both at high spp).
 3. Time vs albedo (0.5 ... 0.999), unbounded depth, Russian roulette from depth 5 (so paths get
@@ -27,16 +29,18 @@ import time
 
 import numpy as np
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
 CONFIG = os.path.join(ROOT, "configs", "volume_recovery.yaml")
+sys.path.insert(0, HERE)
+import sidebyside  # noqa: E402
 
 
 def _scene(res, views, integrator="prbvolpath", max_depth=8, rr_depth=5, scale=None, albedo=None):
+    from tirender.api import load_scene
     from tirender.config import load_config
     from tirender.media.grid import resample_grid
     from tirender.media.volfile import read_vol
-    from tirender.scene.description import parse_scene
-    from tirender.scene.scene import Scene
     cfg = load_config(CONFIG)
     s = cfg["scene"]
     s["integrator"] = {"type": integrator, "max_depth": max_depth, "rr_depth": rr_depth}
@@ -50,7 +54,7 @@ def _scene(res, views, integrator="prbvolpath", max_depth=8, rr_depth=5, scale=N
         med["scale"] = scale
     if albedo is not None:
         med["albedo"] = [albedo] * 3
-    sc = Scene(parse_scene(s, cfg["_scene_file"]))
+    sc = load_scene(s, base_dir=os.path.dirname(cfg["_scene_file"]))
     truth = resample_grid(read_vol(os.path.join(ROOT, "configs", "volumes", "smoke64.vol"))[0], 32)
     sc.params["smoke.density"] = truth
     return sc, truth
@@ -90,8 +94,44 @@ def step_benchmark(arch, integrator, runs):
         step(k + 1)
         ts.append(time.perf_counter() - t0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return dict(integrator=integrator, seconds=float(np.median(ts)), first_step_incl_compile=first,
+    return dict(integrator=integrator, seconds=float(np.median(ts)), all_seconds=ts, first_step_incl_compile=first,
                 peak_rss_mb=rss, arch=tirender.current_arch())
+
+
+def mitsuba_step(runs):
+    """The same step in Mitsuba 3 (llvm_ad_rgb): the exact port of configs/volume_recovery.yaml's
+    scene (time_to_quality.mitsuba_volume_scene) with views 0-3 at 128², max_depth 8, the 64³ truth
+    resampled to 32³ (as _scene: targets at 8 spp), the start 0.5 truth + 0.02, L2 / 4 per view,
+    mi.ad.Adam(lr=0.02); the step waits for the updated grid."""
+    import tempfile
+
+    import time_to_quality as ttq
+    spec = ttq.volume_spec()
+    spec["sensors"] = [dict(c, width=128, height=128) for c in spec["sensors"][:4]]
+    spec["max_depth"], spec["rr_depth"] = 8, 5
+    with tempfile.TemporaryDirectory() as tmp:
+        mi, dr, scene, sensors, params, key, truth64 = ttq.mitsuba_volume_scene(spec, tmp)
+    truth = ttq.resample_grid(truth64, 32)
+    params[key] = mi.TensorXf(truth)
+    params.update()
+    targets = [mi.render(scene, sensor=sensors[v], spp=8, seed=99 + v) for v in range(4)]
+    params[key] = mi.TensorXf(0.5 * truth + 0.02)
+    params.update()
+    opt = mi.ad.Adam(lr=0.02)
+    opt[key] = params[key]
+    params.update(opt)
+
+    def step(k):
+        for v in range(4):
+            img = mi.render(scene, params, sensor=sensors[v], spp=8, spp_grad=8, seed=1000 * k + 2 * v,
+                            seed_grad=1000 * k + 2 * v + 1)
+            dr.backward(dr.mean(dr.square(img - targets[v]), axis=None) / 4)
+        opt.step()
+        params.update(opt)
+        dr.eval(params[key])
+        dr.sync_thread()
+    ts = sidebyside.timed(step, runs)
+    return {"seconds": ts, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
 def bias_benchmark(arch, spp):
@@ -172,7 +212,7 @@ def albedo_benchmark(arch, albedo, runs):
 
 def run_child(arch, what):
     out = subprocess.run([sys.executable, __file__, "--arch", arch, "--child", what], capture_output=True,
-                         text=True)
+                         text=True, env=sidebyside.child_env())
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -183,11 +223,14 @@ def main():
     ap.add_argument("--arch", default="cpu")
     ap.add_argument("--child", default=None)
     ap.add_argument("--quick", action="store_true", help="fewer runs and albedos")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of the Mitsuba comparison")
     a = ap.parse_args()
     if a.child:
         kind, *args = a.child.split(",")
         if kind == "step":
             r = step_benchmark(a.arch, args[0], int(args[1]))
+        elif kind == "mitsuba_step":
+            r = mitsuba_step(int(args[0]))
         elif kind == "bias":
             r = bias_benchmark(a.arch, int(args[0]))
         else:
@@ -200,7 +243,17 @@ def main():
     res["prbvolpath_step"] = r
     print(f"prbvolpath gradient step (4 views x 128², 8+8 spp, max_depth 8, 32³ density, {r['arch']}): "
           f"{r['seconds']:.2f} s/iteration (first incl. compile {r['first_step_incl_compile']:.1f} s), "
-          f"peak RSS {r['peak_rss_mb']:.0f} MB   [Mitsuba 3: 1.01 s, 159 MB]", flush=True)
+          f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    ok, why = sidebyside.mitsuba_available()
+    if ok:
+        sbs = sidebyside.alternate(
+            lambda: {"seconds": (c := run_child(a.arch, f"step,prbvolpath,{runs}"))["all_seconds"],
+                     "peak_rss_mb": c["peak_rss_mb"]},
+            lambda: run_child("cpu", f"mitsuba_step,{runs}"), a.rounds)
+        sidebyside.report(f"side by side, prbvolpath step ({a.rounds} alternated rounds x {runs} steps):", sbs)
+        res["side_by_side"] = sbs
+    else:
+        print(f"  side by side with Mitsuba 3: skipped ({why})")
     r = run_child(a.arch, f"step,volpath_raymarch,{runs}")
     res["raymarch_step"] = r
     print(f"ray-marching variant, same step: {r['seconds']:.2f} s/iteration, peak RSS {r['peak_rss_mb']:.0f} MB",
