@@ -6,10 +6,10 @@ time each needs to reach the other's final error, first-iteration (cold) time, h
 peak RSS; and a PNG of parameter RMSE vs wall seconds.
 
     export DRJIT_LIBLLVM_PATH=/usr/lib/x86_64-linux-gnu/libLLVM-19.so   # set here when unset and present
-    python3 benchmarks/time_to_quality.py [--task volume|texture|cbox] [--iters N] [--out DIR] [--skip-mitsuba]
-                                          [--order tirender-first|mitsuba-first] [--gradient-check]
+    python3 benchmarks/time_to_quality.py [--task volume|texture|cbox|radiance_field] [--iters N] [--out DIR]
+                                          [--skip-mitsuba] [--order tirender-first|mitsuba-first] [--gradient-check]
 
-Tasks (TASKS below; the radiance-field task is not ported yet):
+Tasks (TASKS below):
 
 volume   configs/volume_recovery.yaml: the 64^3 smoke density (configs/volumes/smoke64.vol) from
          6 views (64^2, fov 40) under the sky envmap, prbvolpath (max_depth 8, rr_depth 5), 32^3 for
@@ -34,8 +34,47 @@ texture  configs/texture_recovery.yaml: a 256^2 diffuse bitmap on a rectangle un
 cbox     configs/cbox_red_wall.yaml: the Cornell box's red wall RGB reflectance from 0.5 grey, one
          128^2 view, PRB max_depth 6, 8 + 8 spp, Adam lr 0.04, 40 iterations; Mitsuba renders the
          XML twin tests/data/cbox.xml at res 128 with its prb integrator.
-Both: tirender runs its own driver on the config (tirender_task); Mitsuba a port of the driver's
-loop (mitsuba_task); parameter error = the driver's param_rmse against the scene as written.
+texture and cbox: tirender runs its own driver on the config (tirender_task); Mitsuba a port of
+the driver's loop (mitsuba_task); parameter error = the driver's param_rmse against the scene as written.
+radiance_field
+         configs/radiance_field.yaml: tirender's voxel radiance field (density and SH degree-2
+         colour, 28 values per voxel, box [-1, 1]^3) from its procedural dataset: 8 training and 2
+         held-out 128^2 views (fov 45), generated once by a data child (tirender_rf_data, not timed)
+         into <task>/data/ (images.npy; cameras.json: origin, target, up, fov, resolution and the
+         camera-to-world matrix per view, the view split; cfg.json: the normalised config;
+         truth.npy: the ground-truth field); both renderers train on exactly these images and
+         cameras. 16^3 -> 32^3 -> 64^3 x 200 iterations, 64^3 at lr_scale 0.5 (--iters N spreads N
+         over the stages as `tirender optimize --iters` does). Batch: one full training view per
+         iteration, views in order (train.batch: view, view_order: sequential, overriding the
+         config's 4096 random rays: Mitsuba's tutorial renders one sensor per step). Model: one ray
+         through each pixel centre, one uniform march jitter per ray, points t_near + (i + j) delta,
+         delta = 1 voxel, ReLU density and colour (no clip), init density 0.01 and colour 0.5,
+         stop once T < 1e-4, black background; loss L2 (mean over pixels and channels) + TV
+         (density 0.002, colour 0.002: weight / R^3 times the sum of squared forward differences);
+         Adam, lr 0.2 density / 0.05 SH times the stage's lr_scale (each renderer's own epsilon:
+         tirender's relative, Dr.Jit's 1e-8). Stage changes as tirender's defaults in both: cubic
+         (Catmull-Rom) upsampling with the ReLU clamp, Adam's moments carried (train.adam_state:
+         carry: bias-corrected, resampled, rescaled to the finer voxels, re-entered as a 10-step
+         prior); the Mitsuba child uses numpy copies of tirender's resample.py and of
+         Trainer._resampled_adam_state.
+         tirender: its Trainer (prepare, then enter_stage / step as Trainer.run, no checkpoints).
+         Mitsuba 3: the approach of Mitsuba's radiance-field tutorial: a Python RBIntegrator
+         (RadianceFieldPRB) marching mi.Texture3f grids (density: 1 channel, SH: 27) in a symbolic
+         dr.while_loop whose adjoint pass replays the march and back-propagates each point (PRB),
+         mi.render of one sensor per iteration, dr.backward, mi.ad.Adam with per-grid learning
+         rates; the TV gradient is added in gather form (one kernel, as tirender's). Its model is
+         tirender's where the tutorial differs: the box, step and initial values, pixel-centre rays
+         (sample_rays overridden), T < t_min termination, no colour clip to [0, 1], L2 instead of
+         L1, one view per step instead of the tutorial's ray loader. At a fixed jitter the two
+         render the same image and the same L2 and TV gradients to float rounding (relative
+         differences 6e-6 and 2e-7).
+         Error column: held-out image RMSE (both held-out views, renders clipped to [0, 1] as
+         tirender's PSNR clips, against the same images; PSNR = 20 log10(1 / RMSE)), measured every
+         RF_EVAL_EVERY = 10 iterations and at each stage end with the clock paused; the rows in
+         between carry the last measurement. Loss floor row: the ground truth (64^3) rendered by
+         the model against the training images. Timed: the iterations and the stage changes'
+         upsampling (as Trainer.run times it); tirender compiles its kernels in prepare() (setup),
+         Mitsuba in the first iteration of each stage.
 
 Timing: seconds since the first iteration started (after scene loading, target renders and the
 held-out start render; both renderers keep their kernels' on-disk caches, Taichi's offline cache
@@ -49,8 +88,9 @@ load average before and after is printed.
 differences in Mitsuba 3 (bias).
 
 Outputs in --out (default out/time_to_quality): <task>/tirender/ (the driver's own outputs,
-loss.csv ...), <task>/mitsuba/loss.csv (same columns), <task>_time_to_quality.csv (both),
-<task>_rmse_vs_seconds.png (matplotlib if installed, else tirender's own headless line plot).
+loss.csv ...), <task>/mitsuba/loss.csv (same columns), <task>/data/ (radiance_field: the data both
+train on), <task>_time_to_quality.csv (both), <task>_rmse_vs_seconds.png (matplotlib if installed,
+else tirender's own headless line plot).
 """
 import argparse
 import csv
@@ -596,6 +636,418 @@ def mitsuba_task(spec, out):
                 loss_floor=floor, peak_rss_mb=peak, renderer=f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
 
 
+# -- radiance_field task: a data child, then tirender's trainer and a Mitsuba 3 port on its data ----
+RF_CONFIG = os.path.join(ROOT, "configs", "radiance_field.yaml")
+RF_EVAL_EVERY = 10          # held-out image RMSE every N iterations (and at every stage end)
+RF_ADAM_PRIOR_STEPS = 10    # tirender.radiance_field.train.Trainer.ADAM_PRIOR_STEPS
+RF_SH_C0 = 0.28209479177387814
+RF_TRAIN_OVERRIDES = {"batch": "view", "view_order": "sequential", "eval_every": 0, "checkpoint_every": 0,
+                      "save_pngs": False}
+
+
+def rf_scale_schedule(stages, iters):
+    """tirender.radiance_field.train.scale_schedule: `iters` iterations spread over the stages in
+    proportion to their counts (None: as they are)."""
+    out = [dict(s) for s in stages]
+    if iters is None:
+        return out
+    tot, acc = sum(s["iters"] for s in stages), 0
+    for i, s in enumerate(out):
+        n = int(iters) - acc if i == len(out) - 1 else int(round(int(iters) * s["iters"] / tot))
+        s["iters"] = max(0, n)
+        acc += s["iters"]
+    return out
+
+
+def rf_resample(a, res, method):
+    """tirender.radiance_field.resample.resample without Taichi: separable cubic (Catmull-Rom) or
+    trilinear resampling of an (R, R, R[, C]) grid, centres aligned, clamped (float32 stays float32)."""
+    out = np.asarray(a)
+    if out.dtype != np.float32:
+        out = out.astype(np.float64)
+    for axis in range(3):
+        Rs, Rd = out.shape[axis], int(res)
+        u = np.clip((np.arange(Rd) + 0.5) * (Rs / Rd) - 0.5, 0.0, Rs - 1.0)
+        i0 = np.clip(np.floor(u).astype(np.int64), 0, max(Rs - 2, 0))
+        t = u - i0
+        if method == "trilinear":
+            taps, w = np.stack([i0, i0 + 1], 1), np.stack([1.0 - t, t], 1)
+        else:
+            t2, t3 = t * t, t * t * t
+            taps = np.stack([i0 - 1, i0, i0 + 1, i0 + 2], 1)
+            w = 0.5 * np.stack([-t3 + 2 * t2 - t, 3 * t3 - 5 * t2 + 2, -3 * t3 + 4 * t2 + t, t3 - t2], 1)
+        taps, w = np.clip(taps, 0, Rs - 1), w.astype(out.dtype)
+        shape = [1] * out.ndim
+        shape[axis] = Rd
+        acc = 0.0
+        for k in range(taps.shape[1]):
+            acc = acc + np.take(out, taps[:, k], axis=axis) * w[:, k].reshape(shape)
+        out = acc
+    return out
+
+
+def rf_resample_params(p, res, method):
+    """tirender.radiance_field.resample.resample_field_params for a ReLU density: the cubic
+    undershoot of channel 0 clamped to min(trilinear, 0)."""
+    out = rf_resample(p, res, method)
+    if method == "cubic":
+        out[..., 0] = np.maximum(out[..., 0], np.minimum(rf_resample(np.asarray(p)[..., 0], res, "trilinear"), 0.0))
+    return out
+
+
+def rf_carry_moments(m, v, t, res, method, beta1, beta2):
+    """tirender's Trainer._resampled_adam_state (train.adam_state: carry) on (R, R, R, C) moment
+    grids: the bias-corrected moments resampled like the grid (v clamped >= 0), rescaled to the finer
+    voxels (m / s, v / s^2, s = (R_new / R_old)^3) and re-entered as a prior worth
+    RF_ADAM_PRIOR_STEPS steps; returns (m, v, t)."""
+    k, s = RF_ADAM_PRIOR_STEPS, (res / m.shape[0]) ** 3
+    out = []
+    for g, beta, power in ((m, beta1, 1), (v, beta2, 2)):
+        g = np.asarray(g, np.float32) * np.float32(1.0 / (1.0 - beta ** t))
+        g = g if res == g.shape[0] else rf_resample(g, res, method)
+        if power == 2:
+            g = np.maximum(g, 0.0)
+        out.append(g * np.float32((1.0 - beta ** k) / s ** power))
+    return out[0], out[1], k
+
+
+def rf_image_rmse(imgs, refs):
+    """Held-out image error: RMS over views, pixels and channels of the renders clipped to [0, 1]
+    (as tirender's PSNR clips) against the reference images."""
+    d = np.clip(np.asarray(imgs, np.float64), 0.0, 1.0) - np.asarray(refs, np.float64)
+    return float(np.sqrt((d * d).mean()))
+
+
+def radiance_field_spec(iters=None):
+    """configs/radiance_field.yaml's radiance_field section with RF_TRAIN_OVERRIDES (one full view
+    per iteration, views in order) and its stages scaled to `iters` as `tirender optimize --iters`
+    scales them."""
+    import yaml
+    with open(RF_CONFIG) as fh:
+        rf = yaml.safe_load(fh)["radiance_field"]
+    stages = rf_scale_schedule(rf["train"]["stages"], iters)
+    rf["train"] = dict(rf["train"], stages=stages, **RF_TRAIN_OVERRIDES)
+    starts = np.cumsum([0] + [s["iters"] for s in stages])[:-1]
+    return dict(kind="radiance_field", dims="^3", data_child="tirender_rf_data", config=RF_CONFIG, rf=rf,
+                iters=int(sum(s["iters"] for s in stages)),
+                stages=[[int(a), int(s["res"])] for a, s in zip(starts, stages)], eval_every=RF_EVAL_EVERY)
+
+
+def tirender_rf_data(spec, out):
+    """Child (not timed): the task's data, written once for both renderers: the normalised config
+    (cfg.json), the procedural dataset's images (images.npy, all views), cameras (cameras.json:
+    origin, target, up, fov, resolution and the camera-to-world matrix per view; training and
+    held-out view indices) and the ground-truth field padded to the model's SH degree (truth.npy)."""
+    import tirender
+    tirender.init("cpu")
+    from tirender.radiance_field.dataset import procedural_params
+    from tirender.radiance_field.field import channels
+    from tirender.radiance_field.train import load_dataset, parse_config, scale_schedule
+    import yaml
+    os.makedirs(out, exist_ok=True)
+    with open(RF_CONFIG) as fh:
+        full = parse_config(yaml.safe_load(fh), RF_CONFIG)
+    cfg = parse_config({"radiance_field": spec["rf"]}, RF_CONFIG)
+    assert cfg["train"]["stages"] == scale_schedule(full["train"]["stages"], spec["iters"])
+    assert cfg["dataset"]["type"] == "procedural"
+    ds, fl = load_dataset(cfg, RF_CONFIG), cfg["field"]
+    cams = []
+    for c2w, fov in zip(ds.c2w, ds.fov_x):
+        o = c2w[:3, 3]
+        cams.append(dict(origin=o.tolist(), target=(o + c2w[:3, 2]).tolist(), up=c2w[:3, 1].tolist(), fov=float(fov),
+                         width=ds.width, height=ds.height, c2w=c2w.tolist()))
+    with open(os.path.join(out, "cameras.json"), "w") as fh:
+        json.dump(dict(cameras=cams, train=ds.train.tolist(), heldout=ds.heldout.tolist(),
+                       background=np.asarray(ds.background, float).tolist()), fh)
+    with open(os.path.join(out, "cfg.json"), "w") as fh:
+        json.dump(cfg, fh)
+    np.save(os.path.join(out, "images.npy"), ds.images.astype(np.float32))
+    gt = procedural_params(int(cfg["dataset"]["gt_res"]), 1, fl["bbox_min"], fl["bbox_max"])
+    truth = np.zeros(gt.shape[:3] + (channels(fl["sh_degree"]),), np.float32)
+    n = min(gt.shape[3], truth.shape[3])
+    truth[..., :n] = gt[..., :n]
+    np.save(os.path.join(out, "truth.npy"), truth)
+    return dict(views=len(cams))
+
+
+def rf_load_data(out):
+    """The data child's files (from <task>/data beside the child's own out dir): (cfg, images,
+    cameras dict, truth)."""
+    data = os.path.join(os.path.dirname(out), "data")
+    with open(os.path.join(data, "cfg.json")) as fh:
+        cfg = json.load(fh)
+    with open(os.path.join(data, "cameras.json")) as fh:
+        cams = json.load(fh)
+    return cfg, np.load(os.path.join(data, "images.npy")), cams, np.load(os.path.join(data, "truth.npy"))
+
+
+def rf_loop(spec, stages, enter_stage, step, heldout, err):
+    """The training loop of both radiance-field children (Trainer.run's, checkpoints left out):
+    per stage enter_stage(si) (a stage change's upsampling is timed, as Trainer.run times it), then
+    step(global iteration) -> image loss; the held-out RMSE every spec["eval_every"] iterations and
+    at each stage end with the clock paused, carried forward in the rows in between (from `err`,
+    the start's). Returns rows."""
+    rows, clock, g = [], 0.0, 0
+    for si, st in enumerate(stages):
+        t0 = time.perf_counter()
+        if si:
+            enter_stage(si)
+            clock += time.perf_counter() - t0
+        for it in range(st["iters"]):
+            t0 = time.perf_counter()
+            loss = step(g)
+            clock += time.perf_counter() - t0
+            g += 1
+            if g % spec["eval_every"] == 0 or it + 1 == st["iters"]:
+                err = heldout()
+            rows.append(dict(iteration=g - 1, loss=loss, seconds=clock, spp=1, param_rmse=err))
+            if g % 50 == 0 or g == spec["iters"]:
+                print(f"it {g}/{spec['iters']} {st['res']}^3 {clock:.1f} s loss {loss:.4g} held-out RMSE {err:.4f} "
+                      f"({-20 * np.log10(err):.2f} dB)", file=sys.stderr, flush=True)
+    return rows
+
+
+def rf_result(rows, rmse_start, setup_s, floor, peak, renderer):
+    """A radiance-field child's result (the held-out RMSE is the task's error column; its PSNR too)."""
+    return dict(rows=rows, rmse_start=rmse_start, holdout_start=None, holdout_end=None, setup_s=setup_s,
+                loss_floor=floor, peak_rss_mb=peak, renderer=renderer, psnr_start=-20 * np.log10(rmse_start),
+                psnr_end=-20 * np.log10(rows[-1]["param_rmse"]))
+
+
+def tirender_radiance_field(spec, out):
+    """Child: tirender's radiance-field Trainer (prepare, enter_stage, step as Trainer.run) on the
+    data child's dataset."""
+    t_proc = time.perf_counter()
+    import tirender
+    tirender.init("cpu")
+    from tirender.radiance_field.dataset import Dataset
+    from tirender.radiance_field.train import Trainer
+    cfg, images, cams, truth = rf_load_data(out)
+    c = cams["cameras"]
+    ds = Dataset(images, np.array([x["c2w"] for x in c]), np.array([x["fov"] for x in c]), np.array(cams["train"]),
+                 np.array(cams["heldout"]), linear=False, background=np.array(cams["background"]), name="procedural")
+    tr = Trainer(cfg, ds, log=lambda *_: None)
+    tr.prepare()
+    tr.enter_stage(0)
+
+    def heldout():
+        return rf_image_rmse(tr.render_views(ds.heldout), ds.images[ds.heldout])
+    rmse_start = heldout()
+    t_start = time.perf_counter()
+    rows = rf_loop(spec, tr.stages, tr.enter_stage, tr.step, heldout, rmse_start)
+    peak = _rss_mb()
+    write_rows(os.path.join(out, "loss.csv"), rows)
+    np.save(os.path.join(out, "field.npy"), tr.field.to_numpy())
+    tr.field.set_resolution(truth.shape[0])   # the loss's floor: the truth rendered by the model
+    tr.field.from_numpy(truth)
+    floor = float(np.mean((tr.render_views(ds.train).astype(np.float64) - ds.images[ds.train]) ** 2))
+    return rf_result(rows, rmse_start, t_start - t_proc, floor, peak, f"tirender ({tirender.current_arch()})")
+
+
+def mitsuba_rf_integrator(mi, dr):
+    """The Mitsuba 3 radiance-field integrator class: Mitsuba's tutorial RadianceFieldPRB
+    (mi.Texture3f grids of density and SH coefficients, a symbolic ray-marching loop whose adjoint
+    replays the march backward, PRB style) with tirender's model: box [bbox_min, bbox_max], points
+    t_near + (i + j) delta with one jitter j per ray and delta = step * max extent / R, ReLU density
+    and colour (no clip), early termination once T < t_min, background added with the final
+    transmittance, pixel-centre rays."""
+    class RadianceFieldPRB(mi.ad.integrators.common.RBIntegrator):
+        def __init__(self, field, background, init):
+            super().__init__(mi.Properties())
+            self.bmin = mi.ScalarPoint3f(field["bbox_min"])
+            self.size = mi.ScalarVector3f(np.subtract(field["bbox_max"], field["bbox_min"]).tolist())
+            self.bbox = mi.ScalarBoundingBox3f(field["bbox_min"], field["bbox_max"])
+            self.extent = float(np.max(np.subtract(field["bbox_max"], field["bbox_min"])))
+            self.step, self.t_min, self.degree = float(field["step"]), float(field["t_min"]), int(field["sh_degree"])
+            self.background = mi.ScalarColor3f(background)
+            self.density = mi.Texture3f(mi.TensorXf(init[..., :1]))
+            self.sh = mi.Texture3f(mi.TensorXf(init[..., 1:]))
+            self.res = init.shape[0]
+
+        def sample_rays(self, scene, sensor, sampler):
+            """One ray through each pixel's centre (tirender's training and evaluation rays)."""
+            film = sensor.film()
+            size = film.crop_size()
+            assert not film.sample_border() and film.rfilter().is_box_filter()
+            idx = dr.arange(mi.UInt32, dr.prod(size) * sampler.sample_count()) // sampler.sample_count()
+            pos = mi.Vector2f(mi.Vector2u(idx % size[0], idx // size[0]))
+            with dr.resume_grad():
+                ray, weight = sensor.sample_ray_differential(time=sensor.shutter_open(), sample1=0.0,
+                                                             sample2=(pos + 0.5) / mi.ScalarVector2f(size),
+                                                             sample3=mi.Vector2f(0.5))
+            return ray, weight, pos
+
+        def emission(self, p, d, active):
+            """Colour relu(sum_k Y_k(d) coef_k(p)), gathered only where active (sigma > 0)."""
+            coef = self.sh.eval(p, active)
+            c = mi.Color3f(0.0)
+            for k, y in enumerate(dr.sh_eval(d, self.degree)):
+                c += y * mi.Color3f(coef[3 * k:3 * k + 3])
+            return dr.maximum(c, 0.0)
+
+        def sample(self, mode, scene, sampler, ray, δL, state_in, active, **kwargs):
+            primal = mode == dr.ADMode.Primal
+            ray = mi.Ray3f(ray)
+            hit, mint, maxt = self.bbox.ray_intersect(ray)
+            delta = self.step * self.extent / self.res
+            t0 = dr.maximum(mint, 0.0)
+            j = sampler.next_1d(active)
+            active = mi.Bool(active) & hit & (t0 + j * delta < maxt)
+            if not primal:
+                active &= dr.any(δL != 0)
+            δL = mi.Spectrum(δL if δL is not None else 0)
+
+            def march(L, T, i, active):
+                """One point: L accumulates (primal) or is the radiance still to come (adjoint:
+                the point's contribution is removed and its gradients are back-propagated)."""
+                p = mi.Point3f((ray(t0 + (i + j) * delta) - self.bmin) / self.size)
+                with dr.resume_grad(when=not primal):
+                    sigma = dr.maximum(self.density.eval(p)[0], 0.0)
+                    tr = dr.exp(-sigma * delta)
+                    Le = T * (1.0 - tr) * self.emission(p, ray.d, sigma > 0.0)
+                T = T * tr
+                L = L + Le if primal else L - Le
+                if not primal:
+                    with dr.resume_grad():
+                        dr.backward_from(δL * (L * tr / dr.detach(tr) + Le))
+                i = i + 1.0
+                return L, T, i, active & (T >= self.t_min) & (t0 + (i + j) * delta < maxt)
+            L, T, _, _ = dr.while_loop(state=(mi.Spectrum(0.0 if primal else state_in), mi.Float(1.0), mi.Float(0.0),
+                                              active),
+                                       cond=lambda L, T, i, active: active, body=march)
+            if primal:
+                L += T * self.background
+            return L if primal else δL, mi.Bool(True), [], L
+
+        def traverse(self, cb):
+            cb.put("density", self.density.tensor(), mi.ParamFlags.Differentiable)
+            cb.put("sh", self.sh.tensor(), mi.ParamFlags.Differentiable)
+
+        def parameters_changed(self, keys):
+            self.density.update_inplace()
+            self.sh.update_inplace()
+            self.res = self.density.shape[0]
+
+    return RadianceFieldPRB
+
+
+def mitsuba_radiance_field(spec, out):
+    """Child: the reconstruction ported to Mitsuba 3 (llvm_ad_rgb) on the data child's images and
+    cameras: mi.render of one training view per iteration (in order) through RadianceFieldPRB,
+    L2 + the same TV terms (differentiable tensor slices), dr.backward, mi.ad.Adam (density and SH
+    learning rates per stage); stage changes as tirender's (cubic + ReLU clamp, Adam's moments
+    carried)."""
+    t_proc = time.perf_counter()
+    os.makedirs(out, exist_ok=True)
+    import mitsuba as mi
+    mi.set_variant("llvm_ad_rgb")
+    import drjit as dr
+    cfg, images, cams, truth = rf_load_data(out)
+    fl, tr = cfg["field"], cfg["train"]
+    assert fl["density_activation"] == fl["color_activation"] == "relu" and not fl["color_clip"]
+    assert tr["loss"] == "l2" and tr["batch"] == "view" and tr["view_order"] == "sequential"
+    assert tr["adam_state"] == "carry" and tr["lr_decay"] == 1.0 and tr["l1_density"] == 0 and not tr["pixel_jitter"]
+    stages = tr["stages"]
+    C = 1 + 3 * (fl["sh_degree"] + 1) ** 2
+    r0 = stages[0]["res"]
+    init = np.zeros((r0, r0, r0, C), np.float32)
+    init[..., 0] = fl["init_density"]
+    init[..., 1:4] = fl["init_color"] / RF_SH_C0
+    bg = fl["background"] if fl["background"] is not None else cams["background"]
+    integ = mitsuba_rf_integrator(mi, dr)(fl, bg, init)
+    scene = mi.load_dict({"type": "scene"})
+    T = mi.ScalarTransform4f
+    sensors = []
+    for c in cams["cameras"]:
+        s = mi.load_dict({"type": "perspective", "fov": c["fov"], "fov_axis": "x",
+                          "to_world": T().look_at(origin=c["origin"], target=c["target"], up=c["up"]),
+                          "film": {"type": "hdrfilm", "width": c["width"], "height": c["height"], "pixel_format": "rgb",
+                                   "rfilter": {"type": "box"}, "sample_border": False}})
+        assert np.allclose(np.array(s.world_transform().matrix, np.float64).reshape(4, 4), c["c2w"], atol=1e-5)
+        sensors.append(s)
+    train, held = cams["train"], cams["heldout"]
+    targets = {v: mi.TensorXf(images[v]) for v in train}
+    params = mi.traverse(integ)
+    opt = mi.ad.Adam(lr=tr["lr_density"], params={k: params[k] for k in ("density", "sh")})
+
+    def set_lr(si):
+        sc = stages[si]["lr_scale"]
+        opt.set_learning_rate({"density": tr["lr_density"] * sc, "sh": tr["lr_color"] * sc})
+    set_lr(0)
+    params.update(opt)
+
+    def render(v, seed):
+        return np.array(mi.render(scene, sensor=sensors[v], integrator=integ, spp=1, seed=seed))
+
+    def heldout():
+        return rf_image_rmse([render(v, 10 ** 6 + k) for k, v in enumerate(held)], images[held])
+
+    def add_tv_grad(key, weight):
+        """Add to the gradient of opt[key] (R, R, R, S) the gradient of tirender's TV, weight / R^3 *
+        the sum over voxels, axes and channels of squared forward differences, in gather form (each
+        element reads its <= 6 neighbours: one kernel, as tirender's _tv_grad). dr.backward through
+        tensor slices gives the same gradient but costs 0.27 s more per iteration at 64^3."""
+        x = opt.state[key][0]
+        R, S = x.shape[0], x.shape[3]
+        e = dr.arange(mi.UInt32, R ** 3 * S)
+        v = e // S
+        a = dr.detach(x).array
+        xa = dr.gather(mi.Float, a, e)
+        acc = mi.Float(0.0)
+        for c, stride in ((v % R, S), ((v // R) % R, R * S), (v // (R * R), R * R * S)):
+            up, down = c < R - 1, c > 0
+            acc += dr.select(up, xa - dr.gather(mi.Float, a, e + stride, up), 0.0)
+            acc += dr.select(down, xa - dr.gather(mi.Float, a, e - stride, down), 0.0)
+        dr.accum_grad(x, mi.TensorXf(acc * (2.0 * weight / R ** 3), x.shape))
+
+    def step(g):
+        v = train[g % len(train)]
+        img = mi.render(scene, params, sensor=sensors[v], integrator=integ, spp=1, seed=g)
+        loss = dr.mean(dr.square(img - targets[v]), axis=None)
+        dr.backward(loss)
+        for key, weight in (("density", tr["tv_density"]), ("sh", tr["tv_color"])):
+            if weight > 0:
+                add_tv_grad(key, weight)
+        opt.step()
+        params.update(opt)
+        value = float(loss.array[0])
+        dr.sync_thread()
+        return value
+
+    def enter_stage(si):
+        """Upsample as tirender's Trainer.enter_stage: the grid by train.upsample (cubic: ReLU
+        clamp), Adam's moments carried (rf_carry_moments), the stage's learning rates."""
+        res = stages[si]["res"]
+        keys, split = ("density", "sh"), (slice(0, 1), slice(1, C))
+        grid = np.concatenate([np.array(opt[k]) for k in keys], -1)
+        t = int(opt.state["density"][3][0][0])   # Adam's step count (a Dr.Jit UInt32 of width 1)
+        m, v = (np.concatenate([np.array(opt.state[k][3][q]).reshape(grid.shape[:3] + (-1,)) for k in keys], -1)
+                for q in (1, 2))
+        new = rf_resample_params(grid, res, tr["upsample"])
+        for k, sl in zip(keys, split):
+            opt[k] = mi.TensorXf(np.ascontiguousarray(new[..., sl]))
+        if t:
+            m2, v2, t2 = rf_carry_moments(m, v, t, res, tr["upsample"], opt.beta_1, opt.beta_2)
+            for k, sl in zip(keys, split):
+                value, promoted, lr, (t0, m0, v0, vmax) = opt.state[k]
+                opt.state[k] = (value, promoted, lr, (type(t0)(t2), type(m0)(np.ascontiguousarray(m2[..., sl]).ravel()),
+                                                      type(v0)(np.ascontiguousarray(v2[..., sl]).ravel()), vmax))
+        set_lr(si)
+        params.update(opt)
+        dr.eval(opt["density"], opt["sh"])
+
+    rmse_start = heldout()
+    t_start = time.perf_counter()
+    rows = rf_loop(spec, stages, enter_stage, step, heldout, rmse_start)
+    peak = _rss_mb()
+    write_rows(os.path.join(out, "loss.csv"), rows)
+    np.save(os.path.join(out, "field.npy"), np.concatenate([np.array(opt[k]) for k in ("density", "sh")], -1))
+    params["density"], params["sh"] = mi.TensorXf(truth[..., :1]), mi.TensorXf(np.ascontiguousarray(truth[..., 1:]))
+    params.update()   # the loss's floor: the truth rendered by the model (as in the tirender child)
+    floor = float(np.mean([((render(v, 7 + v).astype(np.float64) - images[v]) ** 2).mean() for v in train]))
+    return rf_result(rows, rmse_start, t_start - t_proc, floor, peak, f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
+
+
 # -- --gradient-check: the density gradient at the start of the volume task, both renderers ----------
 GC_SEEDS = 8
 
@@ -714,7 +1166,8 @@ def gradient_check(spec, out):
 
 CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume,
             "tirender_volume_grad": tirender_volume_grad, "mitsuba_volume_grad": mitsuba_volume_grad,
-            "tirender_task": tirender_task, "mitsuba_task": mitsuba_task}
+            "tirender_task": tirender_task, "mitsuba_task": mitsuba_task, "tirender_rf_data": tirender_rf_data,
+            "tirender_radiance_field": tirender_radiance_field, "mitsuba_radiance_field": mitsuba_radiance_field}
 
 
 def run_child(name, spec, out, log):
@@ -792,6 +1245,9 @@ def table(title, ti, mi, stages, param_label, dims="^3"):
     add(f"L2 loss, mean of the last {k} iterations (vs own target)",
         lambda r: float(np.mean([x["loss"] for x in r["rows"][-k:]])), "{:.4g}")
     add("L2 loss of the truth at the last spp (noise floor)", lambda r: r["loss_floor"], "{:.4g}")
+    if ti.get("psnr_start") is not None:
+        add("held-out PSNR dB start (20 log10(1 / RMSE))", lambda r: r["psnr_start"], "{:.2f}", ratio=False)
+        add("held-out PSNR dB final", lambda r: r["psnr_end"], "{:.2f}", ratio=False)
     if ti.get("holdout_start") is not None:
         add("held-out view image RMSE start (vs own target)", lambda r: r["holdout_start"], "{:.4f}", ratio=False)
         add("held-out view image RMSE end", lambda r: r["holdout_end"], "{:.4f}")
@@ -854,6 +1310,8 @@ def run_task(name, a):
     order = ", then ".join(j[0] for j in jobs)
     print(f"{name}: {what}; {spec['iters']} iterations, stages {spec['stages']}; sequentially, one process at "
           f"a time: {order}", flush=True)
+    if spec.get("data_child"):   # data both children train on (not timed)
+        run_child(spec["data_child"], spec, os.path.join(out, "data"), os.path.join(out, "data.log"))
     res, loads = {}, []
     for label, child in jobs:
         l0, t0 = os.getloadavg()[0], time.perf_counter()
@@ -892,6 +1350,8 @@ TASKS = {
                 "configs/texture_recovery.yaml, 256^2 diffuse texture, one 128^2 view, PRB"),
     "cbox": (cbox_spec, "tirender_task", "mitsuba_task", "reflectance RMSE",
              "configs/cbox_red_wall.yaml, the red wall's RGB reflectance, one 128^2 view, PRB"),
+    "radiance_field": (radiance_field_spec, "tirender_radiance_field", "mitsuba_radiance_field", "held-out RMSE",
+                       "configs/radiance_field.yaml, SH-2 voxel radiance field, one 128^2 view per iteration"),
 }
 
 
