@@ -204,7 +204,7 @@ def albedo_benchmark(arch, albedo, runs):
     st = sc.bind()
     update_majorants(sc, st)
     bm, em = volpath.kernel_dispatch(sc)
-    length = _path_length_kernel()(st, bm, em, 4, 10, sc.integrator["max_depth"], 5) / (64 * 64 * 4)
+    length = _path_length_kernel()(st, bm, em, 4, 10, volpath.args(sc).max_depth, 5) / (64 * 64 * 4)   # -1: unbounded
     sec = float(np.median(ts))
     return dict(albedo=albedo, seconds=sec, mean_path_vertices=float(length),
                 seconds_per_vertex=sec / max(float(length), 1e-9), peak_rss_mb=rss)

@@ -173,6 +173,21 @@ def test_prbvolpath_thin_density_matches_fd(points):
     assert_agree(g, f, f"smoke.density (inscatter_points={points})")
 
 
+@pytest.mark.parametrize("rr", [0.1, 1.0])
+def test_prbvolpath_dense_density_matches_fd(rr):
+    """A dense medium (sigma_t 5-10, optical depth ~12 across the box): the in-scattering
+    quadrature's Russian roulette on T (integrator.inscatter_rr; 1: at every point, survival
+    probability max T) ends most flights' points, and the gradient stays unbiased."""
+    d = _smoke(albedo=0.8, max_depth=6)
+    d["integrator"]["inscatter_rr"] = rr
+    d["media"]["smoke"].update(majorant=12.0)
+    sc = tirender.load_scene(d)
+    sc.params["smoke.density"] = np.random.default_rng(5).uniform(2.0, 4.0, (8, 8, 8, 1)).astype(np.float32)
+    u = np.random.default_rng(8).uniform(0.5, 1.0, sc.params["smoke.density"].shape)
+    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
+    assert_agree(g, f, f"smoke.density (dense, inscatter_rr {rr})")
+
+
 @pytest.mark.slow
 def test_inscatter_split_reduces_variance():
     """Per-voxel variance of the density gradient over independent seeds at the thin start: the
@@ -207,4 +222,4 @@ def test_exact_kernels_match_shared_ones(smoke):
         backend.share_kernels(was)
     np.testing.assert_allclose(res[False][0], res[True][0], rtol=1e-5, atol=1e-7)
     for k, v in res[True][1].items():
-        np.testing.assert_allclose(res[False][1][k], v, rtol=1e-4, atol=1e-6 * np.abs(v).max(), err_msg=k)
+        np.testing.assert_allclose(res[False][1][k], v, rtol=1e-4, atol=1e-5 * np.abs(v).max(), err_msg=k)

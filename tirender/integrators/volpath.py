@@ -61,8 +61,8 @@ from ..media import medium as med
 from ..schema import Integer, Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
-from ..walk.media import (DELTA, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight, indirect_stream,
-                          inscatter_adjoint, no_pick, target_medium, tracked)
+from ..walk.media import (DELTA, INSCATTER_RR, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight,
+                          indirect_stream, inscatter_adjoint, no_pick, target_medium, tracked)
 from ..media.phase import phase_sample
 from ..core.rng import PCG32
 from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state
@@ -74,7 +74,10 @@ KEYS = path.KEYS + (Number("step_size", default=0.0, lo=0.0,
                            doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),
                     Integer("inscatter_points", default=8, lo=0, hi=64,
                             doc="prbvolpath, grid media: points per flight segment at which the gradient "
-                                "estimates the in-scattered light (0: at the collision alone)"))
+                                "estimates the in-scattered light (0: at the collision alone)"),
+                    Number("inscatter_rr", default=INSCATTER_RR, lo=0.0, hi=1.0,
+                           doc="prbvolpath: Russian roulette on the transmittance at those points below this "
+                               "value (0: off; unbiased either way, skips dense media's faint points)"))
 
 
 @ti.func
@@ -226,7 +229,8 @@ def args(scene, integrator=None, gradient=False):
     if _shared():   # the superset (see kernel_dispatch)
         kinds = {True, False}
     split = int(scene.integrator.get("inscatter_points", 8)) if gradient and t != "volpath_raymarch" else 0
-    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds, split)
+    rr = float(scene.integrator.get("inscatter_rr", INSCATTER_RR)) if split else 0.0
+    vis = MediumVisibility.of(MARCH if t == "volpath_raymarch" else DELTA, True in kinds, False in kinds, split, rr)
     return SimpleNamespace(vis=vis, max_depth=a.max_depth, rr_depth=a.rr_depth, hide=a.hide,
                            step=float(scene.integrator.get("step_size", 0.0)))
 

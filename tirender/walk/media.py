@@ -38,6 +38,7 @@ from ..scene.storage import INFO_MARCH_STEP
 from .state import PRIMAL, REPLAY
 
 DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
+INSCATTER_RR = 0.1           # inscatter_adjoint's default roulette threshold on T(t_j) (integrator.inscatter_rr)
 QUADRATURE_VOXELS = 4.0  # spacing of the optical-depth adjoint's points, in voxels
 MAX_CROSSINGS = 256          # null interfaces crossed by one path segment chain (guard)
 
@@ -478,7 +479,11 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
     per voxel, and large ones where sigma_t is small). Here: est.SPLIT stratified points t_j
     (jittered, spacing dt), T(t_j) by ratio tracking along the segment, and Ls(t_j) = Ls,direct +
     Ls,indirect: one emitter sample with its shadow ray (phase * T_shadow * Le / pdf, no MIS:
-    emitter sampling alone covers the direct light), applied at once:
+    emitter sampling alone covers the direct light; where max T(t_j) < est.RR (0: never), Russian
+    roulette ends the flight's points with probability 1 - max T / est.RR, survivors scaled to
+    max T = est.RR: the shadow rays of dense media's late points, which add little, are mostly
+    skipped; its random number is drawn at every point, so the stream never depends on T), applied
+    at once:
         d sigma_t(x_j) += dL beta T(t_j) alpha(x_j) Ls,direct(t_j) dt;
     Ls,indirect at one of the n points chosen uniformly (weight n), offered to ``pick`` (one
     indirect path per camera path, walked after the replay: volpath.trace). All random numbers
@@ -502,6 +507,14 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                 sig_c, _ = med.coefficients(st, m, o + tc * d)
                 T *= ti.max(1.0 - sig_c / mu, 0.0)
                 tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
+            tm = max3(T)
+            u_rr = side.next_1d()               # drawn at every point: the stream never depends on T
+            if ti.static(est.RR > 0.0):
+                if 0.0 < tm < est.RR:           # roulette: the rest of the flight adds little
+                    if u_rr * est.RR < tm:
+                        T *= est.RR / tm
+                    else:
+                        T = vec3(0.0)
             if max3(T) <= 0.0:
                 j = n
             else:
@@ -541,19 +554,19 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
 
 class MediumVisibility:
     """Shadow rays through media and null interfaces (``nee``'s ``vis`` for volume integrators).
-    ``MediumVisibility.of(march, homogeneous, grid, split)`` is the class that also names the compiled
+    ``MediumVisibility.of(march, homogeneous, grid, split, rr)`` is the class that also names the compiled
     free-flight / transmittance estimators: MARCH (DELTA tracking or ray MARCHing in grids), which
     kinds of media the kernel handles (a kernel for homogeneous media only carries no tracking code)
-    and SPLIT, the points per flight of the in-scattering adjoint (inscatter_adjoint; 0: the
-    collision alone samples the in-scattering term)."""
+    SPLIT, the points per flight of the in-scattering adjoint (inscatter_adjoint; 0: the
+    collision alone samples the in-scattering term), and RR, its roulette threshold on T."""
     _cache = {}
 
     @classmethod
-    def of(cls, march, homogeneous=True, grid=True, split=0):
-        key = (march, bool(homogeneous), bool(grid), int(split))
+    def of(cls, march, homogeneous=True, grid=True, split=0, rr=INSCATTER_RR):
+        key = (march, bool(homogeneous), bool(grid), int(split), float(rr))
         if key not in cls._cache:
             class Vis:
-                MARCH, HOMOGENEOUS, GRID, SPLIT = key
+                MARCH, HOMOGENEOUS, GRID, SPLIT, RR = key
 
                 @staticmethod
                 @ti.func
