@@ -33,9 +33,6 @@ def child_env():
     return env
 
 
-_env = child_env   # the older name (time_to_quality.py)
-
-
 def mitsuba_available():
     """(True, "") or (False, why) — whether llvm_ad_rgb loads in a child process."""
     code = "import mitsuba as mi; mi.set_variant('llvm_ad_rgb'); print('ok')"

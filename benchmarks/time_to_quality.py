@@ -1173,7 +1173,7 @@ CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume
 def run_child(name, spec, out, log):
     """CHILDREN[name](spec, out) in a fresh process (stderr to `log`); its dict."""
     os.makedirs(os.path.dirname(log), exist_ok=True)
-    env = sidebyside._env()
+    env = sidebyside.child_env()
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with open(log, "w") as err:
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps([name, spec, out])],
