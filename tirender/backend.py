@@ -10,7 +10,9 @@ about 10× slower than Taichi's own CPU backend) — then the CPU. Taichi's bann
 import contextlib
 import ctypes
 import io
+import json
 import os
+import subprocess
 import sys
 
 # Taichi prints a version header at import unless told otherwise (an entry point may have imported
@@ -19,7 +21,7 @@ os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "false")
 
 import taichi as ti  # noqa: E402
 
-from . import frontend  # noqa: E402
+from . import frontend, vkprobe  # noqa: E402
 from .errors import ConfigError  # noqa: E402
 
 frontend.install()
@@ -42,79 +44,22 @@ def _ti_arch(name):
     return {"cpu": ti.cpu, "cuda": ti.cuda, "vulkan": ti.vulkan}[name]
 
 
-# ----------------------------------------------------------------------------- Vulkan probe
-class _VkApplicationInfo(ctypes.Structure):
-    _fields_ = [("sType", ctypes.c_int32), ("pNext", ctypes.c_void_p), ("pApplicationName", ctypes.c_char_p),
-                ("applicationVersion", ctypes.c_uint32), ("pEngineName", ctypes.c_char_p),
-                ("engineVersion", ctypes.c_uint32), ("apiVersion", ctypes.c_uint32)]
-
-
-class _VkInstanceCreateInfo(ctypes.Structure):
-    _fields_ = [("sType", ctypes.c_int32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
-                ("pApplicationInfo", ctypes.POINTER(_VkApplicationInfo)),
-                ("enabledLayerCount", ctypes.c_uint32), ("ppEnabledLayerNames", ctypes.c_void_p),
-                ("enabledExtensionCount", ctypes.c_uint32), ("ppEnabledExtensionNames", ctypes.c_void_p)]
-
-
-def _vk_devices_uncached():
-    """[(name, deviceType)] of the Vulkan physical devices, via the loader (libvulkan.so.1)."""
-    names = ("vulkan-1.dll",) if sys.platform == "win32" else \
-        ("libvulkan.1.dylib", "libMoltenVK.dylib") if sys.platform == "darwin" else ("libvulkan.so.1",)
-    lib = None
-    for n in names:
-        try:
-            lib = ctypes.CDLL(n)
-            break
-        except OSError:
-            continue
-    if lib is None:
-        return []
-    handle = ctypes.c_void_p
-    lib.vkCreateInstance.restype = ctypes.c_int32
-    lib.vkCreateInstance.argtypes = [ctypes.POINTER(_VkInstanceCreateInfo), ctypes.c_void_p, ctypes.POINTER(handle)]
-    lib.vkEnumeratePhysicalDevices.restype = ctypes.c_int32
-    lib.vkEnumeratePhysicalDevices.argtypes = [handle, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(handle)]
-    lib.vkGetPhysicalDeviceProperties.restype = None
-    lib.vkGetPhysicalDeviceProperties.argtypes = [handle, ctypes.c_void_p]
-    lib.vkDestroyInstance.restype = None
-    lib.vkDestroyInstance.argtypes = [handle, ctypes.c_void_p]
-    app = _VkApplicationInfo(0, None, b"tirender-probe", 1, b"tirender", 1, 1 << 22)   # Vulkan 1.0
-    info = _VkInstanceCreateInfo(1, None, 0, ctypes.pointer(app), 0, None, 0, None)
-    inst = handle()
-    if lib.vkCreateInstance(ctypes.byref(info), None, ctypes.byref(inst)) != 0 or not inst.value:
-        return []
-    out = []
-    try:
-        count = ctypes.c_uint32(0)
-        if lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), None) < 0 or count.value == 0:
-            return []
-        devs = (handle * count.value)()
-        if lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), devs) < 0:   # VK_INCOMPLETE (5) is fine
-            return []
-        for i in range(count.value):
-            # VkPhysicalDeviceProperties is ~824 bytes: apiVersion, driverVersion, vendorID, deviceID,
-            # deviceType (uint32 each), then deviceName[256]; a generous buffer, read by offset.
-            buf = ctypes.create_string_buffer(4096)
-            lib.vkGetPhysicalDeviceProperties(devs[i], buf)
-            dtype = int.from_bytes(buf.raw[16:20], sys.byteorder)
-            name = buf.raw[20:276].split(b"\0", 1)[0].decode("utf-8", "replace")
-            out.append((name, dtype))
-    finally:
-        lib.vkDestroyInstance(inst, None)
-    return out
-
-
 _vk_cache = []
 
 
 def vulkan_devices():
     """[(device name, VkPhysicalDeviceType)] reported by the Vulkan loader; [] when there is no loader,
-    no device, or anything goes wrong. Probed once per process (a few ms to a few tens of ms)."""
+    no device, or anything goes wrong. Probed once per process, in a child process (tirender/vkprobe.py,
+    ~40 ms): the probe loads every installed Vulkan driver (Mesa's lavapipe brings its own LLVM), whose
+    pages would otherwise stay in this process (+47 MB of RSS for a CPU run)."""
     if not _vk_cache:
+        devs = []
         try:
-            with _silenced(fds=True):
-                devs = _vk_devices_uncached()
-        except Exception:  # noqa: BLE001  (any ctypes/loader trouble: no Vulkan)
+            out = subprocess.run([sys.executable, "-I", "-S", vkprobe.__file__], capture_output=True, text=True,
+                                 timeout=60)
+            if out.returncode == 0:
+                devs = [(str(n), int(t)) for n, t in json.loads(out.stdout.strip().splitlines()[-1])]
+        except Exception:  # noqa: BLE001  (no interpreter, timeout, garbled output: no Vulkan)
             devs = []
         _vk_cache.append(devs)
     return list(_vk_cache[0])
@@ -123,6 +68,17 @@ def vulkan_devices():
 def hardware_vulkan_devices(devices):
     """The devices of [(name, type)] worth running on: every type but VK_PHYSICAL_DEVICE_TYPE_CPU."""
     return [(n, t) for n, t in devices if t != VK_PHYSICAL_DEVICE_TYPE_CPU]
+
+
+def has_cuda_driver():
+    """Whether the CUDA driver library (libcuda, which Taichi's CUDA backend loads) can be loaded."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def has_hardware_vulkan():
@@ -225,12 +181,18 @@ def init(arch="auto", fp=None, debug=False, verbose=False, **kwargs):
     # advanced_optimization=False: Taichi's extra IR passes cost ~4x compile time on our
     # megakernels (22 s -> 5.4 s for the path tracer) and do not make them faster.
     verbose = verbose or _state["verbose"]
+    # num_compile_threads=1: Taichi's default (4 here) compiles a kernel's offloaded tasks in parallel,
+    # each thread with its own LLVM state; our kernels are one big task, so the extra threads only
+    # add memory (cold compile of the cbox path + PRB kernels: peak RSS 338 -> 263 MB, the volume
+    # task's 387 -> 328 MB; same seconds).
     kw = dict(offline_cache=True, log_level=ti.WARN if verbose else ti.ERROR, random_seed=0, debug=debug,
-              advanced_optimization=False)
+              advanced_optimization=False, num_compile_threads=1)
     kw.update(kwargs)
     if arch == "auto":
         chosen = "cpu"
         for cand in ("cuda", "vulkan"):
+            if cand == "cuda" and not has_cuda_driver():
+                continue   # no CUDA driver library: skip the trial (an initialised-then-reset Taichi keeps ~47 MB)
             if cand == "vulkan" and not has_hardware_vulkan():
                 continue   # no Vulkan, or only a software (CPU-type) one: the CPU backend is faster
             try:
