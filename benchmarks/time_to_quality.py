@@ -196,6 +196,13 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def add_row(rows, iters, it, loss, seconds, spp, err):
+    """Append a Mitsuba child's per-iteration row (the driver's loss.csv columns); progress on stderr."""
+    rows.append(dict(iteration=it, loss=loss, seconds=seconds, spp=spp, param_rmse=err))
+    if (it + 1) % 10 == 0 or it + 1 == iters:
+        print(f"mitsuba it {it + 1}/{iters} {seconds:.1f} s loss {loss:.4g} rmse {err:.4f}", file=sys.stderr, flush=True)
+
+
 def write_rows(path, rows):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", newline="") as fh:
@@ -239,7 +246,7 @@ def volume_spec(iters=None):
                             width=int(f["width"]), height=int(f["height"])))
     env = sc["emitters"][0]
     return dict(
-        iters=int(iters), full_iters=full, stages=stages, param=pname,
+        config=VOLUME_CONFIG, iters=int(iters), full_iters=full, stages=stages, param=pname,
         double_every=max(1, int(round(de * scale))), spp_max=int(op["spp_schedule"]["max"]),
         spp=int(op["spp"]), spp_grad=int(op.get("spp_grad", op["spp"])),
         init=float(popt["init"]), lr=float(popt["lr"]), eps=float(op["optimizer"]["eps"]),
@@ -250,40 +257,6 @@ def volume_spec(iters=None):
         sensors=sensors, vol=os.path.join(ROOT, "configs", med["density"]["filename"]),
         scale=float(med["scale"]), albedo=[float(a) for a in med["albedo"]], g=float(med["phase"]["g"]),
         env=os.path.join(ROOT, "configs", env["data"]), env_scale=float(env.get("scale", 1.0)))
-
-
-def tirender_volume(spec, out):
-    """Child: tirender's own driver on the config, iterations / multires / spp schedule scaled."""
-    t_proc = time.perf_counter()
-    import tirender
-    tirender.init("cpu")
-    from tirender.config import load_config
-    from tirender.optim.driver import OptimizationRun
-    cfg = load_config(VOLUME_CONFIG)
-    o = cfg["optimize"]
-    o["iters"] = spec["iters"]
-    o["multires"] = {spec["param"]: spec["stages"]}
-    o["spp_schedule"] = {"double_every": spec["double_every"], "max": spec["spp_max"]}
-    o["save_every"] = spec["iters"]   # renders + checkpoint once, at the end (not timed work of the task)
-    stamps = []
-    run = OptimizationRun(cfg, out=out)
-    m = run.run(callback=lambda it, loss, imgs: stamps.append(time.perf_counter()))
-    rows = read_rows(os.path.join(out, "loss.csv"))
-    # the loss's noise floor: the truth rendered at the last iteration's spp against the targets
-    from tirender.api import render
-    from tirender.optim.losses import l2
-    sc, name = run.scene, spec["param"]
-    truth = run.truth[name]
-    if sc.params.info(name).shape != truth.shape:
-        sc.resize_grid(name, truth.shape[:3])
-    sc.params[name] = truth
-    floor = float(np.mean([l2(render(sc, spp=rows[-1]["spp"], seed=driver_seed(7, 0, v, 0), sensor=v, progress=False),
-                              np.load(os.path.join(out, f"target_view{v}.npy")))[0] for v in spec["views"]]))
-    p = m["params"][spec["param"]]
-    h = m["holdout"][str(spec["holdout"][0])]
-    setup = (stamps[0] - rows[0]["seconds"]) - t_proc if stamps else float("nan")
-    return dict(rows=rows, rmse_start=p["rmse_start"], holdout_start=h["rmse_start"], holdout_end=h["rmse_end"],
-                setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
 
 
 def mitsuba_volume_scene(spec, out):
@@ -378,11 +351,7 @@ def mitsuba_volume(spec, out):
         opt[key] = dr.maximum(opt[key], 0.0)   # the model's bounds [0, inf), as tirender's driver projects
         params.update(opt)
         cur = np.array(params[key])            # waits for the step
-        el = time.perf_counter() - t_start
-        rows.append(dict(iteration=it, loss=loss, seconds=el, spp=spp, param_rmse=grid_rmse(cur, truth)))
-        if (it + 1) % 10 == 0 or it + 1 == spec["iters"]:
-            print(f"mitsuba it {it + 1}/{spec['iters']} {el:.1f} s loss {loss:.4g} rmse {rows[-1]['param_rmse']:.4f}",
-                  file=sys.stderr, flush=True)
+        add_row(rows, spec["iters"], it, loss, time.perf_counter() - t_start, spp, grid_rmse(cur, truth))
     hold_end = holdout()
     peak = _rss_mb()
     np.save(os.path.join(out, "density.npy"), np.array(params[key]))
@@ -490,7 +459,9 @@ def cbox_spec(iters=None):
 
 
 def tirender_task(spec, out):
-    """Child: tirender's own driver on the task's config (iterations and multires scaled)."""
+    """Child: tirender's own driver on the task's config (iterations, multires and the spp schedule
+    scaled), then the loss's noise floor: the truth rendered at the last iteration's spp against the
+    targets."""
     t_proc = time.perf_counter()
     import tirender
     tirender.init("cpu")
@@ -503,7 +474,9 @@ def tirender_task(spec, out):
     o["iters"] = spec["iters"]
     if spec["stages"][0][1] is not None:
         o["multires"] = {spec["param"]: spec["stages"]}
-    o["save_every"] = spec["iters"]
+    if spec["double_every"]:
+        o["spp_schedule"] = {"double_every": spec["double_every"], "max": spec["spp_max"]}
+    o["save_every"] = spec["iters"]   # renders + checkpoint once, at the end (not timed work of the task)
     stamps = []
     run = OptimizationRun(cfg, out=out)
     m = run.run(callback=lambda it, loss, imgs: stamps.append(time.perf_counter()))
@@ -511,13 +484,18 @@ def tirender_task(spec, out):
     sc, name = run.scene, spec["param"]
     truth = run.truth[name]
     if sc.params.info(name).shape != truth.shape:
-        sc.resize_texture(name, *truth.shape[:2])
+        if truth.ndim == 4:
+            sc.resize_grid(name, truth.shape[:3])
+        else:
+            sc.resize_texture(name, *truth.shape[:2])
     sc.params[name] = truth
     floor = float(np.mean([l2(render(sc, spp=rows[-1]["spp"], seed=driver_seed(7, 0, v, 0), sensor=v, progress=False),
                               np.load(os.path.join(out, f"target_view{v}.npy")))[0] for v in spec["views"]]))
+    h = m["holdout"][str(spec["holdout"][0])] if spec["holdout"] else {"rmse_start": None, "rmse_end": None}
     setup = (stamps[0] - rows[0]["seconds"]) - t_proc if stamps else float("nan")
-    return dict(rows=rows, rmse_start=m["params"][name]["rmse_start"], holdout_start=None, holdout_end=None,
-                setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(), renderer=f"tirender ({tirender.current_arch()})")
+    return dict(rows=rows, rmse_start=m["params"][name]["rmse_start"], holdout_start=h["rmse_start"],
+                holdout_end=h["rmse_end"], setup_s=setup, loss_floor=floor, peak_rss_mb=_rss_mb(),
+                renderer=f"tirender ({tirender.current_arch()})")
 
 
 def mitsuba_texture_scene(spec):
@@ -617,11 +595,7 @@ def mitsuba_task(spec, out):
         opt[key] = dr.clip(opt[key], 0.0, 1.0)    # the model's bounds, as tirender's driver projects
         params.update(opt)
         cur = value()                             # waits for the step
-        el = time.perf_counter() - t_start
-        rows.append(dict(iteration=it, loss=loss, seconds=el, spp=spp, param_rmse=param_rmse(cur, truth)))
-        if (it + 1) % 10 == 0 or it + 1 == spec["iters"]:
-            print(f"mitsuba it {it + 1}/{spec['iters']} {el:.1f} s loss {loss:.4g} rmse {rows[-1]['param_rmse']:.4f}",
-                  file=sys.stderr, flush=True)
+        add_row(rows, spec["iters"], it, loss, time.perf_counter() - t_start, spp, param_rmse(cur, truth))
     peak = _rss_mb()
     np.save(os.path.join(out, "param.npy"), value())
     if stage_shape:
@@ -1164,7 +1138,7 @@ def gradient_check(spec, out):
           f"{fd.mean():.5g} ({', '.join(f'{x:.4g}' for x in fd)})")
 
 
-CHILDREN = {"tirender_volume": tirender_volume, "mitsuba_volume": mitsuba_volume,
+CHILDREN = {"mitsuba_volume": mitsuba_volume,
             "tirender_volume_grad": tirender_volume_grad, "mitsuba_volume_grad": mitsuba_volume_grad,
             "tirender_task": tirender_task, "mitsuba_task": mitsuba_task, "tirender_rf_data": tirender_rf_data,
             "tirender_radiance_field": tirender_radiance_field, "mitsuba_radiance_field": mitsuba_radiance_field}
@@ -1344,7 +1318,7 @@ def run_task(name, a):
 
 # name -> (spec(iters), tirender child, Mitsuba child, parameter-error label, description)
 TASKS = {
-    "volume": (volume_spec, "tirender_volume", "mitsuba_volume", "density RMSE",
+    "volume": (volume_spec, "tirender_task", "mitsuba_volume", "density RMSE",
                "configs/volume_recovery.yaml, 64^3 smoke density, 6 views 64^2, prbvolpath"),
     "texture": (texture_spec, "tirender_task", "mitsuba_task", "texture RMSE",
                 "configs/texture_recovery.yaml, 256^2 diffuse texture, one 128^2 view, PRB"),
