@@ -34,12 +34,24 @@ def _axis_weights(Rs, Rd, method):
     return np.clip(taps, 0, Rs - 1), w
 
 
+CHANNEL_BLOCK = 4   # channels resampled at a time: the temporaries of a 64³ × 28 grid stay ~1/7 of its size
+
+
 def resample(a, res, method="cubic"):
     """Grid a (R, R, R, C) (or (R, R, R)) resampled to (res, res, res[, C]) by ``method``
-    (float32 in → float32 out, else float64)."""
-    out = np.asarray(a)
-    if out.dtype != np.float32:
-        out = out.astype(np.float64)
+    (float32 in → float32 out, else float64), CHANNEL_BLOCK channels at a time."""
+    a = np.asarray(a)
+    dt = np.float32 if a.dtype == np.float32 else np.float64
+    if a.ndim != 4 or a.shape[3] <= CHANNEL_BLOCK:
+        return _resample3(a.astype(dt, copy=False), res, method)
+    out = np.empty((int(res),) * 3 + (a.shape[3],), dt)
+    for c in range(0, a.shape[3], CHANNEL_BLOCK):
+        out[..., c:c + CHANNEL_BLOCK] = _resample3(a[..., c:c + CHANNEL_BLOCK].astype(dt, copy=False), res, method)
+    return out
+
+
+def _resample3(out, res, method):
+    """The three separable passes over the leading axes of out (float32 or float64)."""
     for axis in range(3):
         taps, w = _axis_weights(out.shape[axis], int(res), method)
         w = w.astype(out.dtype)
