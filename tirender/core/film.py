@@ -79,10 +79,21 @@ def gather_adjoint(st: ti.template(), cam, pos):
         res = st.adj[_box_pixel(st, cam, pos)]
     else:
         x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
-        for y in range(y0, y1 + 1):
-            wy = _w1(y + 0.5 - pos[1], sd, r)
-            for x in range(x0, x1 + 1):
-                res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * st.cam_w[cam] + x]
+        if x1 - x0 < LOCAL:   # the usual filters (radius <= 2): the LOCAL column weights once (separable)
+            wx = ti.Vector([0.0] * LOCAL, dt=float)
+            for i in ti.static(range(LOCAL)):
+                wx[i] = _w1(x0 + i + 0.5 - pos[0], sd, r)
+            for y in range(y0, y1 + 1):
+                wy = _w1(y + 0.5 - pos[1], sd, r)
+                row = y * st.cam_w[cam]
+                for i in ti.static(range(LOCAL)):
+                    if x0 + i <= x1:
+                        res += (wy * wx[i]) * st.adj[row + x0 + i]
+        else:
+            for y in range(y0, y1 + 1):
+                wy = _w1(y + 0.5 - pos[1], sd, r)
+                for x in range(x0, x1 + 1):
+                    res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * st.cam_w[cam] + x]
     return res
 
 
