@@ -112,6 +112,18 @@ class _FieldOptimizer:
         self.hi.from_numpy(np.broadcast_to(np.asarray(np.inf if hi is None else hi, np.float32), (nb,)).copy())
         self.t = 0
 
+    def reconfigure(self, lr, lo=None, hi=None):
+        """New learning rates and bounds for the same x (a coarse-to-fine stage change): the fields,
+        and the kernels compiled for them, are kept (a new optimiser would compile its kernels again).
+        False (nothing changed) when the bounds' presence differs: build a new optimiser then."""
+        if (lo is not None or hi is not None) != self.bounded:
+            return False
+        self.set_lr(lr)
+        if self.bounded:
+            self.lo.from_numpy(np.broadcast_to(np.asarray(-np.inf if lo is None else lo, np.float32), (self.n,)).copy())
+            self.hi.from_numpy(np.broadcast_to(np.asarray(np.inf if hi is None else hi, np.float32), (self.n,)).copy())
+        return True
+
     def set_lr(self, lr):
         """lr: scalar or (n,) array of per-element learning rates."""
         self.lr.from_numpy(np.broadcast_to(np.asarray(lr, np.float32), (self.n,)).copy())
@@ -158,14 +170,26 @@ class Adam(_FieldOptimizer):
             raise ValueError(f"eps_mode must be one of {EPS_MODES}, got {eps_mode!r}")
         self.beta1, self.beta2, self.eps_mode = beta1, beta2, eps_mode
         self.eps = DEFAULT_EPS[eps_mode] if eps is None else float(eps)
+        self.seg_start = self.seg_eps2 = None
+        self._set_segments(segments)
+
+    def _set_segments(self, segments):
         self.segments = cover(segments, self.n) or [(0, self.n)]
         # ε² per segment (not per element: n fewer values), found by the element's index
-        self.seg_start = ti.field(ti.i32, len(self.segments))
+        if self.seg_start is None or self.seg_start.shape[0] != len(self.segments):
+            self.seg_start = ti.field(ti.i32, len(self.segments))
+            self.seg_eps2 = ti.field(self.x.dtype, len(self.segments))
         self.seg_start.from_numpy(np.array([a for a, _ in self.segments], np.int32))
-        self.seg_eps2 = ti.field(x.dtype, len(self.segments))
         self._sums = np.zeros(max([(b - a + BLOCK - 1) // BLOCK for a, b in self.segments] + [1]), np.float32)
-        if eps_mode == "absolute":
+        if self.eps_mode == "absolute":
             self.seg_eps2.fill(self.eps * self.eps)
+
+    def reconfigure(self, lr, lo=None, hi=None, segments=None):
+        """As _FieldOptimizer.reconfigure, with the ε segments of the new layout."""
+        if not super().reconfigure(lr, lo, hi):
+            return False
+        self._set_segments(segments)
+        return True
 
     def step(self):
         self.t += 1

@@ -363,15 +363,20 @@ class OptimizationRun:
             if po.get("max") is not None:
                 hi[i.offset:i.offset + i.size] = np.minimum(hi[i.offset:i.offset + i.size], po["max"])
         o = self.opt_cfg
-        if o.get("type", "adam") == "adam":
-            segs = [(sc.params.info(name).offset, sc.params.info(name).offset + sc.params.info(name).size)
-                    for name in self.popts]
+        segs = [(sc.params.info(name).offset, sc.params.info(name).offset + sc.params.info(name).size)
+                for name in self.popts]
+        opt = getattr(self, "_opt_obj", None)   # a stage change keeps the optimiser (its compiled kernels)
+        if opt is not None and opt.x is st.pool and opt.g is st.grad and opt.n == cap and \
+                (opt.reconfigure(lr, lo, hi, segs) if isinstance(opt, Adam) else opt.reconfigure(lr, lo, hi)):
+            opt.reset()
+        elif o.get("type", "adam") == "adam":
             eps = o.get("eps")
             opt = Adam(st.pool, st.grad, lr=lr, beta1=float(o.get("beta1", 0.9)), beta2=float(o.get("beta2", 0.999)),
                        eps=None if eps is None else float(eps), lo=lo, hi=hi,
                        eps_mode=o.get("eps_mode", "relative"), segments=segs)
         else:
             opt = SGD(st.pool, st.grad, lr=lr, momentum=float(o.get("momentum", 0.0)), lo=lo, hi=hi)
+        self._opt_obj = opt
         if state is not None:
             m = np.zeros(cap, np.float32)
             v = np.zeros(cap, np.float32)

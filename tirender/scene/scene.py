@@ -320,9 +320,30 @@ class Scene:
                 tex.data = resample(tex.data)
         self.desc.warnings = []
         old = self._storage
+        prev = None
         if old is not None and old.owner is self:
             old.owner = None
+            prev = self._arrays          # what the device holds now
         self.__init__(self.desc, self.integrator)
+        if prev is not None:
+            self._rebind_changed(old, prev)
+
+    def _rebind_changed(self, st, prev):
+        """After a resize: if the shared storage `st` still fits, upload only the arrays that differ from
+        `prev` (the previous layout's, on the device) and the pool, instead of everything at the next
+        bind (a texture stage change of the texture task: 0.14 s -> a few ms)."""
+        if Storage.acquire(self.sizes) is not st or st.owner is not None:
+            return
+        for name, arr in self._arrays.items():
+            p = prev.get(name)
+            if p is None or p.shape != arr.shape or p.dtype != arr.dtype or not np.array_equal(p, arr):
+                f = getattr(st, name)
+                f.from_numpy(padded(arr, f.shape[0], arr.dtype))
+        st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
+        st.owner = self
+        self._storage = st
+        self._host_dirty = False
+        self._env_dirty = False
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""
