@@ -472,6 +472,7 @@ def tirender_task(spec, out):
     cfg = load_config(spec["config"])
     o = cfg["optimize"]
     o["iters"] = spec["iters"]
+    o["seed"] = spec["seed"]
     if spec["stages"][0][1] is not None:
         o["multires"] = {spec["param"]: spec["stages"]}
     if spec["double_every"]:
@@ -1275,6 +1276,8 @@ def plot(path, series, title, ylabel):
 def run_task(name, a):
     spec_fn, ti_child, mi_child, param_label, what = TASKS[name]
     spec = spec_fn(a.iters)
+    if a.seed is not None:
+        spec["seed"] = a.seed
     out = os.path.join(os.path.abspath(a.out), name)
     os.makedirs(out, exist_ok=True)
     ok, why = (False, "--skip-mitsuba") if a.skip_mitsuba else sidebyside.mitsuba_available()
@@ -1340,6 +1343,8 @@ def main():
                     help="which renderer runs first (they never run at the same time)")
     ap.add_argument("--gradient-check", action="store_true", help="volume task only: compare both renderers' "
                     "density gradients at the start (variance, agreement, FD) instead of optimising")
+    ap.add_argument("--seed", type=int, default=None, help="volume, texture, cbox: the optimisation's seed (default: the config's "
+                    "optimize.seed) for both renderers: repeat with several to tell noise from a difference")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
