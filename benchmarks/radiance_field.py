@@ -10,11 +10,15 @@ Part 1 (speed): one iteration = forward + loss + path-replay backward + Adam (+ 
   * "4096": a random batch of 4 096 rays (the default training configuration).
   The grid is taken mid-training (after a short warm-up schedule) so that empty space and early
   termination look as they do in practice; compile time is excluded (reported separately).
-Part 2 (quality): a fixed schedule (16³ → 32³ → 64³), PSNR on the training views (Mitsuba's
-  reported metric: 32.9 dB in 10.6 s) and on the held-out views against training time; the
-  time to reach 30 / 32 / 32.9 dB. Peak RSS at the end.
+Part 2 (quality): a fixed schedule (16³ → 32³ → 64³), PSNR on the training views (the Mitsuba
+  tutorial's published figure: 32.9 dB in 10.6 s) and on the held-out views against training time;
+  the time to reach 30 / 32 / 32.9 dB. Peak RSS at the end.
+Part 3 (Mitsuba 3 side by side, where it is installed): the configs/radiance_field.yaml schedule
+  scaled to --sbs-iters iterations, one full view per iteration, run by tirender's Trainer and by a
+  Mitsuba 3 port of the tutorial (time_to_quality.py's radiance_field task: the same data, the same
+  model), one after the other in fresh processes; median s/iteration per stage and the ratio.
 
-    python benchmarks/radiance_field.py [--quick] [--out DIR] [--arch cpu]
+    python benchmarks/radiance_field.py [--quick] [--out DIR] [--arch cpu] [--sbs-iters N]
 """
 import argparse
 import json
@@ -26,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-MITSUBA = {"s_per_iter": {16: 0.017, 32: 0.034, 64: 0.180}, "train_psnr": 32.9, "train_psnr_time_s": 10.6}
+TUTORIAL_PSNR = 32.9   # the Mitsuba 3 radiance-field tutorial's reported training PSNR (a target level only)
 
 FIELD = {"sh_degree": 2, "init_density": 0.01, "color_activation": "relu", "init_color": 0.5}
 DATA = {"type": "procedural", "views": 8, "heldout": 2, "width": 128, "height": 128,
@@ -69,9 +73,8 @@ def speed(ds, res_list, reps, warm_iters, log):
             row[str(batch)] = {"s_per_iter": float(np.median(ts)), "min": float(np.min(ts)),
                                "cpu_s_per_iter": float(np.median(cpu)), "first_call_s": round(first, 3)}
         out[R] = row
-        m = MITSUBA["s_per_iter"][R]
         log(f"{R:>3}³  all-views {row['all']['s_per_iter']:.3f} s/it   one view {row['view']['s_per_iter']:.3f} s/it"
-            f"   4096 rays {row['4096']['s_per_iter']:.4f} s/it   (Mitsuba 3: {m:.3f})   CPU s/it (both threads):"
+            f"   4096 rays {row['4096']['s_per_iter']:.4f} s/it   CPU s/it (both threads):"
             f" {row['all']['cpu_s_per_iter']:.3f} / {row['view']['cpu_s_per_iter']:.3f} / "
             f"{row['4096']['cpu_s_per_iter']:.4f}")
     return out
@@ -106,13 +109,42 @@ def quality(ds, stages, batch, eval_every, log):
                               "heldout_psnr": round(p_he, 3)})
                 log(f"  it {git:4d}  {st['res']:>3}³  t={clock:6.1f}s  train {p_tr:5.2f} dB  held-out {p_he:5.2f} dB")
     reach = {}
-    for target in (28.0, 30.0, 32.0, MITSUBA["train_psnr"]):
+    for target in (28.0, 30.0, 32.0, TUTORIAL_PSNR):
         hit = [c for c in curve if c["train_psnr"] >= target]
         reach[f"train_{target:g}dB_s"] = hit[0]["time_s"] if hit else None
         hit = [c for c in curve if c["heldout_psnr"] >= target]
         reach[f"heldout_{target:g}dB_s"] = hit[0]["time_s"] if hit else None
     return {"stages": stages, "batch": batch, "prepare_s": round(prep, 3), "curve": curve,
             "time_to_psnr": reach, "final": curve[-1]}
+
+
+def side_by_side(iters, out, log):
+    """Part 3: tirender's Trainer and the Mitsuba 3 port on the same data and schedule (one full view
+    per iteration), fresh processes one after the other; per stage the median s/iteration (the first
+    iteration of a stage, with its compilation and upsampling, left out) and peak RSS."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sidebyside
+    import time_to_quality as ttq
+    ok, why = sidebyside.mitsuba_available()
+    if not ok:
+        log(f"Mitsuba 3 side by side: skipped ({why})")
+        return None
+    spec = ttq.radiance_field_spec(iters)
+    ttq.run_child(spec["data_child"], spec, os.path.join(out, "data"), os.path.join(out, "data.log"))
+    res = {}
+    for label, child in (("tirender", "tirender_radiance_field"), ("mitsuba", "mitsuba_radiance_field")):
+        res[label] = ttq.run_child(child, spec, os.path.join(out, label), os.path.join(out, f"{label}.log"))
+    stats = {k: ttq.stage_stats(r["rows"], spec["stages"]) for k, r in res.items()}
+    rows = []
+    for (label, _, t), (_, _, m) in zip(stats["tirender"], stats["mitsuba"]):
+        rows.append({"stage": label, "tirender_s_per_iter": t, "mitsuba_s_per_iter": m, "ratio": t / m})
+        log(f"  {label:<28} tirender {t:.4f} s/it   Mitsuba 3 {m:.4f} s/it   ratio {t / m:.2f}x")
+    peaks = {k: r["peak_rss_mb"] for k, r in res.items()}
+    log(f"  peak RSS tirender {peaks['tirender']:.0f} MB, Mitsuba 3 {peaks['mitsuba']:.0f} MB; held-out PSNR "
+        f"{res['tirender']['psnr_end']:.2f} vs {res['mitsuba']['psnr_end']:.2f} dB ({spec['iters']} iterations; "
+        f"{res['mitsuba']['renderer']})")
+    return {"iters": spec["iters"], "stages": rows, "peak_rss_mb": peaks,
+            "heldout_psnr": {k: r["psnr_end"] for k, r in res.items()}}
 
 
 def main(argv=None):
@@ -122,6 +154,8 @@ def main(argv=None):
     ap.add_argument("--arch", default="cpu")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--sbs-iters", type=int, default=None, help="part 3's iterations (default: 150, --quick 60; "
+                    "0 skips it)")
     a = ap.parse_args(argv)
     import tirender.backend as backend
     backend.init(a.arch)
@@ -131,7 +165,7 @@ def main(argv=None):
     ds = load_dataset(parse_config(_cfg([{"res": 16, "iters": 1}])))
     log(f"dataset: {len(ds.train)} training + {len(ds.heldout)} held-out views at {ds.width}x{ds.height} "
         f"({time.perf_counter() - t0:.1f} s)  arch={backend.current_arch()}")
-    res = {"arch": backend.current_arch(), "mitsuba3": MITSUBA}
+    res = {"arch": backend.current_arch()}
     if not a.skip_speed:
         log("seconds per iteration (median; SH degree 2, 1 spp):")
         res["speed"] = speed(ds, (16, 32, 64), 2 if a.quick else 5, 40, log)
@@ -143,6 +177,10 @@ def main(argv=None):
         res["quality"] = quality(ds, stages, 4096, 50, log)
         log(f"time to PSNR: {res['quality']['time_to_psnr']}")
     res["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    sbs = a.sbs_iters if a.sbs_iters is not None else (60 if a.quick else 150)
+    if sbs:
+        log(f"Mitsuba 3 side by side ({sbs} iterations of the config's schedule, one view per iteration):")
+        res["mitsuba3_side_by_side"] = side_by_side(sbs, os.path.join(os.path.abspath(a.out), "side_by_side"), log)
     res["load_avg_at_end"] = os.getloadavg()
     log(f"peak RSS {res['peak_rss_mb']} MB")
     os.makedirs(a.out, exist_ok=True)
