@@ -156,9 +156,9 @@ class Storage:
             if dt not in parts:                       # another dtype: Taichi's own upload
                 f.from_numpy(padded(arr, f.shape[0], arr.dtype))
                 continue
-            a = np.ascontiguousarray(arr, dt).reshape(len(arr), -1)
+            a = np.ascontiguousarray(arr, dt)
             specs.append((name, dt is np.int32))
-            meta.append((sizes[dt], len(a)))
+            meta.append((sizes[dt], a.shape[0]))
             parts[dt].append(a.ravel())
             sizes[dt] += a.size
         if not specs:
