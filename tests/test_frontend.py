@@ -41,3 +41,15 @@ def test_compile_error_names_file_line_and_code():
     assert f'test_frontend.py", line {line}, in helper' in msg, msg
     assert "return x * undefined_name_xyz" in msg, msg
     assert "^" in msg and 'Name "undefined_name_xyz" is not defined' in msg, msg
+
+
+def test_remembered_text_cleanup_matches_textwrap():
+    import textwrap
+    tw = kernel_impl.textwrap
+    assert isinstance(tw, frontend._Textwrap)
+    for line in ("\tx = 1  # tab\n", "    y = f(a, b)\n", "z" * 200 + "\n", ""):
+        assert tw.fill(line, tabsize=4, width=9999) == textwrap.fill(line, tabsize=4, width=9999)
+        assert tw.fill(line, tabsize=4, width=9999) is tw.fill(line, tabsize=4, width=9999)
+    src = "    def f(x):\n        return x\n"
+    assert tw.dedent(src) == textwrap.dedent(src)
+    assert tw.wrap is textwrap.wrap

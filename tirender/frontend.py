@@ -13,7 +13,8 @@ call sites: 3,948 reads, 1.2 s for the volume task's two kernels.
 header (file, line, function) with the node's first source line and its caret, without wrapping.
 Error messages keep naming the file, line and code; only multi-line nodes show their first line.
 It also memoises the frontend's source lookups (``getsourcelines`` / ``getsourcefile``) per function
-object: a function's source does not change within a process.
+object: a function's source does not change within a process; and the text clean-up it applies to
+that source at each call site (``textwrap.fill`` of every line, ``textwrap.dedent``), per text.
 Installed at import of tirender when Taichi's context class has the method (a Taichi without it
 keeps its own).
 """
@@ -51,6 +52,33 @@ def _memoised(lookup):
     return cached
 
 
+class _Textwrap:
+    """Stands in for the ``textwrap`` module inside Taichi's kernel_impl: ``fill`` and ``dedent``
+    remembered per (text, options); everything else is the module's."""
+
+    def __init__(self, module):
+        self._module = module
+        self._fill, self._dedent = {}, {}
+
+    def fill(self, text, **kw):
+        key = (text, tuple(sorted(kw.items())))
+        try:
+            return self._fill[key]
+        except KeyError:
+            res = self._fill[key] = self._module.fill(text, **kw)
+            return res
+
+    def dedent(self, text):
+        try:
+            return self._dedent[text]
+        except KeyError:
+            res = self._dedent[text] = self._module.dedent(text)
+            return res
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
 def install():
     """Swap in the cheap snippet and the memoised source lookups (idempotent); returns whether
     this Taichi has the hooks (otherwise it keeps its own)."""
@@ -62,4 +90,6 @@ def install():
         ctx.get_pos_info = _pos_info
         _ki.getsourcelines = _memoised(_ki.getsourcelines)
         _ki.getsourcefile = _memoised(_ki.getsourcefile)
+        if getattr(_ki, "textwrap", None) is not None:
+            _ki.textwrap = _Textwrap(_ki.textwrap)
     return hooks
