@@ -245,6 +245,12 @@ def software_vulkan():
     return _state["arch"] == "vulkan" and not has_hardware_vulkan()
 
 
+def np_float():
+    """numpy dtype of Taichi's default float: float64 when initialised with fp='f64', else float32."""
+    import numpy as np
+    return np.float64 if _state.get("fp") == "f64" else np.float32
+
+
 def current_arch():
     """Name of the backend in use ("cpu", "cuda", "vulkan"), or None before init."""
     return _state["arch"]

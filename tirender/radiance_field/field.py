@@ -50,7 +50,7 @@ def channels(degree):
 
 def np_float():
     """numpy dtype matching Taichi's default float type (f32 unless initialised with fp='f64')."""
-    return np.float64 if backend._state.get("fp") == "f64" else np.float32
+    return backend.np_float()
 
 
 def sh_basis_np(d, degree):

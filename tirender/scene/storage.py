@@ -8,6 +8,7 @@ fields, one recompile) only when a scene does not fit.
 import numpy as np
 import taichi as ti
 
+from .. import backend
 from ..bsdfs import registry as bsdfs
 from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
@@ -141,13 +142,12 @@ class Storage:
         cls._shared = Storage(caps)
         return cls._shared
 
-
     def upload(self, arrays):
         """Write each named array into its field, rows past the array zeroed (as field.from_numpy of
         a zero-padded copy), with one kernel launch for all the i32 and float fields: Taichi compiles
         from_numpy once per field (about 10 ms each even from its kernel cache: 0.7 s for a scene's
         ~70 arrays at the first bind of a process); this kernel compiles once per set of fields."""
-        fdt = np.float64 if ti.lang.impl.get_runtime().default_fp == ti.f64 else np.float32
+        fdt = backend.np_float()
         np_of = {ti.i32: np.int32, ti.f32: np.float32, ti.f64: np.float64}
         specs, parts, meta, sizes = [], {np.int32: [], fdt: []}, [], {np.int32: 0, fdt: 0}
         for name, arr in arrays.items():
