@@ -21,6 +21,7 @@
 """
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -36,7 +37,7 @@ sys.path.insert(0, HERE)
 import sidebyside  # noqa: E402
 
 
-def _scene(res, views, integrator="prbvolpath", max_depth=8, rr_depth=5, scale=None, albedo=None):
+def _scene(res, views, integrator="prbvolpath", max_depth=8, rr_depth=5, scale=None, albedo=None, fov=None):
     from tirender.api import load_scene
     from tirender.config import load_config
     from tirender.media.grid import resample_grid
@@ -47,6 +48,8 @@ def _scene(res, views, integrator="prbvolpath", max_depth=8, rr_depth=5, scale=N
     s["sensors"] = [s["sensors"][v] for v in views]
     for c in s["sensors"]:
         c["film"]["width"] = c["film"]["height"] = res
+        if fov is not None:
+            c["fov"] = fov
     med = s["media"]["smoke"]
     med["density"] = {"type": "grid", "resolution": 32, "value": 0.0}
     med["bbox"] = {"min": [-1, -1, -1], "max": [1, 1, 1]}
@@ -187,10 +190,9 @@ def albedo_benchmark(arch, albedo, runs):
     from tirender.api import render_grad
     from tirender.media.medium import update_majorants
     from tirender.api import render
-    sc, truth = _scene(64, [0], max_depth=-1, rr_depth=5, scale=100.0, albedo=albedo)
+    sc, truth = _scene(64, [0], max_depth=-1, rr_depth=5, scale=100.0, albedo=albedo,
+                       fov=2 * math.degrees(math.atan(0.22)))   # the cube fills the view
     sc.params["smoke.density"] = 0.3 + truth          # fills the whole cube: optical diameter ~ 80
-    sc.sensors[0].tan_x = sc.sensors[0].tan_y = 0.22  # the cube fills the view
-    sc._arrays["cam_tx"][0] = sc._arrays["cam_ty"][0] = 0.22
     ones = np.ones((64, 64, 3), np.float32)
     render(sc, spp=4, seed=1, progress=False)
     render_grad(sc, ones, spp=4, seed=2, progress=False)   # warm-up (compile)
