@@ -108,20 +108,24 @@ class _FieldOptimizer:
         self.lo = ti.field(x.dtype, nb)
         self.hi = ti.field(x.dtype, nb)
         self.set_lr(lr)
-        self.lo.from_numpy(np.broadcast_to(np.asarray(-np.inf if lo is None else lo, np.float32), (nb,)).copy())
-        self.hi.from_numpy(np.broadcast_to(np.asarray(np.inf if hi is None else hi, np.float32), (nb,)).copy())
+        self._set_bounds(lo, hi)
         self.t = 0
 
-    def reconfigure(self, lr, lo=None, hi=None):
-        """New learning rates and bounds for the same x (a coarse-to-fine stage change): the fields,
-        and the kernels compiled for them, are kept (a new optimiser would compile its kernels again).
-        False (nothing changed) when the bounds' presence differs: build a new optimiser then."""
+    def _set_bounds(self, lo, hi):
+        nb = self.lo.shape[0]
+        self.lo.from_numpy(np.broadcast_to(np.asarray(-np.inf if lo is None else lo, np.float32), (nb,)).copy())
+        self.hi.from_numpy(np.broadcast_to(np.asarray(np.inf if hi is None else hi, np.float32), (nb,)).copy())
+
+    def reconfigure(self, lr, lo=None, hi=None, segments=None):
+        """New learning rates and bounds (and Adam's ε segments) for the same x (a coarse-to-fine stage
+        change): the fields, and the kernels compiled for them, are kept (a new optimiser would compile
+        its kernels again). False (nothing changed) when the bounds' presence differs: build a new
+        optimiser then."""
         if (lo is not None or hi is not None) != self.bounded:
             return False
         self.set_lr(lr)
         if self.bounded:
-            self.lo.from_numpy(np.broadcast_to(np.asarray(-np.inf if lo is None else lo, np.float32), (self.n,)).copy())
-            self.hi.from_numpy(np.broadcast_to(np.asarray(np.inf if hi is None else hi, np.float32), (self.n,)).copy())
+            self._set_bounds(lo, hi)
         return True
 
     def set_lr(self, lr):
@@ -185,7 +189,6 @@ class Adam(_FieldOptimizer):
             self.seg_eps2.fill(self.eps * self.eps)
 
     def reconfigure(self, lr, lo=None, hi=None, segments=None):
-        """As _FieldOptimizer.reconfigure, with the ε segments of the new layout."""
         if not super().reconfigure(lr, lo, hi):
             return False
         self._set_segments(segments)

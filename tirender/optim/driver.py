@@ -366,8 +366,7 @@ class OptimizationRun:
         segs = [(sc.params.info(name).offset, sc.params.info(name).offset + sc.params.info(name).size)
                 for name in self.popts]
         opt = getattr(self, "_opt_obj", None)   # a stage change keeps the optimiser (its compiled kernels)
-        if opt is not None and opt.x is st.pool and opt.g is st.grad and opt.n == cap and \
-                (opt.reconfigure(lr, lo, hi, segs) if isinstance(opt, Adam) else opt.reconfigure(lr, lo, hi)):
+        if opt is not None and opt.x is st.pool and opt.g is st.grad and opt.reconfigure(lr, lo, hi, segs):
             opt.reset()
         elif o.get("type", "adam") == "adam":
             eps = o.get("eps")

@@ -268,12 +268,7 @@ class Scene:
             if st.owner is not None:
                 st.owner._pull_params()
                 st.owner._storage = None
-            st.upload(self._arrays)
-            st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
-            st.owner = self
-            self._storage = st
-            self._host_dirty = False
-            self._env_dirty = False
+            self._attach(st, self._arrays)
         if self._host_dirty:
             self._push_params()
         return st
@@ -331,9 +326,14 @@ class Scene:
         bind (a texture stage change of the texture task: 0.14 s -> a few ms)."""
         if Storage.acquire(self.sizes) is not st or st.owner is not None:
             return
-        st.upload({name: arr for name, arr in self._arrays.items()
-                   if name not in prev or prev[name].shape != arr.shape or prev[name].dtype != arr.dtype
-                   or not np.array_equal(prev[name], arr)})
+        self._attach(st, {name: arr for name, arr in self._arrays.items()
+                          if name not in prev or prev[name].shape != arr.shape or prev[name].dtype != arr.dtype
+                          or not np.array_equal(prev[name], arr)})
+
+    def _attach(self, st, arrays):
+        """Make this scene the owner of storage st: upload `arrays` (the ones st does not hold yet)
+        and the parameter pool."""
+        st.upload(arrays)
         st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
         st.owner = self
         self._storage = st
