@@ -136,6 +136,44 @@ def _transaction(scene, st, npix, k, run, film, grad, radius):
         fold_gradients(scene, st)
 
 
+def splat_pass(scene, st, bound, adds, run):
+    """One launch run() of an estimator that splats with film.splat_radiance values |w L| ≤ bound,
+    at most `adds` of them into one pixel: a fixed-point scale fixed by the bound (the launch is not
+    repeatable, e.g. it advances Markov chains, so it is never redone), folded into float64."""
+    st.film.fill(0)
+    st.acc_max.fill(0)
+    sf = scale_for(bound, adds)
+    st.info_f[INFO_FILM_SCALE] = sf
+    run()
+    STATS["launches"] += 1
+    npix = st.host_film.shape[0]
+    st.host_film[:, :3] += st.film.to_numpy()[:npix, :3].astype(np.float64) * (1.0 / sf)
+
+
+def uniform_weight_sums(s, n):
+    """The expected filter-weight sum Σ w per pixel of n samples uniform over the film of sensor
+    description s: (H·W,) float64. Gaussian: the separable integral of Mitsuba's truncated Gaussian
+    w(d) = exp(-d²/2σ²) - exp(-r²/2σ²) over the film (closed form with erf); box: 1 per pixel."""
+    def axis(size):
+        c = np.arange(size) + 0.5
+        if s.filter != "gaussian":
+            return np.ones(size)
+        sd, r = s.stddev, s.radius
+        lo = np.maximum(-r, -c)
+        hi = np.minimum(r, size - c)
+        k = sd * math.sqrt(2.0)
+        erf = np.vectorize(math.erf)
+        g = sd * math.sqrt(math.pi / 2.0) * (erf(hi / k) - erf(lo / k)) - math.exp(-r * r / (2 * sd * sd)) * (hi - lo)
+        return np.maximum(g, 0.0)
+    w = np.outer(axis(s.height), axis(s.width)).reshape(-1)
+    return w * (float(n) / (s.width * s.height))
+
+
+def add_uniform_weights(st, s, n):
+    """Add the pixel weights of n uniform film samples (``uniform_weight_sums``) to the host film."""
+    st.host_film[:, 3] += uniform_weight_sums(s, n)
+
+
 def begin_film(scene, sensor, clear):
     """Start (clear) or continue the float64 film of `sensor` (progressive rendering); returns st."""
     st = scene.bind()

@@ -57,9 +57,21 @@ def _add(st: ti.template(), p, wL, wt):
 def splat(st: ti.template(), cam, pos, L):
     """Add sample radiance L at film position pos into st.film (fixed point); one film add per
     covered pixel (launch.py: up to 25 per sample)."""
+    _splat(st, cam, pos, L, True)
+
+
+@ti.func
+def splat_radiance(st: ti.template(), cam, pos, L):
+    """Add w·L of a sample at pos into st.film but no filter weight: for estimators whose samples are
+    not uniform over the film (MCMC), whose pixel weights the host adds (launch.add_uniform_weights)."""
+    _splat(st, cam, pos, L, False)
+
+
+@ti.func
+def _splat(st: ti.template(), cam, pos, L, weighted: ti.template()):
     track_max(st.acc_max, SLOT_FILM, ti.cast(pos[0], ti.i32), ti.abs(L).max())
     if st.cam_filter[cam] == FILTER_BOX:
-        _add(st, _box_pixel(st, cam, pos), L, 1.0)
+        _add(st, _box_pixel(st, cam, pos), L, 1.0 if ti.static(weighted) else 0.0)
     else:
         x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
         for y in range(y0, y1 + 1):
@@ -68,7 +80,7 @@ def splat(st: ti.template(), cam, pos, L):
                 for x in range(x0, x1 + 1):
                     wt = wy * _w1(x + 0.5 - pos[0], sd, r)
                     if wt > 0.0:
-                        _add(st, y * st.cam_w[cam] + x, wt * L, wt)
+                        _add(st, y * st.cam_w[cam] + x, wt * L, wt if ti.static(weighted) else 0.0)
 
 
 @ti.func

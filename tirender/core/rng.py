@@ -52,6 +52,11 @@ class PCG32:
         b = self.next_1d()
         return ti.Vector([a, b], dt=float)
 
+    @ti.func
+    def copy(self):
+        """The stream at its current position (a replay reads the same numbers from it)."""
+        return PCG32(state=self.state, inc=self.inc)
+
 
 @ti.func
 def make_sampler(seed, pixel, sample):

@@ -21,7 +21,6 @@ import taichi as ti
 
 from ..core.intersect import occluded
 from ..core.math import BIG, max3, mis_power, safe_div, vec3
-from ..core.rng import PCG32
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from . import vertex
@@ -85,7 +84,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                 dist = ds.dist
                 if dist < BIG:
                     dist = (ds.p - so).norm() * (1.0 - 1e-4)
-                saved = PCG32(state=sampler.state, inc=sampler.inc)   # for the transmittance replay
+                saved = sampler.copy()   # for the transmittance replay
                 T = vis.transmittance(st, PRIMAL, v, s, so, ds.d, dist, sampler, vec3(0.0), vec3(0.0))
                 if max3(T) > 0.0:
                     mis = 1.0

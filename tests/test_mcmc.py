@@ -1,0 +1,202 @@
+"""MCMC integrators (integrators/mcmc.py) and the primary-sample-space chains (core/pss.py): the
+acceptance ratio, mutation / accept / reject of a chain's state, the bundle estimator's expectation
+on a closed-form 1-D integrand, the film weights of uniform samples, convergence to the path
+tracer's image, determinism per seed, and the refusal of gradients."""
+import math
+import os
+
+import numpy as np
+import pytest
+import taichi as ti
+
+import tirender
+from tirender import launch
+from tirender.core import pss
+from tirender.core.rng import make_sampler
+from tirender.errors import ConfigError
+from tirender.integrators import mcmc
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
+
+
+def cbox(size=32, hide=True, extra=()):
+    return tirender.load_scene(CBOX, overrides=[f"sensors.0.film.width={size}", f"sensors.0.film.height={size}",
+                                                f"integrator.hide_emitters={str(hide).lower()}", *extra])
+
+
+def test_acceptance_ratio():
+    out = ti.field(ti.f32, shape=6)
+    pairs = [(1.0, 2.0), (2.0, 1.0), (0.0, 0.5), (0.5, 0.0), (0.0, 0.0), (3.0, 3.0)]
+
+    @ti.kernel
+    def k(a: ti.types.ndarray()):
+        for i in range(6):
+            out[i] = pss.acceptance(a[i, 0], a[i, 1])
+
+    k(np.array(pairs, np.float32))
+    np.testing.assert_allclose(out.to_numpy(), [1.0, 0.5, 1.0, 0.0, 0.0, 1.0], rtol=1e-6)
+
+
+def _chain_kernels():
+    pss.store(8)
+    S = pss.current()
+
+    @ti.kernel
+    def init(dims: ti.i32):
+        for c in range(8):
+            S.used[c] = 0
+            r = make_sampler(5, c, 0)
+            smp = pss.PssSampler(chain=c, mode=pss.INIT, state=r.state, inc=r.inc)
+            for _ in range(dims):
+                smp.next_1d()
+            pss.save(smp)
+
+    @ti.kernel
+    def step(dims: ti.i32, large: ti.i32, accept: ti.i32, sigma: ti.f32):
+        for c in range(8):
+            smp = pss.load(c, pss.MUTATE, sigma, 0.0)
+            pss.start_iteration(smp, 0.0)
+            smp.large = large
+            for _ in range(dims):
+                smp.next_1d()
+            if accept:
+                pss.accept(smp)
+            else:
+                pss.reject(smp)
+            pss.save(smp)
+    return S, init, step
+
+
+def test_chain_mutation_accept_reject():
+    S, init, step = _chain_kernels()
+    init(6)
+    u0 = S.value.to_numpy()[:8, :6].copy()
+    assert np.all((u0 >= 0) & (u0 < 1)) and len(np.unique(u0)) == u0.size
+    step(6, 0, 0, 0.01)                      # a rejected small step: the state is restored exactly
+    np.testing.assert_array_equal(S.value.to_numpy()[:8, :6], u0)
+    assert np.all(S.iteration.to_numpy()[:8] == 0)
+    step(4, 0, 1, 0.01)                      # an accepted small step moves the 4 dims read, a little
+    u1 = S.value.to_numpy()[:8, :6]
+    d = np.abs(u1[:, :4] - u0[:, :4])
+    d = np.minimum(d, 1 - d)                 # wrapped distance
+    assert np.all(d > 0) and np.all(d < 0.01 * math.sqrt(6) + 1e-6)   # triangular offsets: |x| <= σ√6
+    np.testing.assert_array_equal(u1[:, 4:], u0[:, 4:])               # lazy: dims not read are untouched
+    step(6, 1, 1, 0.01)                      # an accepted large step: fresh uniform numbers
+    u2 = S.value.to_numpy()[:8, :6]
+    assert np.all(u2 != u1) and np.all(S.last_large.to_numpy()[:8] == 2)
+    # dims read later than the chain's stored ones take values, and a reject keeps them consistent
+    step(10, 0, 0, 0.01)
+    assert np.all(S.used.to_numpy()[:8] == 10)
+    np.testing.assert_array_equal(S.value.to_numpy()[:8, :6], u2)
+
+
+def test_bundle_estimator_expectation():
+    """E_δ[f(u − δ)] for f(u) = sin²(2πu) and δ ~ N(0, σ²) wrapped: 1/2 − cos(4πu) e^(−8π²σ²) / 2."""
+    pss.store(8)
+    S = pss.current()
+    n = 200000
+    out = ti.field(ti.f64, shape=4)
+
+    @ti.kernel
+    def k(u0: ti.f32, sigma: ti.f32, n: ti.i32):
+        for c in range(4):
+            S.used[c] = 1
+            S.value[c, 0] = u0
+            S.mod[c, 0] = 0
+            r = make_sampler(9, c, 0)
+            smp = pss.PssSampler(chain=c, mode=pss.HOLD, kernel=sigma, state=r.state, inc=r.inc)
+            acc = 0.0
+            for _ in range(n):
+                smp.dim = 0
+                x = smp.next_1d()
+                acc += ti.sin(2.0 * math.pi * x) ** 2
+            out[c] = acc / n
+
+    for u0, sigma in ((0.1, 0.05), (0.37, 0.2), (0.5, 0.01)):
+        k(u0, sigma, n)
+        want = 0.5 - 0.5 * math.cos(4 * math.pi * u0) * math.exp(-8 * math.pi ** 2 * sigma ** 2)
+        got = out.to_numpy()
+        assert np.all(np.abs(got - want) < 4 * 0.36 / math.sqrt(n)), (u0, sigma, got, want)
+        assert S.value.to_numpy()[0, 0] == np.float32(u0)      # HOLD never mutates the centre
+
+
+def test_uniform_weight_sums_match_film_weights():
+    """The analytic pixel weights of n uniform film samples: equal to a dense quadrature of Mitsuba's
+    truncated Gaussian over the film (borders included), and to the film kernel's own weight sums of
+    jittered samples within their noise (Gaussian and box filters)."""
+    from tirender.core.fixed_point import WEIGHT_SCALE
+    for filt in ("gaussian", "box"):
+        sc = tirender.load_scene(CBOX, overrides=["sensors.0.film.width=12", "sensors.0.film.height=9",
+                                                  f"sensors.0.film.filter.type={filt}"])
+        s = sc.sensors[0]
+        want = launch.uniform_weight_sums(s, 108)
+        if filt == "gaussian":
+            q = 64                                             # midpoints of q x q sub-cells per pixel
+            def axis(size):
+                x = (np.arange(size * q) + 0.5) / q            # sample positions
+                d = (np.arange(size) + 0.5)[:, None] - x[None, :]
+                a = 1.0 / (2 * s.stddev ** 2)
+                w = np.maximum(0.0, np.exp(-d * d * a) - math.exp(-s.radius ** 2 * a)) * (np.abs(d) <= s.radius)
+                return w.sum(axis=1) / q
+            quad = np.outer(axis(9), axis(12)).reshape(-1)     # n = W·H samples: one per unit area
+            np.testing.assert_allclose(want, quad, rtol=1e-4)
+        else:
+            np.testing.assert_allclose(want, np.ones(108))
+        st = sc.bind()
+        st.adj_w.fill(0)
+        spp = 2048
+        launch.film_weights_kernel(st, 0, spp, 0, 3, launch.wide_filter(sc, 0))
+        measured = st.adj_w.to_numpy()[:108].astype(np.float64) / WEIGHT_SCALE / spp
+        np.testing.assert_allclose(measured, want, rtol=0.03)
+        assert abs(measured.sum() / want.sum() - 1) < 3e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("integrator", ["pssmlt", "coherent_mcmc"])
+def test_converges_to_path_tracer(integrator):
+    """Same image as the path tracer: every channel's mean within 0.5 %, and the RMSE against a
+    path-traced reference falls as the chains run longer. (2M bootstrap paths: the normalisation's
+    own error, ~0.4 % with the default 100k for the bundles, stays well inside the tolerance.)"""
+    sc = cbox(extra=("integrator.type=pssmlt", "integrator.bootstrap=2000000"))
+    ref = tirender.render(sc, spp=4096, seed=7, integrator="path", progress=False)
+    short = tirender.render(sc, spp=64, seed=1, integrator=integrator, progress=False)
+    img = tirender.render(sc, spp=2048, seed=2, integrator=integrator, progress=False)
+    rel = img.mean(axis=(0, 1)) / ref.mean(axis=(0, 1)) - 1
+    assert np.all(np.abs(rel) < 0.005), rel
+    e_short = np.sqrt(np.mean((short - ref) ** 2))
+    e_long = np.sqrt(np.mean((img - ref) ** 2))
+    assert e_long < 0.6 * e_short, (e_short, e_long)
+    st = mcmc.statistics()
+    assert 0.05 < st["acceptance"] < 0.95
+    if integrator == "coherent_mcmc":
+        assert 0.5 < st["lane_utilisation"] <= 1.0
+
+
+def test_deterministic_and_continues():
+    sc = cbox(16)
+    a = tirender.render(sc, spp=32, seed=3, integrator="coherent_mcmc", progress=False)
+    b = tirender.render(sc, spp=32, seed=3, integrator="coherent_mcmc", progress=False)
+    c = tirender.render(sc, spp=32, seed=4, integrator="coherent_mcmc", progress=False)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    # progressive: clear=False continues the chains (more samples, the same image in expectation)
+    p1 = tirender.render_progressive(sc, spp=32, seed=3, integrator="pssmlt", clear=True)
+    p2 = tirender.render_progressive(sc, spp=32, seed=3, integrator="pssmlt", clear=False)
+    assert not np.array_equal(p1, p2)
+    assert abs(p2.mean() / p1.mean() - 1) < 0.05
+
+
+def test_walk_utilisation():
+    sc = cbox(16, hide=False)
+    assert mcmc.walk_utilisation(sc, 8, 1) == 1.0
+    u = mcmc.walk_utilisation(sc, 16, 8)
+    assert 0.3 < u < 1.0
+
+
+def test_gradients_refused_and_keys_checked():
+    sc = cbox(16, extra=("integrator.type=pssmlt",))
+    with pytest.raises(ConfigError, match="pssmlt"):
+        tirender.render_grad(sc, np.zeros((16, 16, 3), np.float32), spp=4)
+    with pytest.raises(ConfigError, match="bundle"):
+        tirender.load_scene(CBOX, overrides=["integrator.type=coherent_mcmc", "integrator.bundle=17"])

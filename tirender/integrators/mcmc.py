@@ -1,0 +1,310 @@
+"""Markov chain Monte Carlo path tracing: primary-sample-space Metropolis (``pssmlt``, Kelemen et al.
+2002) and its coherent pseudo-marginal variant (``coherent_mcmc``, Nimier-David et al. 2019 §4.2),
+both on the path tracer's walk (integrators/path.py), which reads its random numbers from the
+chain's state (core/pss.py) instead of a PCG32 stream.
+
+Target: f(u) = luminance of the path contribution of primary samples u (u_0, u_1: film position).
+``pssmlt`` runs ``chains`` independent chains in parallel (one per thread), each proposing a small
+step (wrapped normal, std ``sigma`` per dimension) or, with probability ``large_step``, a fresh
+uniform state, accepted with min(1, f'/f). ``coherent_mcmc`` replaces the point evaluation by a
+bundle of B = ``bundle`` paths at u − δ_i, δ_i ~ N(0, ``kernel``² I) (one Gaussian offset per read):
+the pseudo-marginal chain targets π(u) = (G ∗ f)(u) through the unbiased estimate
+π̂ = (1/B) Σ_i f(u − δ_i), kept with the state (the paper's CPMMLT). The bundle's paths start from
+nearby film positions with nearby random numbers, so they follow similar control flow (the lanes
+of a wide walk, or neighbouring GPU threads); on the CPU today they run one after the other in the
+chain's thread.
+
+Normalisation: b = E_u[f(u)] from ``bootstrap`` independent paths; chains start from bootstrap
+samples drawn ∝ f (little start-up bias). Every iteration splats the proposal's paths with weight
+a · b / (B π̂') and the current state's with (1 − a) · b / (B π̂) (expected values, Veach 1997;
+the current state's weights are summed and splatted once when it is replaced), so
+the film holds Σ w·L over N iterations whose pixel weight is the expected Σ w of N uniform film
+samples (launch.uniform_weight_sums): the image converges to the path tracer's.
+
+``spp`` counts path evaluations per pixel, as for ``path``: N = spp · W · H / B iterations, shared
+by the chains. Deterministic per seed. No gradients (refused with one line by the registry).
+"""
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import taichi as ti
+
+from .. import launch
+from ..bsdfs.registry import dispatch
+from ..core import film, pss
+from ..core.camera import camera_ray, pixel_sample
+from ..core.math import vec2, vec3
+from ..core.rng import make_sampler
+from ..errors import ConfigError
+from ..progress import Progress
+from ..schema import Integer, Number
+from ..walk.state import PRIMAL, camera_state
+from . import path
+
+NAMES = ("pssmlt", "coherent_mcmc")
+KEYS = path.KEYS + (
+    Integer("chains", default=4096, lo=1, hi=1 << 22, doc="pssmlt / coherent_mcmc: Markov chains run in parallel"),
+    Integer("bootstrap", default=100000, lo=1, hi=1 << 26,
+            doc="pssmlt / coherent_mcmc: independent paths that estimate the normalisation and seed the chains"),
+    Number("large_step", default=0.3, lo=0.0, hi=1.0,
+           doc="pssmlt / coherent_mcmc: probability of a large step (a fresh uniform state)"),
+    Number("sigma", default=0.01, lo=0.0, hi=1.0, strict_lo=True,
+           doc="pssmlt / coherent_mcmc: std of a small step per primary-sample dimension"),
+    Integer("bundle", default=8, lo=1, hi=pss.BUNDLE_MAX,
+            doc="coherent_mcmc: paths per chain state (B, the lanes of a bundle)"),
+    Number("kernel", default=0.005, lo=0.0, hi=0.5,
+           doc="coherent_mcmc: std σ_G of the Gaussian offsets of a bundle's paths in primary sample space"))
+
+BOOT_SALT = 0x6A09E667     # decorrelates the bootstrap and chain streams from a path render's
+CHAIN_SALT = 0xBB67AE85
+LUM = (0.2126, 0.7152, 0.0722)
+SPLAT_BOUND = 1.0 / LUM[2] + 1e-3   # |w L / (B π̂)| <= 1 / 0.0722 per iteration (one channel over the luminance)
+LAUNCH_PATHS = 1 << 20              # path evaluations per kernel launch (progress bar granularity)
+
+
+@ti.func
+def luminance(L):
+    return LUM[0] * L[0] + LUM[1] * L[1] + LUM[2] * L[2]
+
+
+@ti.func
+def evaluate(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, smp: ti.template(), max_depth,
+             rr_depth, hide_emitters):
+    """One path from primary samples: (radiance L, film position, vertices walked n)."""
+    smp.dim = 0
+    u = smp.next_2d()
+    pos = vec2(u[0] * st.cam_w[cam], u[1] * st.cam_h[cam])
+    o, d = camera_ray(st, cam, pos)
+    s = camera_state(o, d, vec3(0.0), 0)
+    path.walk(st, bsdf, em, PRIMAL, s, smp, max_depth, rr_depth, hide_emitters, vec3(0.0))
+    return film.nan_to_zero(s.L), pos, s.depth + 1
+
+
+@ti.func
+def _flush(st: ti.template(), cam, S: ti.template(), c, bundle, w, f_cur, bound):
+    """Splat chain c's current bundle with weight w / π̂ (its accumulated expected-value weight)."""
+    if w > 0.0 and f_cur > 0.0:
+        for b in range(bundle):
+            film.splat_radiance(st, cam, S.pos[c, b], ti.min(S.L[c, b] * (w / f_cur), bound))
+
+
+def _kernels(cache={}):
+    """The chain kernels, built once per chain-store generation (they read its fields)."""
+    key = pss.generation()
+    if key not in cache:
+        cache.clear()
+        S = pss.current()
+
+        @ti.kernel
+        def bootstrap(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
+                       max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, f: ti.types.ndarray()):
+            """f[i] = f(u_i) of n independent uniform states (bootstrap sample i's stream: (seed, i))."""
+            for i in range(n):
+                r = make_sampler(seed, i, 0)
+                smp = pss.PssSampler(chain=-1, dim=0, mode=pss.BOOTSTRAP, state=r.state, inc=r.inc)
+                L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                f[i] = luminance(L)
+
+        @ti.kernel
+        def init(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, boot_seed: ti.u32,
+                 chain_seed: ti.u32, start: ti.types.ndarray(), max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32,
+                 bundle: ti.i32, kernel: ti.f32):
+            """Chain c starts at bootstrap state start[c] (its stream replayed and stored), with the
+            estimate π̂ of a fresh bundle around it."""
+            for c in range(n):
+                r = make_sampler(boot_seed, start[c], 0)
+                S.used[c] = 0
+                smp = pss.PssSampler(chain=c, dim=0, mode=pss.INIT, iteration=0, last_large=0, state=r.state,
+                                     inc=r.inc)
+                evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                q = make_sampler(chain_seed, c, 0)
+                smp = pss.PssSampler(chain=c, dim=0, mode=pss.HOLD, iteration=0, last_large=0, state=q.state,
+                                     inc=q.inc, kernel=kernel)
+                fh = 0.0
+                for b in range(bundle):
+                    L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                    S.pos[c, b] = pos
+                    S.L[c, b] = L
+                    fh += luminance(L)
+                S.f_cur[c] = fh / bundle
+                pss.save(smp)
+                S.accepted[c] = 0
+                S.large_f[c] = 0.0
+                S.large_n[c] = 0
+                S.lanes_busy[c] = 0
+                S.lanes_total[c] = 0
+
+        @ti.kernel
+        def run(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, iters: ti.i32,
+                max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, bundle: ti.i32, kernel: ti.f32, sigma: ti.f32,
+                large_step: ti.f32, norm: ti.f32, bound: ti.f32):
+            """iters Metropolis–Hastings iterations of chains 0..n-1 (expected-value splats of
+            L · norm / π̂, norm = 1 / B: the film is scaled by b when resolved; see the module doc)."""
+            for c in range(n):
+                smp = pss.load(c, pss.MUTATE, sigma, kernel)
+                f_cur = S.f_cur[c]
+                w_cur = 0.0     # the current state's expected-value weight Σ (1 - a), splatted when it changes
+                for _ in range(iters):
+                    pss.start_iteration(smp, large_step)
+                    fh = 0.0
+                    longest = 0
+                    for b in range(bundle):
+                        L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                        S.new_pos[c, b] = pos
+                        S.new_L[c, b] = L
+                        fh += luminance(L)
+                        longest = ti.max(longest, k)
+                        S.lanes_busy[c] += k
+                    S.lanes_total[c] += longest * bundle
+                    f_new = fh / bundle
+                    if smp.large:
+                        S.large_f[c] += f_new
+                        S.large_n[c] += 1
+                    a = pss.acceptance(f_cur, f_new)
+                    if a > 0.0:
+                        wt = a * norm / f_new
+                        for b in range(bundle):
+                            film.splat_radiance(st, cam, S.new_pos[c, b], ti.min(S.new_L[c, b] * wt, bound))
+                    w_cur += 1.0 - a
+                    if smp.uniform() < a:
+                        _flush(st, cam, S, c, bundle, w_cur * norm, f_cur, bound)
+                        w_cur = 0.0
+                        pss.accept(smp)
+                        f_cur = f_new
+                        S.accepted[c] += 1
+                        for b in range(bundle):
+                            S.pos[c, b] = S.new_pos[c, b]
+                            S.L[c, b] = S.new_L[c, b]
+                    else:
+                        pss.reject(smp)
+                _flush(st, cam, S, c, bundle, w_cur * norm, f_cur, bound)
+                S.f_cur[c] = f_cur
+                pss.save(smp)
+
+        cache[key] = SimpleNamespace(bootstrap=bootstrap, init=init, run=run)
+    return cache[key]
+
+
+def settings(scene, integrator=None):
+    """The chain settings of the scene's integrator section (defaults where it names another type)."""
+    t = integrator or scene.integrator["type"]
+    it = scene.integrator
+    get = {k.name: it.get(k.name, k.default) for k in KEYS}
+    bundle = int(get["bundle"]) if t == "coherent_mcmc" else 1
+    kernel = float(get["kernel"]) if t == "coherent_mcmc" else 0.0
+    return SimpleNamespace(chains=int(get["chains"]), bootstrap=int(get["bootstrap"]),
+                           large_step=float(get["large_step"]), sigma=float(get["sigma"]), bundle=bundle, kernel=kernel)
+
+
+_run = {}   # the chains of the last render: continued by a progressive render (clear=False)
+
+
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
+    """Add spp path evaluations per pixel to the film of `sensor` by MCMC (cleared first unless
+    clear=False, which continues the chains of the previous call) and return the image."""
+    a = path.args(scene, "path")
+    c = settings(scene, integrator)
+    st = launch.begin_film(scene, sensor, clear)
+    bsdf = dispatch(scene.bsdf_levels)
+    s = scene.sensors[sensor]
+    npix = s.width * s.height
+    seed = int(seed) & 0xFFFFFFFF
+    iterations = max(1, round(spp * npix / c.bundle))
+    chains = min(c.chains, iterations)
+    iters = max(1, round(iterations / chains))
+    pss.store(chains)
+    k = _kernels()
+    key = (id(scene), sensor, seed, chains, c.bundle, c.kernel, c.sigma, c.large_step, a.max_depth, a.rr_depth,
+           a.hide, pss.generation())
+    args = (st, bsdf, scene.em_mask, sensor)
+    depth = (a.max_depth, a.rr_depth, a.hide)
+    if clear or _run.get("key") != key:
+        _run.clear()
+        f = np.zeros(c.bootstrap, np.float32)
+        k.bootstrap(*args, c.bootstrap, (seed + BOOT_SALT) & 0xFFFFFFFF, *depth, f)
+        fsum = float(np.sum(f, dtype=np.float64))
+        if not fsum > 0.0 or not math.isfinite(fsum):
+            if not math.isfinite(fsum):
+                raise ConfigError("the scene's radiance is not finite (bootstrap)", key="integrator")
+            return launch.resolve_film(st, s)          # a black image: nothing to explore
+        cdf = np.cumsum(f, dtype=np.float64)
+        u = (np.arange(chains) + np.random.default_rng(seed).random(chains)) / chains   # stratified
+        start = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), c.bootstrap - 1).astype(np.int32)
+        k.init(*args, chains, (seed + BOOT_SALT) & 0xFFFFFFFF, (seed + CHAIN_SALT) & 0xFFFFFFFF, start, *depth,
+               c.bundle, c.kernel)
+        _run.update(key=key, fsum=fsum, fn=c.bootstrap, chains=chains, iterations=0)
+    per_launch = max(1, LAUNCH_PATHS // (chains * c.bundle))
+    footprint = (2 * math.ceil(s.radius) + 1) ** 2
+    with Progress(iters, integrator or scene.integrator["type"], unit="it") if progress else launch.NoBar() as bar:
+        done = 0
+        while done < iters:
+            m = min(per_launch, iters - done)
+            bound = SPLAT_BOUND * (m + 1)    # a current state's summed weight: at most m iterations
+            launch.splat_pass(scene, st, bound, 2 * chains * m * c.bundle * footprint,
+                              lambda: k.run(*args, chains, m, *depth, c.bundle, c.kernel, c.sigma, c.large_step,
+                                            1.0 / c.bundle, bound))
+            launch.add_uniform_weights(st, s, chains * m)
+            done += m
+            _run["iterations"] += chains * m
+            bar.update(m)
+    return launch.resolve_film(st, s) * np.float32(normalisation())
+
+
+def normalisation():
+    """b = E_u[f(u)]: the mean f of the bootstrap paths and of every large-step proposal so far
+    (uniform states; Kelemen et al. 2002 §4) — the scale of the film of the current chains."""
+    S = pss.current()
+    n = _run["chains"]
+    fsum = _run["fsum"] + float(S.large_f.to_numpy()[:n].sum(dtype=np.float64))
+    count = _run["fn"] + int(S.large_n.to_numpy()[:n].sum())
+    return fsum / count
+
+
+def statistics():
+    """Of the chains' iterations since they started: acceptance rate, and lane utilisation
+    Σ_b n_b / (B · max_b n_b) (n_b: vertices walked by path b of a bundle; 1 for bundles of one)."""
+    S = pss.current()
+    if S is None or "chains" not in _run:
+        return {}
+    n = _run["chains"]
+    acc = int(S.accepted.to_numpy()[:n].sum())
+    busy = int(S.lanes_busy.to_numpy()[:n].sum())
+    total = int(S.lanes_total.to_numpy()[:n].sum())
+    its = _run["iterations"]
+    return {"iterations": its, "acceptance": acc / its if its else float("nan"),
+            "lane_utilisation": busy / total if total else float("nan")}
+
+
+@ti.kernel
+def _walk_lengths(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32, width: ti.i32,
+                  seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, out: ti.types.ndarray()):
+    """out[pix] = (Σ n, Σ_groups width · max n) over groups of `width` consecutive samples of a pixel."""
+    for pix in range(st.cam_w[cam] * st.cam_h[cam]):
+        busy = 0
+        total = 0
+        for g in range(spp // width):
+            longest = 0
+            for j in range(width):
+                sampler, pos = pixel_sample(st, cam, pix, seed, g * width + j)
+                o, d = camera_ray(st, cam, pos)
+                s = camera_state(o, d, vec3(0.0), 0)
+                path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
+                busy += s.depth + 1
+                longest = ti.max(longest, s.depth + 1)
+            total += longest * width
+        out[pix, 0] = busy
+        out[pix, 1] = total
+
+
+def walk_utilisation(scene, spp, width, seed=0, sensor=0):
+    """Lane utilisation of the plain path tracer if it ran `width` samples of a pixel as the lanes
+    of a wide walk in lock step (no refill): Σ n / (width · max n) per group, n the vertices walked
+    by a path — the figure ``statistics()`` reports for coherent bundles."""
+    a = path.args(scene, "path")
+    st = scene.bind()
+    s = scene.sensors[sensor]
+    out = np.zeros((s.width * s.height, 2), np.int64)
+    _walk_lengths(st, dispatch(scene.bsdf_levels), scene.em_mask, sensor, max(spp, width), width,
+                  int(seed) & 0xFFFFFFFF, a.max_depth, a.rr_depth, a.hide, out)
+    return float(out[:, 0].sum()) / max(float(out[:, 1].sum()), 1.0)
