@@ -12,7 +12,6 @@ import taichi as ti
 import tirender
 from tirender import launch
 from tirender.core import pss
-from tirender.core.rng import make_sampler
 from tirender.errors import ConfigError
 from tirender.integrators import mcmc
 
@@ -41,54 +40,79 @@ def test_acceptance_ratio():
 def _chain_kernels():
     pss.store(8)
     S = pss.current()
+    prop = ti.field(ti.f32, shape=(8, 16))
 
     @ti.kernel
     def init(dims: ti.i32):
         for c in range(8):
             S.used[c] = 0
-            r = make_sampler(5, c, 0)
-            smp = pss.PssSampler(chain=c, mode=pss.INIT, state=r.state, inc=r.inc)
+            S.iteration[c] = 0
+            S.proposal[c] = 0
+            S.last_large[c] = 0
+            smp = pss.PssSampler(chain=c, mode=pss.INIT, key=c, seed=5)
             for _ in range(dims):
                 smp.next_1d()
-            pss.save(smp)
 
     @ti.kernel
-    def step(dims: ti.i32, large: ti.i32, accept: ti.i32, sigma: ti.f32):
+    def step(dims: ti.i32, large_step: ti.f32, accept: ti.i32, sigma: ti.f32):
+        """Read proposal values (twice: a proposal is a pure function), commit them if accept."""
         for c in range(8):
-            smp = pss.load(c, pss.MUTATE, sigma, 0.0)
-            pss.start_iteration(smp, 0.0)
-            smp.large = large
-            for _ in range(dims):
-                smp.next_1d()
+            smp = pss.proposal(c, S.proposal[c] + 1, 5, large_step, sigma, 0.0, 0)
+            again = smp.copy()
+            for d in range(dims):
+                prop[c, d] = smp.next_1d()
+                if again.next_1d() != prop[c, d]:
+                    prop[c, d] = -1.0
             if accept:
-                pss.accept(smp)
-            else:
-                pss.reject(smp)
-            pss.save(smp)
-    return S, init, step
+                pss.commit(smp, dims)
+            S.proposal[c] += 1
+
+    @ti.kernel
+    def hold(dims: ti.i32):
+        for c in range(8):
+            smp = pss.PssSampler(chain=c, mode=pss.HOLD, seed=5)
+            for d in range(dims):
+                prop[c, d] = smp.next_1d()
+    return S, prop, init, step, hold
 
 
-def test_chain_mutation_accept_reject():
-    S, init, step = _chain_kernels()
+def test_chain_proposals_and_commit():
+    S, prop, init, step, hold = _chain_kernels()
     init(6)
     u0 = S.value.to_numpy()[:8, :6].copy()
     assert np.all((u0 >= 0) & (u0 < 1)) and len(np.unique(u0)) == u0.size
-    step(6, 0, 0, 0.01)                      # a rejected small step: the state is restored exactly
+    step(6, 0.0, 0, 0.01)                    # a rejected small step: nothing written, nothing to undo
+    p1 = prop.to_numpy()[:8, :6].copy()
     np.testing.assert_array_equal(S.value.to_numpy()[:8, :6], u0)
     assert np.all(S.iteration.to_numpy()[:8] == 0)
-    step(4, 0, 1, 0.01)                      # an accepted small step moves the 4 dims read, a little
-    u1 = S.value.to_numpy()[:8, :6]
-    d = np.abs(u1[:, :4] - u0[:, :4])
+    d = np.abs(p1 - u0)
     d = np.minimum(d, 1 - d)                 # wrapped distance
-    assert np.all(d > 0) and np.all(d < 0.01 * math.sqrt(6) + 1e-6)   # triangular offsets: |x| <= σ√6
+    assert np.all(d > 0) and np.all(d <= 0.01 * math.sqrt(6) + 1e-6)   # triangular offsets: |x| <= σ√6
+    step(4, 0.0, 1, 0.01)                    # an accepted small step: the 4 dims read take their proposal
+    p2 = prop.to_numpy()[:8, :4].copy()
+    u1 = S.value.to_numpy()[:8, :6]
+    np.testing.assert_array_equal(u1[:, :4], p2)
+    assert not np.array_equal(p2, p1[:, :4])  # a new proposal: new numbers
     np.testing.assert_array_equal(u1[:, 4:], u0[:, 4:])               # lazy: dims not read are untouched
-    step(6, 1, 1, 0.01)                      # an accepted large step: fresh uniform numbers
-    u2 = S.value.to_numpy()[:8, :6]
-    assert np.all(u2 != u1) and np.all(S.last_large.to_numpy()[:8] == 2)
-    # dims read later than the chain's stored ones take values, and a reject keeps them consistent
-    step(10, 0, 0, 0.01)
+    assert np.all(S.iteration.to_numpy()[:8] == 1) and np.all(S.proposal.to_numpy()[:8] == 2)
+    hold(6)                                  # dims 4, 5 mutate lazily: 2 small steps' worth when read next
+    np.testing.assert_array_equal(prop.to_numpy()[:8, :6], u1)
+    step(6, 0.0, 0, 0.01)
+    d = np.abs(prop.to_numpy()[:8, 4:6] - u0[:, 4:])
+    d = np.minimum(d, 1 - d)
+    assert np.all(d <= 0.01 * math.sqrt(6) * math.sqrt(2) + 1e-6) and np.all(d > 0)
+    step(3, 1.0, 1, 0.01)                    # an accepted large step: fresh uniform numbers ...
+    u2 = S.value.to_numpy()[:8, :6].copy()
+    assert np.all(u2[:, :3] != u1[:, :3]) and np.all(S.last_large.to_numpy()[:8] == 2)
+    hold(6)                                  # ... and the dims it did not read are resampled too (lazily)
+    h = prop.to_numpy()[:8, :6].copy()
+    np.testing.assert_array_equal(h[:, :3], u2[:, :3])
+    assert np.all(h[:, 3:] != u1[:, 3:])
+    hold(6)
+    np.testing.assert_array_equal(prop.to_numpy()[:8, :6], h)          # and stay put until changed
+    step(10, 0.0, 1, 0.01)                   # dims beyond those stored are stored once accepted
     assert np.all(S.used.to_numpy()[:8] == 10)
-    np.testing.assert_array_equal(S.value.to_numpy()[:8, :6], u2)
+    assert np.all(prop.to_numpy()[:8, :10] >= 0)                       # every read was reproducible
 
 
 def test_bundle_estimator_expectation():
@@ -104,11 +128,10 @@ def test_bundle_estimator_expectation():
             S.used[c] = 1
             S.value[c, 0] = u0
             S.mod[c, 0] = 0
-            r = make_sampler(9, c, 0)
-            smp = pss.PssSampler(chain=c, mode=pss.HOLD, kernel=sigma, state=r.state, inc=r.inc)
+            S.last_large[c] = 0
             acc = 0.0
-            for _ in range(n):
-                smp.dim = 0
+            for j in range(n):      # member j % 16 of bundle j // 16: fresh offsets each
+                smp = pss.PssSampler(chain=c, mode=pss.HOLD, kernel=sigma, key=j // 16, member=j % 16, seed=9)
                 x = smp.next_1d()
                 acc += ti.sin(2.0 * math.pi * x) ** 2
             out[c] = acc / n
@@ -187,11 +210,31 @@ def test_deterministic_and_continues():
     assert abs(p2.mean() / p1.mean() - 1) < 0.05
 
 
+@pytest.mark.parametrize("integrator", ["pssmlt", "coherent_mcmc"])
+def test_schedules_give_the_same_image(integrator):
+    """One thread per chain, or one per path with a bundle in neighbouring threads (the GPU
+    schedule, run here on the CPU): the same proposals, splats and decisions, bit for bit."""
+    a = tirender.render(cbox(16, extra=("integrator.type=pssmlt", "integrator.schedule=chain")), spp=16, seed=2,
+                        integrator=integrator, progress=False)
+    b = tirender.render(cbox(16, extra=("integrator.type=pssmlt", "integrator.schedule=threads")), spp=16, seed=2,
+                        integrator=integrator, progress=False)
+    np.testing.assert_array_equal(a, b)
+    assert a.mean() > 0
+
+
 def test_walk_utilisation():
     sc = cbox(16, hide=False)
     assert mcmc.walk_utilisation(sc, 8, 1) == 1.0
     u = mcmc.walk_utilisation(sc, 16, 8)
     assert 0.3 < u < 1.0
+
+
+def test_vulkan_refused_with_one_line(monkeypatch):
+    from tirender import backend
+    sc = cbox(16, extra=("integrator.type=pssmlt",))
+    monkeypatch.setitem(backend._state, "arch", "vulkan")
+    with pytest.raises(ConfigError, match="Vulkan"):
+        tirender.render(sc, spp=4, progress=False)
 
 
 def test_gradients_refused_and_keys_checked():

@@ -251,6 +251,28 @@ def np_float():
     return np.float64 if _state.get("fp") == "f64" else np.float32
 
 
+CPU_BLOCK = 512   # Taichi 1.7's CPU range-for hands threads blocks of up to 512 iterations
+
+
+def cpu_threads():
+    """Threads of the CPU backend (1 on other backends)."""
+    if _state["arch"] != "cpu":
+        return 1
+    return max(1, int(ti.lang.impl.current_cfg().cpu_max_num_threads))
+
+
+def spread(n):
+    """Stride s for a parallel loop over n long-running items written as ``for i in range(n * s)``
+    with the work at i % s == 0: Taichi's CPU scheduler cuts a loop into blocks of up to 512
+    iterations (``ti.loop_config(block_dim=...)`` does not change that in 1.7.4), so a loop of 64
+    chains runs on one thread; spread over >= 4 blocks per thread, every thread gets items
+    (measured: 64 items of equal work, 1 thread -> 2 threads). 1 on GPUs."""
+    if _state["arch"] != "cpu" or n <= 0:
+        return 1
+    want = CPU_BLOCK * 4 * cpu_threads()
+    return max(1, -(-want // n))
+
+
 def current_arch():
     """Name of the backend in use ("cpu", "cuda", "vulkan"), or None before init."""
     return _state["arch"]

@@ -46,11 +46,16 @@ def _footprint(st: ti.template(), cam, pos):
 
 
 @ti.func
-def _add(st: ti.template(), p, wL, wt):
-    """st.film[p] += (wL, wt) in fixed point (radiance at the launch's scale, weight at WEIGHT_SCALE)."""
+def _add(st: ti.template(), p, wL, wt, weighted: ti.template()):
+    """st.film[p] += (wL, wt) in fixed point (radiance at the launch's scale, weight at WEIGHT_SCALE;
+    no weight add unless ``weighted``)."""
     s = st.info_f[INFO_FILM_SCALE]
-    ti.atomic_add(st.film[p], ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
-                                         to_fixed(wt, WEIGHT_SCALE)]))
+    if ti.static(weighted):
+        ti.atomic_add(st.film[p], ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
+                                             to_fixed(wt, WEIGHT_SCALE)]))
+    else:
+        for k in ti.static(range(3)):
+            ti.atomic_add(st.film[p][k], to_fixed(wL[k], s))
 
 
 @ti.func
@@ -71,16 +76,24 @@ def splat_radiance(st: ti.template(), cam, pos, L):
 def _splat(st: ti.template(), cam, pos, L, weighted: ti.template()):
     track_max(st.acc_max, SLOT_FILM, ti.cast(pos[0], ti.i32), ti.abs(L).max())
     if st.cam_filter[cam] == FILTER_BOX:
-        _add(st, _box_pixel(st, cam, pos), L, 1.0 if ti.static(weighted) else 0.0)
+        _add(st, _box_pixel(st, cam, pos), L, 1.0, weighted)
     else:
         x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        # the column weights once per splat (the same values as _w1 per pixel) when they fit the block
+        wx = ti.Vector([0.0] * (2 * LOCAL_HALF + 1))
+        cached = x1 - x0 < 2 * LOCAL_HALF + 1
+        if cached:
+            for j in ti.static(range(2 * LOCAL_HALF + 1)):
+                if x0 + j <= x1:
+                    wx[j] = _w1(x0 + j + 0.5 - pos[0], sd, r)
         for y in range(y0, y1 + 1):
             wy = _w1(y + 0.5 - pos[1], sd, r)
             if wy > 0.0:
                 for x in range(x0, x1 + 1):
-                    wt = wy * _w1(x + 0.5 - pos[0], sd, r)
+                    w1x = wx[x - x0] if cached else _w1(x + 0.5 - pos[0], sd, r)
+                    wt = wy * w1x
                     if wt > 0.0:
-                        _add(st, y * st.cam_w[cam] + x, wt * L, wt if ti.static(weighted) else 0.0)
+                        _add(st, y * st.cam_w[cam] + x, wt * L, wt, weighted)
 
 
 @ti.func
@@ -203,4 +216,4 @@ def local_flush(st: ti.template(), cam, px, py, acc: ti.template(), weight_only:
                 if ti.static(weight_only):
                     ti.atomic_add(st.adj_w[y * w + x], to_fixed(acc[k + 3], WEIGHT_SCALE))
                 else:
-                    _add(st, y * w + x, vec3(acc[k], acc[k + 1], acc[k + 2]), acc[k + 3])
+                    _add(st, y * w + x, vec3(acc[k], acc[k + 1], acc[k + 2]), acc[k + 3], True)

@@ -7,58 +7,67 @@ path reads (0, 1: the film position). The first ``MAX_DIMS`` dimensions are stor
 (``ChainStore``); later ones are drawn afresh at every read (an independence proposal for them,
 symmetric, so Metropolis–Hastings stays exact for paths of any length).
 
-Mutations (``PssSampler`` in mode MUTATE) are lazy: a dimension is mutated when it is read, by a
-large step (a fresh uniform number, with probability ``large_step`` per iteration) or by the
-accumulated small steps since it was last touched (a wrapped symmetric offset of std σ·sqrt(n):
-any symmetric proposal keeps Metropolis–Hastings exact, and a triangular one is cheaper than the
-normal of pbrt-v3); a reject
-restores every dimension touched in the iteration. Dimensions first read after the chain started
-take a uniform value for the current state before they are mutated.
+Every random number is a hash of (seed, chain, proposal, dimension, purpose) — a counter-based
+generator — so a proposal is a pure function of the stored state: reading it writes nothing,
+the paths of a bundle may read it in any order or in parallel threads (``mcmc.py``'s two
+schedules give bit-identical images), and a reject has nothing to undo. ``commit`` writes an
+accepted proposal's dimensions.
 
-Coherent bundles (Nimier-David et al. 2019 §4.2): with ``kernel`` σ_G > 0 every read returns
-frac(u_d − δ), δ ~ N(0, σ_G²) drawn afresh per read, so the B paths of a bundle read the same
-centre u with independent Gaussian offsets — an unbiased estimate of the convolution G ∗ f.
+Mutations are lazy: the proposal's value of dimension d is a fresh uniform number in a large step
+(probability ``large_step`` per proposal), else the current value plus the accumulated small
+steps since d was last changed, a wrapped symmetric offset of std σ·sqrt(n) (any symmetric
+proposal keeps Metropolis–Hastings exact; a triangular one is cheaper than pbrt-v3's normal). A
+dimension the chain never stored, or last changed before the last accepted large step, holds a
+uniform number of (chain, dimension, that step) — its value in the current state.
 
-Modes: BOOTSTRAP (every read a fresh uniform from the stream, nothing stored), INIT (the same, and
-stored as the chain's state), HOLD (read the stored state, no mutation), MUTATE (see above).
+Coherent bundles (Nimier-David et al. 2019 §4.2): with ``kernel`` σ_G > 0, member b of a bundle
+reads frac(u_d − δ_bd), δ_bd ~ N(0, σ_G²) per dimension and proposal, so the B paths of a bundle read
+the same centre u with independent Gaussian offsets — an unbiased estimate of the convolution G ∗ f.
+
+Modes: BOOTSTRAP (independent uniform numbers of (seed, key = bootstrap index, d)), INIT (the same,
+stored as chain ``chain``'s state), HOLD (the current state), PROPOSE (proposal ``key`` of the chain).
 """
 import math
 
 import taichi as ti
 
-from .rng import PCG32
+from .rng import hash_u32, pair
 
 MAX_DIMS = 64
 BUNDLE_MAX = 16
-BOOTSTRAP, INIT, HOLD, MUTATE = 0, 1, 2, 3
+BOOTSTRAP, INIT, HOLD, PROPOSE = 0, 1, 2, 3
+TAG_LAZY, TAG_LARGE, TAG_SMALL, TAG_OFFSET, TAG_OFFSET2, TAG_STEP, TAG_ACCEPT, TAG_BOOT = range(1, 9)
 _ONE_MINUS = 0.99999994   # largest float32 below 1
 
 
 class ChainStore:
-    """Per-chain fields (capacity ``chains``): u (value), the iteration of its last change (mod),
-    their backups for a reject, the number of stored dimensions (used), the iteration counters,
-    the mutation stream, and the current bundle's estimate f̂, film positions and radiances."""
+    """Per-chain fields (capacity ``chains``): the stored dimensions u (value) with the proposal
+    time of their last change (mod), the number stored (used), the accepted-proposal count
+    (iteration), the proposal counter (proposal, the key of the chain's random numbers), the time
+    of the last accepted large step (last_large); the current bundle's estimate f̂, film positions
+    and radiances; the proposal's bundle (new_*: written by the members, read by the decision);
+    the normalisation sums of the large steps; statistics."""
 
     def __init__(self, chains):
         self.chains = chains
         self.value = ti.field(ti.f32, shape=(chains, MAX_DIMS))
-        self.backup = ti.field(ti.f32, shape=(chains, MAX_DIMS))
         self.mod = ti.field(ti.i32, shape=(chains, MAX_DIMS))
-        self.backup_mod = ti.field(ti.i32, shape=(chains, MAX_DIMS))
         self.used = ti.field(ti.i32, shape=chains)
         self.iteration = ti.field(ti.i32, shape=chains)
+        self.proposal = ti.field(ti.i32, shape=chains)
         self.last_large = ti.field(ti.i32, shape=chains)
-        self.rng_state = ti.field(ti.u64, shape=chains)
-        self.rng_inc = ti.field(ti.u64, shape=chains)
         self.f_cur = ti.field(ti.f32, shape=chains)
+        self.w_cur = ti.field(ti.f32, shape=chains)
         self.pos = ti.Vector.field(2, ti.f32, shape=(chains, BUNDLE_MAX))
         self.L = ti.Vector.field(3, ti.f32, shape=(chains, BUNDLE_MAX))
         self.new_pos = ti.Vector.field(2, ti.f32, shape=(chains, BUNDLE_MAX))
         self.new_L = ti.Vector.field(3, ti.f32, shape=(chains, BUNDLE_MAX))
+        self.new_dims = ti.field(ti.i32, shape=(chains, BUNDLE_MAX))
+        self.new_n = ti.field(ti.i32, shape=(chains, BUNDLE_MAX))
         # f̂ of the large-step proposals (uniform states: unbiased for the normalisation b), their count
         self.large_f = ti.field(ti.f32, shape=chains)
         self.large_n = ti.field(ti.i32, shape=chains)
-        # statistics since the last reset: accepted proposals, Σ_b n_b and B · max_b n_b (lane use)
+        # statistics since the chains started: accepted proposals, Σ_b n_b and B · max_b n_b (lane use)
         self.accepted = ti.field(ti.i64, shape=chains)
         self.lanes_busy = ti.field(ti.i64, shape=chains)
         self.lanes_total = ti.field(ti.i64, shape=chains)
@@ -78,6 +87,11 @@ def store(chains):
     return _store
 
 
+def current():
+    """The chain store (None before the first ``store`` call)."""
+    return _store
+
+
 def generation():
     """Changes whenever ``store`` allocates new fields (a cache key for kernels that use them)."""
     return _generation
@@ -89,149 +103,134 @@ def _frac(x):
     return ti.min(y, _ONE_MINUS)
 
 
+@ti.func
+def uniform(seed, a, b, c, tag):
+    """A uniform number in [0, 1) of (seed, a, b, c, tag) (24 bits)."""
+    return ti.cast(hash_u32(seed, a, b, c * 16 + tag) >> ti.u32(8), ti.f32) * (1.0 / 16777216.0)
+
+
+@ti.func
+def symmetric(seed, a, b, c):
+    """A small-step offset of unit variance: triangular (u1 − u2)·√6 from the two 16-bit halves of
+    one hash (symmetric, which is all a Metropolis proposal needs)."""
+    x = hash_u32(seed, a, b, c * 16 + TAG_SMALL)
+    return (ti.cast(x >> ti.u32(16), ti.f32) - ti.cast(x & ti.u32(0xFFFF), ti.f32)) * (2.449489742783178 / 65536.0)
+
+
+@ti.func
+def normal(seed, a, b, c):
+    """A standard normal number (Box–Muller) of (seed, a, b, c)."""
+    u1 = uniform(seed, a, b, c, TAG_OFFSET)
+    u2 = uniform(seed, a, b, c, TAG_OFFSET2)
+    return ti.sqrt(-2.0 * ti.log(1.0 - u1)) * ti.cos(2.0 * math.pi * u2)
+
+
+@ti.func
+def state_value(seed, c, d):
+    """(u_d, time of its last change) of chain c's current state (d < MAX_DIMS)."""
+    v = 0.0
+    mod = _store.last_large[c]
+    if d < _store.used[c] and _store.mod[c, d] >= mod:
+        v = _store.value[c, d]
+        mod = _store.mod[c, d]
+    else:                                   # never stored, or resampled by an accepted large step
+        v = uniform(seed, c, mod, d, TAG_LAZY)
+    return v, mod
+
+
+@ti.func
+def proposed_value(seed, c, d, key, large, sigma):
+    """u'_d of proposal ``key`` of chain c (large: a large step)."""
+    u = 0.0
+    if d >= MAX_DIMS:
+        u = uniform(seed, c, key, d, TAG_LARGE)
+    elif large:
+        u = uniform(seed, c, key, d, TAG_LARGE)
+    else:
+        v, mod = state_value(seed, c, d)
+        n = ti.cast(_store.iteration[c] + 1 - mod, ti.f32)
+        u = _frac(v + symmetric(seed, c, key, d) * sigma * ti.sqrt(n))
+    return u
+
+
 @ti.dataclass
 class PssSampler:
-    """A path's view of chain ``chain``'s primary samples (see the module doc). dim: the next
-    dimension; iteration / last_large / large: the chain's counters and whether this iteration is
-    a large step; sigma: small-step std; kernel: the bundle offsets' std σ_G (0: none); state /
-    inc: the mutation stream (PCG32); spare / has_spare: Box–Muller's second normal."""
+    """A path's view of chain ``chain``'s primary samples (see the module doc): dim: the next
+    dimension read; key: the proposal (PROPOSE) or bootstrap sample (BOOTSTRAP, INIT); large:
+    whether the proposal is a large step; member: the bundle member (its offsets); sigma: the
+    small-step std; kernel: the bundle offsets' std σ_G (0: none); seed: the render's seed."""
     chain: ti.i32
     dim: ti.i32
     mode: ti.i32
-    iteration: ti.i32
-    last_large: ti.i32
+    key: ti.i32
     large: ti.i32
+    member: ti.i32
     sigma: ti.f32
     kernel: ti.f32
-    state: ti.u64
-    inc: ti.u64
-    spare: ti.f32
-    has_spare: ti.i32
-
-    @ti.func
-    def uniform(self):
-        """A number of the mutation stream, uniform in [0, 1)."""
-        r = PCG32(state=self.state, inc=self.inc)
-        u = r.next_1d()
-        self.state = r.state
-        return u
-
-    @ti.func
-    def normal(self):
-        """A standard normal number (Box–Muller; the pair's second number is kept for the next call)."""
-        z = self.spare
-        if self.has_spare == 0:
-            u1 = self.uniform()
-            u2 = self.uniform()
-            r = ti.sqrt(-2.0 * ti.log(1.0 - u1))
-            z = r * ti.cos(2.0 * math.pi * u2)
-            self.spare = r * ti.sin(2.0 * math.pi * u2)
-            self.has_spare = 1
-        else:
-            self.has_spare = 0
-        return z
-
-    @ti.func
-    def symmetric(self):
-        """A small-step offset of unit variance: triangular (u1 - u2)·√6 — symmetric, which is all a
-        Metropolis proposal needs, and cheaper than a normal."""
-        return (self.uniform() - self.uniform()) * 2.449489742783178
+    seed: ti.u32
 
     @ti.func
     def next_1d(self):
         d = self.dim
         self.dim += 1
         u = 0.0
-        if self.mode == BOOTSTRAP or d >= MAX_DIMS:
-            u = self.uniform()
-        elif self.mode == INIT:
-            u = self.uniform()
-            _store.value[self.chain, d] = u
-            _store.mod[self.chain, d] = self.iteration
-            _store.used[self.chain] = d + 1
-        else:
-            c = self.chain
-            v = 0.0
-            mod = 0
-            if d >= _store.used[c]:     # first read: the current state's value, uniform
-                v = self.uniform()
-                mod = self.iteration - 1 if self.mode == MUTATE else self.iteration
-                _store.used[c] = d + 1
+        if self.mode == BOOTSTRAP or self.mode == INIT:
+            u = uniform(self.seed, self.key, TAG_BOOT, d, TAG_BOOT)
+            if self.mode == INIT and d < MAX_DIMS:
+                _store.value[self.chain, d] = u
+                _store.mod[self.chain, d] = 0
+                _store.used[self.chain] = d + 1
+        elif self.mode == HOLD:
+            if d < MAX_DIMS:
+                u, mod = state_value(self.seed, self.chain, d)
             else:
-                v = _store.value[c, d]
-                mod = _store.mod[c, d]
-            if self.mode == MUTATE:
-                if mod < self.last_large:   # a large step was accepted since: uniform
-                    v = self.uniform()
-                    mod = self.last_large
-                if mod != self.iteration:   # first read in this iteration: mutate
-                    _store.backup[c, d] = v
-                    _store.backup_mod[c, d] = mod
-                    if self.large:
-                        v = self.uniform()
-                    else:
-                        n = ti.cast(self.iteration - mod, ti.f32)
-                        v = _frac(v + self.symmetric() * self.sigma * ti.sqrt(n))
-                    mod = self.iteration
-            _store.value[c, d] = v
-            _store.mod[c, d] = mod
-            u = v
+                u = uniform(self.seed, self.chain, self.key, d, TAG_LARGE)
+        else:
+            u = proposed_value(self.seed, self.chain, d, self.key, self.large, self.sigma)
         if self.kernel > 0.0:
-            u = _frac(u - self.kernel * self.normal())
+            u = _frac(u - self.kernel * normal(self.seed, self.chain, self.key, d * BUNDLE_MAX + self.member))
         return u
 
     @ti.func
     def next_2d(self):
-        a = self.next_1d()
-        b = self.next_1d()
-        return ti.Vector([a, b], dt=float)
+        return pair(self)
 
     @ti.func
     def copy(self):
-        return PssSampler(chain=self.chain, dim=self.dim, mode=self.mode, iteration=self.iteration,
-                          last_large=self.last_large, large=self.large, sigma=self.sigma, kernel=self.kernel,
-                          state=self.state, inc=self.inc, spare=self.spare, has_spare=self.has_spare)
+        return PssSampler(chain=self.chain, dim=self.dim, mode=self.mode, key=self.key, large=self.large,
+                          member=self.member, sigma=self.sigma, kernel=self.kernel, seed=self.seed)
 
 
 @ti.func
-def load(c, mode, sigma, kernel):
-    """Chain c's sampler (counters and stream from the store)."""
-    return PssSampler(chain=c, dim=0, mode=mode, iteration=_store.iteration[c], last_large=_store.last_large[c],
-                      large=0, sigma=sigma, kernel=kernel, state=_store.rng_state[c], inc=_store.rng_inc[c])
+def proposal(c, key, seed, large_step, sigma, kernel, member):
+    """The sampler of chain c's proposal ``key`` (its counter + 1) for bundle member ``member``
+    (large with probability large_step)."""
+    large = 1 if uniform(seed, c, key, 0, TAG_STEP) < large_step else 0
+    return PssSampler(chain=c, dim=0, mode=PROPOSE, key=key, large=large, member=member, sigma=sigma, kernel=kernel,
+                      seed=seed)
 
 
 @ti.func
-def save(smp):
-    """Write the sampler's counters and stream back to its chain."""
+def accept_draw(c, key, seed):
+    """The uniform number that decides chain c's proposal ``key``."""
+    return uniform(seed, c, key, 0, TAG_ACCEPT)
+
+
+@ti.func
+def commit(smp, dims):
+    """Make proposal smp the chain's state: its first ``dims`` dimensions (those its paths read)
+    take the proposed values; the counters advance (a large step becomes the last one)."""
     c = smp.chain
-    _store.iteration[c] = smp.iteration
-    _store.last_large[c] = smp.last_large
-    _store.rng_state[c] = smp.state
-    _store.rng_inc[c] = smp.inc
-
-
-@ti.func
-def start_iteration(smp: ti.template(), large_step):
-    """Begin a proposal: the next iteration, a large step with probability large_step."""
-    smp.iteration += 1
-    smp.large = 1 if smp.uniform() < large_step else 0
-
-
-@ti.func
-def accept(smp: ti.template()):
+    t = _store.iteration[c] + 1
+    top = ti.min(dims, MAX_DIMS)
+    for d in range(top):      # each dimension's proposal reads only its own stored value first
+        u = proposed_value(smp.seed, c, d, smp.key, smp.large, smp.sigma)
+        _store.value[c, d] = u
+        _store.mod[c, d] = t
+    _store.used[c] = ti.max(_store.used[c], top)
+    _store.iteration[c] = t
     if smp.large:
-        smp.last_large = smp.iteration
-
-
-@ti.func
-def reject(smp: ti.template()):
-    """Restore every dimension the proposal touched, and forget the iteration."""
-    c = smp.chain
-    for d in range(_store.used[c]):
-        if _store.mod[c, d] == smp.iteration:
-            _store.value[c, d] = _store.backup[c, d]
-            _store.mod[c, d] = _store.backup_mod[c, d]
-    smp.iteration -= 1
+        _store.last_large[c] = t
 
 
 @ti.func
@@ -244,8 +243,3 @@ def acceptance(f_cur, f_new):
     elif f_cur > 0.0:
         a = ti.min(1.0, f_new / f_cur)
     return a
-
-
-def current():
-    """The chain store (None before the first ``store`` call)."""
-    return _store

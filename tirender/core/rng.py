@@ -20,6 +20,24 @@ def _mix32(x):
     return x
 
 
+@ti.func
+def hash_u32(seed, a, b, c):
+    """A 32-bit hash of four integers (chained lowbias32): the counter-based random numbers of
+    core/pss.py, a pure function of its arguments."""
+    h = _mix32(ti.cast(seed, ti.u32) + ti.u32(0x9E3779B9))
+    h = _mix32(h ^ ti.cast(a, ti.u32))
+    h = _mix32(h ^ ti.cast(b, ti.u32))
+    return _mix32(h ^ ti.cast(c, ti.u32))
+
+
+@ti.func
+def pair(sampler: ti.template()):
+    """Two numbers of any sampler's ``next_1d`` as a 2-vector: every sampler's ``next_2d``."""
+    a = sampler.next_1d()
+    b = sampler.next_1d()
+    return ti.Vector([a, b], dt=float)
+
+
 @ti.dataclass
 class PCG32:
     state: ti.u64
@@ -48,9 +66,7 @@ class PCG32:
 
     @ti.func
     def next_2d(self):
-        a = self.next_1d()
-        b = self.next_1d()
-        return ti.Vector([a, b], dt=float)
+        return pair(self)
 
     @ti.func
     def copy(self):

@@ -30,34 +30,37 @@ from types import SimpleNamespace
 import numpy as np
 import taichi as ti
 
-from .. import launch
+from .. import backend, launch
 from ..bsdfs.registry import dispatch
 from ..core import film, pss
 from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec2, vec3
-from ..core.rng import make_sampler
 from ..errors import ConfigError
 from ..progress import Progress
-from ..schema import Integer, Number
+from ..schema import Choice, Integer, Number
 from ..walk.state import PRIMAL, camera_state
 from . import path
 
 NAMES = ("pssmlt", "coherent_mcmc")
 KEYS = path.KEYS + (
-    Integer("chains", default=4096, lo=1, hi=1 << 22, doc="pssmlt / coherent_mcmc: Markov chains run in parallel"),
+    Integer("chains", default=0, lo=0, hi=1 << 22,
+            doc="pssmlt / coherent_mcmc: Markov chains run in parallel (0: 32 per CPU thread, 16384 on a GPU; "
+                "fewer, longer chains forget their correlated bootstrap starts sooner)"),
     Integer("bootstrap", default=100000, lo=1, hi=1 << 26,
             doc="pssmlt / coherent_mcmc: independent paths that estimate the normalisation and seed the chains"),
     Number("large_step", default=0.3, lo=0.0, hi=1.0,
            doc="pssmlt / coherent_mcmc: probability of a large step (a fresh uniform state)"),
     Number("sigma", default=0.01, lo=0.0, hi=1.0, strict_lo=True,
            doc="pssmlt / coherent_mcmc: std of a small step per primary-sample dimension"),
-    Integer("bundle", default=8, lo=1, hi=pss.BUNDLE_MAX,
+    Integer("bundle", default=4, lo=1, hi=pss.BUNDLE_MAX,
             doc="coherent_mcmc: paths per chain state (B, the lanes of a bundle)"),
-    Number("kernel", default=0.005, lo=0.0, hi=0.5,
-           doc="coherent_mcmc: std σ_G of the Gaussian offsets of a bundle's paths in primary sample space"))
+    Number("kernel", default=0.01, lo=0.0, hi=0.5,
+           doc="coherent_mcmc: std σ_G of the Gaussian offsets of a bundle's paths in primary sample space"),
+    Choice("schedule", ("auto", "chain", "threads"), default="auto",
+           doc="pssmlt / coherent_mcmc: `chain`: one thread per chain runs its bundle's paths in turn; `threads`: "
+               "one thread per path, a bundle's paths in neighbouring threads (GPU warps), two launches per "
+               "iteration; `auto`: chain on the CPU, threads on GPUs (CUDA). Same image either way"))
 
-BOOT_SALT = 0x6A09E667     # decorrelates the bootstrap and chain streams from a path render's
-CHAIN_SALT = 0xBB67AE85
 LUM = (0.2126, 0.7152, 0.0722)
 SPLAT_BOUND = 1.0 / LUM[2] + 1e-3   # |w L / (B π̂)| <= 1 / 0.0722 per iteration (one channel over the luminance)
 LAUNCH_PATHS = 1 << 20              # path evaluations per kernel launch (progress bar granularity)
@@ -82,11 +85,71 @@ def evaluate(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, smp
 
 
 @ti.func
-def _flush(st: ti.template(), cam, S: ti.template(), c, bundle, w, f_cur, bound):
+def _flush(st: ti.template(), cam, S: ti.template(), c, bundle: ti.template(), w, f_cur, bound):
     """Splat chain c's current bundle with weight w / π̂ (its accumulated expected-value weight)."""
     if w > 0.0 and f_cur > 0.0:
         for b in range(bundle):
             film.splat_radiance(st, cam, S.pos[c, b], ti.min(S.L[c, b] * (w / f_cur), bound))
+
+
+@ti.func
+def _member(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, S: ti.template(), c, b, seed,
+            large_step, sigma, kernel, max_depth, rr_depth, hide):
+    """Path b of chain c's proposal (read-only on the chain's state) into S.new_*[c, b]."""
+    smp = pss.proposal(c, S.proposal[c] + 1, seed, large_step, sigma, kernel, b)
+    L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+    S.new_pos[c, b] = pos
+    S.new_L[c, b] = L
+    S.new_dims[c, b] = smp.dim
+    S.new_n[c, b] = k
+
+
+@ti.func
+def _decide(st: ti.template(), cam, S: ti.template(), c, bundle: ti.template(), seed, large_step, sigma, kernel, norm,
+            bound):
+    """The Metropolis–Hastings step of chain c on the proposal's bundle in S.new_*: the proposal's
+    expected-value splat (weight a), the current state's weight (1 − a) added to S.w_cur, accept
+    (commit; S.f_cur := π̂') or not."""
+    key = S.proposal[c] + 1
+    S.proposal[c] = key     # advanced first (Vulkan on lavapipe lost this store when it came last)
+    f_cur = S.f_cur[c]
+    fh = 0.0
+    dims = 0
+    longest = 0
+    for b in range(bundle):
+        fh += luminance(S.new_L[c, b])
+        dims = ti.max(dims, S.new_dims[c, b])
+        longest = ti.max(longest, S.new_n[c, b])
+        S.lanes_busy[c] += S.new_n[c, b]
+    S.lanes_total[c] += longest * bundle
+    f_new = fh / bundle
+    smp = pss.proposal(c, key, seed, large_step, sigma, kernel, 0)
+    if smp.large:
+        S.large_f[c] += f_new
+        S.large_n[c] += 1
+    a = pss.acceptance(f_cur, f_new)
+    if a > 0.0:
+        wt = a * norm / f_new
+        for b in range(bundle):
+            film.splat_radiance(st, cam, S.new_pos[c, b], ti.min(S.new_L[c, b] * wt, bound))
+    w = S.w_cur[c] + (1.0 - a)
+    if pss.accept_draw(c, key, seed) < a:
+        _flush(st, cam, S, c, bundle, w * norm, f_cur, bound)
+        w = 0.0
+        pss.commit(smp, dims)
+        S.f_cur[c] = f_new
+        S.accepted[c] += 1
+        for b in range(bundle):
+            S.pos[c, b] = S.new_pos[c, b]
+            S.L[c, b] = S.new_L[c, b]
+    S.w_cur[c] = w
+
+
+@ti.func
+def _flush_chain(st: ti.template(), cam, S: ti.template(), c, bundle: ti.template(), norm, bound):
+    """Splat chain c's current bundle with its accumulated weight (end of a launch)."""
+    _flush(st, cam, S, c, bundle, S.w_cur[c] * norm, S.f_cur[c], bound)
+    S.w_cur[c] = 0.0
 
 
 def _kernels(cache={}):
@@ -98,37 +161,35 @@ def _kernels(cache={}):
 
         @ti.kernel
         def bootstrap(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
-                       max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, f: ti.types.ndarray()):
-            """f[i] = f(u_i) of n independent uniform states (bootstrap sample i's stream: (seed, i))."""
+                      max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, f: ti.types.ndarray()):
+            """f[i] = f(u_i) of n independent uniform states (bootstrap sample i: key i)."""
             for i in range(n):
-                r = make_sampler(seed, i, 0)
-                smp = pss.PssSampler(chain=-1, dim=0, mode=pss.BOOTSTRAP, state=r.state, inc=r.inc)
+                smp = pss.PssSampler(chain=-1, dim=0, mode=pss.BOOTSTRAP, key=i, seed=seed)
                 L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
                 f[i] = luminance(L)
 
         @ti.kernel
-        def init(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, boot_seed: ti.u32,
-                 chain_seed: ti.u32, start: ti.types.ndarray(), max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32,
-                 bundle: ti.i32, kernel: ti.f32):
-            """Chain c starts at bootstrap state start[c] (its stream replayed and stored), with the
+        def init(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
+                 start: ti.types.ndarray(), max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, bundle: ti.template(),
+                 kernel: ti.f32):
+            """Chain c starts at bootstrap state start[c] (its numbers replayed and stored), with the
             estimate π̂ of a fresh bundle around it."""
             for c in range(n):
-                r = make_sampler(boot_seed, start[c], 0)
                 S.used[c] = 0
-                smp = pss.PssSampler(chain=c, dim=0, mode=pss.INIT, iteration=0, last_large=0, state=r.state,
-                                     inc=r.inc)
+                S.iteration[c] = 0
+                S.proposal[c] = 0
+                S.last_large[c] = 0
+                smp = pss.PssSampler(chain=c, dim=0, mode=pss.INIT, key=start[c], seed=seed)
                 evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
-                q = make_sampler(chain_seed, c, 0)
-                smp = pss.PssSampler(chain=c, dim=0, mode=pss.HOLD, iteration=0, last_large=0, state=q.state,
-                                     inc=q.inc, kernel=kernel)
                 fh = 0.0
                 for b in range(bundle):
-                    L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                    hold = pss.PssSampler(chain=c, dim=0, mode=pss.HOLD, key=0, member=b, kernel=kernel, seed=seed)
+                    L, pos, k = evaluate(st, bsdf, em, cam, hold, max_depth, rr_depth, hide)
                     S.pos[c, b] = pos
                     S.L[c, b] = L
                     fh += luminance(L)
                 S.f_cur[c] = fh / bundle
-                pss.save(smp)
+                S.w_cur[c] = 0.0
                 S.accepted[c] = 0
                 S.large_f[c] = 0.0
                 S.large_n[c] = 0
@@ -136,53 +197,45 @@ def _kernels(cache={}):
                 S.lanes_total[c] = 0
 
         @ti.kernel
-        def run(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, iters: ti.i32,
-                max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, bundle: ti.i32, kernel: ti.f32, sigma: ti.f32,
-                large_step: ti.f32, norm: ti.f32, bound: ti.f32):
-            """iters Metropolis–Hastings iterations of chains 0..n-1 (expected-value splats of
-            L · norm / π̂, norm = 1 / B: the film is scaled by b when resolved; see the module doc)."""
-            for c in range(n):
-                smp = pss.load(c, pss.MUTATE, sigma, kernel)
-                f_cur = S.f_cur[c]
-                w_cur = 0.0     # the current state's expected-value weight Σ (1 - a), splatted when it changes
+        def chains(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, iters: ti.i32,
+                   seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, bundle: ti.template(),
+                   kernel: ti.f32, sigma: ti.f32, large_step: ti.f32, norm: ti.f32, bound: ti.f32, spread: ti.i32):
+            """Schedule `chain`: iters Metropolis–Hastings iterations of chains 0..n-1, one thread per
+            chain evaluating its bundle's paths in turn; the current states' weights flushed at the end."""
+            for i in range(n * spread):      # backend.spread: a few long chains still use every thread
+                if i % spread != 0:
+                    continue
+                c = i // spread
                 for _ in range(iters):
-                    pss.start_iteration(smp, large_step)
-                    fh = 0.0
-                    longest = 0
                     for b in range(bundle):
-                        L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
-                        S.new_pos[c, b] = pos
-                        S.new_L[c, b] = L
-                        fh += luminance(L)
-                        longest = ti.max(longest, k)
-                        S.lanes_busy[c] += k
-                    S.lanes_total[c] += longest * bundle
-                    f_new = fh / bundle
-                    if smp.large:
-                        S.large_f[c] += f_new
-                        S.large_n[c] += 1
-                    a = pss.acceptance(f_cur, f_new)
-                    if a > 0.0:
-                        wt = a * norm / f_new
-                        for b in range(bundle):
-                            film.splat_radiance(st, cam, S.new_pos[c, b], ti.min(S.new_L[c, b] * wt, bound))
-                    w_cur += 1.0 - a
-                    if smp.uniform() < a:
-                        _flush(st, cam, S, c, bundle, w_cur * norm, f_cur, bound)
-                        w_cur = 0.0
-                        pss.accept(smp)
-                        f_cur = f_new
-                        S.accepted[c] += 1
-                        for b in range(bundle):
-                            S.pos[c, b] = S.new_pos[c, b]
-                            S.L[c, b] = S.new_L[c, b]
-                    else:
-                        pss.reject(smp)
-                _flush(st, cam, S, c, bundle, w_cur * norm, f_cur, bound)
-                S.f_cur[c] = f_cur
-                pss.save(smp)
+                        _member(st, bsdf, em, cam, S, c, b, seed, large_step, sigma, kernel, max_depth, rr_depth,
+                                hide)
+                    _decide(st, cam, S, c, bundle, seed, large_step, sigma, kernel, norm, bound)
+                _flush_chain(st, cam, S, c, bundle, norm, bound)
 
-        cache[key] = SimpleNamespace(bootstrap=bootstrap, init=init, run=run)
+        @ti.kernel
+        def members(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
+                    max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, bundle: ti.template(), kernel: ti.f32,
+                    sigma: ti.f32, large_step: ti.f32, spread: ti.i32):
+            """Schedule `threads`, part 1: one thread per path of every chain's proposal; a bundle's
+            paths are neighbouring threads (a GPU warp runs them together)."""
+            for i in range(n * bundle * spread):
+                if i % spread == 0:
+                    j = i // spread
+                    _member(st, bsdf, em, cam, S, j // bundle, j % bundle, seed, large_step, sigma, kernel, max_depth,
+                            rr_depth, hide)
+
+        @ti.kernel
+        def decide(st: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32, bundle: ti.template(), kernel: ti.f32,
+                   sigma: ti.f32, large_step: ti.f32, norm: ti.f32, bound: ti.f32, last: ti.i32):
+            """Schedule `threads`, part 2: every chain's Metropolis–Hastings step (flushing the current
+            states' weights after the last iteration of a launch, as `chains` does)."""
+            for c in range(n):
+                _decide(st, cam, S, c, bundle, seed, large_step, sigma, kernel, norm, bound)
+                if last:
+                    _flush_chain(st, cam, S, c, bundle, norm, bound)
+
+        cache[key] = SimpleNamespace(bootstrap=bootstrap, init=init, chains=chains, members=members, decide=decide)
     return cache[key]
 
 
@@ -193,8 +246,26 @@ def settings(scene, integrator=None):
     get = {k.name: it.get(k.name, k.default) for k in KEYS}
     bundle = int(get["bundle"]) if t == "coherent_mcmc" else 1
     kernel = float(get["kernel"]) if t == "coherent_mcmc" else 0.0
-    return SimpleNamespace(chains=int(get["chains"]), bootstrap=int(get["bootstrap"]),
+    chains = int(get["chains"]) or (32 * backend.cpu_threads() if backend.current_arch() == "cpu" else 16384)
+    return SimpleNamespace(chains=chains, bootstrap=int(get["bootstrap"]),
                            large_step=float(get["large_step"]), sigma=float(get["sigma"]), bundle=bundle, kernel=kernel)
+
+
+def schedule(scene, integrator=None):
+    """`chain` or `threads` (see the `schedule` key)."""
+    v = scene.integrator.get("schedule", "auto")
+    if v == "auto":
+        v = "chain" if backend.current_arch() == "cpu" else "threads"
+    return v
+
+
+def check_backend(name):
+    """MCMC runs on the CPU and CUDA backends. On Vulkan (measured on Mesa's lavapipe) Taichi 1.7.4's
+    SPIR-V kernels took wrong Metropolis decisions from correct path values (and lost a chain's
+    counter store now and then), so they are refused rather than trusted."""
+    if backend.current_arch() == "vulkan":
+        raise ConfigError(f"the '{name}' integrator does not run on the Vulkan backend yet (use --arch cpu or cuda)",
+                          key="integrator.type")
 
 
 _run = {}   # the chains of the last render: continued by a progressive render (clear=False)
@@ -203,6 +274,7 @@ _run = {}   # the chains of the last render: continued by a progressive render (
 def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
     """Add spp path evaluations per pixel to the film of `sensor` by MCMC (cleared first unless
     clear=False, which continues the chains of the previous call) and return the image."""
+    check_backend(integrator or scene.integrator["type"])
     a = path.args(scene, "path")
     c = settings(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
@@ -222,7 +294,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     if clear or _run.get("key") != key:
         _run.clear()
         f = np.zeros(c.bootstrap, np.float32)
-        k.bootstrap(*args, c.bootstrap, (seed + BOOT_SALT) & 0xFFFFFFFF, *depth, f)
+        k.bootstrap(*args, c.bootstrap, seed, *depth, f)
         fsum = float(np.sum(f, dtype=np.float64))
         if not fsum > 0.0 or not math.isfinite(fsum):
             if not math.isfinite(fsum):
@@ -231,19 +303,28 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
         cdf = np.cumsum(f, dtype=np.float64)
         u = (np.arange(chains) + np.random.default_rng(seed).random(chains)) / chains   # stratified
         start = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), c.bootstrap - 1).astype(np.int32)
-        k.init(*args, chains, (seed + BOOT_SALT) & 0xFFFFFFFF, (seed + CHAIN_SALT) & 0xFFFFFFFF, start, *depth,
-               c.bundle, c.kernel)
+        k.init(*args, chains, seed, start, *depth, c.bundle, c.kernel)
         _run.update(key=key, fsum=fsum, fn=c.bootstrap, chains=chains, iterations=0)
     per_launch = max(1, LAUNCH_PATHS // (chains * c.bundle))
     footprint = (2 * math.ceil(s.radius) + 1) ** 2
+    threads = schedule(scene, integrator) == "threads"
     with Progress(iters, integrator or scene.integrator["type"], unit="it") if progress else launch.NoBar() as bar:
         done = 0
         while done < iters:
             m = min(per_launch, iters - done)
             bound = SPLAT_BOUND * (m + 1)    # a current state's summed weight: at most m iterations
-            launch.splat_pass(scene, st, bound, 2 * chains * m * c.bundle * footprint,
-                              lambda: k.run(*args, chains, m, *depth, c.bundle, c.kernel, c.sigma, c.large_step,
-                                            1.0 / c.bundle, bound))
+
+            def run(m=m, bound=bound):
+                if threads:
+                    sp = backend.spread(chains * c.bundle)
+                    for j in range(m):
+                        k.members(*args, chains, seed, *depth, c.bundle, c.kernel, c.sigma, c.large_step, sp)
+                        k.decide(st, sensor, chains, seed, c.bundle, c.kernel, c.sigma, c.large_step,
+                                 1.0 / c.bundle, bound, int(j == m - 1))
+                else:
+                    k.chains(*args, chains, m, seed, *depth, c.bundle, c.kernel, c.sigma, c.large_step,
+                             1.0 / c.bundle, bound, backend.spread(chains))
+            launch.splat_pass(scene, st, bound, 2 * chains * m * c.bundle * footprint, run)
             launch.add_uniform_weights(st, s, chains * m)
             done += m
             _run["iterations"] += chains * m
