@@ -235,12 +235,17 @@ def _render_results():
                              overrides=["sensors.0.film.width=48", "sensors.0.film.height=48"])
     img = tirender.render(sc, spp=16, seed=5, progress=False)
     g = tirender.render_grad(sc, np.ones_like(img), spp=16, seed=3, progress=False)
+    ms = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
+                             overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=coherent_mcmc",
+                                        "integrator.hide_emitters=true", "integrator.chains=256",
+                                        "integrator.schedule=threads"])
+    mimg = tirender.render(ms, spp=64, seed=4, progress=False)
     vs = tirender.load_scene(VOLUME)
     vimg = tirender.render(vs, spp=8, seed=1, progress=False)
     vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
     return {"arch": backend.current_arch(), "img": img.reshape(-1).tolist(),
             "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
-            "vimg": vimg.reshape(-1).tolist(),
+            "vimg": vimg.reshape(-1).tolist(), "mimg": mimg.reshape(-1).tolist(),
             "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}}
 
 
@@ -260,7 +265,7 @@ def _run_render_vulkan():
 @pytest.mark.vulkan
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
-    """The same seeds give the same paths on both backends: images agree to float rounding (the film
+    """(And coherent MCMC in its `threads` schedule: counter-based random numbers.) The same seeds give the same paths on both backends: images agree to float rounding (the film
     accumulates in fixed point on both); gradients to float rounding of the atomic adds (fixed point on
     the CPU, f32 on the software Vulkan device)."""
     if backend.current_arch() != "cpu":
@@ -268,7 +273,7 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
     vk = _run_render_vulkan()
     cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process
     assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
-    for key in ("img", "vimg"):
+    for key in ("img", "vimg", "mimg"):    # mimg: coherent MCMC, the same decisions on both backends
         a, b = np.asarray(cpu[key]), np.asarray(vk[key])
         assert np.abs(a - b).max() < 1e-3 * max(a.max(), 1.0), (key, np.abs(a - b).max())
         assert abs(a.mean() - b.mean()) < 1e-5 * a.mean(), key

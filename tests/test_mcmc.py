@@ -213,12 +213,16 @@ def test_deterministic_and_continues():
 @pytest.mark.parametrize("integrator", ["pssmlt", "coherent_mcmc"])
 def test_schedules_give_the_same_image(integrator):
     """One thread per chain, or one per path with a bundle in neighbouring threads (the GPU
-    schedule, run here on the CPU): the same proposals, splats and decisions, bit for bit."""
+    schedule, run here on the CPU): the same proposals and decisions (identical statistics) and
+    the same splats (the image to float rounding: fast math may contract a weight differently in
+    the two kernels)."""
     a = tirender.render(cbox(16, extra=("integrator.type=pssmlt", "integrator.schedule=chain")), spp=16, seed=2,
                         integrator=integrator, progress=False)
+    sa = mcmc.statistics()
     b = tirender.render(cbox(16, extra=("integrator.type=pssmlt", "integrator.schedule=threads")), spp=16, seed=2,
                         integrator=integrator, progress=False)
-    np.testing.assert_array_equal(a, b)
+    assert mcmc.statistics() == sa
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7 * a.max())
     assert a.mean() > 0
 
 
@@ -229,12 +233,14 @@ def test_walk_utilisation():
     assert 0.3 < u < 1.0
 
 
-def test_vulkan_refused_with_one_line(monkeypatch):
+def test_chain_schedule_refused_on_vulkan(monkeypatch):
     from tirender import backend
-    sc = cbox(16, extra=("integrator.type=pssmlt",))
+    sc = cbox(16, extra=("integrator.type=pssmlt", "integrator.schedule=chain"))
     monkeypatch.setitem(backend._state, "arch", "vulkan")
-    with pytest.raises(ConfigError, match="Vulkan"):
-        tirender.render(sc, spp=4, progress=False)
+    with pytest.raises(ConfigError, match="schedule 'chain'"):
+        mcmc.schedule(sc)
+    sc = cbox(16, extra=("integrator.type=pssmlt",))
+    assert mcmc.schedule(sc) == "threads"
 
 
 def test_gradients_refused_and_keys_checked():

@@ -79,21 +79,31 @@ def _splat(st: ti.template(), cam, pos, L, weighted: ti.template()):
         _add(st, _box_pixel(st, cam, pos), L, 1.0, weighted)
     else:
         x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
-        # the column weights once per splat (the same values as _w1 per pixel) when they fit the block
-        wx = ti.Vector([0.0] * (2 * LOCAL_HALF + 1))
-        cached = x1 - x0 < 2 * LOCAL_HALF + 1
-        if cached:
-            for j in ti.static(range(2 * LOCAL_HALF + 1)):
+        n = ti.static(2 * LOCAL_HALF + 1)
+        if x1 - x0 < n and y1 - y0 < n:
+            # the footprint fits the n x n block: separable weights once, fixed-size loops (with
+            # dynamic loop bounds, Vulkan on lavapipe lost some of these atomics)
+            wx = ti.Vector([0.0] * n)
+            wy = ti.Vector([0.0] * n)
+            for j in ti.static(range(n)):
                 if x0 + j <= x1:
                     wx[j] = _w1(x0 + j + 0.5 - pos[0], sd, r)
-        for y in range(y0, y1 + 1):
-            wy = _w1(y + 0.5 - pos[1], sd, r)
-            if wy > 0.0:
-                for x in range(x0, x1 + 1):
-                    w1x = wx[x - x0] if cached else _w1(x + 0.5 - pos[0], sd, r)
-                    wt = wy * w1x
-                    if wt > 0.0:
-                        _add(st, y * st.cam_w[cam] + x, wt * L, wt, weighted)
+                if y0 + j <= y1:
+                    wy[j] = _w1(y0 + j + 0.5 - pos[1], sd, r)
+            for jy in ti.static(range(n)):
+                if wy[jy] > 0.0:
+                    for jx in ti.static(range(n)):
+                        wt = wy[jy] * wx[jx]
+                        if wt > 0.0:
+                            _add(st, (y0 + jy) * st.cam_w[cam] + x0 + jx, wt * L, wt, weighted)
+        else:
+            for y in range(y0, y1 + 1):
+                wy = _w1(y + 0.5 - pos[1], sd, r)
+                if wy > 0.0:
+                    for x in range(x0, x1 + 1):
+                        wt = wy * _w1(x + 0.5 - pos[0], sd, r)
+                        if wt > 0.0:
+                            _add(st, y * st.cam_w[cam] + x, wt * L, wt, weighted)
 
 
 @ti.func

@@ -10,7 +10,7 @@ symmetric, so Metropolis–Hastings stays exact for paths of any length).
 Every random number is a hash of (seed, chain, proposal, dimension, purpose) — a counter-based
 generator — so a proposal is a pure function of the stored state: reading it writes nothing,
 the paths of a bundle may read it in any order or in parallel threads (``mcmc.py``'s two
-schedules give bit-identical images), and a reject has nothing to undo. ``commit`` writes an
+schedules take the same decisions), and a reject has nothing to undo. ``commit`` writes an
 accepted proposal's dimensions.
 
 Mutations are lazy: the proposal's value of dimension d is a fresh uniform number in a large step
@@ -44,9 +44,11 @@ class ChainStore:
     """Per-chain fields (capacity ``chains``): the stored dimensions u (value) with the proposal
     time of their last change (mod), the number stored (used), the accepted-proposal count
     (iteration), the proposal counter (proposal, the key of the chain's random numbers), the time
-    of the last accepted large step (last_large); the current bundle's estimate f̂, film positions
-    and radiances; the proposal's bundle (new_*: written by the members, read by the decision);
-    the normalisation sums of the large steps; statistics."""
+    of the last accepted large step (last_large); the current bundle's estimate f̂ and its summed
+    expected-value weight; two bundles of film positions and radiances (pos, L: the current one at
+    ``slot``, the proposal's at the other, so an accept flips an index instead of copying); the
+    proposal's dimensions read and vertices walked per path (new_*); the normalisation sums of the
+    large steps; statistics."""
 
     def __init__(self, chains):
         self.chains = chains
@@ -58,10 +60,10 @@ class ChainStore:
         self.last_large = ti.field(ti.i32, shape=chains)
         self.f_cur = ti.field(ti.f32, shape=chains)
         self.w_cur = ti.field(ti.f32, shape=chains)
-        self.pos = ti.Vector.field(2, ti.f32, shape=(chains, BUNDLE_MAX))
-        self.L = ti.Vector.field(3, ti.f32, shape=(chains, BUNDLE_MAX))
-        self.new_pos = ti.Vector.field(2, ti.f32, shape=(chains, BUNDLE_MAX))
-        self.new_L = ti.Vector.field(3, ti.f32, shape=(chains, BUNDLE_MAX))
+        # two bundles per chain, the current one at slot[c] (0 or 1), the proposal's at the other
+        self.slot = ti.field(ti.i32, shape=chains)
+        self.pos = ti.Vector.field(2, ti.f32, shape=(chains, 2 * BUNDLE_MAX))
+        self.L = ti.Vector.field(3, ti.f32, shape=(chains, 2 * BUNDLE_MAX))
         self.new_dims = ti.field(ti.i32, shape=(chains, BUNDLE_MAX))
         self.new_n = ti.field(ti.i32, shape=(chains, BUNDLE_MAX))
         # f̂ of the large-step proposals (uniform states: unbiased for the normalisation b), their count
