@@ -76,6 +76,7 @@ def main():
         ref = _reference(tirender, scene, name, rspp, a.arch)
         series, rows, images = {}, [], {}
         bundle = mcmc.settings(scene, "coherent_mcmc").bundle
+        walk_util = mcmc.walk_utilisation(scene, 64, bundle)     # the plain path tracer's, once per scene
         for m in METHODS:
             tirender.render(scene, spp=4, seed=99, integrator=m, progress=False)     # compile
             t = time.perf_counter()
@@ -92,8 +93,7 @@ def main():
                     errs.append(float(np.sqrt(np.mean((img.astype(np.float64) - ref) ** 2))))
                     images[m] = img
                 stats = mcmc.statistics() if m != "path" else {}
-                util = stats.get("lane_utilisation", float("nan")) if m == "coherent_mcmc" else (
-                    mcmc.walk_utilisation(scene, 64, bundle) if m == "path" else float("nan"))
+                util = {"path": walk_util, "coherent_mcmc": stats.get("lane_utilisation")}.get(m) or float("nan")
                 acc = stats.get("acceptance", float("nan"))
                 row = (m, b, spp, float(np.median(secs)), float(np.mean(errs)), acc, util)
                 rows.append(row)

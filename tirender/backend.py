@@ -229,7 +229,7 @@ def describe():
         return "[tirender] backend: not initialised"
     extra = ""
     if arch == "cpu":
-        extra = f", {int(ti.lang.impl.current_cfg().cpu_max_num_threads)} threads"
+        extra = f", {cpu_threads()} threads"
     elif arch == "vulkan":
         devs = vulkan_devices()
         if devs:

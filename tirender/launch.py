@@ -141,7 +141,6 @@ def splat_pass(scene, st, bound, adds, run):
     at most `adds` of them into one pixel: a fixed-point scale fixed by the bound (the launch is not
     repeatable, e.g. it advances Markov chains, so it is never redone), folded into float64."""
     st.film.fill(0)
-    st.acc_max.fill(0)
     sf = scale_for(bound, adds)
     st.info_f[INFO_FILM_SCALE] = sf
     run()

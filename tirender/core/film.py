@@ -74,7 +74,8 @@ def splat_radiance(st: ti.template(), cam, pos, L):
 
 @ti.func
 def _splat(st: ti.template(), cam, pos, L, weighted: ti.template()):
-    track_max(st.acc_max, SLOT_FILM, ti.cast(pos[0], ti.i32), ti.abs(L).max())
+    if ti.static(weighted):   # the launch's largest value (splat_radiance's caller fixes its scale by a bound)
+        track_max(st.acc_max, SLOT_FILM, ti.cast(pos[0], ti.i32), ti.abs(L).max())
     if st.cam_filter[cam] == FILTER_BOX:
         _add(st, _box_pixel(st, cam, pos), L, 1.0, weighted)
     else:

@@ -144,9 +144,7 @@ def state_value(seed, c, d):
 def proposed_value(seed, c, d, key, large, sigma):
     """u'_d of proposal ``key`` of chain c (large: a large step)."""
     u = 0.0
-    if d >= MAX_DIMS:
-        u = uniform(seed, c, key, d, TAG_LARGE)
-    elif large:
+    if d >= MAX_DIMS or large:
         u = uniform(seed, c, key, d, TAG_LARGE)
     else:
         v, mod = state_value(seed, c, d)

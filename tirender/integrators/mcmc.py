@@ -5,7 +5,7 @@ chain's state (core/pss.py) instead of a PCG32 stream.
 
 Target: f(u) = luminance of the path contribution of primary samples u (u_0, u_1: film position).
 ``pssmlt`` runs ``chains`` independent chains in parallel (one per thread), each proposing a small
-step (wrapped normal, std ``sigma`` per dimension) or, with probability ``large_step``, a fresh
+step (a wrapped symmetric offset, std ``sigma`` per dimension) or, with probability ``large_step``, a fresh
 uniform state, accepted with min(1, f'/f). ``coherent_mcmc`` replaces the point evaluation by a
 bundle of B = ``bundle`` paths at u − δ_i, δ_i ~ N(0, ``kernel``² I) (one Gaussian offset per read):
 the pseudo-marginal chain targets π(u) = (G ∗ f)(u) through the unbiased estimate
@@ -258,7 +258,7 @@ def settings(scene, integrator=None):
                            large_step=float(get["large_step"]), sigma=float(get["sigma"]), bundle=bundle, kernel=kernel)
 
 
-def schedule(scene, integrator=None):
+def schedule(scene):
     """`chain` or `threads` (see the `schedule` key)."""
     v = scene.integrator.get("schedule", "auto")
     if v == "auto":
@@ -309,7 +309,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
         _run.update(key=key, fsum=fsum, fn=c.bootstrap, chains=chains, iterations=0)
     per_launch = max(1, LAUNCH_PATHS // (chains * c.bundle))
     footprint = (2 * math.ceil(s.radius) + 1) ** 2
-    threads = schedule(scene, integrator) == "threads"
+    threads = schedule(scene) == "threads"
     with Progress(iters, integrator or scene.integrator["type"], unit="it") if progress else launch.NoBar() as bar:
         done = 0
         while done < iters:
