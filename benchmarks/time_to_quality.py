@@ -172,7 +172,7 @@ def grid_rmse(cur, truth):
 
 
 def driver_seed(base, it, view, k):
-    """tirender.optim.driver._seed: k = 0 primal, 1 adjoint."""
+    """tirender.optim.views.view_seed: k = 0 primal, 1 adjoint."""
     return (int(base) * 1000003 + it * 4099 + view * 67 + k * 7919 + 1) & 0xFFFFFFFF
 
 

@@ -73,3 +73,22 @@ def polygon_irradiance(x, n, poly):
         g /= np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-30)
         E += th * (g * n).sum(1)
     return np.abs(E) / 2.0
+
+
+def smoke_scene(integ="prbvolpath", albedo=0.8, max_depth=6, rr_depth=100, w=12):
+    """An 8^3 density grid (random, majorant fixed above it) with a 4^3 RGB albedo grid and HG in a
+    null-bounded cube; constant environment + sun; a diffuse floor below seen through the medium."""
+    return {
+        "integrator": {"type": integ, "max_depth": max_depth, "rr_depth": rr_depth},
+        "sensors": [camera([0.3, 0.6, 3.5], [0, -0.2, 0], fov=40, w=w, h=w)],
+        "media": {"smoke": {"type": "grid", "density": {"resolution": 8, "value": 0.5}, "scale": 2.5,
+                            "albedo": {"resolution": 4, "value": [albedo] * 3}, "majorant": 4.0,
+                            "phase": {"type": "hg", "g": 0.3}}},
+        "shapes": [{"id": "box", "type": "cube", "bsdf": {"type": "null"}, "interior": "smoke",
+                    "to_world": [{"scale": 0.8}]},
+                   {"id": "floor", "type": "rectangle", "bsdf": {"type": "diffuse", "reflectance": [0.6, 0.5, 0.4]},
+                    "to_world": [{"scale": 3}, {"rotate": {"axis": [1, 0, 0], "angle": -90}},
+                                 {"translate": [0, -1.0, 0]}]}],
+        "emitters": [{"id": "sky", "type": "constant", "radiance": [0.5, 0.6, 0.7]},
+                     {"id": "sun", "type": "directional", "direction": [0.4, -1.0, -0.3], "irradiance": 3.0}],
+    }

@@ -8,7 +8,7 @@ import pytest
 
 import tirender
 from gradcheck_util import assert_agree, projected_gradients
-from scenes import camera
+from scenes import camera, smoke_scene
 from tirender.media.spec import host_majorant
 
 SEEDS_PRB = [301 + k for k in range(10)]
@@ -21,28 +21,9 @@ def _weights(sc, seed=0):
     return rng.uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
 
 
-def _smoke(integ="prbvolpath", albedo=0.8, max_depth=6, rr_depth=100, w=12):
-    """An 8^3 density grid (random, majorant fixed above it) with a 4^3 RGB albedo grid and HG in a
-    null-bounded cube; constant environment + sun; a diffuse floor below seen through the medium."""
-    return {
-        "integrator": {"type": integ, "max_depth": max_depth, "rr_depth": rr_depth},
-        "sensors": [camera([0.3, 0.6, 3.5], [0, -0.2, 0], fov=40, w=w, h=w)],
-        "media": {"smoke": {"type": "grid", "density": {"resolution": 8, "value": 0.5}, "scale": 2.5,
-                            "albedo": {"resolution": 4, "value": [albedo] * 3}, "majorant": 4.0,
-                            "phase": {"type": "hg", "g": 0.3}}},
-        "shapes": [{"id": "box", "type": "cube", "bsdf": {"type": "null"}, "interior": "smoke",
-                    "to_world": [{"scale": 0.8}]},
-                   {"id": "floor", "type": "rectangle", "bsdf": {"type": "diffuse", "reflectance": [0.6, 0.5, 0.4]},
-                    "to_world": [{"scale": 3}, {"rotate": {"axis": [1, 0, 0], "angle": -90}},
-                                 {"translate": [0, -1.0, 0]}]}],
-        "emitters": [{"id": "sky", "type": "constant", "radiance": [0.5, 0.6, 0.7]},
-                     {"id": "sun", "type": "directional", "direction": [0.4, -1.0, -0.3], "irradiance": 3.0}],
-    }
-
-
 @pytest.fixture(scope="module")
 def smoke():
-    sc = tirender.load_scene(_smoke())
+    sc = tirender.load_scene(smoke_scene())
     rng = np.random.default_rng(11)
     sc.params["smoke.density"] = rng.uniform(0.3, 1.0, (8, 8, 8, 1)).astype(np.float32)
     sc.params["smoke.albedo"] = rng.uniform(0.5, 0.95, (4, 4, 4, 3)).astype(np.float32)
@@ -87,7 +68,7 @@ def long_paths():
     """Albedo 0.99, unbounded depth (Russian roulette from depth 20), lit by the sun only: multiple
     scattering carries half of the image and paths reach tens of scattering events (memory stays
     constant: nothing is stored per vertex)."""
-    d = _smoke(albedo=0.99, max_depth=-1, rr_depth=20, w=10)
+    d = smoke_scene(albedo=0.99, max_depth=-1, rr_depth=20, w=10)
     d["emitters"] = d["emitters"][1:]
     d["media"]["smoke"].update(scale=4.0, majorant=4.8)
     sc = tirender.load_scene(d)
@@ -121,7 +102,7 @@ def test_prbvolpath_long_paths(long_paths, pname, h):
 @pytest.mark.slow
 def test_raymarch_gradient_matches_fd():
     """The ray-marching variant's (detached) gradient is the derivative of its own estimator."""
-    sc = tirender.load_scene(_smoke(integ="volpath_raymarch", max_depth=4))
+    sc = tirender.load_scene(smoke_scene(integ="volpath_raymarch", max_depth=4))
     rng = np.random.default_rng(13)
     sc.params["smoke.density"] = rng.uniform(0.3, 1.0, (8, 8, 8, 1)).astype(np.float32)
     u = rng.uniform(0.5, 1.0, sc.params["smoke.density"].shape)
@@ -157,7 +138,7 @@ def test_volume_recovery_short(tmp_path):
 def _thin():
     """The start of a volume reconstruction: a thin constant density (sigma_t = 0.1, optical depth
     ~0.16 across the box), albedo 0.9, a fixed majorant 0.2 (FD perturbations keep the sampling)."""
-    d = _smoke(albedo=0.9, max_depth=6)
+    d = smoke_scene(albedo=0.9, max_depth=6)
     d["media"]["smoke"].update(density={"resolution": 8, "value": 0.04}, albedo=[0.9, 0.9, 0.9], majorant=0.2)
     return tirender.load_scene(d)
 
@@ -178,7 +159,7 @@ def test_prbvolpath_dense_density_matches_fd(rr):
     """A dense medium (sigma_t 5-10, optical depth ~12 across the box): the in-scattering
     quadrature's Russian roulette on T (integrator.inscatter_rr; 1: at every point, survival
     probability max T) ends most flights' points, and the gradient stays unbiased."""
-    d = _smoke(albedo=0.8, max_depth=6)
+    d = smoke_scene(albedo=0.8, max_depth=6)
     d["integrator"]["inscatter_rr"] = rr
     d["media"]["smoke"].update(majorant=12.0)
     sc = tirender.load_scene(d)

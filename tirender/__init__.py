@@ -13,7 +13,8 @@ from .backend import current_arch, init  # noqa: F401
 from .errors import ConfigError, TirenderError  # noqa: F401
 
 __version__ = "0.1.0"
-_API = ("load_scene", "render", "render_grad", "render_and_grad", "render_progressive", "scene_from_config")
+_API = ("load_scene", "render", "render_grad", "render_and_grad", "render_progressive", "scene_from_config",
+        "set_gradients")
 
 
 def __getattr__(name):

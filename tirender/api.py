@@ -140,3 +140,10 @@ def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_b
 def read_gradients(scene):
     """The gradients accumulated so far (after render_grad(..., accumulate=True) calls)."""
     return launch.read_gradients(scene, scene.bind())
+
+
+def set_gradients(scene, grads):
+    """Make ``grads`` (dict name -> array shaped like the parameter; parameters left out are 0) the
+    scene's accumulated gradients, as if render_grad had computed them: what an optimiser over the
+    scene's device pool steps with (multi-view sums computed elsewhere, e.g. by workers)."""
+    launch.write_gradients(scene, scene.bind(), grads)

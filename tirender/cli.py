@@ -150,8 +150,16 @@ def cmd_optimize(args):
     cfg = load_config(args.config, args.set, defines=_defines(args))
     iters = _flag(Integer("iters", lo=0, hi=1 << 30), args.iters, "--iters")
     stem = os.path.splitext(os.path.basename(args.config))[0]
+    workers = _flag(Integer("workers", lo=1, hi=4096), args.workers, "--workers")
+    wthreads = _flag(Integer("worker-threads", lo=1, hi=4096), args.worker_threads, "--worker-threads")
+    if workers is None:
+        _refuse(args, ("--address", "--worker-threads"), "without --workers N")
+    else:
+        from .distributed import require_ray
+        require_ray()
     if "radiance_field" in cfg:
         _refuse(args, ("--gui",), "to radiance-field configs (no live view of their training)")
+        _refuse(args, ("--workers",), "to radiance-field configs (their trainer draws every batch from all views)")
         out = check_output_dir(args.out or os.path.join("out", stem), "--out")
         _check_arch(args, cfg)
         _init(args, cfg)
@@ -168,7 +176,8 @@ def cmd_optimize(args):
     out = check_output_dir(args.out or os.path.join("out", stem), "--out" if args.out else "--out (default)")
     _check_arch(args, cfg)
     _init(args, cfg)
-    m = run_optimization(cfg, out=out, iters=iters, resume=args.resume, gui=args.gui, described=described)
+    m = run_optimization(cfg, out=out, iters=iters, resume=args.resume, gui=args.gui, described=described,
+                         workers=workers, address=args.address, worker_threads=wthreads)
     print(summary_line(m, out))
     return 0
 
@@ -248,6 +257,12 @@ def build_parser():
     o.add_argument("--iters", type=int, default=None)
     o.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     o.add_argument("--gui", action="store_true", help="live view of the optimisation")
+    o.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="shard the views over N Ray workers (bit-identical to one process; docs/scale_out.md)")
+    o.add_argument("--address", default=None, metavar="ADDR",
+                   help="with --workers: a running Ray cluster (default: a local Ray instance for this run)")
+    o.add_argument("--worker-threads", type=int, default=None, metavar="T",
+                   help="with --workers: Taichi CPU threads per worker (default: cores / N locally)")
     _common(o)
     v = sub.add_parser("view", help="interactive viewer (ti.GUI) of a scene config or a radiance field .npz")
     v.add_argument("config")

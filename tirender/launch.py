@@ -296,6 +296,19 @@ def read_gradients(scene, st):
     return scene.params.split(h.copy())
 
 
+def write_gradients(scene, st, grads):
+    """Make ``grads`` (name -> array shaped like the parameter; other parameters 0) the scene's
+    accumulated gradients, as read_gradients leaves them: float64 on the host, float32 in st.grad."""
+    h = np.zeros(scene.params.data.size, np.float64)
+    for name, g in grads.items():
+        i = scene.params.info(name)
+        h[i.offset:i.offset + i.size] = np.asarray(g, np.float64).ravel()
+    st.grad_fx.fill(0)
+    st.host_grad = h
+    st.grad.from_numpy(padded(np.clip(h, -F32_MAX, F32_MAX).astype(np.float32), st.caps["pool"]))
+    st.grad_is_total = True
+
+
 def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, label, launch, film=None):
     """The adjoint passes of the three-pass scheme: δy / W_p into st.adj, launch(st, sensor, seed,
     sample_offset, count) over the batches (film: also renders, see ``sweep``), read the gradients."""

@@ -40,6 +40,7 @@ from . import losses
 from .adam import EPS_MODES, SGD, Adam
 from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
+from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
             "tv", "multires", "save_every", "method", "lr", "holdout"}
@@ -184,13 +185,6 @@ def _resample(a, shape):
     return resample_grid(a, shape) if len(shape) == 3 else resample_texture(a, shape[0], shape[1])
 
 
-def _resize_param(sc, name, shape):
-    if len(shape) == 3:
-        sc.resize_grid(name, shape)
-    else:
-        sc.resize_texture(name, shape[0], shape[1])
-
-
 def running_mean(y, k):
     """Trailing running mean of a 1D series over (up to) k values: y_i -> mean(y[max(0, i-k+1) : i+1])."""
     c = np.cumsum(np.concatenate([[0.0], np.asarray(y, float)]))
@@ -199,15 +193,11 @@ def running_mean(y, k):
     return (c[i] - c[lo]) / (i - lo)
 
 
-def _seed(base, it, view, k):
-    """Decorrelated seeds: k = 0 primal, 1 adjoint (PRB three-pass scheme: s0 != s1)."""
-    return (int(base) * 1000003 + it * 4099 + view * 67 + k * 7919 + 1) & 0xFFFFFFFF
-
-
 class OptimizationRun:
     """State of one optimisation (also usable from Python: ``OptimizationRun(cfg, out).run()``)."""
 
-    def __init__(self, cfg, out=None, iters=None, resume=False, gui=False, described=None):
+    def __init__(self, cfg, out=None, iters=None, resume=False, gui=False, described=None, workers=None,
+                 address=None, worker_threads=None):
         from ..api import scene_from_config
         self.cfg = cfg
         self.file = cfg.get("_file")
@@ -278,6 +268,7 @@ class OptimizationRun:
             raise ConfigError(f"holdout must list sensor indices in [0, {len(sc.sensors)}) that are not views", f,
                               "optimize.holdout")
         self.resume = resume
+        self.workers, self.address, self.worker_threads = workers, address, worker_threads
 
     # ---------------------------------------------------------------------------------------
     def _targets(self):
@@ -335,7 +326,7 @@ class OptimizationRun:
         for n, po in self.popts.items():
             info = sc.params.info(n)
             if n in self.multires:
-                _resize_param(sc, n, _stage_shape(info, resolution_at(0, self.multires[n])))
+                resize_param(sc, n, _stage_shape(info, resolution_at(0, self.multires[n])))
                 info = sc.params.info(n)
             if po["init"] is not None:
                 v = np.asarray(po["init"], np.float32)
@@ -415,7 +406,7 @@ class OptimizationRun:
 
     # ---------------------------------------------------------------------------------------
     def run(self, callback=None):
-        from ..api import read_gradients, render, render_and_grad, render_grad
+        from ..api import render, set_gradients
         sc = self.scene
         ckpath = os.path.join(self.out, "checkpoint.npz")
         ck = self._read_checkpoint(ckpath) if self.resume else None   # before any render: fail early
@@ -437,7 +428,7 @@ class OptimizationRun:
                     if v.shape != info.shape and info.kind in ("texture", "grid"):
                         if v.ndim != len(info.shape):
                             raise ConfigError(f"has shape {v.shape}, the parameter {info.shape}")
-                        _resize_param(sc, name, v.shape[:-1])
+                        resize_param(sc, name, v.shape[:-1])
                     sc.params[name] = v
                 except ConfigError as e:
                     raise ConfigError(e.problem, ckpath, f"param:{name}") from None
@@ -465,7 +456,9 @@ class OptimizationRun:
         it = start
         nv = len(self.views)
         pipe_imgs = {}  # pipelined methods: each view's image from the previous iteration
-        with Progress(self.iters - start, "optimize", unit="it", delay=0.0) as bar:
+        names = tuple(self.popts)
+        evaluator = self._evaluator(dict(zip(self.views, targets)))
+        with evaluator, Progress(self.iters - start, "optimize", unit="it", delay=0.0) as bar:
             for it in range(start, self.iters):
                 if it == abort_at:
                     os._exit(3)
@@ -475,7 +468,7 @@ class OptimizationRun:
                     shape = _stage_shape(sc.params.info(n), resolution_at(it, stages))
                     if sc.params.info(n).shape[:len(shape)] != shape:
                         ost = self._opt_state(opt)
-                        _resize_param(sc, n, shape)
+                        resize_param(sc, n, shape)
                         ost[f"m:{n}"] = _resample(ost[f"m:{n}"], shape)
                         ost[f"v:{n}"] = _resample(ost[f"v:{n}"], shape)
                         opt = None
@@ -485,34 +478,15 @@ class OptimizationRun:
                     opt = self._make_optimizer(state)
                 spp = spp_at(it, self.spp, self.sched.get("double_every"), self.sched.get("max"))
                 spp_g = spp_at(it, self.spp_grad, self.sched.get("double_every"), self.sched.get("max"))
-                loss = 0.0
-                imgs = []
-                for k, v in enumerate(self.views):
-                    if self.method.endswith("_pipelined"):
-                        # RB biased II (pipelining, Nimier-David 2020 §3.8): δy from the previous
-                        # iteration's image; ONE joint pass renders this iteration's image and
-                        # back-propagates that δy through the current parameters (spp = primal spp)
-                        if v not in pipe_imgs:
-                            pipe_imgs[v] = render(sc, spp=spp, seed=_seed(self.seed, it, v, 1), sensor=v,
-                                                  progress=False)
-                        lv, dy = self.loss_fn(pipe_imgs[v], targets[k])
-                        img, _ = render_and_grad(sc, dy / nv, spp=spp, seed=_seed(self.seed, it, v, 0), sensor=v,
-                                                 method=self.method, accumulate=k > 0)
-                        pipe_imgs[v] = img
-                        loss += lv / nv
-                        imgs.append(img)
-                        continue
-                    img = render(sc, spp=spp, seed=_seed(self.seed, it, v, 0), sensor=v, progress=False)
-                    lv, dy = self.loss_fn(img, targets[k])
-                    loss += lv / nv
-                    imgs.append(img)
-                    render_grad(sc, dy / nv, spp=spp_g, seed=_seed(self.seed, it, v, 1), sensor=v,
-                                method=self.method, accumulate=k > 0, progress=False)
-                st = sc.bind()
+                tasks = [ViewTask(it, v, nv, spp, spp_g, self.seed, self.method, self.loss_name, names,
+                                  pipe_imgs.get(v)) for v in self.views]
+                results, grads = evaluator.evaluate(tasks, self._current_params)
+                loss = combine(results, nv)
+                imgs = [r.image for r in results]
+                if self.method.endswith("_pipelined"):
+                    pipe_imgs = {r.view: r.image for r in results}
                 if self.tv is not None:
-                    read_gradients(sc)
                     w = float(self.tv["weight"])
-                    gflat = st.grad.to_numpy()
                     for n in self.tv.get("params", list(self.popts)):
                         if sc.params.info(n).kind in ("texture", "grid"):
                             if sc.params.info(n).kind == "grid":  # 3D total variation (media)
@@ -520,12 +494,9 @@ class OptimizationRun:
                                 val, g = tv_grid(sc.params[n])
                             else:
                                 val, g = tv_reg(sc.params[n])
-                            i = sc.params.info(n)
-                            gflat[i.offset:i.offset + i.size] += w * g.ravel()
+                            grads[n] = grads[n] + w * g
                             loss += w * val
-                    st.grad.from_numpy(gflat)
-                else:
-                    read_gradients(sc)
+                set_gradients(sc, grads)
                 opt.step()
                 sc.mark_device_params_changed()
                 el = elapsed0 + time.perf_counter() - t_start
@@ -554,7 +525,7 @@ class OptimizationRun:
         self._save_params()
         final = {}
         for k, v in enumerate(self.views):
-            img = render(sc, spp=max(self.spp, 16), seed=_seed(self.seed, 10 ** 6, v, 0), sensor=v, progress=False)
+            img = render(sc, spp=max(self.spp, 16), seed=view_seed(self.seed, 10 ** 6, v, 0), sensor=v, progress=False)
             save_image_set(os.path.join(self.out, "final"), img, f"view{v}")
             final[v] = img
         metrics = {
@@ -566,6 +537,8 @@ class OptimizationRun:
             "views": self.views,
             "stopped_early": stopped,
         }
+        if self.workers:
+            metrics["workers"] = {"count": self.workers, "lost": evaluator.lost}
         if self.synthetic:
             metrics["params"] = {n: {"rmse_start": rmse_start.get(n), "rmse_end": self._rmse(n),
                                      "value": sc.params[n].tolist() if sc.params[n].size <= 16 else None,
@@ -576,6 +549,17 @@ class OptimizationRun:
             metrics["holdout"] = {str(v): {"rmse_start": holdout_start[v], "rmse_end": end[v]} for v in self.holdout}
         atomic_write_bytes(os.path.join(self.out, "metrics.json"), json.dumps(metrics, indent=2).encode())
         return metrics
+
+    def _evaluator(self, targets):
+        """Where the views are evaluated: this process, or ``--workers`` Ray workers."""
+        if not self.workers:
+            return LocalViews(self.scene, targets)
+        from ..distributed import WorkerPool
+        return WorkerPool(self.cfg, targets, self.workers, address=self.address, threads=self.worker_threads)
+
+    def _current_params(self):
+        """The optimised parameters' current values (name -> float32 array), for workers."""
+        return {n: self.scene.params[n] for n in self.popts}
 
     @staticmethod
     def _read_rmse_start(path):
@@ -630,7 +614,7 @@ class OptimizationRun:
         from ..api import render
         err = {}
         for v in self.holdout:
-            img = render(self.scene, spp=max(self.spp, 16), seed=_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v,
+            img = render(self.scene, spp=max(self.spp, 16), seed=view_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v,
                          progress=False)
             err[v] = float(np.sqrt(((img - self.holdout_targets[v]) ** 2).mean()))
             save_png(os.path.join(self.out, f"holdout_view{v}_{stage}.png"), img)
@@ -683,6 +667,9 @@ class OptimizationRun:
                 write_vol(os.path.join(d, f"{n}.vol"), v)
 
 
-def run_optimization(cfg, out=None, iters=None, resume=False, gui=False, callback=None, described=None):
-    """Run `tirender optimize` for a loaded config (see tirender.config.load_config)."""
-    return OptimizationRun(cfg, out=out, iters=iters, resume=resume, gui=gui, described=described).run(callback)
+def run_optimization(cfg, out=None, iters=None, resume=False, gui=False, callback=None, described=None, workers=None,
+                     address=None, worker_threads=None):
+    """Run `tirender optimize` for a loaded config (see tirender.config.load_config). workers: shard
+    the views over that many Ray workers (address: an existing Ray cluster; tirender/distributed.py)."""
+    return OptimizationRun(cfg, out=out, iters=iters, resume=resume, gui=gui, described=described, workers=workers,
+                           address=address, worker_threads=worker_threads).run(callback)

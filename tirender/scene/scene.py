@@ -247,7 +247,7 @@ class Scene:
     # -- parameters -------------------------------------------------------------------------
     def _param_changed(self, name):
         self._host_dirty = True
-        if any(self._tex_param[self.desc.emitters[e].tex[0]].name == name for e in self._env_emitters):
+        if name in self._env_param_names():
             self._env_dirty = True
 
     def _pull_params(self):
@@ -255,6 +255,30 @@ class Scene:
             n = self.params.data.size
             self.params.data[:] = self._storage.pool.to_numpy()[:n]
             self._device_dirty = False
+
+    def write_param_device(self, name, src):
+        """Write parameter `name` on the device, from `src`: a flat array of its float values that a
+        Taichi kernel reads in place — a numpy array, or a torch tensor on the device Taichi runs on
+        (CPU tensors with the CPU backend, CUDA tensors with CUDA: no host round trip). Checked on
+        the device (finite, within the parameter's bounds): a ConfigError and nothing written
+        otherwise. Returns False (nothing done) for environment maps, whose sampling distribution is
+        built on the host: set those through ``scene.params[name] = ...``."""
+        from ..errors import ConfigError
+        info = self.params.info(name)
+        if info.name in self._env_param_names():
+            return False
+        if tuple(src.shape) != (info.size,):
+            raise ConfigError(f"expected {info.size} values (flat), got shape {tuple(src.shape)}", key=info.name)
+        st = self.bind()                        # host changes first, then this slice
+        bad = st.write_pool(src, info.offset, info.lo, info.hi)
+        if bad:
+            raise ConfigError(f"{bad} value(s) are not finite or out of bounds [{info.lo:g}, {info.hi:g}]",
+                              key=info.name)
+        self._device_dirty = True               # the host copy is refreshed when read
+        return True
+
+    def _env_param_names(self):
+        return {self._tex_param[self.desc.emitters[e].tex[0]].name for e in self._env_emitters}
 
     def mark_device_params_changed(self):
         """Called after a kernel (optimizer step) wrote st.pool."""

@@ -172,6 +172,33 @@ class Storage:
         kernel(self, ibuf, fbuf, np.array(meta, np.int32).reshape(-1, 2))
 
 
+    def write_pool(self, src, offset, lo, hi):
+        """pool[offset : offset + n] <- src (a flat float array of n values the kernel reads in place:
+        numpy, or a torch tensor on Taichi's device), if every value is finite and within [lo, hi]:
+        returns the number of values that are not (0: written; else nothing was written)."""
+        n = int(src.shape[0])
+        bad = _count_outside(src, n, lo, hi)
+        if bad == 0:
+            _copy_into_pool(self, src, offset, n)
+        return bad
+
+
+@ti.kernel
+def _count_outside(src: ti.types.ndarray(ndim=1), n: ti.i32, lo: ti.f64, hi: ti.f64) -> ti.i32:
+    bad = 0
+    for i in range(n):
+        v = ti.cast(src[i], ti.f64)
+        if not (v >= lo and v <= hi) or v != v:   # NaN fails both comparisons; ±Inf is out of range
+            bad += 1
+    return bad
+
+
+@ti.kernel
+def _copy_into_pool(st: ti.template(), src: ti.types.ndarray(ndim=1), offset: ti.i32, n: ti.i32):
+    for i in range(n):
+        st.pool[offset + i] = src[i]
+
+
 _UPLOADERS = {}
 
 
