@@ -240,12 +240,13 @@ def _render_results():
                                         "integrator.hide_emitters=true", "integrator.chains=256",
                                         "integrator.schedule=threads"])
     mimg = tirender.render(ms, spp=64, seed=4, progress=False)
+    pt = tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)   # light tracing: splats
     vs = tirender.load_scene(VOLUME)
     vimg = tirender.render(vs, spp=8, seed=1, progress=False)
     vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
     return {"arch": backend.current_arch(), "img": img.reshape(-1).tolist(),
             "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
-            "vimg": vimg.reshape(-1).tolist(), "mimg": mimg.reshape(-1).tolist(),
+            "vimg": vimg.reshape(-1).tolist(), "mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(),
             "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}}
 
 
@@ -265,7 +266,8 @@ def _run_render_vulkan():
 @pytest.mark.vulkan
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
-    """(And coherent MCMC in its `threads` schedule: counter-based random numbers.) The same seeds give the same paths on both backends: images agree to float rounding (the film
+    """(And coherent MCMC in its `threads` schedule: counter-based random numbers; and the light
+    tracer.) The same seeds give the same paths on both backends: images agree to float rounding (the film
     accumulates in fixed point on both); gradients to float rounding of the atomic adds (fixed point on
     the CPU, f32 on the software Vulkan device)."""
     if backend.current_arch() != "cpu":
@@ -273,7 +275,7 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
     vk = _run_render_vulkan()
     cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process
     assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
-    for key in ("img", "vimg", "mimg"):    # mimg: coherent MCMC, the same decisions on both backends
+    for key in ("img", "vimg", "mimg", "ptimg"):    # mimg: coherent MCMC, the same decisions on both backends
         a, b = np.asarray(cpu[key]), np.asarray(vk[key])
         assert np.abs(a - b).max() < 1e-3 * max(a.max(), 1.0), (key, np.abs(a - b).max())
         assert abs(a.mean() - b.mean()) < 1e-5 * a.mean(), key

@@ -69,16 +69,20 @@ class NoBar:
         pass
 
 
-def sweep(scene, sensor, spp, label, progress, launch, film=None, grad=False):
+def sweep(scene, sensor, spp, label, progress, launch, film=None, grad=False, film_adds=None):
     """Call launch(sample_offset, count) over batches covering spp samples per pixel, each launch a
     transaction of the accumulators it writes: film = "flush" (pixel-local accumulation) or
-    "splat" (film.splat per sample) or None; grad: it adds gradients (core/pool.py)."""
+    "splat" (film.splat per sample) or None; grad: it adds gradients (core/pool.py). film_adds(k):
+    the most values a launch of k samples per pixel adds into one film pixel, where a splat
+    estimator's samples do not stay near their pixel (light tracing; default: a filter footprint
+    per sample)."""
     s = scene.sensors[sensor]
     st = scene.bind()
     npix = s.width * s.height
     with Progress(spp, label, unit="spp") if progress else NoBar() as bar:
         for off, k in batches(spp, npix):
-            _transaction(scene, st, npix, k, lambda: launch(off, k), film, grad, s.radius)
+            _transaction(scene, st, npix, k, lambda: launch(off, k), film, grad, s.radius,
+                         None if film_adds is None else film_adds(k))
             bar.update(k)
 
 
@@ -87,7 +91,7 @@ def _guess(st, name, default):
     return v if v else default
 
 
-def _transaction(scene, st, npix, k, run, film, grad, radius):
+def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None):
     """One launch with fixed-point scales from a guess, redone with the canonical scales of the values
     it actually added when they differ (core/fixed_point.py); then folded into float64."""
     from . import backend
@@ -95,7 +99,7 @@ def _transaction(scene, st, npix, k, run, film, grad, radius):
     footprint = (2 * math.ceil(radius) + 1) ** 2   # pixels one splat touches
     if film == "flush" and radius > LOCAL_HALF:
         film = "splat"                              # wide filters splat directly (core/film.py)
-    fa = FLUSH_ADDS if film == "flush" else footprint * k
+    fa = FLUSH_ADDS if film == "flush" else footprint * k if adds is None else adds
     ga = GRAD_ADDS_PER_SAMPLE * npix * k
     per = float(k) if film == "flush" else 1.0      # flush values are sums over the k samples of a pixel
     gname = f"film_guess_{film}"

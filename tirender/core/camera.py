@@ -21,6 +21,31 @@ def camera_ray(st: ti.template(), cam, pos):
 
 
 @ti.func
+def camera_connect(st: ti.template(), cam, p):
+    """The pinhole seen from world point p (light tracing): (valid, film position (pixels), unit
+    direction p -> pinhole, distance, importance W = We cos θ_c / dist² = 1 / (A cos³θ_c dist²)) with
+    We = 1 / (A cos⁴θ_c) the pinhole's importance normalised over its image plane of area
+    A = 4 tx ty at distance 1 (θ_c: angle to the optical axis). valid = 0 outside the film."""
+    v = st.cam_o[cam] - p
+    dist = v.norm()
+    to_cam = v / ti.max(dist, 1e-30)
+    z = -to_cam.dot(st.cam_fwd[cam])
+    valid = 0
+    pos = vec2(0.0)
+    imp = 0.0
+    if z > 1e-7 and dist > 0.0:
+        tx = st.cam_tx[cam]
+        ty = st.cam_ty[cam]
+        x = -to_cam.dot(st.cam_left[cam]) / z
+        y = -to_cam.dot(st.cam_up[cam]) / z
+        pos = vec2(0.5 * (1.0 - x / tx) * st.cam_w[cam], 0.5 * (1.0 - y / ty) * st.cam_h[cam])
+        if 0.0 <= pos[0] < st.cam_w[cam] and 0.0 <= pos[1] < st.cam_h[cam]:
+            valid = 1
+            imp = 1.0 / (4.0 * tx * ty * z * z * z * dist * dist)
+    return valid, pos, to_cam, dist, imp
+
+
+@ti.func
 def pixel_sample(st: ti.template(), cam, pix, seed, index):
     """(sampler, film position) of sample `index` of pixel `pix`: the PCG32 stream of (seed, pixel,
     index) — a replay re-derives the same path from it — and the pixel's corner plus a jitter."""

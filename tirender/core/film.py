@@ -62,19 +62,26 @@ def _add(st: ti.template(), p, wL, wt, weighted: ti.template()):
 def splat(st: ti.template(), cam, pos, L):
     """Add sample radiance L at film position pos into st.film (fixed point); one film add per
     covered pixel (launch.py: up to 25 per sample)."""
-    _splat(st, cam, pos, L, True)
+    _splat(st, cam, pos, L, True, True)
 
 
 @ti.func
 def splat_radiance(st: ti.template(), cam, pos, L):
     """Add w·L of a sample at pos into st.film but no filter weight: for estimators whose samples are
     not uniform over the film (MCMC), whose pixel weights the host adds (launch.add_uniform_weights)."""
-    _splat(st, cam, pos, L, False)
+    _splat(st, cam, pos, L, False, False)
 
 
 @ti.func
-def _splat(st: ti.template(), cam, pos, L, weighted: ti.template()):
-    if ti.static(weighted):   # the launch's largest value (splat_radiance's caller fixes its scale by a bound)
+def splat_light(st: ti.template(), cam, pos, L):
+    """splat_radiance for light tracing: w·L without filter weight, its largest |L| recorded (the
+    launch is repeatable, so launch.sweep fixes its scale as for splat)."""
+    _splat(st, cam, pos, L, False, True)
+
+
+@ti.func
+def _splat(st: ti.template(), cam, pos, L, weighted: ti.template(), track: ti.template()):
+    if ti.static(track):   # the launch's largest value (splat_radiance's caller fixes its scale by a bound)
         track_max(st.acc_max, SLOT_FILM, ti.cast(pos[0], ti.i32), ti.abs(L).max())
     if st.cam_filter[cam] == FILTER_BOX:
         _add(st, _box_pixel(st, cam, pos), L, 1.0, weighted)

@@ -13,6 +13,7 @@ PI = 3.14159265358979323846
 INV_PI = 0.31830988618379067154
 INV_TWO_PI = 0.15915494309189533577
 INV_FOUR_PI = 0.07957747154594766788
+FOUR_PI = 4.0 * PI
 EPS = 1e-4          # ray offset scale (relative to scene extent, see scene.ray_eps)
 BIG = 1e30
 

@@ -2,12 +2,13 @@
 normal, Le(x, ω) = radiance(uv) if ω·n > 0. Attached to a shape (``shapes[i].emitter``).
 
 Sampling: a triangle of the shape by area (CDF), a uniform point on it; pdf converted to solid
-angle. Differentiable: radiance (RGB texture).
+angle. Light tracing: that point, and a cosine-weighted direction about its normal. Differentiable:
+radiance (RGB texture).
 """
 import taichi as ti
 
-from ..core.math import BIG, vec2, vec3
-from ..core.warp import square_to_uniform_triangle
+from ..core.math import BIG, PI, coordinate_system, to_world, vec2, vec3
+from ..core.warp import square_to_cosine_hemisphere, square_to_uniform_triangle
 from ..schema import Texture
 from .base import SURFACE, DirectionSample, slot, slot_adjoint
 
@@ -36,7 +37,39 @@ class Area:
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
+        p, n, uv = Area.position(st, e, u)
         ds = DirectionSample(delta=0, emitter=e, dist=BIG, scale=1.0)
+        dv = p - ref_p
+        dist2 = dv.dot(dv)
+        dist = ti.sqrt(dist2)
+        d = dv / ti.max(dist, 1e-20)
+        cos_e = -d.dot(n)
+        ds.p = p
+        ds.n = n
+        ds.d = d
+        ds.dist = dist
+        ds.uv = uv
+        if cos_e > 0.0 and dist > 0.0:
+            ds.pdf = dist2 / (cos_e * st.em_area[e])
+            ds.le = slot(st, e, _RADIANCE, uv)
+            ds.weight = ds.le / ds.pdf
+        return ds
+
+    @staticmethod
+    @ti.func
+    def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
+        """A point uniform by area (pdf 1/A) and a cosine-weighted direction about its normal
+        (pdf cos/π): weight Le A π."""
+        p, n, uv = Area.position(st, e, u_pos)
+        s, t = coordinate_system(n)
+        d = to_world(s, t, n, square_to_cosine_hemisphere(u_dir))
+        area = st.em_area[e]
+        return p, d, n, uv, slot(st, e, _RADIANCE, uv) * (area * PI), area
+
+    @staticmethod
+    @ti.func
+    def position(st: ti.template(), e, u):
+        """(p, n, uv): a point uniform by area on emitter e, its (shading) normal and uv."""
         start = st.em_tri_start[e]
         j = _find_tri(st, start, st.em_tri_count[e], u[0])
         c0 = st.emtri_cdf[j - 1] if j > start else 0.0
@@ -55,21 +88,7 @@ class Area:
                 n = nn.normalized()
         uv0 = st.tri_uv0[tri]
         uv = uv0 + b[0] * (st.tri_uv1[tri] - uv0) + b[1] * (st.tri_uv2[tri] - uv0)
-        dv = p - ref_p
-        dist2 = dv.dot(dv)
-        dist = ti.sqrt(dist2)
-        d = dv / ti.max(dist, 1e-20)
-        cos_e = -d.dot(n)
-        ds.p = p
-        ds.n = n
-        ds.d = d
-        ds.dist = dist
-        ds.uv = uv
-        if cos_e > 0.0 and dist > 0.0:
-            ds.pdf = dist2 / (cos_e * st.em_area[e])
-            ds.le = slot(st, e, _RADIANCE, uv)
-            ds.weight = ds.le / ds.pdf
-        return ds
+        return p, n, uv
 
     @staticmethod
     @ti.func

@@ -10,13 +10,21 @@ the Taichi functions the dispatch (``registry.py``) calls:
     pdf_direction(st, e, ref_p, q) -> float   density of sampling record q (a hit found by a path)
     eval(st, e, q) -> vec3                    Le carried by record q (a hit, or a NEE sample)
     eval_adjoint(st, e, q, d_le)              scatter ∂<d_le, eval>/∂π into the gradient pool
+    sample_ray(st, e, u_pos, u_dir, center, radius) -> (o, d, n, uv, weight, pos_weight)
+                                          a ray of emitted light (light tracing): origin o, unit
+                                          direction d, the emitter's normal n at o (0 off surfaces),
+                                          uv, weight = Le |cos| / (pdf_pos pdf_dir) (RGB) and
+                                          pos_weight = 1 / pdf_pos (area) for surface emitters, else
+                                          0. center, radius: the scene's bounding sphere (emitters at
+                                          infinity start their rays on a disk that covers it)
 
 Records ``q`` are DirectionSamples; for a hit found by a path, ``direction_record`` builds one:
 d is the direction of travel towards the emitter (the ray direction), p/n/uv the hit.
 """
 import taichi as ti
 
-from ..core.math import BIG, vec2, vec3
+from ..core.math import BIG, PI, coordinate_system, vec2, vec3
+from ..core.warp import square_to_uniform_disk_concentric
 from ..textures import tex_eval, tex_eval_adjoint
 
 SURFACE = 1     # attached to a shape; found by rays hitting it
@@ -58,6 +66,21 @@ def direction_record(e, p, n, uv, d, dist):
 def env_record(e, ref_p, d):
     """The record of an escaped ray o + t d seen as a hit on the environment emitter e."""
     return DirectionSample(p=ref_p + d * 1e6, n=-d, d=d, dist=BIG, uv=vec2(0.5), emitter=e, scale=1.0, delta=0)
+
+
+@ti.func
+def infinite_ray(ds, u_pos, center, radius):
+    """A ray of light from an emitter at infinity arriving along -ds.d (ds: a direction sample from
+    the scene's centre; delta = 1 for a directional light): origin on the disk of `radius` facing
+    it, one radius before the centre. Returns (o, d, weight = Le / (pdf_dir · 1/(π r²)))."""
+    d = -ds.d
+    s, t = coordinate_system(d)
+    q = square_to_uniform_disk_concentric(u_pos) * radius
+    o = center - d * radius + s * q[0] + t * q[1]
+    w = vec3(0.0)
+    if ds.pdf > 0.0:
+        w = ds.le * (PI * radius * radius / ds.pdf)
+    return o, d, w
 
 
 @ti.func

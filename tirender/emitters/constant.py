@@ -2,10 +2,10 @@
 uniform sphere sampling. Differentiable: radiance (RGB)."""
 import taichi as ti
 
-from ..core.math import BIG, INV_FOUR_PI, vec2
+from ..core.math import BIG, INV_FOUR_PI, vec2, vec3
 from ..core.warp import square_to_uniform_sphere
 from ..schema import Texture
-from .base import INFINITE, DirectionSample, slot, slot_adjoint
+from .base import INFINITE, DirectionSample, infinite_ray, slot, slot_adjoint
 
 _RADIANCE = 0
 
@@ -29,6 +29,13 @@ class Constant:
         ds.le = slot(st, e, _RADIANCE, ds.uv)
         ds.weight = ds.le / ds.pdf
         return ds
+
+    @staticmethod
+    @ti.func
+    def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
+        """A uniform direction, from a disk covering the scene's bounding sphere (base.infinite_ray)."""
+        o, d, w = infinite_ray(Constant.sample_direction(st, e, center, u_dir), u_pos, center, radius)
+        return o, d, vec3(0.0), vec2(0.5), w, 0.0
 
     @staticmethod
     @ti.func

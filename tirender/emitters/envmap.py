@@ -22,7 +22,7 @@ from ..core.math import BIG, INV_PI, INV_TWO_PI, PI, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Integer, Number, String, Transform, Vec3
 from ..textures import tex_eval, tex_eval_adjoint
-from .base import INFINITE, DirectionSample
+from .base import INFINITE, DirectionSample, infinite_ray
 
 MIN_WIDTH, MIN_HEIGHT = 2, 3  # Mitsuba's Bitmap::pad_to in its envmap
 
@@ -195,6 +195,14 @@ class Envmap:
             ds.le = tex_eval(st, tid, ds.uv)
             ds.weight = ds.le / ds.pdf
         return ds
+
+    @staticmethod
+    @ti.func
+    def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
+        """A direction by the map's luminance, from a disk covering the scene's bounding sphere
+        (base.infinite_ray)."""
+        o, d, w = infinite_ray(Envmap.sample_direction(st, e, center, u_dir), u_pos, center, radius)
+        return o, d, vec3(0.0), vec2(0.5), w, 0.0
 
 
 def pad(img):

@@ -2,7 +2,8 @@
 sample's scale 1/dist²). Delta emitter (never hit). Differentiable: intensity (RGB)."""
 import taichi as ti
 
-from ..core.math import vec2
+from ..core.math import FOUR_PI, vec2, vec3
+from ..core.warp import square_to_uniform_sphere
 from ..schema import Texture, Vec3
 from .base import DeltaEmitter, DirectionSample, slot
 
@@ -27,6 +28,13 @@ class Point(DeltaEmitter):
             ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
             ds.weight = ds.le
         return ds
+
+    @staticmethod
+    @ti.func
+    def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
+        """A uniform direction (pdf 1/4π): weight 4π I."""
+        return (st.em_pos[e], square_to_uniform_sphere(u_dir), vec3(0.0), vec2(0.5),
+                slot(st, e, _INTENSITY, vec2(0.5)) * FOUR_PI, 0.0)
 
 
 @ti.func

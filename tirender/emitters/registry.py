@@ -8,6 +8,8 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
     sample_emitter(st, em, ref_p, u) -> DirectionSample    (emitter = -1: none)
     pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
     eval(st, em, q) -> vec3 / eval_adjoint(st, em, q, d_le)
+    sample_ray(st, em, u_sel, u_pos, u_dir, center, radius) -> (e, o, d, n, uv, weight, pos_weight)
+                                                            emitted light (light tracing; base.py)
 """
 import taichi as ti
 
@@ -33,7 +35,7 @@ BY_NAME, ALL = register(MODELS)
 N_FLOAT = 4     # per-emitter constants (Row.floats -> st.em_f)
 N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
-           "eval_adjoint", "mask_of"]
+           "eval_adjoint", "mask_of", "sample_ray"]
 
 
 @ti.func
@@ -88,3 +90,28 @@ def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le):
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     MODELS[i].eval_adjoint(st, q.emitter, q, d_le)
+
+
+@ti.func
+def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center, radius):
+    """Pick an emitter uniformly with u_sel, then a ray of its light (the model's sample_ray): (e,
+    o, d, n, uv, weight, pos_weight) with the selection probability 1/N in both weights (e = -1:
+    the scene has no emitter)."""
+    n_em = st.info_i[0]
+    e = -1
+    o = vec3(0.0)
+    d = vec3(0.0, 0.0, 1.0)
+    nrm = vec3(0.0)
+    uv = ti.Vector([0.5, 0.5], dt=float)
+    w = vec3(0.0)
+    pw = 0.0
+    if n_em > 0:
+        e = ti.min(ti.cast(u_sel * n_em, ti.i32), n_em - 1)
+        t = st.em_type[e]
+        for i in ti.static(range(len(MODELS))):
+            if ti.static(em & (1 << MODELS[i].TAG)):
+                if t == MODELS[i].TAG:
+                    o, d, nrm, uv, w, pw = MODELS[i].sample_ray(st, e, u_pos, u_dir, center, radius)
+        w = w * n_em
+        pw = pw * n_em
+    return e, o, d, nrm, uv, w, pw

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import taichi as ti
 
+from ..core.math import PI, coordinate_system, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Key, Number, Texture, Transform
 from .base import DeltaEmitter, slot
@@ -95,3 +96,18 @@ class Spot(DeltaEmitter):
             ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
             ds.weight = ds.le
         return ds
+
+    @staticmethod
+    @ti.func
+    def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
+        """A direction uniform in the cone of the cutoff angle (pdf 1 / (2π (1 - cos cutoff))):
+        weight I falloff / pdf."""
+        cos_cut = st.em_f[e, _COS_CUTOFF]
+        cos_t = 1.0 - u_dir[1] * (1.0 - cos_cut)
+        sin_t = ti.sqrt(ti.max(1.0 - cos_t * cos_t, 0.0))
+        phi = 2.0 * PI * u_dir[0]
+        a = st.em_dir[e]
+        s, t = coordinate_system(a)
+        d = (s * ti.cos(phi) * sin_t + t * ti.sin(phi) * sin_t + a * cos_t).normalized()
+        w = slot(st, e, _INTENSITY, vec2(0.5)) * (Spot.falloff(st, e, cos_t) * 2.0 * PI * (1.0 - cos_cut))
+        return st.em_pos[e], d, vec3(0.0), vec2(0.5), w, 0.0

@@ -8,9 +8,9 @@ optionally ``JOINT`` (method -> a pass that returns (image, gradients)). One lin
 """
 from ..errors import ConfigError
 from ..schema import validate
-from . import aov, mcmc, path, prb, prbvolpath, rb, volpath
+from . import aov, mcmc, path, prb, prbvolpath, ptracer, rb, volpath
 
-PRIMAL_MODULES = (path, aov, volpath, mcmc)
+PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer)
 GRADIENT_MODULES = (prb, rb, prbvolpath)
 
 PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}

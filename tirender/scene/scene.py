@@ -51,7 +51,8 @@ class Scene:
     Attributes: ``params`` (ParameterPool: names, shapes, bounds; numpy get/set), ``sensors``
     (list of description.Sensor), ``integrator`` (dict), ``bsdf_levels`` (per nesting depth, the
     bitmask of BSDF models used: bsdfs.registry.dispatch specialises kernels to it), ``em_mask``
-    (bitmask of the emitter models used), ``n_triangles``, ``bvh_seconds``.
+    (bitmask of the emitter models used), ``n_triangles``, ``bvh_seconds``, ``bounding_sphere`` ((centre,
+    radius) of the geometry: where light tracing starts the rays of emitters at infinity).
     """
 
     def __init__(self, desc: SceneDescription, integrator):
@@ -228,6 +229,11 @@ class Scene:
         info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
         info_f = np.zeros(8, np.float32)
         ext = float(np.abs(P[np.isfinite(P)]).max()) if n0 else 1.0
+        self.bounding_sphere = ((0.0, 0.0, 0.0), 1.0)   # (centre, radius) of the geometry's bounding box
+        if n0:
+            pts = P.reshape(-1, 3).astype(np.float64)
+            lo, hi = pts.min(0), pts.max(0)
+            self.bounding_sphere = (tuple((lo + hi) / 2), max(float(np.linalg.norm(hi - lo)) / 2, 1e-6))
         info_f[0], info_f[1] = RAY_EPS, ext
         a["info_i"], a["info_f"] = info_i, info_f
         from ..media.spec import media_arrays
