@@ -241,11 +241,15 @@ def _render_results():
                                         "integrator.schedule=threads"])
     mimg = tirender.render(ms, spp=64, seed=4, progress=False)
     pt = tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)   # light tracing: splats
+    ps = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
+                             overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=ptracer"])
+    pg = tirender.render_grad(ps, np.ones((24, 24, 3), np.float32), spp=8, seed=7, progress=False)
     vs = tirender.load_scene(VOLUME)
     vimg = tirender.render(vs, spp=8, seed=1, progress=False)
     vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
     return {"arch": backend.current_arch(), "img": img.reshape(-1).tolist(),
             "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
+            "ptgrad": {k: pg[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
             "vimg": vimg.reshape(-1).tolist(), "mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(),
             "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}}
 
@@ -279,7 +283,7 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
         a, b = np.asarray(cpu[key]), np.asarray(vk[key])
         assert np.abs(a - b).max() < 1e-3 * max(a.max(), 1.0), (key, np.abs(a - b).max())
         assert abs(a.mean() - b.mean()) < 1e-5 * a.mean(), key
-    for grads in ("grad", "vgrad"):
+    for grads in ("grad", "vgrad", "ptgrad"):
         for name, a in cpu[grads].items():
             a, b = np.asarray(a), np.asarray(vk[grads][name])
             assert np.abs(a - b).max() <= 1e-3 * np.abs(a).max() + 1e-6, (name, a[:6], b[:6])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tirender
+from gradcheck_util import assert_agree, projected_gradients
 from scenes import camera, cornell_like
 from tirender.errors import ConfigError
 
@@ -134,12 +135,46 @@ def test_deterministic_per_seed():
     assert not np.array_equal(a, c)
 
 
+SEEDS_PRB = [11 + k for k in range(8)]
+SEEDS_FD = [51 + k for k in range(8)]
+
+
+def _grad_scene(emitter=None, roughness=None):
+    d = _plane_scene(emitter or {"type": "point", "position": [0.5, 1.5, 1.0], "intensity": [6.0, 5.0, 4.0]}, w=12)
+    d["integrator"]["type"] = "ptracer"
+    if roughness is not None:
+        d["bsdfs"]["box"] = {"type": "roughconductor", "material": "Au", "alpha": roughness}
+    return tirender.load_scene(d)
+
+
+def _w(sc, seed=0):
+    s = sc.sensors[0]
+    return np.random.default_rng(seed).uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
+
+
+@pytest.mark.parametrize("pname,emitter,roughness", [
+    ("floor.reflectance", None, None),                     # connections and a sampled bounce
+    ("box.reflectance", None, None),
+    ("box.roughness", None, 0.3),                          # a rough conductor, sampled and connected
+    ("light.intensity", {"id": "light", "type": "point", "position": [0.5, 1.5, 1.0], "intensity": [6.0, 5.0, 4.0]},
+     None),
+    ("sky.radiance", {"id": "sky", "type": "constant", "radiance": [0.5, 0.6, 0.7]}, None),   # light paths + seen
+])
+def test_light_tracer_gradients_match_fd(pname, emitter, roughness):
+    """Detached PRB for light paths vs central differences of the light tracer's image (correlated
+    random numbers), every parameter direction random."""
+    sc = _grad_scene(emitter, roughness)
+    u = np.random.default_rng(5).uniform(0.5, 1.0, sc.params[pname].shape)
+    g, f = projected_gradients(sc, pname, u, _w(sc), 64, SEEDS_PRB, SEEDS_FD, 0.02)
+    assert_agree(g, f, pname)
+
+
 def test_refusals_are_one_line():
     d = cornell_like(w=8)
     d["integrator"]["type"] = "ptracer"
     sc = tirender.load_scene(d)
     with pytest.raises(ConfigError, match="does not support the 'ptracer' integrator") as e:
-        tirender.render_grad(sc, np.zeros((8, 8, 3), np.float32), spp=1, progress=False)
+        tirender.render_grad(sc, np.zeros((8, 8, 3), np.float32), spp=1, method="rb", progress=False)
     assert "\n" not in str(e.value)
     d["media"] = {"fog": {"type": "homogeneous", "sigma_t": 0.5, "albedo": 0.5}}
     d["shapes"].append({"id": "box", "type": "cube", "bsdf": {"type": "null"}, "interior": "fog",

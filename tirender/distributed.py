@@ -55,11 +55,12 @@ class ViewWorker:
         from .api import scene_from_config
         self.targets, self.index, self.error = {}, index, None
         self.held = {}           # (iteration, view) -> name -> float64 gradient, between the phases
-        # test hook "index:iteration:phase" (phase evaluate|reduce): this worker dies in that phase
-        kill = os.environ.get("TIRENDER_TEST_KILL_WORKER", "").split(":")
+        # test hook "index:iteration:phase[,...]" (phase evaluate|reduce): this worker dies in that phase
         self.kill_at, self.kill_phase = -1, None
-        if len(kill) == 3 and int(kill[0]) == index:
-            self.kill_at, self.kill_phase = int(kill[1]), kill[2]
+        for spec in os.environ.get("TIRENDER_TEST_KILL_WORKER", "").split(","):
+            kill = spec.split(":")
+            if len(kill) == 3 and int(kill[0]) == index:
+                self.kill_at, self.kill_phase = int(kill[1]), kill[2]
         try:   # an error here (a scene file missing on this machine) is raised by ready(), as a task error
             backend.init(arch, **({} if threads is None else {"cpu_max_num_threads": int(threads)}))
             self.scene = scene_from_config(cfg)

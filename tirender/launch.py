@@ -224,9 +224,10 @@ def normalize_adjoint_kernel(st: ti.template(), n: ti.i32):
         st.adj[p] = st.adj[p] / wp if wp > 0.0 else vec3(0.0)
 
 
-def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed):
-    """Upload δy · 2^-e (2^e ≥ max|δy|, so any finite δy fits), compute W_p with the adjoint seed,
-    store δy 2^-e / W_p in st.adj; st.adj_exp = e."""
+def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed, weights=None):
+    """Upload δy · 2^-e (2^e ≥ max|δy|, so any finite δy fits), compute W_p with the adjoint seed
+    (or take weights(sensor description, spp): (H·W,) for estimators whose pixel weights are known,
+    e.g. the light tracer's uniform ones), store δy 2^-e / W_p in st.adj; st.adj_exp = e."""
     s = scene.sensors[sensor]
     a = np.asarray(adjoint_image, np.float64)
     if a.shape != (s.height, s.width, 3):
@@ -238,8 +239,12 @@ def prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed):
     e = math.frexp(amax)[1] if amax > 0 else 0
     st.adj_exp = e
     st.adj.from_numpy(padded(np.ldexp(a, -e).astype(np.float32).reshape(-1, 3), st.caps["pixels"]))
-    st.adj_w.fill(0)
-    film_weights_kernel(st, sensor, spp, 0, seed, wide_filter(scene, sensor))
+    if weights is None:
+        st.adj_w.fill(0)
+        film_weights_kernel(st, sensor, spp, 0, seed, wide_filter(scene, sensor))
+    else:
+        w = np.rint(np.asarray(weights(s, spp), np.float64) * WEIGHT_SCALE).astype(np.int64)   # fixed point, as the kernel's
+        st.adj_w.from_numpy(padded(w, st.caps["pixels"], np.int64))
     normalize_adjoint_kernel(st, s.width * s.height)
 
 
@@ -313,13 +318,14 @@ def write_gradients(scene, st, grads):
     st.grad_is_total = True
 
 
-def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, label, launch, film=None):
+def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, label, launch, film=None,
+                  weights=None):
     """The adjoint passes of the three-pass scheme: δy / W_p into st.adj, launch(st, sensor, seed,
     sample_offset, count) over the batches (film: also renders, see ``sweep``), read the gradients."""
     spp, sensor = check_args(scene, spp, sensor)
     st = scene.bind()
     seed = int(seed) & 0xFFFFFFFF
-    prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed)
+    prepare_adjoint(scene, st, adjoint_image, sensor, spp, seed, weights)
     begin_gradient(st, scene, accumulate)
     sweep(scene, sensor, spp, label, progress, lambda off, k: launch(st, sensor, seed, off, k), film=film,
           grad=True)

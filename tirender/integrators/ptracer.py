@@ -17,7 +17,15 @@ path). The film's pixel weights are those of spp · W · H uniform film samples
 
 ``max_depth`` counts segments of the whole path, camera connection included (2: direct
 illumination), as Mitsuba's; ``rr_depth``; ``hide_emitters``. Surfaces only (participating media
-are refused with one line); no gradients (refused by the registry).
+are refused with one line).
+
+Gradients (``render_grad``, method ``prb``): detached path replay for light paths. The loss of one
+path is Σ_k δ_k · c_k over its connections (δ_k: the adjoint image gathered through the filter at
+the splat, divided by the uniform film weights). Pass 1 walks the path and sums A = Σ_k δ_k ∘ c_k;
+pass 2 resets the RNG, walks the same path and scatters: Le with A / Le; each connection's adjoint
+BSDF with δ_k ∘ β_k (its geometry factor); each non-Dirac sampled scattering with the part of A
+still to come, R / f* (as PRB's L / f). Constant memory; the splat positions are detached (the
+film's derivative w.r.t. the splat position is not used: no parameter moves a path here).
 """
 import math
 
@@ -30,10 +38,10 @@ from ..core import film
 from ..core.camera import camera_connect, camera_ray
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect, occluded
-from ..core.math import BIG, max3, to_local, vec2
+from ..core.math import BIG, max3, safe_div, to_local, vec2, vec3
 from ..core.rng import make_sampler
 from ..emitters import registry as emitters
-from ..emitters.base import direction_record, env_record
+from ..emitters.base import DirectionSample, direction_record, env_record
 from ..errors import ConfigError
 from ..walk import vertex
 from . import path
@@ -52,42 +60,62 @@ def _offset(st: ti.template(), p, n, d):
 
 
 @ti.func
-def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.template()):
+def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.template(), grad: ti.template()):
     """An emitter at infinity seen directly: a camera ray through a uniform film position that
-    escapes splats its Le (the one-segment paths a light path cannot reach the pinhole with)."""
+    escapes splats its Le (the one-segment paths a light path cannot reach the pinhole with).
+    grad: scatter δ(pos) into Le instead."""
     w = st.cam_w[cam]
     pos = vec2(pix % w, pix // w) + sampler.next_2d()
     e = st.info_i[1]
     if e >= 0:
         o, d = camera_ray(st, cam, pos)
         if not occluded(st, o, d, BIG):
-            film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, env_record(e, o, d))))
+            q = env_record(e, o, d)
+            if ti.static(grad):
+                emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos))
+            else:
+                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q)))
 
 
 @ti.func
-def _connect(st: ti.template(), cam, p, to_cam, dist, pos, value):
-    """Splat value at film position pos if the segment p -> pinhole (length dist) is unoccluded."""
-    if max3(value) > 0.0 and not occluded(st, p, to_cam, dist * (1.0 - 1e-4)):
-        film.splat_light(st, cam, pos, film.nan_to_zero(value))
+def _visible(st: ti.template(), cam, p, to_cam, dist):
+    """The segment p -> pinhole (length dist) is unoccluded."""
+    return not occluded(st, p, to_cam, dist * (1.0 - 1e-4))
 
 
 @ti.func
 def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, sampler: ti.template(), center,
-               radius, max_depth, rr_depth, hide_emitters):
-    """Trace one light path and splat its camera connections (see the module doc)."""
+               radius, max_depth, rr_depth, hide_emitters, grad: ti.template(), replay, A_in):
+    """Trace one light path (see the module doc). Primal (grad False): splat its camera
+    connections. Gradient (detached PRB for light paths): replay = 0 returns A = Σ_k δ_k ∘ c_k over
+    its connections c_k (δ_k: the adjoint gathered at each splat's film position); replay = 1 walks
+    the same path again with A_in = A and scatters ∂/∂π: each connection's adjoint BSDF with weight
+    δ_k ∘ β_k (geometry); each sampled (non-Dirac) scattering with the part of A still to come,
+    R / f; the emitter's Le with A / Le."""
+    A = vec3(0.0)
+    R = A_in
     u_sel = sampler.next_1d()
     u_pos = sampler.next_2d()
     u_dir = sampler.next_2d()
     e, o, d, n, uv, beta, pos_w = emitters.sample_ray(st, em, u_sel, u_pos, u_dir, center, radius)
     if e >= 0 and max3(beta) > 0.0:
+        if ti.static(grad):
+            if replay == 1:   # the emitted light Le scales every connection of the path
+                q = DirectionSample(p=o, n=n, d=-d, dist=1.0, uv=uv, emitter=e, scale=1.0, delta=0)
+                emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q)))
         if pos_w > 0.0:
             if hide_emitters == 0:   # the surface emitter's point seen by the camera (one segment)
                 valid, pos, to_cam, dist, imp = camera_connect(st, cam, o)
                 if valid == 1:
-                    le = emitters.eval(st, em, direction_record(e, o, n, uv, -to_cam, dist))
                     so = _offset(st, o, n, to_cam)
-                    _connect(st, cam, so, to_cam, (st.cam_o[cam] - so).norm(), pos,
-                             le * (ti.abs(n.dot(to_cam)) * imp * pos_w))
+                    if _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
+                        q = direction_record(e, o, n, uv, -to_cam, dist)
+                        k = ti.abs(n.dot(to_cam)) * imp * pos_w
+                        if ti.static(grad):
+                            if replay == 1:
+                                emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos) * k)
+                        else:
+                            film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q) * k))
             o = _offset(st, o, n, d)
         depth = 1          # segments from the emitter to the next vertex
         active = True
@@ -98,26 +126,42 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                 active = False
             else:
                 v = vertex.surface_vertex(st, si, d)        # v.wi: towards the light (local)
-                wl = -d
-                cos_lg = ti.abs(wl.dot(v.ng))
+                cos_lg = ti.abs(d.dot(v.ng))
                 if (v.flags & SMOOTH) != 0 and depth + 1 <= max_depth and cos_lg > 0.0:
                     valid, pos, to_cam, dist, imp = camera_connect(st, cam, v.p)
                     if valid == 1:
                         wc = to_local(v.s, v.t, v.n, to_cam)
                         f, _pdf = bsdf.eval_pdf(st, v.ctx, wc, v.wi)   # f(ω_C, ω_L) |cos θ_L| = f* |cos θ_L|
                         # f* |ω_C·n_s| with pbrt's shading-normal correction = f* |ω_L·n_s| |ω_C·n_g| / |ω_L·n_g|
+                        geo = ti.abs(to_cam.dot(v.ng)) / cos_lg * imp
                         so = vertex.spawn(st, v, to_cam)
-                        _connect(st, cam, so, to_cam, (st.cam_o[cam] - so).norm(), pos,
-                                 beta * f * (ti.abs(to_cam.dot(v.ng)) / cos_lg * imp))
+                        if max3(f) > 0.0 and _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
+                            c = film.nan_to_zero(beta * f * geo)
+                            if ti.static(grad):
+                                dk = film.gather_adjoint(st, cam, pos)
+                                if replay == 0:
+                                    A += dk * c
+                                else:
+                                    bsdf.adjoint(st, v.ctx, wc, v.wi, dk * beta * geo)
+                                    R -= dk * c
+                            else:
+                                film.splat_light(st, cam, pos, c)
                 if depth + 1 >= max_depth:
                     active = False
                 else:
                     bs = vertex.sample(st, bsdf, v, sampler)
-                    cos_os = ti.abs(to_local(v.s, v.t, v.n, bs.wo)[2])
+                    wo = to_local(v.s, v.t, v.n, bs.wo)
+                    cos_os = ti.abs(wo[2])
                     cos_ls = ti.abs(v.wi[2])
                     if bs.valid == 0 or max3(bs.weight) <= 0.0 or cos_os <= 0.0:
                         active = False
                     else:
+                        if ti.static(grad):
+                            if replay == 1 and bs.delta == 0:
+                                # the connections still to come scale with the adjoint BSDF sampled here,
+                                # f*(ω_L -> ω_o) = f(ω_o, ω_L): R ∂ln f* (its value: f(ω_o, ω_L) |cos θ_L|)
+                                fs, _p = bsdf.eval_pdf(st, v.ctx, wo, v.wi)
+                                bsdf.adjoint(st, v.ctx, wo, v.wi, R * safe_div(vec3(1.0), fs))
                         # importance: no radiance compression at refraction (× η²); shading normals
                         corr = cos_ls * ti.abs(bs.wo.dot(v.ng)) / (cos_lg * cos_os)
                         beta *= bs.weight * (bs.eta * bs.eta * corr)
@@ -129,18 +173,20 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                         if not bmax > 0.0:
                             active = False
                         elif depth >= rr_depth:
-                            q = ti.min(bmax, RR_MAX)
-                            if u_rr >= q:
+                            q_rr = ti.min(bmax, RR_MAX)
+                            if u_rr >= q_rr:
                                 active = False
                             else:
-                                beta /= q
+                                beta /= q_rr
+    return A
 
 
-_kernel = {}
+_kernels = {}
 
 
-def _make_kernel():
-    if "k" not in _kernel:
+def _kernel(grad):
+    """The primal (splat) or gradient (two passes per path, detached PRB) megakernel."""
+    if grad not in _kernels:
         @ti.kernel
         def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
                   sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32,
@@ -148,20 +194,35 @@ def _make_kernel():
             npix = st.cam_w[cam] * st.cam_h[cam]
             for i in range(npix * spp):
                 pix = i % npix
-                sampler = make_sampler(seed, pix, sample_offset + i // npix)
+                index = sample_offset + i // npix
+                sampler = make_sampler(seed, pix, index)
                 if hide_emitters == 0:
-                    _visible_env(st, em, cam, pix, sampler)
-                light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters)
-        _kernel["k"] = trace
-    return _kernel["k"]
+                    _visible_env(st, em, cam, pix, sampler, grad)
+                if ti.static(grad):
+                    # pass 1: the connections' adjoint sum A; pass 2: the RNG reset, the same path replayed
+                    saved = sampler.copy()
+                    A = light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters,
+                                   True, 0, vec3(0.0))
+                    if max3(ti.abs(A)) > 0.0 and A[0] == A[0] and A[1] == A[1] and A[2] == A[2]:
+                        light_path(st, bsdf, em, cam, saved, center, radius, max_depth, rr_depth, hide_emitters,
+                                   True, 1, A)
+                else:
+                    light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters,
+                               False, 0, vec3(0.0))
+        _kernels[grad] = trace
+    return _kernels[grad]
+
+
+def _check(scene):
+    if scene.desc.media:
+        raise ConfigError("the light tracer renders surfaces only; this scene has participating media "
+                          "(use volpath)", key="integrator.type")
 
 
 def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
     """Trace spp · W · H light paths (indices sample_offset, ... per pixel index) into the film of
     `sensor` (cleared first unless clear=False) and return the image."""
-    if scene.desc.media:
-        raise ConfigError("the light tracer renders surfaces only; this scene has participating media "
-                          "(use volpath)", key="integrator.type")
+    _check(scene)
     a = path.args(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
     bsdf = dispatch(scene.bsdf_levels)
@@ -169,7 +230,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     npix = s.width * s.height
     center, radius = scene.bounding_sphere
     seed = int(seed) & 0xFFFFFFFF
-    kernel = _make_kernel()
+    kernel = _kernel(False)
     footprint = (2 * math.ceil(s.radius) + 1) ** 2
     # a launch of k samples per pixel adds at most (k·npix paths) · (max_depth connections + the
     # visible emitters) · footprint values into one pixel
@@ -180,3 +241,24 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
                  film="splat", film_adds=lambda k: k * npix * depth * footprint)
     launch.add_uniform_weights(st, s, spp * npix)
     return launch.resolve_film(st, s)
+
+
+def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
+    """Gradient of <adjoint_image, render(scene)> (the light tracer's image) w.r.t. every parameter
+    by detached PRB for light paths (dict name -> array): δy / W_p with W_p the uniform film
+    samples' weights (the light tracer's own), spp · W · H light paths, each walked twice."""
+    _check(scene)
+    a = path.args(scene)
+    bsdf = dispatch(scene.bsdf_levels)
+    center, radius = scene.bounding_sphere
+    kernel = _kernel(True)
+
+    def run(st, cam, sd, off, k):
+        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, ti.Vector(center),
+               float(radius) * 1.001)
+    return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run,
+                                weights=lambda s, n: launch.uniform_weight_sums(s, n * s.width * s.height))
+
+
+INTEGRATES = NAMES
+METHODS = {"prb": render_grad}
