@@ -48,6 +48,7 @@ def _plane_scene(emitter, w=24):
             "emitters": [emitter]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("emitter", [
     {"type": "point", "position": [0.5, 1.5, 1.0], "intensity": [6.0, 5.0, 4.0]},
     {"type": "spot", "intensity": 20.0, "cutoff_angle": 35.0, "beam_width": 20.0,
@@ -59,6 +60,7 @@ def test_emitters_match_path_tracer(emitter):
     _compare(tirender.load_scene(_plane_scene(emitter)), 512, 512, 0.03, 0.08)
 
 
+@pytest.mark.slow
 def test_envmap_matches_path_tracer(tmp_path):
     rng = np.random.default_rng(3)
     env = rng.uniform(0.1, 1.0, (16, 32, 3)).astype(np.float32)
@@ -68,6 +70,7 @@ def test_envmap_matches_path_tracer(tmp_path):
     _compare(tirender.load_scene(_plane_scene({"type": "envmap", "data": path})), 512, 512, 0.03, 0.08)
 
 
+@pytest.mark.slow
 def test_glass_caustic_matches_path_tracer():
     """A glass sphere on a diffuse floor lit from the side by a small area light; the camera looks
     down at the floor beside the ball (a light tracer cannot render a Dirac surface seen directly by
@@ -152,6 +155,7 @@ def _w(sc, seed=0):
     return np.random.default_rng(seed).uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pname,emitter,roughness", [
     ("floor.reflectance", None, None),                     # connections and a sampled bounce
     ("box.reflectance", None, None),
