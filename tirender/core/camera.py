@@ -46,6 +46,26 @@ def camera_connect(st: ti.template(), cam, p):
 
 
 @ti.func
+def camera_connect_adjoint(st: ti.template(), cam, p, d_pos, d_imp):
+    """∂/∂p of <d_pos, pos(p)> + d_imp · imp(p) for camera_connect's film position and importance
+    (p inside the film; vec3). With r = p - o and c = r·fwd: x = r·left / c, y = r·up / c,
+    pos = (½ W (1 - x / tx), ½ H (1 - y / ty)), imp = |r| / (4 tx ty c³)."""
+    r = p - st.cam_o[cam]
+    fwd = st.cam_fwd[cam]
+    c = r.dot(fwd)
+    x = r.dot(st.cam_left[cam]) / c
+    y = r.dot(st.cam_up[cam]) / c
+    dx = (st.cam_left[cam] - x * fwd) / c
+    dy = (st.cam_up[cam] - y * fwd) / c
+    tx = st.cam_tx[cam]
+    ty = st.cam_ty[cam]
+    g = d_pos[0] * (-0.5 * st.cam_w[cam] / tx) * dx + d_pos[1] * (-0.5 * st.cam_h[cam] / ty) * dy
+    n = r.norm()
+    imp = n / (4.0 * tx * ty * c * c * c)
+    return g + d_imp * imp * (r / (n * n) - 3.0 * fwd / c)
+
+
+@ti.func
 def pixel_sample(st: ti.template(), cam, pix, seed, index):
     """(sampler, film position) of sample `index` of pixel `pix`: the PCG32 stream of (seed, pixel,
     index) — a replay re-derives the same path from it — and the pixel's corner plus a jitter."""

@@ -14,7 +14,7 @@ of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after
 import taichi as ti
 
 from .fixed_point import INFO_FILM_SCALE, SLOT_FILM, WEIGHT_SCALE, finite_or_zero, to_fixed, track_max
-from .math import vec3
+from .math import vec2, vec3
 
 FILTER_BOX, FILTER_GAUSSIAN = 0, 1
 
@@ -137,6 +137,36 @@ def gather_adjoint(st: ti.template(), cam, pos):
                 wy = _w1(y + 0.5 - pos[1], sd, r)
                 for x in range(x0, x1 + 1):
                     res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * st.cam_w[cam] + x]
+    return res
+
+
+@ti.func
+def _dw1(d, stddev, radius):
+    """d/dd of _w1 (0 outside the radius, where _w1 is 0)."""
+    a = 1.0 / (2.0 * stddev * stddev)
+    res = 0.0
+    if d * d < radius * radius:
+        res = -2.0 * a * d * ti.exp(-d * d * a)
+    return res
+
+
+@ti.func
+def gather_adjoint_position(st: ti.template(), cam, pos, L):
+    """∂/∂pos of <gather_adjoint(pos), L> = Σ_p w_p(pos) (st.adj[p] · L): the film's adjoint w.r.t.
+    a splat's film position (pixels; vec2), for estimators whose splats move with the parameters
+    (light tracing). Gaussian filters: Σ_p ∇w_p(pos) (adj_p · L), with w_p(pos) = g(x_p + ½ - pos_x)
+    g(y_p + ½ - pos_y); box filters: 0 (piecewise constant)."""
+    res = vec2(0.0)
+    if st.cam_filter[cam] != FILTER_BOX:
+        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        for y in range(y0, y1 + 1):
+            dy = y + 0.5 - pos[1]
+            wy = _w1(dy, sd, r)
+            gy = _dw1(dy, sd, r)
+            for x in range(x0, x1 + 1):
+                dx = x + 0.5 - pos[0]
+                a = st.adj[y * st.cam_w[cam] + x].dot(L)
+                res += vec2(-_dw1(dx, sd, r) * wy, -_w1(dx, sd, r) * gy) * a
     return res
 
 

@@ -1,0 +1,183 @@
+"""Adjoints for derivatives that move paths (issue 16) against float64 central differences of their
+primal (run in a child process with fp = f64, since a process holds one ti.init):
+
+* core/optics.py: Snell refraction w.r.t. the direction, the normal and η; normalisation;
+* core/camera.py: the pinhole connection's film position and importance w.r.t. the point;
+* core/film.py: the gathered adjoint w.r.t. a splat's film position (Gaussian filter).
+
+``python tests/test_optics_adjoints.py --f64`` runs the child by hand."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+H = 1e-6
+
+
+def _fd(f, x, h=H):
+    """Central differences of scalar f at x (float64 vector) along each coordinate."""
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
+
+
+def checks():
+    """(name -> largest relative error over random cases); runs under fp = f64."""
+    import taichi as ti
+    import tirender
+    from scenes import camera
+    from tirender.core import film
+    from tirender.core.camera import camera_connect, camera_connect_adjoint
+    from tirender.core.math import vec2, vec3
+    from tirender.core.optics import normalize_adjoint, refract, refract_adjoint
+    rng = np.random.default_rng(0)
+    out = {}
+
+    @ti.kernel
+    def k_refract(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
+        d = vec3(x[0], x[1], x[2])
+        n = vec3(x[3], x[4], x[5])
+        wt, _ok = refract(d, n, x[6])
+        return wt.dot(vec3(g[0], g[1], g[2]))
+
+    @ti.kernel
+    def k_refract_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
+        gd, gn, ge = refract_adjoint(vec3(x[0], x[1], x[2]), vec3(x[3], x[4], x[5]), x[6], vec3(g[0], g[1], g[2]))
+        for i in ti.static(range(3)):
+            out[i] = gd[i]
+            out[3 + i] = gn[i]
+        out[6] = ge
+
+    errs, tir = [], 0
+    for _ in range(200):
+        n = rng.normal(size=3)
+        n /= np.linalg.norm(n)
+        d = rng.normal(size=3)
+        d /= np.linalg.norm(d)
+        if d @ n > -0.05:
+            d -= 2 * (d @ n) * n if d @ n > 0 else 0
+            if d @ n > -0.05:
+                continue
+        eta = rng.uniform(0.6, 1.6)
+        if 1 - eta * eta * (1 - (d @ n) ** 2) < 1e-3:
+            tir += 1
+            continue
+        x = np.concatenate([d, n, [eta]])
+        g = rng.normal(size=3)
+        adj = np.zeros(7)
+        k_refract_adj(x, g, adj)
+        errs.append(_rel(adj, _fd(lambda y: k_refract(y, g), x)))
+    out["refract (d, n, eta)"] = {"max_rel_err": max(errs), "cases": len(errs)}
+
+    @ti.kernel
+    def k_norm(v: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
+        u = vec3(v[0], v[1], v[2]).normalized()
+        return u.dot(vec3(g[0], g[1], g[2]))
+
+    @ti.kernel
+    def k_norm_adj(v: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
+        r = normalize_adjoint(vec3(v[0], v[1], v[2]), vec3(g[0], g[1], g[2]))
+        for i in ti.static(range(3)):
+            out[i] = r[i]
+
+    errs = []
+    for _ in range(100):
+        v, g, adj = rng.normal(size=3) * 2, rng.normal(size=3), np.zeros(3)
+        k_norm_adj(v, g, adj)
+        errs.append(_rel(adj, _fd(lambda y: k_norm(y, g), v)))
+    out["normalize"] = {"max_rel_err": max(errs), "cases": len(errs)}
+
+    sc = tirender.load_scene({"sensors": [dict(camera([0.3, 0.8, 3.0], [0, 0, 0], fov=50, w=40, h=30),
+                                               film={"width": 40, "height": 30,
+                                                     "filter": {"type": "gaussian", "stddev": 0.6}})],
+                              "shapes": [{"id": "p", "type": "rectangle"}],
+                              "emitters": [{"type": "constant"}]})
+    st = sc.bind()
+
+    @ti.kernel
+    def k_cam(p: ti.types.ndarray(), w: ti.types.ndarray()) -> ti.f64:
+        valid, pos, to_cam, dist, imp = camera_connect(st, 0, vec3(p[0], p[1], p[2]))
+        return pos[0] * w[0] + pos[1] * w[1] + imp * w[2] + ti.cast(valid, ti.f64) * 0.0
+
+    @ti.kernel
+    def k_cam_valid(p: ti.types.ndarray()) -> ti.i32:
+        valid, pos, to_cam, dist, imp = camera_connect(st, 0, vec3(p[0], p[1], p[2]))
+        return valid
+
+    @ti.kernel
+    def k_cam_adj(p: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
+        r = camera_connect_adjoint(st, 0, vec3(p[0], p[1], p[2]), vec2(w[0], w[1]), w[2])
+        for i in ti.static(range(3)):
+            out[i] = r[i]
+
+    errs = []
+    while len(errs) < 100:
+        p = rng.uniform(-1.5, 1.5, 3)
+        if not k_cam_valid(p):
+            continue
+        w, adj = rng.normal(size=3) * np.array([1.0, 1.0, 10.0]), np.zeros(3)
+        k_cam_adj(p, w, adj)
+        errs.append(_rel(adj, _fd(lambda y: k_cam(y, w), p)))
+    out["camera_connect (pos, imp) w.r.t. p"] = {"max_rel_err": max(errs), "cases": len(errs)}
+
+    @ti.kernel
+    def k_set_adj(a: ti.types.ndarray()):
+        for i in range(a.shape[0]):
+            st.adj[i] = vec3(a[i, 0], a[i, 1], a[i, 2])
+
+    @ti.kernel
+    def k_gather(pos: ti.types.ndarray(), L: ti.types.ndarray()) -> ti.f64:
+        return film.gather_adjoint(st, 0, vec2(pos[0], pos[1])).dot(vec3(L[0], L[1], L[2]))
+
+    @ti.kernel
+    def k_gather_adj(pos: ti.types.ndarray(), L: ti.types.ndarray(), out: ti.types.ndarray()):
+        r = film.gather_adjoint_position(st, 0, vec2(pos[0], pos[1]), vec3(L[0], L[1], L[2]))
+        out[0] = r[0]
+        out[1] = r[1]
+
+    k_set_adj(rng.normal(size=(40 * 30, 3)))
+    errs = []
+    for _ in range(200):
+        pos = rng.uniform([0.0, 0.0], [40.0, 30.0])
+        L, adj = rng.normal(size=3), np.zeros(2)
+        k_gather_adj(pos, L, adj)
+        errs.append(_rel(adj, _fd(lambda y: k_gather(y, L), pos)))
+    errs = np.array(errs)
+    # a central difference straddling the filter's truncation radius sees the mean of two slopes
+    out["film gather w.r.t. splat position"] = {"max_rel_err": float(np.quantile(errs, 0.99)), "cases": len(errs),
+                                                "worst": float(errs.max())}
+    return out
+
+
+def test_adjoints_vs_central_differences_f64():
+    env = dict(os.environ)
+    env.pop("TIRENDER_FP", None)
+    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', fp='f64'); sys.argv = [%r, '--f64']; runpy.run_path(%r, run_name='__main__')"
+            % (ROOT, os.path.dirname(os.path.abspath(__file__)), __file__, os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(report, indent=1))
+    assert len(report) == 4
+    for name, r in report.items():
+        assert r["cases"] >= 100, (name, r)
+        assert r["max_rel_err"] <= 1e-6, (name, r)
+
+
+if __name__ == "__main__" and "--f64" in sys.argv:
+    import tirender.backend as backend
+    backend.init("cpu", fp="f64")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    print(json.dumps(checks()))

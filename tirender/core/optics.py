@@ -1,0 +1,50 @@
+"""Refraction of world-space directions (Snell's law) and its adjoint, for derivatives that move
+paths (caustic design, attached derivatives: issue 16).
+
+    refract(d, n, eta) -> (wt, valid)     d: unit direction of travel; n: unit normal on the side d
+                                          comes from (d·n < 0); eta = η_i / η_t. wt = η d + (η c - √k) n,
+                                          c = -d·n, k = 1 - η² (1 - c²); valid = 0 on total internal
+                                          reflection (k ≤ 0)
+    refract_adjoint(d, n, eta, g) -> (∂/∂d, ∂/∂n, ∂/∂η) of <g, wt>   (d, n held as given: callers
+                                          chain normalisation through normalize_adjoint)
+    normalize_adjoint(v, g) -> ∂/∂v of <g, v / |v|>
+"""
+import taichi as ti
+
+from .math import vec3
+
+
+@ti.func
+def refract(d, n, eta):
+    c = -d.dot(n)
+    k = 1.0 - eta * eta * (1.0 - c * c)
+    wt = vec3(0.0)
+    valid = 0
+    if k > 0.0:
+        wt = eta * d + (eta * c - ti.sqrt(k)) * n
+        valid = 1
+    return wt, valid
+
+
+@ti.func
+def refract_adjoint(d, n, eta, g):
+    c = -d.dot(n)
+    k = 1.0 - eta * eta * (1.0 - c * c)
+    gd = vec3(0.0)
+    gn = vec3(0.0)
+    geta = 0.0
+    if k > 0.0:
+        s = ti.sqrt(k)
+        gn_dot = g.dot(n)
+        dc = gn_dot * (eta - eta * eta * c / s)     # ∂<g, wt>/∂c
+        gd = eta * g - dc * n                      # c = -d·n
+        gn = (eta * c - s) * g - dc * d
+        geta = g.dot(d) + gn_dot * (c + eta * (1.0 - c * c) / s)
+    return gd, gn, geta
+
+
+@ti.func
+def normalize_adjoint(v, g):
+    n = v.norm()
+    u = v / n
+    return (g - u * u.dot(g)) / n
