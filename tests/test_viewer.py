@@ -111,6 +111,19 @@ def test_injected_mouse_events_move_camera_as_specified():
 
 # ------------------------------------------------------------------------------- progressive view
 
+def test_scene_view_uses_the_scenes_own_integrator():
+    """A scene rendered by another integrator (here the light tracer) is viewed with it, progressively:
+    the accumulated view equals one render of as many samples."""
+    sc = load_scene(CBOX, overrides=SMALL_SCENE + ["integrator.type=ptracer"])
+    v = SceneView(sc, spp_target=8, spp_per_frame=4)
+    assert v.mode == "ptracer" and "ptracer" in v.modes and "path" in v.modes
+    v.step()
+    v.step()
+    assert v.spp == 8
+    ref = render(sc, spp=8, seed=v.seed, progress=False)
+    np.testing.assert_allclose(v.image, ref, rtol=1e-5, atol=1e-6)
+
+
 def test_scene_view_keys_and_modes(scene):
     v = SceneView(scene, spp_target=8, spp_per_frame=4)
     assert v.mode == "path" and (v.width, v.height) == (48, 40)

@@ -464,7 +464,8 @@ class SceneView(_Progressive):
     """Progressive rendering of one sensor of a :class:`~tirender.scene.scene.Scene` from an
     :class:`OrbitCamera` (the sensor is moved with ``Scene.set_sensor_transform``).
 
-    Modes: path, direct (path tracer limited to direct light), aov:albedo / aov:normal / aov:depth.
+    Modes: path, direct (path tracer limited to direct light), aov:albedo / aov:normal / aov:depth,
+    and the scene's own integrator when it is another (ptracer, volpath, pssmlt, ...).
     Each :meth:`step` adds ``spp_per_frame`` samples with ``render_progressive`` (same sample
     indices as ``tirender.render`` with the same seed, so a converged view equals that render).
     """
@@ -485,10 +486,13 @@ class SceneView(_Progressive):
             if t == "aov":
                 mode = "aov:" + (scene.integrator.get("aovs") or ["albedo"])[0]
             else:
-                mode = t if t in ("path", "direct") else "path"
+                mode = t
         if mode == "aov":
             mode = "aov:albedo"
         if mode.startswith("aov:") and mode not in self.modes and mode[4:] in AOV_NAMES:
+            self.modes = tuple(self.modes) + (mode,)
+        from .integrators.registry import NAMES as INTEGRATORS
+        if mode not in self.modes and mode in INTEGRATORS:   # the scene's own (ptracer, volpath, pssmlt, ...)
             self.modes = tuple(self.modes) + (mode,)
         self.set_mode(mode)
         self._aov_acc = None
