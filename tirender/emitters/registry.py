@@ -17,6 +17,7 @@ from ..core.math import vec3
 from ..registry import mask_of, register
 from .area import Area
 from .base import DELTA, INFINITE, SURFACE, DirectionSample
+from .beam import Beam
 from .constant import Constant
 from .directional import Directional
 from .envmap import Envmap
@@ -30,6 +31,7 @@ MODELS = (
     Constant,
     Envmap,
     Spot,
+    Beam,
 )
 BY_NAME, ALL = register(MODELS)
 N_FLOAT = 4     # per-emitter constants (Row.floats -> st.em_f)
