@@ -5,14 +5,13 @@ source, and the light of caustic design. Delta emitter (never hit): Le/pdf = E a
 projection onto the aperture plane lies within the disk, 0 elsewhere; the shadow ray ends at the
 aperture. Light tracing: an origin uniform on the disk, weight E π r². Differentiable: irradiance (RGB).
 """
-import numpy as np
 import taichi as ti
 
 from ..core.math import PI, coordinate_system, vec2, vec3
 from ..core.warp import square_to_uniform_disk_concentric
-from ..errors import ConfigError
 from ..schema import Number, Texture, Vec3
-from .base import DeltaEmitter, DirectionSample, slot
+from .base import DeltaEmitter, slot
+from .directional import Directional
 
 _IRRADIANCE = 0
 _RADIUS = 0     # st.em_f[e, 0]
@@ -28,29 +27,24 @@ class Beam(DeltaEmitter):
 
     @staticmethod
     def build(b, row, values, key):
-        d = np.asarray(values["direction"], float)
-        if np.linalg.norm(d) == 0:
-            raise ConfigError("direction has zero length", b.file, f"{key}.direction")
-        row.direction = tuple(d / np.linalg.norm(d))
+        Directional.build(b, row, values, key)     # the direction, checked and normalised
         row.position = tuple(float(x) for x in values["origin"])
         row.floats = [float(values["radius"])]
 
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
-        ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=1.0)
+        """Directional's sample, ending at the aperture, and 0 outside the beam's cylinder."""
+        ds = Directional.sample_direction(st, e, ref_p, u)
         a = st.em_dir[e]
         q = ref_p - st.em_pos[e]
         t = q.dot(a)                      # distance downstream of the aperture plane
         lateral = q - t * a
-        ds.d = -a
-        ds.n = a
         ds.dist = ti.max(t, 0.0)
         ds.p = ref_p - a * ds.dist        # on the aperture
-        ds.uv = vec2(0.5)
-        if t > 0.0 and lateral.dot(lateral) <= st.em_f[e, _RADIUS] * st.em_f[e, _RADIUS]:
-            ds.le = slot(st, e, _IRRADIANCE, ds.uv)
-            ds.weight = ds.le
+        if not (t > 0.0 and lateral.dot(lateral) <= st.em_f[e, _RADIUS] * st.em_f[e, _RADIUS]):
+            ds.le = vec3(0.0)
+            ds.weight = vec3(0.0)
         return ds
 
     @staticmethod
