@@ -82,6 +82,10 @@ def test_float32_tensors_written_on_the_device(canvas, monkeypatch):
         np.testing.assert_array_equal(canvas.params[TEX], tex.numpy())
     with pytest.raises(ConfigError, match="flat"):
         canvas.write_param_device(TEX, tex)
+    rad = canvas.params["light.radiance"]                 # bounds [0, inf): +Inf is still refused
+    with pytest.raises(ConfigError, match="1 value"):
+        canvas.write_param_device("light.radiance", torch.tensor([1.0, float("inf"), 1.0]))
+    np.testing.assert_array_equal(canvas.params["light.radiance"], rad)
 
 
 def test_backward_equals_render_grad_bitwise(canvas):

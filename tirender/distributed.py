@@ -79,6 +79,8 @@ class ViewWorker:
         without their gradients: they stay here for ``reduce``."""
         from .optim.views import evaluate_view, set_params
         set_params(self.scene, params)
+        if tasks:   # gradients held from earlier iterations are stale
+            self.held = {k: g for k, g in self.held.items() if k[0] == tasks[0][0].it}
         out = []
         for task, target in tasks:
             if target is not None:
@@ -86,7 +88,6 @@ class ViewWorker:
             if task.it == self.kill_at and self.kill_phase == "evaluate" and out:
                 os._exit(1)
             r = evaluate_view(self.scene, task, self.targets[task.view])
-            self.held = {k: g for k, g in self.held.items() if k[0] == task.it}
             self.held[(task.it, task.view)], r.grads = r.grads, {}
             out.append(r)
         return out

@@ -299,10 +299,14 @@ def read_gradients(scene, st):
     st.grad holds them afterwards as float32 (clamped to the float range), for the optimiser."""
     fold_gradients(scene, st)
     h = _host_grad(scene, st)
-    g = np.clip(h, -F32_MAX, F32_MAX).astype(np.float32)
-    st.grad.from_numpy(padded(g, st.caps["pool"]))
-    st.grad_is_total = True
+    _publish_total(st, h)
     return scene.params.split(h.copy())
+
+
+def _publish_total(st, h):
+    """The float64 total h becomes st.grad (float32, clamped to the float range) for the optimiser."""
+    st.grad.from_numpy(padded(np.clip(h, -F32_MAX, F32_MAX).astype(np.float32), st.caps["pool"]))
+    st.grad_is_total = True
 
 
 def write_gradients(scene, st, grads):
@@ -314,8 +318,7 @@ def write_gradients(scene, st, grads):
         h[i.offset:i.offset + i.size] = np.asarray(g, np.float64).ravel()
     st.grad_fx.fill(0)
     st.host_grad = h
-    st.grad.from_numpy(padded(np.clip(h, -F32_MAX, F32_MAX).astype(np.float32), st.caps["pool"]))
-    st.grad_is_total = True
+    _publish_total(st, h)
 
 
 def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, label, launch, film=None,

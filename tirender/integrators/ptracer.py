@@ -213,6 +213,13 @@ def _kernel(grad):
     return _kernels[grad]
 
 
+def _sphere(scene):
+    """Kernel arguments (centre, radius) of the disk that emitters at infinity start their rays on:
+    the scene's bounding sphere, a little enlarged (no grazing misses)."""
+    center, radius = scene.bounding_sphere
+    return ti.Vector(center), float(radius) * 1.001
+
+
 def _check(scene):
     if scene.desc.media:
         raise ConfigError("the light tracer renders surfaces only; this scene has participating media "
@@ -228,7 +235,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     bsdf = dispatch(scene.bsdf_levels)
     s = scene.sensors[sensor]
     npix = s.width * s.height
-    center, radius = scene.bounding_sphere
+    sphere = _sphere(scene)
     seed = int(seed) & 0xFFFFFFFF
     kernel = _kernel(False)
     footprint = (2 * math.ceil(s.radius) + 1) ** 2
@@ -237,7 +244,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     depth = min(a.max_depth, 64) + 2
     launch.sweep(scene, sensor, spp, "ptracer", progress,
                  lambda off, k: kernel(st, bsdf, scene.em_mask, sensor, k, sample_offset + off, seed, a.max_depth,
-                                       a.rr_depth, a.hide, ti.Vector(center), float(radius) * 1.001),
+                                       a.rr_depth, a.hide, *sphere),
                  film="splat", film_adds=lambda k: k * npix * depth * footprint)
     launch.add_uniform_weights(st, s, spp * npix)
     return launch.resolve_film(st, s)
@@ -250,12 +257,11 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     _check(scene)
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
-    center, radius = scene.bounding_sphere
+    sphere = _sphere(scene)
     kernel = _kernel(True)
 
     def run(st, cam, sd, off, k):
-        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, ti.Vector(center),
-               float(radius) * 1.001)
+        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, *sphere)
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run,
                                 weights=lambda s, n: launch.uniform_weight_sums(s, n * s.width * s.height))
 

@@ -171,7 +171,6 @@ class Storage:
         fbuf = np.concatenate(parts[fdt]) if parts[fdt] else np.zeros(1, fdt)
         kernel(self, ibuf, fbuf, np.array(meta, np.int32).reshape(-1, 2))
 
-
     def write_pool(self, src, offset, lo, hi):
         """pool[offset : offset + n] <- src (a flat float array of n values the kernel reads in place:
         numpy, or a torch tensor on Taichi's device), if every value is finite and within [lo, hi]:
@@ -188,7 +187,10 @@ def _count_outside(src: ti.types.ndarray(ndim=1), n: ti.i32, lo: ti.f64, hi: ti.
     bad = 0
     for i in range(n):
         v = ti.cast(src[i], ti.f64)
-        if not (v >= lo and v <= hi) or v != v:   # NaN fails both comparisons; ±Inf is out of range
+        # NaN fails the comparisons; ±Inf (and what the f32 pool cannot hold) by the exponent bits,
+        # immune to fast-math folding, also where the bounds are infinite
+        inf = (ti.bit_cast(ti.cast(v, ti.f32), ti.i32) & 0x7F800000) == 0x7F800000
+        if inf or not (v >= lo and v <= hi):
             bad += 1
     return bad
 
