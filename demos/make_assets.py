@@ -38,6 +38,20 @@ def envmap(w=64, h=32):
     return (sky + s).astype(np.float32)
 
 
+def caustic_target(n=64):
+    """A smiley (ring, two eyes, a smile) for caustic design: linear values in [0.02, 1], slightly
+    blurred (a caustic cannot focus light into a hard edge with a smooth height field)."""
+    y, x = (np.mgrid[0:n, 0:n] + 0.5) / n - 0.5
+    r = np.hypot(x, y)
+    img = np.exp(-((r - 0.36) / 0.035) ** 2)                                      # face
+    for ex in (-0.13, 0.13):
+        img += np.exp(-((x - ex) ** 2 + (y + 0.1) ** 2) / (2 * 0.045 ** 2))        # eyes (y down)
+    smile = np.exp(-((np.hypot(x, y + 0.02) - 0.2) / 0.03) ** 2) * (y > 0.06)
+    img += smile
+    img = np.clip(img, 0, 1)
+    return 0.02 + 0.98 * img
+
+
 if __name__ == "__main__":
     import imageio.v3 as iio
     os.makedirs(OUT, exist_ok=True)
@@ -45,4 +59,7 @@ if __name__ == "__main__":
     srgb = np.where(tex <= 0.0031308, 12.92 * tex, 1.055 * tex ** (1 / 2.4) - 0.055)
     iio.imwrite(os.path.join(OUT, "target_texture.png"), np.round(srgb * 255).astype(np.uint8))
     np.save(os.path.join(OUT, "sky.npy"), envmap())
+    c = caustic_target()
+    iio.imwrite(os.path.join(OUT, "caustic_target.png"),
+                np.round(np.where(c <= 0.0031308, 12.92 * c, 1.055 * c ** (1 / 2.4) - 0.055) * 255).astype(np.uint8))
     print("wrote", OUT)

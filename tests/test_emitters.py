@@ -166,3 +166,33 @@ def test_beam_lights_its_cylinder_only():
     assert 0.02 < lit < 0.5
     pt = tirender.render(sc, spp=64, seed=1, integrator="ptracer", progress=False)
     assert abs(pt.mean() / img.mean() - 1) < 0.02
+
+
+def test_beam_square_aperture():
+    """aperture: square lights the square [-r, r]² of the frame coordinate_system(direction) (for -y:
+    world x and z): a straight-down beam's footprint fills its bounding box (a disk fills π/4 of it)
+    with side 2r, the irradiance unchanged inside; the light tracer (origins uniform on the square,
+    weight E · 4r²) agrees."""
+    from scenes import camera
+    d = {"integrator": {"type": "path", "max_depth": 2},
+         "sensors": [camera([0, 3.0, 0], [0, 0, 0], up=(0, 0, -1), fov=50, w=64, h=64)],
+         "bsdfs": {"floor": {"type": "diffuse", "reflectance": 0.5}},
+         "shapes": [{"id": "floor", "type": "rectangle", "bsdf": "floor",
+                     "to_world": [{"scale": 2}, {"rotate": {"axis": [1, 0, 0], "angle": -90}}]}],
+         "emitters": [{"type": "beam", "direction": [0, -1, 0], "origin": [0.1, 2.0, -0.2], "radius": 0.4,
+                       "aperture": "square", "irradiance": 2.0}]}
+    fill = {}
+    for ap in ("square", "disk"):
+        d["emitters"][0]["aperture"] = ap
+        sc = tirender.load_scene(d)
+        img = tirender.render(sc, spp=4, seed=0, progress=False)[..., 0]
+        np.testing.assert_allclose(img.max(), 0.5 * 2.0 / np.pi, rtol=1e-5)
+        lit = img > 0.5 * img.max()
+        ys, xs = np.nonzero(lit)
+        side = 0.8 / (2 * 3.0 * np.tan(np.radians(25))) * 64          # 2r in pixels
+        assert abs((xs.max() - xs.min() + 1) - side) <= 1.5 and abs((ys.max() - ys.min() + 1) - side) <= 1.5
+        fill[ap] = lit.sum() / ((xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1))
+        if ap == "square":
+            pt = tirender.render(sc, spp=64, seed=1, integrator="ptracer", progress=False)[..., 0]
+            assert abs(pt.mean() / img.mean() - 1) < 0.02
+    assert fill["square"] > 0.88 and abs(fill["disk"] - np.pi / 4) < 0.06, fill   # (edge pixels half lit)

@@ -3,7 +3,13 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
 
 * core/optics.py: Snell refraction w.r.t. the direction, the normal and η; normalisation;
 * core/camera.py: the pinhole connection's film position and importance w.r.t. the point;
-* core/film.py: the gathered adjoint w.r.t. a splat's film position (Gaussian filter).
+* core/film.py: the gathered adjoint w.r.t. a splat's film position (Gaussian filter);
+* core/optics.py: mirror reflection w.r.t. the direction and the normal;
+* a surface hit's position and shading normal (core/intersect.py ray_triangle_adjoint,
+  core/interaction.py interaction_adjoint) w.r.t. the ray, on a flat triangle and on a height field,
+  where the chain continues through the vertices and the stencil normals into every height texel
+  (scene/heightfield.py corner_adjoint, the lookups' adjoints): the primal re-displaces the mesh
+  for each difference.
 
 ``python tests/test_optics_adjoints.py --f64`` runs the child by hand."""
 import json
@@ -39,7 +45,7 @@ def checks():
     from tirender.core import film
     from tirender.core.camera import camera_connect, camera_connect_adjoint
     from tirender.core.math import vec2, vec3
-    from tirender.core.optics import normalize_adjoint, refract, refract_adjoint
+    from tirender.core.optics import normalize_adjoint, reflect, reflect_adjoint, refract, refract_adjoint
     rng = np.random.default_rng(0)
     out = {}
 
@@ -156,6 +162,106 @@ def checks():
     # a central difference straddling the filter's truncation radius sees the mean of two slopes
     out["film gather w.r.t. splat position"] = {"max_rel_err": float(np.quantile(errs, 0.99)), "cases": len(errs),
                                                 "worst": float(errs.max())}
+
+    @ti.kernel
+    def k_reflect(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
+        return reflect(vec3(x[0], x[1], x[2]), vec3(x[3], x[4], x[5])).dot(vec3(g[0], g[1], g[2]))
+
+    @ti.kernel
+    def k_reflect_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
+        gd, gn = reflect_adjoint(vec3(x[0], x[1], x[2]), vec3(x[3], x[4], x[5]), vec3(g[0], g[1], g[2]))
+        for i in ti.static(range(3)):
+            out[i] = gd[i]
+            out[3 + i] = gn[i]
+
+    errs = []
+    for _ in range(100):
+        x, g, adj = rng.normal(size=6), rng.normal(size=3), np.zeros(6)
+        k_reflect_adj(x, g, adj)
+        errs.append(_rel(adj, _fd(lambda y: k_reflect(y, g), x)))
+    out["reflect (d, n)"] = {"max_rel_err": max(errs), "cases": len(errs)}
+    out.update(_hit_checks(rng))
+    return out
+
+
+def _hit_checks(rng):
+    """Hit point and shading normal adjoints (flat triangle: w.r.t. the ray; height field: also
+    w.r.t. every height texel, through the displaced vertices and the stencil normals)."""
+    import taichi as ti
+    import tirender
+    from tirender.core.fixed_point import grad_scale_for
+    from tirender.core.interaction import make_interaction
+    from tirender.core.intersect import intersect
+    from tirender.core.math import BIG, vec3
+    from tirender.walk.attached import hit_adjoint
+    from tirender.launch import read_gradients, reset_gradients
+    from scenes import camera
+    import tempfile
+    yy, xx = np.mgrid[0:5, 0:6]
+    heights = (0.15 * np.sin(1.3 * xx + 0.4) * np.cos(0.9 * yy) + 0.05 * yy)[..., None].astype(np.float32)
+    tmp = tempfile.mkdtemp()
+    np.save(os.path.join(tmp, "h.npy"), heights)
+    sc = tirender.load_scene({
+        "sensors": [camera([0, 0, 5.0], [0, 0, 0], fov=40, w=8, h=8)],
+        "shapes": [{"id": "hf", "type": "heightfield", "resolution": [7, 6], "thickness": 0.3,
+                    "height": {"type": "bitmap", "data": "h.npy"},
+                    "to_world": [{"rotate": {"axis": [1, 1, 0], "angle": 20}}, {"scale": [1.0, 0.8, 1.2]}]},
+                   {"id": "flat", "type": "rectangle", "face_normals": True,
+                    "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": 30}}, {"translate": [0, 0, -3.0]}]}],
+        "emitters": [{"type": "constant"}]}, base_dir=tmp)
+    st = sc.bind()
+
+    @ti.kernel
+    def k_hit(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
+        o = vec3(x[0], x[1], x[2])
+        d = vec3(x[3], x[4], x[5])
+        tri, t, b1, b2 = intersect(st, o, d, BIG)
+        si = make_interaction(st, tri, t, b1, b2, o, d)
+        return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + ti.cast(si.shape, ti.f64) * 1e3
+
+    @ti.kernel
+    def k_hit_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
+        o = vec3(x[0], x[1], x[2])
+        d = vec3(x[3], x[4], x[5])
+        tri, t, b1, b2 = intersect(st, o, d, BIG)
+        g_o, g_d = hit_adjoint(st, tri, t, b1, b2, o, d, vec3(g[0], g[1], g[2]), vec3(g[3], g[4], g[5]))
+        for i in ti.static(range(3)):
+            out[i] = g_o[i]
+            out[3 + i] = g_d[i]
+
+    def value(x, g, h=None):
+        if h is not None:      # written on the device in float64 (the host copy is float32)
+            sc.write_param_device("hf.height", np.ascontiguousarray(h, np.float64))
+        return k_hit(x, g)
+
+    out = {}
+    for name, z in (("flat triangle", -1.0), ("height field", 1.0)):
+        errs, errs_h = [], []
+        while len(errs) < (100 if z < 0 else 40):
+            o = np.array([*rng.uniform(-0.6, 0.6, 2), 2.5 if z > 0 else -1.0])
+            d = np.array([*rng.normal(size=2) * 0.15, -1.0])
+            g = rng.normal(size=6)
+            x = np.concatenate([o, d])
+            shape = k_hit(x, np.zeros(6)) / 1e3
+            if shape != (0 if z > 0 else 1):
+                continue
+            adj = np.zeros(6)
+            reset_gradients(st, grad_scale_for(10.0))
+            k_hit_adj(x, g, adj)
+            fd = _fd(lambda y: value(y, g), x)
+            if np.abs(fd).max() > 1e2:       # the difference crossed an edge of the mesh
+                continue
+            errs.append(_rel(adj, fd))
+            if z > 0:
+                gh = read_gradients(sc, st)["hf.height"].astype(np.float64).ravel()
+                h0 = heights.ravel().astype(np.float64)
+                fdh = _fd(lambda hh: value(x, g, hh), h0)
+                value(x, g, h0)
+                if np.abs(fdh).max() < 1e2:    # (a ray through the flat bottom: 0 = 0, hence the floor)
+                    errs_h.append(float(np.abs(gh - fdh).max() / max(np.abs(fdh).max(), 1e-3)))
+        out[f"hit on a {name} (o, d)"] = {"max_rel_err": max(errs), "cases": len(errs)}
+        if errs_h:     # each case: every height texel (30) of one ray
+            out["hit on a height field (heights)"] = {"max_rel_err": max(errs_h), "cases": len(errs_h)}
     return out
 
 
@@ -170,9 +276,9 @@ def test_adjoints_vs_central_differences_f64():
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
-    assert len(report) == 4
+    assert len(report) == 8
     for name, r in report.items():
-        assert r["cases"] >= 100, (name, r)
+        assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)
 
 

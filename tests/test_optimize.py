@@ -95,6 +95,9 @@ def test_optimize_bad_inputs_one_line(tmp_path, capsys):
         ({"params": {"red.reflectance": {"init": ".nan"}}}, "optimize.params.red.reflectance"),
         ({"target": {"images": [str(tmp_path / "t.npy")]}}, "target image is 4x4"),
         ({"loss": "huber"}, "optimize.loss: unknown value 'huber'"),
+        ({"lr_decay": {"every": 0, "factor": 0.5}}, "optimize.lr_decay.every"),
+        ({"lr_decay": {"every": 5, "factor": 1.5}}, "optimize.lr_decay.factor"),
+        ({"target": {"images": ["a.png"], "normalize": "max"}}, "optimize.target.normalize"),
     ]
     np.save(tmp_path / "t.npy", np.zeros((4, 4, 3), np.float32))
     for opt, needle in cases:
@@ -172,6 +175,20 @@ def test_per_parameter_bounds(tmp_path, capsys):
         code = main(["optimize", cfg, "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and needle in err[0], (bad, err)
+
+
+def test_lr_decay_steps_the_learning_rates(tmp_path):
+    """optimize.lr_decay {every, factor}: the optimiser's per-element rates are lr · factor^(it // every)
+    (here after the last of 5 iterations: 0.5²), only where parameters are optimised."""
+    from tirender.optim.driver import OptimizationRun
+    cfg = _tiny_opt(tmp_path, params={"red.reflectance": {"init": 0.4, "lr": 0.2}}, iters=5,
+                    lr_decay={"every": 2, "factor": 0.5})
+    o = OptimizationRun(load_config(cfg), out=str(tmp_path / "d"))
+    o.run()
+    info = o.scene.params.info("red.reflectance")
+    lr = o._opt_obj.lr.to_numpy()
+    np.testing.assert_allclose(lr[info.offset:info.offset + info.size], 0.2 * 0.25, rtol=1e-6)
+    assert np.count_nonzero(lr) == info.size
 
 
 def test_resize_texture_uploads_what_changed_and_renders_as_a_fresh_scene():

@@ -56,7 +56,9 @@ def _plane_scene(emitter, w=24):
     {"type": "directional", "direction": [0.3, -1.0, -0.4], "irradiance": [2.0, 2.0, 1.5]},
     {"type": "constant", "radiance": [0.5, 0.6, 0.7]},
     {"type": "beam", "direction": [0.2, -1.0, -0.1], "origin": [-0.1, 1.5, 0.2], "radius": 0.6, "irradiance": 3.0},
-], ids=["point", "spot", "directional", "constant", "beam"])
+    {"type": "beam", "direction": [0.0, -1.0, 0.0], "origin": [0.1, 1.5, 0.0], "radius": 0.5, "irradiance": 3.0,
+     "aperture": "square"},
+], ids=["point", "spot", "directional", "constant", "beam", "beam_square"])
 def test_emitters_match_path_tracer(emitter):
     _compare(tirender.load_scene(_plane_scene(emitter)), 512, 512, 0.03, 0.08)
 

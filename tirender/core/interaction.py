@@ -1,7 +1,9 @@
 """Surface interactions: hit point, geometric and shading frames, uv, from a BVH hit."""
 import taichi as ti
 
+from .intersect import ray_triangle_adjoint
 from .math import coordinate_system, vec2, vec3
+from .optics import normalize_adjoint
 
 
 @ti.dataclass
@@ -72,6 +74,50 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
         si.ss = s
         si.ts = ts
     return si
+
+
+@ti.func
+def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n):
+    """Adjoint of make_interaction's hit point p = o + t d and shading normal n (the normalised
+    interpolated vertex normals, or the geometric normal normalize(e1 × e2)) w.r.t. the ray and the
+    triangle: returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2), ∂/∂(n0, n1, n2)) of <g_p, p> + <g_n, n> (the
+    triangle's vertex positions and normals in world space; attached derivatives, issue 16)."""
+    e1 = st.tri_e1[tri]
+    e2 = st.tri_e2[tri]
+    v0 = st.tri_p0[tri]
+    b0 = 1.0 - b1 - b2
+    g_t = g_p.dot(d)
+    g_b1 = 0.0
+    g_b2 = 0.0
+    gv0 = vec3(0.0)
+    gv1 = vec3(0.0)
+    gv2 = vec3(0.0)
+    gn0 = vec3(0.0)
+    gn1 = vec3(0.0)
+    gn2 = vec3(0.0)
+    smooth = False
+    if st.shape_smooth[st.tri_shape[tri]] == 1:
+        n0 = st.tri_n0[tri]
+        n1 = st.tri_n1[tri]
+        n2 = st.tri_n2[tri]
+        nn = b0 * n0 + b1 * n1 + b2 * n2
+        if nn.norm() > 1e-12:
+            smooth = True
+            g_nn = normalize_adjoint(nn, g_n)
+            gn0 = b0 * g_nn
+            gn1 = b1 * g_nn
+            gn2 = b2 * g_nn
+            g_b1 = g_nn.dot(n1 - n0)
+            g_b2 = g_nn.dot(n2 - n0)
+    if not smooth:
+        g_c = normalize_adjoint(e1.cross(e2), g_n)
+        g_e1 = e2.cross(g_c)
+        g_e2 = g_c.cross(e1)
+        gv1 = g_e1
+        gv2 = g_e2
+        gv0 = -g_e1 - g_e2
+    a0, a1, a2, g_o, g_d = ray_triangle_adjoint(v0, v0 + e1, v0 + e2, o, d, t, b1, b2, vec3(g_t, g_b1, g_b2))
+    return g_o + g_p, g_d + t * g_p, gv0 + a0, gv1 + a1, gv2 + a2, gn0, gn1, gn2
 
 
 @ti.func

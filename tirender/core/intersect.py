@@ -41,6 +41,23 @@ def ray_triangle(st: ti.template(), i, o, d):
 
 
 @ti.func
+def ray_triangle_adjoint(v0, v1, v2, o, d, t, b1, b2, g):
+    """Adjoint of the hit (t, b1, b2) of ray o + t d on triangle (v0, v1, v2), defined by
+    o + t d = v0 + b1 (v1 - v0) + b2 (v2 - v0): ∂/∂(v0, v1, v2, o, d) of <g, (t, b1, b2)>. With
+    A = [d, -e1, -e2], A (dt, db1, db2) = b0 dv0 + b1 dv1 + b2 dv2 - do - t dd, so λ = A⁻ᵀ g gives
+    (b0 λ, b1 λ, b2 λ, -λ, -t λ)."""
+    e1 = v1 - v0
+    e2 = v2 - v0
+    A = ti.Matrix.cols([d, -e1, -e2])
+    lam = vec3(0.0)
+    det = A.determinant()
+    if det != 0.0:
+        lam = A.transpose().inverse() @ g
+    b0 = 1.0 - b1 - b2
+    return b0 * lam, b1 * lam, b2 * lam, -lam, -t * lam
+
+
+@ti.func
 def _safe_inv(d):
     r = vec3(0.0)
     for k in ti.static(range(3)):

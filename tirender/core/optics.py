@@ -7,6 +7,8 @@ paths (caustic design, attached derivatives: issue 16).
                                           reflection (k ≤ 0)
     refract_adjoint(d, n, eta, g) -> (∂/∂d, ∂/∂n, ∂/∂η) of <g, wt>   (d, n held as given: callers
                                           chain normalisation through normalize_adjoint)
+    reflect(d, n) -> d - 2 (d·n) n        mirror reflection of a direction of travel about unit n
+    reflect_adjoint(d, n, g) -> (∂/∂d, ∂/∂n) of <g, reflect(d, n)>
     normalize_adjoint(v, g) -> ∂/∂v of <g, v / |v|>
 """
 import taichi as ti
@@ -41,6 +43,17 @@ def refract_adjoint(d, n, eta, g):
         gn = (eta * c - s) * g - dc * d
         geta = g.dot(d) + gn_dot * (c + eta * (1.0 - c * c) / s)
     return gd, gn, geta
+
+
+@ti.func
+def reflect(d, n):
+    return d - 2.0 * d.dot(n) * n
+
+
+@ti.func
+def reflect_adjoint(d, n, g):
+    gn_dot = g.dot(n)
+    return g - 2.0 * gn_dot * n, -2.0 * (d.dot(n) * g + gn_dot * d)
 
 
 @ti.func

@@ -24,8 +24,20 @@ path is Σ_k δ_k · c_k over its connections (δ_k: the adjoint image gathered 
 the splat, divided by the uniform film weights). Pass 1 walks the path and sums A = Σ_k δ_k ∘ c_k;
 pass 2 resets the RNG, walks the same path and scatters: Le with A / Le; each connection's adjoint
 BSDF with δ_k ∘ β_k (its geometry factor); each non-Dirac sampled scattering with the part of A
-still to come, R / f* (as PRB's L / f). Constant memory; the splat positions are detached (the
-film's derivative w.r.t. the splat position is not used: no parameter moves a path here).
+still to come, R / f* (as PRB's L / f). Constant memory.
+
+Attached gradients (scenes with height fields, whose triangles move with the ``<id>.height``
+parameters; issue 16): a path's vertices move, so its splats move on the film. Reverse mode along
+the path at constant memory: for j = n, n-1, ..., 1 the path is replayed from its seed to vertex j,
+where (λo, λd) = ∂loss/∂(origin, direction) of the ray leaving vertex j (carried from vertex j+1)
+gains vertex j's own connection (the film's adjoint w.r.t. the splat position, through the pinhole
+projection, and the importance and |cos θ_C| that change with the point: ``_connection_adjoint``),
+goes through its scattering (Dirac reflection/refraction: ∂wo/∂(d, n); other lobes keep wo fixed in
+world space) and its hit (walk/attached.py: the hit point and shading normal w.r.t. the arriving ray
+and the triangle's vertices), and the moving triangle's share goes into the heights
+(scene/heightfield.py). O(n²) ray casts per path, no per-vertex storage. Held fixed (documented
+limits): the BSDF value's dependence on the moving frame (exact for diffuse receivers with n_s =
+n_g), the Fresnel choice between reflection and refraction, occlusion and the film's border.
 """
 import math
 
@@ -35,7 +47,7 @@ from .. import launch
 from ..bsdfs.base import SMOOTH
 from ..bsdfs.registry import dispatch
 from ..core import film
-from ..core.camera import camera_connect, camera_ray
+from ..core.camera import camera_connect, camera_connect_adjoint, camera_ray
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect, occluded
 from ..core.math import BIG, max3, safe_div, to_local, vec2, vec3
@@ -43,7 +55,7 @@ from ..core.rng import make_sampler
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from ..errors import ConfigError
-from ..walk import vertex
+from ..walk import attached, vertex
 from . import path
 
 NAMES = ("ptracer",)
@@ -83,39 +95,78 @@ def _visible(st: ti.template(), cam, p, to_cam, dist):
     return not occluded(st, p, to_cam, dist * (1.0 - 1e-4))
 
 
+PRIMAL, DETACHED, ATTACHED = 0, 1, 2     # light_path modes
+
+
+@ti.func
+def _connection_adjoint(st: ti.template(), cam, v, c, pos, to_cam, dist, imp):
+    """∂/∂p (the vertex position) of the connection's loss <G(pos), c>: the splat moves with p
+    (film.gather_adjoint_position chained through camera_connect_adjoint) and its value scales with
+    the pinhole's importance W(p) and |cos θ_C| = |n_g · to_cam| (f* |cos θ_L| / |cos θ_Lg| is held:
+    exact for diffuse receivers with n_s = n_g)."""
+    val = film.gather_adjoint(st, cam, pos).dot(c)
+    dpos = film.gather_adjoint_position(st, cam, pos, c)
+    g = camera_connect_adjoint(st, cam, v.p, dpos, safe_div(val, imp))
+    cosc = to_cam.dot(v.ng)
+    if ti.abs(cosc) > 0.0 and dist > 0.0:
+        g += (val / cosc) * (-(v.ng - to_cam * cosc) / dist)
+    return g
+
+
 @ti.func
 def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, sampler: ti.template(), center,
-               radius, max_depth, rr_depth, hide_emitters, grad: ti.template(), replay, A_in):
-    """Trace one light path (see the module doc). Primal (grad False): splat its camera
-    connections. Gradient (detached PRB for light paths): replay = 0 returns A = Σ_k δ_k ∘ c_k over
-    its connections c_k (δ_k: the adjoint gathered at each splat's film position); replay = 1 walks
-    the same path again with A_in = A and scatters ∂/∂π: each connection's adjoint BSDF with weight
-    δ_k ∘ β_k (geometry); each sampled (non-Dirac) scattering with the part of A still to come,
-    R / f; the emitter's Le with A / Le."""
+               radius, max_depth, rr_depth, hide_emitters, grad: ti.template(), moving: ti.template(), mode, replay, A_in,
+               stop, lam_o, lam_d):
+    """Trace one light path (see the module doc); returns (A, vertices, λo, λd). grad (compile
+    time): False for PRIMAL, True for the gradient modes (chosen at run time: one inlined walk);
+    moving (compile time): whether ATTACHED is compiled in (scenes with height fields).
+
+    PRIMAL: splat its camera connections. DETACHED (detached PRB for light paths): replay = 0
+    returns A = Σ_k δ_k ∘ c_k over its connections c_k (δ_k: the adjoint gathered at each splat's
+    film position); replay = 1 walks the same path again with A_in = A and scatters ∂/∂π: each
+    connection's adjoint BSDF with weight δ_k ∘ β_k (geometry); each sampled (non-Dirac) scattering
+    with the part of A still to come, R / f; the emitter's Le with A / Le. ATTACHED (paths that move
+    with the geometry): walks to surface vertex `stop` (1: the first hit) and, given (λo, λd) = ∂loss
+    /∂(origin, direction) of the ray leaving it (from the connections after it), returns those of the
+    ray arriving at it, adding this vertex's own connection (its splat moves with the vertex) and
+    scattering the moving triangle's share into the heights. `vertices`: the surface hits of the path."""
     A = vec3(0.0)
     R = A_in
+    nv = 0
+    lo_out = vec3(0.0)
+    ld_out = vec3(0.0)
+    hit = 0               # ATTACHED: the stop vertex was reached; its hit and adjoints (g_p, g_n, g_d)
+    h_tri = -1
+    h_t = 0.0
+    h_b = vec2(0.0)
+    h_o = vec3(0.0)
+    h_d = vec3(0.0)
+    h_gp = vec3(0.0)
+    h_gn = vec3(0.0)
+    h_gd = vec3(0.0)
     u_sel = sampler.next_1d()
     u_pos = sampler.next_2d()
     u_dir = sampler.next_2d()
     e, o, d, n, uv, beta, pos_w = emitters.sample_ray(st, em, u_sel, u_pos, u_dir, center, radius)
     if e >= 0 and max3(beta) > 0.0:
         if ti.static(grad):
-            if replay == 1:   # the emitted light Le scales every connection of the path
+            if mode == DETACHED and replay == 1:   # the emitted light Le scales every connection of the path
                 q = DirectionSample(p=o, n=n, d=-d, dist=1.0, uv=uv, emitter=e, scale=1.0, delta=0)
                 emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q)))
         if pos_w > 0.0:
-            if hide_emitters == 0:   # the surface emitter's point seen by the camera (one segment)
-                valid, pos, to_cam, dist, imp = camera_connect(st, cam, o)
-                if valid == 1:
-                    so = _offset(st, o, n, to_cam)
-                    if _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
-                        q = direction_record(e, o, n, uv, -to_cam, dist)
-                        k = ti.abs(n.dot(to_cam)) * imp * pos_w
-                        if ti.static(grad):
-                            if replay == 1:
-                                emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos) * k)
-                        else:
-                            film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q) * k))
+            if mode != ATTACHED:
+                if hide_emitters == 0:   # the surface emitter's point seen by the camera (one segment)
+                    valid, pos, to_cam, dist, imp = camera_connect(st, cam, o)
+                    if valid == 1:
+                        so = _offset(st, o, n, to_cam)
+                        if _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
+                            q = direction_record(e, o, n, uv, -to_cam, dist)
+                            k = ti.abs(n.dot(to_cam)) * imp * pos_w
+                            if ti.static(grad):
+                                if mode == DETACHED and replay == 1:
+                                    emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos) * k)
+                            else:
+                                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q) * k))
             o = _offset(st, o, n, d)
         depth = 1          # segments from the emitter to the next vertex
         active = True
@@ -125,9 +176,13 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
             if si.valid == 0:
                 active = False
             else:
+                nv = depth
+                at_stop = ti.static(moving) and mode == ATTACHED and depth == stop
+                g_p = lam_o         # ATTACHED: the next ray's origin is this vertex
                 v = vertex.surface_vertex(st, si, d)        # v.wi: towards the light (local)
                 cos_lg = ti.abs(d.dot(v.ng))
-                if (v.flags & SMOOTH) != 0 and depth + 1 <= max_depth and cos_lg > 0.0:
+                if (v.flags & SMOOTH) != 0 and depth + 1 <= max_depth and cos_lg > 0.0 and \
+                        (mode != ATTACHED or at_stop):
                     valid, pos, to_cam, dist, imp = camera_connect(st, cam, v.p)
                     if valid == 1:
                         wc = to_local(v.s, v.t, v.n, to_cam)
@@ -138,26 +193,40 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                         if max3(f) > 0.0 and _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
                             c = film.nan_to_zero(beta * f * geo)
                             if ti.static(grad):
-                                dk = film.gather_adjoint(st, cam, pos)
-                                if replay == 0:
-                                    A += dk * c
-                                else:
-                                    bsdf.adjoint(st, v.ctx, wc, v.wi, dk * beta * geo)
-                                    R -= dk * c
+                                if mode == DETACHED:
+                                    dk = film.gather_adjoint(st, cam, pos)
+                                    if replay == 0:
+                                        A += dk * c
+                                    else:
+                                        bsdf.adjoint(st, v.ctx, wc, v.wi, dk * beta * geo)
+                                        R -= dk * c
+                                elif ti.static(moving):
+                                    if at_stop:
+                                        g_p += _connection_adjoint(st, cam, v, c, pos, to_cam, dist, imp)
                             else:
                                 film.splat_light(st, cam, pos, c)
                 if depth + 1 >= max_depth:
                     active = False
+                    if ti.static(moving):
+                        if at_stop:
+                            hit, h_tri, h_t, h_b, h_o, h_d, h_gp = 1, tri, t, vec2(b1, b2), o, d, g_p
                 else:
                     bs = vertex.sample(st, bsdf, v, sampler)
+                    if ti.static(moving):
+                        if at_stop:
+                            h_gd, h_gn = attached.scatter_adjoint(v, d, bs, lam_d)
+                            hit, h_tri, h_t, h_b, h_o, h_d, h_gp = 1, tri, t, vec2(b1, b2), o, d, g_p
+                            active = False
                     wo = to_local(v.s, v.t, v.n, bs.wo)
                     cos_os = ti.abs(wo[2])
                     cos_ls = ti.abs(v.wi[2])
-                    if bs.valid == 0 or max3(bs.weight) <= 0.0 or cos_os <= 0.0:
+                    if not active:
+                        pass
+                    elif bs.valid == 0 or max3(bs.weight) <= 0.0 or cos_os <= 0.0:
                         active = False
                     else:
                         if ti.static(grad):
-                            if replay == 1 and bs.delta == 0:
+                            if mode == DETACHED and replay == 1 and bs.delta == 0:
                                 # the connections still to come scale with the adjoint BSDF sampled here,
                                 # f*(ω_L -> ω_o) = f(ω_o, ω_L): R ∂ln f* (its value: f(ω_o, ω_L) |cos θ_L|)
                                 fs, _p = bsdf.eval_pdf(st, v.ctx, wo, v.wi)
@@ -178,15 +247,23 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                                 active = False
                             else:
                                 beta /= q_rr
-    return A
+    if ti.static(moving):
+        if hit == 1:
+            lo_out, ld_out = attached.hit_adjoint(st, h_tri, h_t, h_b[0], h_b[1], h_o, h_d, h_gp, h_gn)
+            ld_out += h_gd
+    return A, nv, lo_out, ld_out
 
 
 _kernels = {}
 
 
-def _kernel(grad):
-    """The primal (splat) or gradient (two passes per path, detached PRB) megakernel."""
-    if grad not in _kernels:
+def _kernel(grad, attached=False):
+    """The primal (splat) or gradient megakernel: detached PRB (two passes per path) and, with
+    `attached` (scenes whose geometry moves: height fields), the attached pass — constant memory:
+    for j = vertices, ..., 1 the path is replayed from its seed to vertex j and (λo, λd) carried one
+    vertex back (O(vertices²) ray casts per path, no per-vertex storage)."""
+    key = (grad, attached)
+    if key not in _kernels:
         @ti.kernel
         def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
                   sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32,
@@ -198,19 +275,39 @@ def _kernel(grad):
                 sampler = make_sampler(seed, pix, index)
                 if hide_emitters == 0:
                     _visible_env(st, em, cam, pix, sampler, grad)
+                z = vec3(0.0)
                 if ti.static(grad):
-                    # pass 1: the connections' adjoint sum A; pass 2: the RNG reset, the same path replayed
+                    # pass 0: the connections' adjoint sum A (and the path's vertices); pass 1: the RNG
+                    # reset, the same path replayed, detached scatter; passes 2, ...: attached, vertex
+                    # nv, nv - 1, ..., 1 (scenes with moving geometry). One inlined walk, run per pass.
                     saved = sampler.copy()
-                    A = light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters,
-                                   True, 0, vec3(0.0))
-                    if max3(ti.abs(A)) > 0.0 and A[0] == A[0] and A[1] == A[1] and A[2] == A[2]:
-                        light_path(st, bsdf, em, cam, saved, center, radius, max_depth, rr_depth, hide_emitters,
-                                   True, 1, A)
+                    A = vec3(0.0)
+                    nv = 0
+                    lam_o = vec3(0.0)
+                    lam_d = vec3(0.0)
+                    n_pass = 1
+                    p = 0
+                    while p < n_pass:
+                        s = saved.copy()
+                        mode = DETACHED if p < 2 else ATTACHED
+                        A_p, nv_p, lo_p, ld_p = light_path(st, bsdf, em, cam, s, center, radius, max_depth, rr_depth,
+                                                           hide_emitters, True, attached, mode, p, A, nv - (p - 2),
+                                                           lam_o, lam_d)
+                        if p == 0:
+                            A = A_p
+                            nv = nv_p
+                            n_pass = 2 + (nv if ti.static(attached) else 0)
+                            if not (max3(ti.abs(A)) > 0.0 and A[0] == A[0] and A[1] == A[1] and A[2] == A[2]):
+                                p += 1        # nothing to scatter detached
+                        elif p >= 2:
+                            lam_o = lo_p
+                            lam_d = ld_p
+                        p += 1
                 else:
                     light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters,
-                               False, 0, vec3(0.0))
-        _kernels[grad] = trace
-    return _kernels[grad]
+                               False, False, PRIMAL, 0, z, 0, z, z)
+        _kernels[key] = trace
+    return _kernels[key]
 
 
 def _sphere(scene):
@@ -257,8 +354,9 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     _check(scene)
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
+    scene.bind()                      # height fields displaced: the bounding sphere is current
     sphere = _sphere(scene)
-    kernel = _kernel(True)
+    kernel = _kernel(True, bool(scene.heightfield_params))
 
     def run(st, cam, sd, off, k):
         kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, *sphere)

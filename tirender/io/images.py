@@ -54,6 +54,30 @@ def _to_8bit(linear_img, exposure=0.0):
     return out[:, :, 0] if C == 1 else out
 
 
+def montage(folder, suffix, path, count=8):
+    """Up to `count` of the PNGs in `folder` whose names end with `suffix` (sorted by name, evenly
+    spaced, the last included) side by side, 2 px apart, written to `path` (e.g. an optimisation's
+    intermediate renders as one strip). Nothing is written when there are none."""
+    import imageio.v3 as iio
+    if not os.path.isdir(folder):
+        return None
+    names = sorted(n for n in os.listdir(folder) if n.endswith(suffix))
+    if not names:
+        return None
+    k = min(count, len(names))
+    pick = [names[round(i * (len(names) - 1) / max(k - 1, 1))] for i in range(k)]
+    imgs = [np.asarray(iio.imread(os.path.join(folder, n)))[..., :3] for n in dict.fromkeys(pick)]
+    h = max(i.shape[0] for i in imgs)
+    gap = np.full((h, 2, 3), 255, np.uint8)
+    row = []
+    for i in imgs:
+        row += [np.pad(i, ((0, h - i.shape[0]), (0, 0), (0, 0))), gap]
+    buf = io.BytesIO()
+    iio.imwrite(buf, np.concatenate(row[:-1], axis=1).astype(np.uint8), extension=".png", plugin="pillow")
+    _atomic_bytes(path, buf.getvalue())
+    return path
+
+
 def save_png(path, linear_img, exposure=0.0):
     """Tonemap a linear image (H,W[,C]) and write an 8-bit PNG atomically.
 

@@ -12,6 +12,7 @@ Config (section ``optimize:``; see docs/optimize.md)::
       iters: 40
       spp: 16                      # primal spp; spp_grad: adjoint spp (default = spp)
       spp_schedule: {double_every: 20, max: 64}
+      lr_decay: {every: 100, factor: 0.5}   # step decay: every learning rate × factor^(iteration // every)
       views: [0, 1]                # sensors used (default: all)
       method: prb                  # prb | rb | rb_biased | rb_pipelined | rb_biased_pipelined
       tv: {weight: 0.01, params: [floor.reflectance]}
@@ -33,7 +34,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..io.atomic import atomic_write_bytes
 from ..io.checkpoints import load_checkpoint, load_npy, save_checkpoint, save_npy
-from ..io.images import load_image, save_image_set, save_png
+from ..io.images import load_image, montage, save_image_set, save_png
 from ..progress import Progress
 from ..schema import Choice, Integer, Key, Number, validate
 from . import losses
@@ -43,7 +44,7 @@ from .schedules import parse_multires, resolution_at, spp_at
 from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
-            "tv", "multires", "save_every", "method", "lr", "holdout"}
+            "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay"}
 METHODS = ("prb", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
 
 
@@ -101,6 +102,12 @@ def check_optimize_config(cfg, described=None):
         o["spp_schedule"] = validate(sched, (Integer("double_every", default=None, lo=1, hi=1 << 30),
                                              Integer("max", default=None, lo=1, hi=1 << 24)),
                                      f, "optimize.spp_schedule")
+    decay = o.get("lr_decay")
+    if decay is not None:
+        if not isinstance(decay, dict):
+            raise ConfigError(f"expected {{every: N, factor: f}}, got {decay!r}", f, "optimize.lr_decay")
+        o["lr_decay"] = validate(decay, (Integer("every", lo=1, hi=1 << 30),
+                                         Number("factor", lo=0.0, hi=1.0, strict_lo=True)), f, "optimize.lr_decay")
     opt = sec.get("optimizer", {"type": "adam"}) or {"type": "adam"}
     if isinstance(opt, str):
         opt = {"type": opt}
@@ -149,6 +156,8 @@ def check_optimize_config(cfg, described=None):
         imgs = target["images"]
         if not isinstance(imgs, list) or not all(isinstance(x, str) and x for x in imgs):
             raise ConfigError(f"expected a list of image file names, got {imgs!r}", f, "optimize.target.images")
+        validate(target, (Key("images"), Choice("normalize", ("none", "initial"), default="none")), f,
+                 "optimize.target")
     elif target is not None and not isinstance(target, dict):
         raise ConfigError(f"expected {{type: render, spp, seed}} or {{images: [...]}}, got {target!r}", f,
                           "optimize.target")
@@ -212,6 +221,7 @@ class OptimizationRun:
         self.spp = o["spp"]
         self.spp_grad = o.get("spp_grad", self.spp)
         self.sched = o.get("spp_schedule") or {}
+        self.lr_decay = o.get("lr_decay")
         self.seed = o["seed"]
         self.save_every = o["save_every"]
         self.method = o["method"]
@@ -286,7 +296,10 @@ class OptimizationRun:
             base = self.cfg.get("_dir", ".")
             for v, p in zip(self.views, imgs):
                 full = p if os.path.isabs(p) else os.path.join(base, p)
-                img = load_image(full)[..., :3]
+                img = load_image(full)
+                img = (img[..., None] if img.ndim == 2 else img)[..., :3]
+                if img.shape[2] != 3:                 # grey (or grey + alpha): the same in every channel
+                    img = np.repeat(img[..., :1], 3, axis=2)
                 s = sc.sensors[v]
                 if img.shape[:2] != (s.height, s.width):
                     raise ConfigError(f"target image is {img.shape[1]}x{img.shape[0]}, the sensor's film is "
@@ -320,6 +333,20 @@ class OptimizationRun:
         for v, img in zip(self.views, targets):
             save_png(os.path.join(self.out, f"target_view{v}.png"), img)
         return targets
+
+    def _normalize_targets(self, targets):
+        """target.normalize: initial — scale each target image so that its mean equals the mean of the
+        starting scene's render of that view (e.g. caustic design: the light's total power is fixed
+        by the emitter, the target gives only its distribution)."""
+        from ..api import render
+        out = []
+        for v, img in zip(self.views, targets):
+            r = render(self.scene, spp=max(self.spp, 16), seed=view_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v,
+                       progress=False)
+            m = float(np.mean(img))
+            out.append((img * (float(np.mean(r)) / m if m > 0 else 1.0)).astype(np.float32))
+            save_png(os.path.join(self.out, f"target_view{v}.png"), out[-1])
+        return out
 
     def _apply_init(self):
         sc = self.scene
@@ -367,6 +394,7 @@ class OptimizationRun:
         else:
             opt = SGD(st.pool, st.grad, lr=lr, momentum=float(o.get("momentum", 0.0)), lo=lo, hi=hi)
         self._opt_obj = opt
+        self._lr_base, self._lr_mult = lr, 1.0
         if state is not None:
             m = np.zeros(cap, np.float32)
             v = np.zeros(cap, np.float32)
@@ -414,6 +442,8 @@ class OptimizationRun:
         rmse_cached = self._read_rmse_start(rpath) if ck is not None else None
         targets = self._targets()
         self._apply_init()
+        if not self.synthetic and self.target_spec.get("normalize", "none") == "initial":
+            targets = self._normalize_targets(targets)
         rmse_start = {n: self._rmse(n) for n in self.popts} if self.synthetic else {}
         holdout_start = self._holdout("start")
         start, history, elapsed0 = 0, [], 0.0
@@ -476,6 +506,11 @@ class OptimizationRun:
                         changed = True
                 if changed:
                     opt = self._make_optimizer(state)
+                if self.lr_decay is not None:      # step decay, a function of the iteration (resume-safe)
+                    mult = self.lr_decay["factor"] ** (it // self.lr_decay["every"])
+                    if mult != self._lr_mult:
+                        opt.set_lr(self._lr_base * mult)
+                        self._lr_mult = mult
                 spp = spp_at(it, self.spp, self.sched.get("double_every"), self.sched.get("max"))
                 spp_g = spp_at(it, self.spp_grad, self.sched.get("double_every"), self.sched.get("max"))
                 tasks = [ViewTask(it, v, nv, spp, spp_g, self.seed, self.method, self.loss_name, names,
@@ -523,6 +558,9 @@ class OptimizationRun:
         seconds = elapsed0 + time.perf_counter() - t_start
         self._write_loss(history)
         self._save_params()
+        for v in self.views:
+            montage(os.path.join(self.out, "renders"), f"_view{v}.png",
+                    os.path.join(self.out, f"sequence_view{v}.png"))
         final = {}
         for k, v in enumerate(self.views):
             img = render(sc, spp=max(self.spp, 16), seed=view_seed(self.seed, 10 ** 6, v, 0), sensor=v, progress=False)
@@ -657,6 +695,12 @@ class OptimizationRun:
                 img = v if v.shape[2] == 3 else np.repeat(v, 3, axis=2)
                 write_exr(os.path.join(d, f"{n}.exr"), img.astype(np.float32))
                 save_png(os.path.join(d, f"{n}.png"), img)
+            if n in sc.heightfield_params:    # the displaced mesh, ready to fabricate; heights min-max scaled
+                from ..scene.mesh_io import save_ply
+                m = sc.heightfield_mesh(sc.heightfield_params.index(n))
+                save_ply(os.path.join(d, f"{n}.ply"), m["positions"], m["faces"])
+                lo, hi = float(v.min()), float(v.max())
+                save_png(os.path.join(d, f"{n}.png"), np.repeat((v - lo) / max(hi - lo, 1e-30), 3, axis=2))
             elif v.ndim == 4:  # 3D grid (media): z-slices as PNG (same scale as the truth's), and .vol
                 from ..media.grid import grid_slices
                 from ..media.volfile import write_vol

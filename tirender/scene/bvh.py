@@ -11,6 +11,9 @@ level, not per node.  Layout (flat arrays, node 0 is the root)::
     node_count (N,) int32   0 for an internal node, number of triangles for a leaf
     prim_order (T,) int32   triangle ids; each leaf's triangles are contiguous
 
+:func:`refit` recomputes a wide BVH's boxes for moved triangles (height fields: scene/heightfield.py),
+keeping its topology (:func:`refit_plan`: the order, computed once).
+
 :func:`collapse` turns the binary tree into the 4-wide one the kernels traverse (core/intersect.py):
 the children of a wide node are the up to 4 binary descendants left after repeatedly opening the
 internal child of largest surface area; their boxes are stored coordinate-first, so that one ray
@@ -25,7 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["BVH", "WIDTH", "WideBVH", "build_bvh", "collapse", "intersect_brute_force", "traverse_numpy"]
+__all__ = ["BVH", "WIDTH", "WideBVH", "build_bvh", "collapse", "refit", "refit_plan", "intersect_brute_force", "traverse_numpy"]
 
 T_MIN = 1e-6          # rays only count hits with t > T_MIN
 WIDTH = 4             # children per node of the wide BVH
@@ -318,6 +321,47 @@ def collapse(bvh, width=WIDTH):
             else:
                 child[j, s] = wide_id[k]
     return WideBVH(box_min=box_min.reshape(N, -1), box_max=box_max.reshape(N, -1), child=child, count=cnt)
+
+
+def refit_plan(wide):
+    """What :func:`refit` needs of a wide BVH's topology, computed once: the leaf slots sorted by first
+    triangle, and the internal slots grouped by the level of their parent (deepest first)."""
+    N = wide.n_nodes
+    level = np.zeros(N, np.int64)
+    inner = (wide.count == 0) & (wide.child > 0)
+    for n in range(N):                       # breadth-first order: parents before children
+        kids = wide.child[n][inner[n]]
+        level[kids] = level[n] + 1
+    leaf_n, leaf_s = np.nonzero(wide.count > 0)
+    order = np.argsort(wide.child[leaf_n, leaf_s], kind="stable")
+    leaf_n, leaf_s = leaf_n[order], leaf_s[order]
+    in_n, in_s = np.nonzero(inner)
+    groups = []
+    for lv in range(int(level.max(initial=0)), -1, -1):
+        m = level[in_n] == lv
+        if m.any():
+            groups.append((in_n[m], in_s[m]))
+    return dict(leaf_n=leaf_n, leaf_s=leaf_s, starts=wide.child[leaf_n, leaf_s].astype(np.int64),
+                groups=groups, valid=(wide.count > 0) | inner)
+
+
+def refit(wide, plan, v0, v1, v2):
+    """Recompute every child box of `wide` (in place) for moved triangles v0, v1, v2 (T, 3), in the
+    BVH's triangle order, keeping the topology (the nodes' triangles stay theirs): leaf slots from their
+    triangles' bounds, internal slots bottom-up as the union of their child node's slots."""
+    lo = np.minimum(np.minimum(v0, v1), v2).astype(np.float32)
+    hi = np.maximum(np.maximum(v0, v1), v2).astype(np.float32)
+    bmin = wide.box_min.reshape(-1, 3, WIDTH)
+    bmax = wide.box_max.reshape(-1, 3, WIDTH)
+    st = plan["starts"]
+    bmin[plan["leaf_n"], :, plan["leaf_s"]] = np.minimum.reduceat(lo, st, axis=0)
+    bmax[plan["leaf_n"], :, plan["leaf_s"]] = np.maximum.reduceat(hi, st, axis=0)
+    valid = plan["valid"][:, None, :]
+    for n, s in plan["groups"]:
+        c = wide.child[n, s]
+        bmin[n, :, s] = np.where(valid[c], bmin[c], np.inf).min(axis=2)
+        bmax[n, :, s] = np.where(valid[c], bmax[c], -np.inf).max(axis=2)
+    return wide
 
 
 # --------------------------------------------------------------------------- references

@@ -53,6 +53,7 @@ class Shape:
     emitter: int = -1
     interior: int = -1         # medium index inside the shape (-1: none), see tirender/media
     exterior: int = -1
+    heightfield: dict = None   # type heightfield: W, H, thickness, texture (index), codes, top, to_world
 
 
 @dataclass
@@ -337,11 +338,17 @@ class _Builder:
     def shape(self, i, spec):
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
-                     "flip_tex_coords", "resolution", "interior", "exterior"}, self.file, key)
+                     "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness"}, self.file, key)
         sid = str(spec.get("id", f"shape{i}"))
         key = f"shapes.{sid}"
         t = spec.get("type")
-        if t in builtin.BUILTIN:
+        for k in ("height", "thickness"):
+            if k in spec and t != "heightfield":
+                raise ConfigError(f"'{k}' belongs to heightfield shapes (this one is '{t}')", self.file, f"{key}.{k}")
+        hf = None
+        if t == "heightfield":
+            mesh, hf = self.heightfield(spec, sid, key)
+        elif t in builtin.BUILTIN:
             if t in ("sphere", "disk"):
                 res = _num(spec.get("resolution", 64), self.file, f"{key}.resolution", 8, 4096, integer=True)
                 mesh = builtin.BUILTIN[t](res)
@@ -361,6 +368,10 @@ class _Builder:
             raise ConfigError(f"unknown shape type '{t}' (expected one of: obj, ply, "
                               f"{', '.join(builtin.BUILTIN)})", self.file, f"{key}.type")
         m = parse_transform(spec.get("to_world"), self.file, f"{key}.to_world")
+        if hf is not None:
+            if abs(np.linalg.det(m[:3, :3])) < 1e-30:
+                raise ConfigError("to_world is singular", self.file, f"{key}.to_world")
+            hf["to_world"] = m
         mesh = builtin.transform_mesh(mesh, m)
         pos = mesh["positions"]
         if not np.all(np.isfinite(pos)):
@@ -377,6 +388,10 @@ class _Builder:
         area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
         ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
         bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
+        if hf is not None:
+            bad[:] = False       # displaced at bind time (scene/heightfield.py): every face is kept
+            if np.linalg.det(m[:3, :3]) < 0:          # transform_mesh flipped the winding: flip the codes too
+                hf["codes"] = hf["codes"][:, [0, 2, 1]]
         if bad.any():
             self.warnings.append(f"{self.file or '<dict>'}: {key}: skipped {int(bad.sum())} degenerate "
                                  f"(zero-area) triangles")
@@ -400,14 +415,40 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi)
+        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf)
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
                 from ..media.spec import medium_ref
                 setattr(s, side, medium_ref(self, spec[side], f"{key}.{side}", sid, side, pos))
         self.shapes.append(s)
         if spec.get("emitter") is not None:
+            if hf is not None:
+                raise ConfigError("a heightfield cannot be an emitter (its triangles move)", self.file,
+                                  f"{key}.emitter")
             s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
+
+    def heightfield(self, spec, sid, key):
+        """The object-space mesh of a heightfield shape (one vertex per triangle corner, heights of the
+        nearest texel: the device displaces it exactly, scene/heightfield.py) and its description."""
+        from . import heightfield as hfmod
+        res = spec.get("resolution", 64)
+        res = [res, res] if not isinstance(res, (list, tuple)) else list(res)
+        if len(res) != 2:
+            raise ConfigError("expected a vertex count or [W, H]", self.file, f"{key}.resolution")
+        W, H = (_num(r, self.file, f"{key}.resolution", 2, 4096, integer=True) for r in res)
+        from ..limits import check
+        check(W * H * 6, f"heightfield of {W}x{H} vertices", self.file, f"{key}.resolution")
+        thick = _num(spec.get("thickness", 0.0), self.file, f"{key}.thickness", 0.0, 1e6)
+        tid = self.texture(spec.get("height", 0.0), f"{sid}.height", 1, -1e6, 1e6, f"{key}.height")
+        tex = self.textures[tid]
+        tex.wrap = 1              # clamp: the border vertices see the border texels
+        codes, top, nobj, uv = hfmod.topology(W, H, thick)
+        heights = hfmod.vertex_heights_nearest(tex.data, W, H)
+        pos = hfmod.object_positions(codes, W, H, heights, thick).reshape(-1, 3)
+        nrm = np.repeat(np.where(top[:, None], np.array([0.0, 0.0, 1.0]), nobj), 3, axis=0)
+        mesh = dict(positions=pos.astype(np.float32), faces=np.arange(3 * len(codes), dtype=np.int32).reshape(-1, 3),
+                    normals=nrm.astype(np.float32), uvs=uv.reshape(-1, 2))
+        return mesh, dict(W=W, H=H, thickness=thick, texture=tid, codes=codes, top=top)
 
 
 def _sensor(spec, file, key):

@@ -62,6 +62,8 @@ class Scene:
         self._host_dirty = False     # params changed on the host, upload before the next kernel
         self._device_dirty = False   # params changed on the device (optimizer), download before reading
         self._env_dirty = False      # an environment map changed: rebuild its sampling distribution
+        self._geometry_dirty = False  # height-field heights changed: displace and refit before rendering
+        self.heightfield_params = ()  # names of the height textures (scene/heightfield.py)
         self.desc = desc
         self.integrator = dict(integrator)   # validated (tirender.integrators.registry.parse)
         self.sensors = desc.sensors
@@ -121,9 +123,11 @@ class Scene:
         a["tri_n0"], a["tri_n1"], a["tri_n2"] = N[:, 0], N[:, 1], N[:, 2]
         a["tri_uv0"], a["tri_uv1"], a["tri_uv2"] = UV[:, 0], UV[:, 1], UV[:, 2]
         a["tri_shape"] = tri_shape
+        self._heightfield_arrays(a, desc.shapes or [], starts, order)
         a["node_min"], a["node_max"] = bvh.node_min, bvh.node_max
         a["node_first"], a["node_count"] = bvh.node_first, bvh.node_count
         wide = collapse(bvh)
+        self._wide = wide
         a["wnode_min"], a["wnode_max"] = wide.box_min, wide.box_max
         a["wnode_child"], a["wnode_count"] = wide.child, wide.count
         shapes = desc.shapes or []
@@ -242,7 +246,8 @@ class Scene:
         self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
                           textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
-                          pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]))
+                          pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
+                          hfs=len(a["hf_tex"]))
         self.bsdf_levels = bsdf_levels(bs, [s.bsdf for s in shapes])
         self.em_mask = 0
         for e in ems:
@@ -250,11 +255,81 @@ class Scene:
         if not self.em_mask:
             self.em_mask = 1 << emitter_registry.BY_NAME["area"].TAG
 
+    # -- height fields (scene/heightfield.py) ---------------------------------------------------
+    def _heightfield_arrays(self, a, shapes, starts, order):
+        """Device arrays of the height-field shapes (tri_hf, tri_code in BVH order; the hf_* table)."""
+        n = len(order)
+        tri_hf = np.full(n, -1, np.int32)
+        tri_code = np.full((n, 3), -1, np.int32)
+        rows = []
+        for si, s in enumerate(shapes):
+            hf = s.heightfield
+            if hf is None:
+                continue
+            k = len(rows)
+            lo = starts[si]
+            tri_hf[lo:lo + len(hf["codes"])] = 2 * k + hf["top"].astype(np.int32)
+            tri_code[lo:lo + len(hf["codes"])] = hf["codes"]
+            rows.append(hf)
+        a["tri_hf"], a["tri_code"] = tri_hf[order], tri_code[order]
+        self.heightfield_params = tuple(self.desc.textures[hf["texture"]].name for hf in rows)
+        a["hf_tex"] = np.array([hf["texture"] for hf in rows] or [0], np.int32)
+        a["hf_w"] = np.array([hf["W"] for hf in rows] or [2], np.int32)
+        a["hf_h"] = np.array([hf["H"] for hf in rows] or [2], np.int32)
+        a["hf_zb"] = np.array([-hf["thickness"] for hf in rows] or [0.0], np.float32)
+        a["hf_m"] = np.array([hf["to_world"][:3, :4] for hf in rows] or [np.eye(4)[:3]], np.float32)
+        a["hf_nm"] = np.array([np.linalg.inv(hf["to_world"][:3, :3]).T for hf in rows] or [np.eye(3)], np.float32)
+        self._geometry_dirty = bool(rows)
+
+    def _update_geometry(self, st):
+        """Displace the height fields from the pool's heights and refit the BVH (topology kept)."""
+        from .bvh import refit, refit_plan
+        from .heightfield import displace
+        displace(st)
+        n = self.n_triangles
+        p0 = st.tri_p0.to_numpy()[:n]
+        e1 = st.tri_e1.to_numpy()[:n]
+        e2 = st.tri_e2.to_numpy()[:n]
+        if getattr(self, "_refit_plan", None) is None:
+            self._refit_plan = refit_plan(self._wide)
+        w = refit(self._wide, self._refit_plan, p0, p0 + e1, p0 + e2)
+        st.upload(dict(wnode_min=w.box_min, wnode_max=w.box_max))
+        a = self._arrays
+        a["wnode_min"], a["wnode_max"], a["tri_p0"], a["tri_e1"], a["tri_e2"] = w.box_min, w.box_max, p0, e1, e2
+        for k in ("tri_n0", "tri_n1", "tri_n2"):
+            a[k] = getattr(st, k).to_numpy()[:n]
+        pts = np.concatenate([p0, p0 + e1, p0 + e2]).astype(np.float64)
+        lo, hi = pts.min(0), pts.max(0)
+        self.bounding_sphere = (tuple((lo + hi) / 2), max(float(np.linalg.norm(hi - lo)) / 2, 1e-6))
+        self._geometry_dirty = False
+
+    def heightfield_mesh(self, index=0):
+        """The displaced mesh of height field `index` (world space) as dict(positions (V, 3), faces
+        (F, 3)): shared vertices — the W·H top vertices first in grid order (row j = v, column i = u),
+        then the bottom's — for writing a .ply that could be fabricated."""
+        self.bind()
+        rows = [s for s in self.desc.shapes if s.heightfield is not None]
+        s = rows[index]
+        hf = s.heightfield
+        lo = sum(len(x.faces) for x in self.desc.shapes[:self.desc.shapes.index(s)])
+        inv = np.empty_like(self.bvh.prim_order)
+        inv[self.bvh.prim_order] = np.arange(len(inv))
+        k = inv[lo:lo + len(hf["codes"])]
+        a = self._arrays
+        corners = np.stack([a["tri_p0"][k], a["tri_p0"][k] + a["tri_e1"][k], a["tri_p0"][k] + a["tri_e2"][k]], 1)
+        codes = hf["codes"].reshape(-1)
+        key = (codes & 1) * (hf["W"] * hf["H"]) + (codes >> 1)          # top vertices first
+        uniq, first, faces = np.unique(key, return_index=True, return_inverse=True)
+        return dict(positions=corners.reshape(-1, 3)[first].astype(np.float32),
+                    faces=faces.reshape(-1, 3).astype(np.int32))
+
     # -- parameters -------------------------------------------------------------------------
     def _param_changed(self, name):
         self._host_dirty = True
         if name in self._env_param_names():
             self._env_dirty = True
+        if name in self.heightfield_params:
+            self._geometry_dirty = True
 
     def _pull_params(self):
         if self._device_dirty and self._storage is not None:
@@ -281,6 +356,8 @@ class Scene:
             raise ConfigError(f"{bad} value(s) are not finite or out of bounds [{info.lo:g}, {info.hi:g}]",
                               key=info.name)
         self._device_dirty = True               # the host copy is refreshed when read
+        if info.name in self.heightfield_params:
+            self._update_geometry(st)
         return True
 
     def _env_param_names(self):
@@ -289,6 +366,8 @@ class Scene:
     def mark_device_params_changed(self):
         """Called after a kernel (optimizer step) wrote st.pool."""
         self._device_dirty = True
+        if self.heightfield_params:
+            self._geometry_dirty = True
 
     # -- device -----------------------------------------------------------------------------
     def bind(self):
@@ -301,6 +380,8 @@ class Scene:
             self._attach(st, self._arrays)
         if self._host_dirty:
             self._push_params()
+        if self._geometry_dirty:
+            self._update_geometry(st)
         return st
 
     def _push_params(self):
@@ -369,6 +450,7 @@ class Scene:
         self._storage = st
         self._host_dirty = False
         self._env_dirty = False
+        self._geometry_dirty = bool(self.heightfield_params)
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""

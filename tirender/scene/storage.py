@@ -35,7 +35,7 @@ class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
     MINIMUM = dict(tris=1 << 15, nodes=1 << 16, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
-                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16)
+                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8)
     _shared = None
 
     def __init__(self, caps):
@@ -48,8 +48,17 @@ class Storage:
         f.tri_n0, f.tri_n1, f.tri_n2 = (vec3.field() for _ in range(3))
         f.tri_uv0, f.tri_uv1, f.tri_uv2 = (vec2.field() for _ in range(3))
         f.tri_shape = ti.field(ti.i32)
+        # height-field triangles (scene/heightfield.py): 2·field + top flag (-1: static), corner codes
+        f.tri_hf = ti.field(ti.i32)
+        f.tri_code = ti.Vector.field(3, ti.i32)
         fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
-                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape)
+                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape, f.tri_hf, f.tri_code)
+        # height fields: height texture, vertex grid, bottom level, object -> world (3x4), normal matrix
+        f.hf_tex, f.hf_w, f.hf_h = (ti.field(ti.i32) for _ in range(3))
+        f.hf_zb = ti.field(float)
+        f.hf_m = ti.Matrix.field(3, 4, float)
+        f.hf_nm = ti.Matrix.field(3, 3, float)
+        fb.dense(ti.i, c["hfs"]).place(f.hf_tex, f.hf_w, f.hf_h, f.hf_zb, f.hf_m, f.hf_nm)
         f.node_min, f.node_max = vec3.field(), vec3.field()
         f.node_first, f.node_count = ti.field(ti.i32), ti.field(ti.i32)
         fb.dense(ti.i, c["nodes"]).place(f.node_min, f.node_max, f.node_first, f.node_count)
