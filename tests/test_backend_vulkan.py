@@ -244,6 +244,14 @@ def _render_results():
     ps = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
                              overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=ptracer"])
     pg = tirender.render_grad(ps, np.ones((24, 24, 3), np.float32), spp=8, seed=7, progress=False)
+    from tirender.config import load_config
+    cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]     # height field: attached gradients
+    cc["sensors"][0]["film"].update(width=24, height=24)
+    cs = tirender.load_scene(cc)
+    y, x = np.mgrid[0:16, 0:16] / 16.0
+    cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
+    cimg = tirender.render(cs, spp=4, seed=8, progress=False)
+    cg = tirender.render_grad(cs, np.ones_like(cimg), spp=4, seed=9, progress=False)
     vs = tirender.load_scene(VOLUME)
     vimg = tirender.render(vs, spp=8, seed=1, progress=False)
     vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
@@ -251,6 +259,7 @@ def _render_results():
             "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
             "ptgrad": {k: pg[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
             "vimg": vimg.reshape(-1).tolist(), "mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(),
+            "cimg": cimg.reshape(-1).tolist(), "cgrad": {"lens.height": cg["lens.height"].reshape(-1).tolist()},
             "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}}
 
 
@@ -271,7 +280,7 @@ def _run_render_vulkan():
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
     """(And coherent MCMC in its `threads` schedule: counter-based random numbers; and the light
-    tracer.) The same seeds give the same paths on both backends: images agree to float rounding (the film
+    tracer, also with attached gradients through a height field: caustic design.) The same seeds give the same paths on both backends: images agree to float rounding (the film
     accumulates in fixed point on both); gradients to float rounding of the atomic adds (fixed point on
     the CPU, f32 on the software Vulkan device)."""
     if backend.current_arch() != "cpu":
@@ -279,11 +288,11 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
     vk = _run_render_vulkan()
     cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process
     assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
-    for key in ("img", "vimg", "mimg", "ptimg"):    # mimg: coherent MCMC, the same decisions on both backends
+    for key in ("img", "vimg", "mimg", "ptimg", "cimg"):    # mimg: coherent MCMC, the same decisions on both backends
         a, b = np.asarray(cpu[key]), np.asarray(vk[key])
         assert np.abs(a - b).max() < 1e-3 * max(a.max(), 1.0), (key, np.abs(a - b).max())
         assert abs(a.mean() - b.mean()) < 1e-5 * a.mean(), key
-    for grads in ("grad", "vgrad", "ptgrad"):
+    for grads in ("grad", "vgrad", "ptgrad", "cgrad"):
         for name, a in cpu[grads].items():
             a, b = np.asarray(a), np.asarray(vk[grads][name])
             assert np.abs(a - b).max() <= 1e-3 * np.abs(a).max() + 1e-6, (name, a[:6], b[:6])
