@@ -133,17 +133,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
     A = vec3(0.0)
     R = A_in
     nv = 0
-    lo_out = vec3(0.0)
-    ld_out = vec3(0.0)
-    hit = 0               # ATTACHED: the stop vertex was reached; its hit and adjoints (g_p, g_n, g_d)
-    h_tri = -1
-    h_t = 0.0
-    h_b = vec2(0.0)
-    h_o = vec3(0.0)
-    h_d = vec3(0.0)
-    h_gp = vec3(0.0)
-    h_gn = vec3(0.0)
-    h_gd = vec3(0.0)
+    stop_at = attached.Stop(valid=0)     # ATTACHED: the stop vertex and its adjoints
     u_sel = sampler.next_1d()
     u_pos = sampler.next_2d()
     u_dir = sampler.next_2d()
@@ -209,13 +199,14 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                     active = False
                     if ti.static(moving):
                         if at_stop:
-                            hit, h_tri, h_t, h_b, h_o, h_d, h_gp = 1, tri, t, vec2(b1, b2), o, d, g_p
+                            stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o, d=d, g_p=g_p)
                 else:
                     bs = vertex.sample(st, bsdf, v, sampler)
                     if ti.static(moving):
                         if at_stop:
-                            h_gd, h_gn = attached.scatter_adjoint(v, d, bs, lam_d)
-                            hit, h_tri, h_t, h_b, h_o, h_d, h_gp = 1, tri, t, vec2(b1, b2), o, d, g_p
+                            g_d, g_n = attached.scatter_adjoint(v, d, bs, lam_d)
+                            stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o, d=d, g_p=g_p,
+                                                    g_n=g_n, g_d=g_d)
                             active = False
                     wo = to_local(v.s, v.t, v.n, bs.wo)
                     cos_os = ti.abs(wo[2])
@@ -247,10 +238,10 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                                 active = False
                             else:
                                 beta /= q_rr
+    lo_out = vec3(0.0)
+    ld_out = vec3(0.0)
     if ti.static(moving):
-        if hit == 1:
-            lo_out, ld_out = attached.hit_adjoint(st, h_tri, h_t, h_b[0], h_b[1], h_o, h_d, h_gp, h_gn)
-            ld_out += h_gd
+        lo_out, ld_out = attached.stop_adjoint(st, stop_at)
     return A, nv, lo_out, ld_out
 
 

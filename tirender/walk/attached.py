@@ -10,9 +10,37 @@ them. Integrators carry (λo, λd) backwards along a path by replaying it (integ
 import taichi as ti
 
 from ..core.interaction import interaction_adjoint
-from ..core.math import vec3
+from ..core.math import vec2, vec3
 from ..core.optics import reflect_adjoint, refract_adjoint
 from ..scene import heightfield
+
+
+@ti.dataclass
+class Stop:
+    """The vertex a replay stops at: valid (1: reached), its hit (tri, t, barycentrics b) of the ray
+    (o, d) arriving at it, and the adjoints gathered there: g_p (its position: the next ray's origin,
+    its own connections), g_n (its shading normal), g_d (the arriving direction, through the
+    scattering)."""
+    valid: ti.i32
+    tri: ti.i32
+    t: float
+    b: vec2
+    o: vec3
+    d: vec3
+    g_p: vec3
+    g_n: vec3
+    g_d: vec3
+
+
+@ti.func
+def stop_adjoint(st: ti.template(), s):
+    """(λo, λd) of the ray arriving at the stop vertex s (zero if it was not reached)."""
+    lo = vec3(0.0)
+    ld = vec3(0.0)
+    if s.valid == 1:
+        lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], s.o, s.d, s.g_p, s.g_n)
+        ld += s.g_d
+    return lo, ld
 
 
 @ti.func
