@@ -107,6 +107,10 @@ def cmd_render(args):
         return 0
     _refuse(args, ("--frames",), "to scene configs (only to radiance fields, .npz)")
     cfg = load_config(args.config, args.set, defines=_defines(args))
+    if isinstance(cfg, dict) and "grin" in cfg:
+        from .errors import ConfigError
+        raise ConfigError("a GRIN config has no scene to render: `tirender optimize` writes its projections "
+                          "(final_*.png)", args.config, "grin")
     rs = render_settings(cfg, args)
     if rs["width"] is not None or rs["height"] is not None:
         sc = cfg["scene"]
@@ -168,6 +172,17 @@ def cmd_optimize(args):
         psnr = m.get("heldout_psnr", m.get("psnr"))
         print(f"optimized radiance field {args.config}" + (f": held-out PSNR {psnr:.2f} dB" if isinstance(psnr, (int, float)) else "")
               + f" -> {out} (field.npz, metrics.json)")
+        return 0
+    if "grin" in cfg:
+        _refuse(args, ("--gui",), "to GRIN configs (no live view of their optimisation)")
+        _refuse(args, ("--workers",), "to GRIN configs (one process renders every view)")
+        from .grin.cli import check, optimize_main, summary
+        parsed = check(cfg, args.config)
+        out = check_output_dir(args.out or os.path.join("out", stem), "--out")
+        _check_arch(args, cfg)
+        _init(args, cfg)
+        m = optimize_main(cfg, args.config, out, iters, args.resume, parsed=parsed)
+        print(summary(m, args.config, out))
         return 0
     from .api import describe
     from .optim.driver import check_optimize_config, run_optimization
