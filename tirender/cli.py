@@ -108,7 +108,6 @@ def cmd_render(args):
     _refuse(args, ("--frames",), "to scene configs (only to radiance fields, .npz)")
     cfg = load_config(args.config, args.set, defines=_defines(args))
     if isinstance(cfg, dict) and "grin" in cfg:
-        from .errors import ConfigError
         raise ConfigError("a GRIN config has no scene to render: `tirender optimize` writes its projections "
                           "(final_*.png)", args.config, "grin")
     rs = render_settings(cfg, args)
