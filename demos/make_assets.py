@@ -25,6 +25,31 @@ def target_texture(n=256):
     return np.clip(img, 0.05, 0.95)
 
 
+def _blur(img, s):
+    """Separable Gaussian blur (standard deviation s pixels, edges replicated)."""
+    r = int(np.ceil(3 * s))
+    t = np.arange(-r, r + 1)
+    k = np.exp(-t * t / (2 * s * s))
+    k /= k.sum()
+    for axis in (0, 1):
+        img = np.apply_along_axis(lambda m: np.convolve(np.pad(m, r, mode="edge"), k, "valid"), axis, img)
+    return img
+
+
+def grin_targets(n=32):
+    """The two caustics of configs/grin.yaml (linear intensities in [0, 1], (n, n)): a ring "O" seen
+    along +z and the same ring with its halves swapped, ")(", seen along +x. Two views of a cube
+    from perpendicular directions share one image axis (world y, "up" in both): in the weak-lens
+    limit both images' row sums are fixed by the same integral of n over the other two axes, so the
+    targets have equal row sums (the swap moves mass only within rows)."""
+    y, x = (np.mgrid[0:n, 0:n] + 0.5) / n - 0.5
+    r = np.sqrt(x * x + y * y)
+    ring = _blur((np.abs(r - 0.27) < 0.035).astype(np.float64), n / 32.0)
+    ring /= ring.max()
+    h = n // 2
+    return ring, np.concatenate([ring[:, h:], ring[:, :h]], 1)
+
+
 def envmap(w=64, h=32):
     """A small sky-like environment: bright sun spot, blue sky gradient, dark ground (linear HDR)."""
     v, u = np.mgrid[0:h, 0:w] + 0.5
@@ -62,4 +87,9 @@ if __name__ == "__main__":
     c = caustic_target()
     iio.imwrite(os.path.join(OUT, "caustic_target.png"),
                 np.round(np.where(c <= 0.0031308, 12.92 * c, 1.055 * c ** (1 / 2.4) - 0.055) * 255).astype(np.uint8))
-    print("wrote", OUT)
+    grin = os.path.join(HERE, "..", "configs", "grin")
+    os.makedirs(grin, exist_ok=True)
+    for name, img in zip(("target_ring", "target_arcs"), grin_targets()):
+        s8 = np.where(img <= 0.0031308, 12.92 * img, 1.055 * img ** (1 / 2.4) - 0.055)
+        iio.imwrite(os.path.join(grin, name + ".png"), np.round(np.clip(s8, 0, 1) * 255).astype(np.uint8))
+    print("wrote", OUT, "and", os.path.normpath(grin))

@@ -1,7 +1,7 @@
 """Job configs (YAML): loading, `--set key=value` overrides and section validation.
 
 A config has a ``scene:`` section (inline mapping or a path to a scene YAML) and job sections
-(``render:``, ``optimize:``, ``radiance_field:``, ``viewer:``); ``arch:`` picks the backend.
+(``render:``, ``optimize:``, ``radiance_field:``, ``grin:``, ``viewer:``); ``arch:`` picks the backend.
 A file without ``scene:`` is itself a scene file.
 """
 import copy
@@ -13,7 +13,7 @@ from .errors import ConfigError
 from .scene.description import load_yaml
 from .schema import Integer, String, validate
 
-TOP_KEYS = {"arch", "scene", "render", "optimize", "radiance_field", "viewer", "seed"}
+TOP_KEYS = {"arch", "scene", "render", "optimize", "radiance_field", "grin", "viewer", "seed"}
 
 
 def apply_overrides(data, overrides, file=None):

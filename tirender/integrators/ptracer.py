@@ -115,8 +115,8 @@ def _connection_adjoint(st: ti.template(), cam, v, c, pos, to_cam, dist, imp):
 
 @ti.func
 def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, sampler: ti.template(), center,
-               radius, max_depth, rr_depth, hide_emitters, grad: ti.template(), moving: ti.template(), mode, replay, A_in,
-               stop, lam_o, lam_d):
+               radius, max_depth, rr_depth, hide_emitters, grad: ti.template(), moving: ti.template(), mode, replay,
+               A_in, stop, lam_o, lam_d):
     """Trace one light path (see the module doc); returns (A, vertices, λo, λd). grad (compile
     time): False for PRIMAL, True for the gradient modes (chosen at run time: one inlined walk);
     moving (compile time): whether ATTACHED is compiled in (scenes with height fields).
