@@ -35,3 +35,18 @@ def assert_agree(g, f, name, sigmas=3.0, min_signal=3.0):
     assert abs(mg - mf) <= sigmas * se + 1e-7 * abs(mf), f"{name}: PRB {mg:.6g} ± {se_g:.2g} vs FD {mf:.6g} ± {se_f:.2g}"
     assert abs(mf) > min_signal * se_f, f"{name}: gradient not significant (FD {mf:.3g} ± {se_f:.2g})"
     return mg, mf, se
+
+
+def central_differences(f, x, h=1e-6):
+    """Central differences of scalar f at x (float64 array of any shape) along each coordinate."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+def max_rel_err(a, b):
+    """max |a - b| relative to max |b| (floored at 1e-12)."""
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))

@@ -19,22 +19,17 @@ import sys
 
 import numpy as np
 
+from gradcheck_util import central_differences, max_rel_err
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 H = 1e-6
 
 
 def _fd(f, x, h=H):
-    """Central differences of scalar f at x (float64 vector) along each coordinate."""
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = h
-        g[i] = (f(x + e) - f(x - e)) / (2 * h)
-    return g
+    return central_differences(f, x, h)
 
 
-def _rel(a, b):
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
+_rel = max_rel_err
 
 
 def checks():

@@ -105,6 +105,16 @@ def _screen(vp: ti.template(), vi: ti.template(), v, xf, dout):
 
 
 @ti.func
+def _window(vp: ti.template(), vi: ti.template(), v, px, py, radius):
+    """(W, H, splat weight, x0, y0, span): view v's screen size and the pixels a splat at (px, py)
+    may touch (span × span from (x0, y0))."""
+    x0 = ti.cast(ti.floor(px - radius), ti.i32)
+    y0 = ti.cast(ti.floor(py - radius), ti.i32)
+    span = ti.cast(ti.ceil(2.0 * radius), ti.i32) + 1
+    return vi[v, 1], vi[v, 2], vp[v, 18], x0, y0, span
+
+
+@ti.func
 def _g(t, sigma, radius, er):
     """(g(t), e(t) = exp(−t²/2σ²)) of the truncated kernel (0 beyond the radius)."""
     e = ti.exp(-t * t / (2.0 * sigma * sigma))
@@ -128,12 +138,7 @@ def _k_project(vals: ti.types.ndarray(), bmin: vec3, bmax: vec3, res: ivec3, n_o
         else:
             ti.atomic_add(stats[v, status], 1)
         if status != DROPPED and ok:
-            W = vi[v, 1]
-            H = vi[v, 2]
-            wgt = vp[v, 18]
-            x0 = ti.cast(ti.floor(px - radius), ti.i32)
-            y0 = ti.cast(ti.floor(py - radius), ti.i32)
-            span = ti.cast(ti.ceil(2.0 * radius), ti.i32) + 1
+            W, H, wgt, x0, y0, span = _window(vp, vi, v, px, py, radius)
             for yy in range(span):
                 iy = y0 + yy
                 if 0 <= iy and iy < H:
@@ -168,12 +173,7 @@ def _k_project_adjoint(vals: ti.types.ndarray(), bmin: vec3, bmax: vec3, res: iv
         rec, ck = trace_ray_ckpt(vals, G, o, d, h, max_steps, eps)
         ok, px, py, t = _screen(vp, vi, v, rec.xf, rec.dout)
         if rec.status == OK and ok:
-            W = vi[v, 1]
-            H = vi[v, 2]
-            wgt = vp[v, 18]
-            x0 = ti.cast(ti.floor(px - radius), ti.i32)
-            y0 = ti.cast(ti.floor(py - radius), ti.i32)
-            span = ti.cast(ti.ceil(2.0 * radius), ti.i32) + 1
+            W, H, wgt, x0, y0, span = _window(vp, vi, v, px, py, radius)
             pxb = 0.0
             pyb = 0.0
             for yy in range(span):

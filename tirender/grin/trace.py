@@ -293,9 +293,9 @@ def first_root(delta, dk, ak, out):
 
 @ti.func
 def curvature(g, v):
-    """a = d(v/|v|)/ds = (∇n − (∇n·d)d)/|v| (1/scene unit) for g = ∇n at the point."""
-    d, ln = unit(v)
-    return (g - g.dot(d) * d) / ti.max(ln, 1e-30)
+    """a = d(v/|v|)/ds = (∇n − (∇n·d)d)/|v| (1/scene unit) for g = ∇n at the point: the same
+    expression as the adjoint of normalisation, unit_adjoint(v, g)."""
+    return unit_adjoint(v, g)
 
 
 @ti.func
