@@ -331,7 +331,7 @@ def _grin_child():
         _loss, _per, adj = tr.loss(imgs)
         tr.proj.backward(g, adj, 1)
         out.update({name + "img": [im.reshape(-1).tolist() for im in imgs], name + "stats": tr.proj.last_stats,
-                    name + "grad": g.grad().reshape(-1).tolist()})
+                    name + "grad": g.grad_numpy().reshape(-1).tolist()})
     print("GRIN-RESULT " + json.dumps(out))
 
 

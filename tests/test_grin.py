@@ -55,7 +55,7 @@ def adjoint_checks():
         return float((nb * n).sum() + (gb * grad).sum())
     g.set(data)
     xbar = g.eval_adjoint(xs, nb, gb)
-    ga = g.grad()
+    ga = g.grad_numpy()
     out["field: n, grad n w.r.t. grid values"] = {"max_rel_err": _rel(ga, _fd(lookup, data)), "cases": data.size}
     g.set(data)
     xfd = np.zeros_like(xs)
@@ -78,7 +78,7 @@ def adjoint_checks():
     for name, h in (("regular", 0.01), ("ending on a plane", 5.0)):
         adj = rng.normal(size=(N, 6))
         sb = T.step_states_adjoint(g, s, h, adj)
-        ga = g.grad()
+        ga = g.grad_numpy()
         sfd = np.zeros_like(s)
         for i in range(N):
             sfd[i] = _fd(lambda y: float((T.step_states(g, y[None], h)[0] * adj[i]).sum()), s[i])
@@ -109,7 +109,7 @@ def adjoint_checks():
             return float((rr["x"][ok] * xb[ok]).sum() + (rr["d"][ok] * db[ok]).sum())
         g.set(data)
         T.trace_adjoint(g, o, d, xb, db, h)
-        ga = g.grad()
+        ga = g.grad_numpy()
         if h > 0.01:
             err = _rel(ga, _fd(loss, data))
         else:
@@ -151,7 +151,7 @@ def pipeline_check(seeds=8, eps=(1e-7, 1e-4)):
     for s in range(seeds):
         _, _, adj = loss(data, s)
         tr.proj.backward(g, adj, s)
-        ad.append(float((g.grad() * u).sum()))
+        ad.append(float((g.grad_numpy() * u).sum()))
         for e in eps:
             fd[e].append((loss(data + e * u, s)[0] - loss(data - e * u, s)[0]) / (2 * e))
     ad = np.array(ad)

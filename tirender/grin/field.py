@@ -338,7 +338,7 @@ class IndexGrid:
         """Largest |add| recorded since the last :meth:`zero_grad` (fixed_point.track_max)."""
         return fxp.slots_max(self.slots.to_numpy())
 
-    def grad(self):
+    def grad_numpy(self):
         """∂(objective)/∂(grid values) accumulated since :meth:`zero_grad`, (D, H, W) float64."""
         if self.grad_scale is None:
             return np.zeros(self.shape)

@@ -298,7 +298,7 @@ class Projector:
         return [q[k, :v.height, :v.width] for k, v in enumerate(self.views)]
 
     def backward(self, grid, dimgs, seed=0):
-        """Scatter Σ_views <Ī_v, ∂I_v/∂grid> into the grid's gradient (read it with grid.grad()); the
+        """Scatter Σ_views <Ī_v, ∂I_v/∂grid> into the grid's gradient (read it with grid.grad_numpy()); the
         rays are those of render(grid, seed). dimgs: one (H, W) adjoint image per view."""
         args, ms = self._common(grid, seed)
         d = np.zeros((len(self.views), self.Hm, self.Wm), self.dtype)

@@ -769,7 +769,7 @@ def accumulate(grid, launch, adds):
 
 
 def trace_adjoint(grid, o, d, xbar, dbar, step, max_steps=None, eps=None):
-    """Adjoint of :func:`trace`: grid.grad() becomes Σ_i x̄_i·∂x_i/∂grid + d̄_i·∂d_i/∂grid (OK rays).
+    """Adjoint of :func:`trace`: grid.grad_numpy() becomes Σ_i x̄_i·∂x_i/∂grid + d̄_i·∂d_i/∂grid (OK rays).
     Returns (N, 6): the adjoint (x̄0, v̄0) of each ray's in-box start state."""
     o, d = _rays(grid, o, d)
     adj = np.ascontiguousarray(np.concatenate([np.atleast_2d(xbar), np.atleast_2d(dbar)], 1), grid.dtype)
@@ -790,7 +790,7 @@ def step_states(grid, s, h):
 
 
 def step_states_adjoint(grid, s, h, adj):
-    """Adjoint of :func:`step_states` for output adjoints adj (N, 6): grid.grad() and (N, 6) input
+    """Adjoint of :func:`step_states` for output adjoints adj (N, 6): grid.grad_numpy() and (N, 6) input
     adjoints."""
     s = np.ascontiguousarray(np.atleast_2d(s), grid.dtype)
     adj = np.ascontiguousarray(np.atleast_2d(adj), grid.dtype)

@@ -275,7 +275,7 @@ class Trainer:
         images = self.proj.render(self.grid, s)
         total, per, adj = self.loss(images)
         self.proj.backward(self.grid, adj, s)
-        g = self.grid.grad()
+        g = self.grid.grad_numpy()
         self.data = self.adam.step(self.data, g, self.lo, self.hi)
         return total, per, images
 
