@@ -45,6 +45,13 @@ def bsdf_levels(rows, roots):
     return tuple(levels) or (1 << bsdf_registry.BY_NAME["diffuse"].TAG,)
 
 
+def _bounding_sphere(points):
+    """(centre, radius) of the bounding box of points (N, 3)."""
+    pts = np.asarray(points, np.float64)
+    lo, hi = pts.min(0), pts.max(0)
+    return tuple((lo + hi) / 2), max(float(np.linalg.norm(hi - lo)) / 2, 1e-6)
+
+
 class Scene:
     """A renderable, differentiable scene.
 
@@ -233,11 +240,7 @@ class Scene:
         info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
         info_f = np.zeros(8, np.float32)
         ext = float(np.abs(P[np.isfinite(P)]).max()) if n0 else 1.0
-        self.bounding_sphere = ((0.0, 0.0, 0.0), 1.0)   # (centre, radius) of the geometry's bounding box
-        if n0:
-            pts = P.reshape(-1, 3).astype(np.float64)
-            lo, hi = pts.min(0), pts.max(0)
-            self.bounding_sphere = (tuple((lo + hi) / 2), max(float(np.linalg.norm(hi - lo)) / 2, 1e-6))
+        self.bounding_sphere = _bounding_sphere(P.reshape(-1, 3)) if n0 else ((0.0, 0.0, 0.0), 1.0)
         info_f[0], info_f[1] = RAY_EPS, ext
         a["info_i"], a["info_f"] = info_i, info_f
         from ..media.spec import media_arrays
@@ -294,13 +297,9 @@ class Scene:
             self._refit_plan = refit_plan(self._wide)
         w = refit(self._wide, self._refit_plan, p0, p0 + e1, p0 + e2)
         st.upload(dict(wnode_min=w.box_min, wnode_max=w.box_max))
-        a = self._arrays
+        a = self._arrays     # host copies: heightfield_mesh reads the positions (a rebind displaces again)
         a["wnode_min"], a["wnode_max"], a["tri_p0"], a["tri_e1"], a["tri_e2"] = w.box_min, w.box_max, p0, e1, e2
-        for k in ("tri_n0", "tri_n1", "tri_n2"):
-            a[k] = getattr(st, k).to_numpy()[:n]
-        pts = np.concatenate([p0, p0 + e1, p0 + e2]).astype(np.float64)
-        lo, hi = pts.min(0), pts.max(0)
-        self.bounding_sphere = (tuple((lo + hi) / 2), max(float(np.linalg.norm(hi - lo)) / 2, 1e-6))
+        self.bounding_sphere = _bounding_sphere(np.concatenate([p0, p0 + e1, p0 + e2]))
         self._geometry_dirty = False
 
     def heightfield_mesh(self, index=0):
