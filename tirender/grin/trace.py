@@ -499,31 +499,13 @@ def box_distance(G, x, v):
 
 
 @ti.func
-def march(vals: ti.template(), G, x, v, h, max_steps, eps):
-    """Integrate from (x, v) until the exit face: (x_N, v_N, N steps, reached the face)."""
-    y = x
-    u = v
-    c = cell_of(G, x)
-    k = 0
-    done = False
-    while k < max_steps:
-        if box_distance(G, y, u) <= eps:
-            done = True
-            break
-        y, u, c = advance(vals, G, y, u, c, h, eps)
-        k += 1
-    if not done:
-        done = box_distance(G, y, u) <= eps
-    return y, u, k, done
-
-
-@ti.func
-def march_ckpt(vals: ti.template(), G, x, v, h, max_steps, eps):
-    """:func:`march` keeping every K-th state (x, v, cell) in a C_CKPT × 9 local array, K the smallest
-    power of two with steps ≤ C_CKPT·K: K starts at 1 and doubles (every other checkpoint dropped)
-    whenever the array is full, so the spacing follows the ray's own step count →
-    (x_N, v_N, N, done, checkpoints, K)."""
-    ck = STATE(0.0)
+def march(vals: ti.template(), G, x, v, h, max_steps, eps, keep: ti.template()):
+    """Integrate from (x, v) until the exit face → (x_N, v_N, N steps, reached the face, checkpoints,
+    K). With ``keep`` (compile time; the backward pass's forward march), every K-th state (x, v,
+    cell) goes into a C_CKPT × 9 local array, K the smallest power of two with steps ≤ C_CKPT·K: K
+    starts at 1 and doubles (every other checkpoint dropped) whenever the array is full, so the
+    spacing follows the ray's own step count; without, the checkpoints are a 1 × 9 placeholder."""
+    ck = ti.Matrix.zero(float, ti.static(C_CKPT if keep else 1), 9)
     K = 1
     y = x
     u = v
@@ -534,13 +516,14 @@ def march_ckpt(vals: ti.template(), G, x, v, h, max_steps, eps):
         if box_distance(G, y, u) <= eps:
             done = True
             break
-        if k == C_CKPT * K:                  # full: keep the even checkpoints, double the spacing
-            for j in range(C_CKPT // 2):
-                for q in ti.static(range(9)):
-                    ck[j, q] = ck[2 * j, q]
-            K *= 2
-        if k % K == 0:
-            _put(ck, k // K, y, u, c)
+        if ti.static(keep):
+            if k == C_CKPT * K:                  # full: keep the even checkpoints, double the spacing
+                for j in range(C_CKPT // 2):
+                    for q in ti.static(range(9)):
+                        ck[j, q] = ck[2 * j, q]
+                K *= 2
+            if k % K == 0:
+                _put(ck, k // K, y, u, c)
         y, u, c = advance(vals, G, y, u, c, h, eps)
         k += 1
     if not done:
@@ -588,7 +571,7 @@ def trace_ray(vals: ti.template(), G, o, d, h, max_steps, eps):
     dout = d
     k = 0
     if status == OK:
-        x, v, kk, done = march(vals, G, x0, v0, h, max_steps, eps)
+        x, v, kk, done, _ck, _K = march(vals, G, x0, v0, h, max_steps, eps, False)
         k = kk
         xo, do, ok = leave(G, x, v)
         xf = xo
@@ -618,7 +601,7 @@ def trace_ray_ckpt(vals: ti.template(), G, o, d, h, max_steps, eps):
     rec = RayRecord(status=status, steps=0, K=1, x0=x0, N=N, x=o, v=d, xf=o, dout=d)
     ck = STATE(0.0)
     if status == OK:
-        x, v, k, done, cks, K = march_ckpt(vals, G, x0, v0, h, max_steps, eps)
+        x, v, k, done, cks, K = march(vals, G, x0, v0, h, max_steps, eps, True)
         ck = cks
         rec.K = K
         xo, do, ok = leave(G, x, v)
