@@ -5,7 +5,7 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
 * core/camera.py: the pinhole connection's film position and importance w.r.t. the point;
 * core/film.py: the gathered adjoint w.r.t. a splat's film position (Gaussian filter);
 * core/optics.py: mirror reflection w.r.t. the direction and the normal;
-* a surface hit's position and shading normal (core/intersect.py ray_triangle_adjoint,
+* a surface hit's position, shading normal and uv (core/intersect.py ray_triangle_adjoint,
   core/interaction.py interaction_adjoint) w.r.t. the ray, on a flat triangle and on a height field,
   where the chain continues through the vertices and the stencil normals into every height texel
   (scene/heightfield.py corner_adjoint, the lookups' adjoints): the primal re-displaces the mesh
@@ -187,7 +187,7 @@ def _hit_checks(rng):
     from tirender.core.fixed_point import grad_scale_for
     from tirender.core.interaction import make_interaction
     from tirender.core.intersect import intersect
-    from tirender.core.math import BIG, vec3
+    from tirender.core.math import BIG, vec2, vec3
     from tirender.walk.attached import hit_adjoint
     from tirender.launch import read_gradients, reset_gradients
     from scenes import camera
@@ -212,14 +212,16 @@ def _hit_checks(rng):
         d = vec3(x[3], x[4], x[5])
         tri, t, b1, b2 = intersect(st, o, d, BIG)
         si = make_interaction(st, tri, t, b1, b2, o, d)
-        return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + ti.cast(si.shape, ti.f64) * 1e3
+        return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + si.uv.dot(vec2(g[6], g[7])) \
+            + ti.cast(si.shape, ti.f64) * 1e3
 
     @ti.kernel
     def k_hit_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
         tri, t, b1, b2 = intersect(st, o, d, BIG)
-        g_o, g_d = hit_adjoint(st, tri, t, b1, b2, o, d, vec3(g[0], g[1], g[2]), vec3(g[3], g[4], g[5]))
+        g_o, g_d = hit_adjoint(st, tri, t, b1, b2, o, d, vec3(g[0], g[1], g[2]), vec3(g[3], g[4], g[5]),
+                               vec2(g[6], g[7]))
         for i in ti.static(range(3)):
             out[i] = g_o[i]
             out[3 + i] = g_d[i]
@@ -235,9 +237,9 @@ def _hit_checks(rng):
         while len(errs) < (100 if z < 0 else 40):
             o = np.array([*rng.uniform(-0.6, 0.6, 2), 2.5 if z > 0 else -1.0])
             d = np.array([*rng.normal(size=2) * 0.15, -1.0])
-            g = rng.normal(size=6)
+            g = rng.normal(size=8)
             x = np.concatenate([o, d])
-            shape = k_hit(x, np.zeros(6)) / 1e3
+            shape = k_hit(x, np.zeros(8)) / 1e3
             if shape != (0 if z > 0 else 1):
                 continue
             adj = np.zeros(6)

@@ -246,9 +246,20 @@ def one_sided(cls):
 
 def dirac(cls):
     """Generate the ``*_at`` functions of a model with Dirac lobes only (it writes ``fetch`` and
-    ``sample``): eval, pdf, the parameter adjoint and the direction derivatives are 0 — detached PRB
-    does not differentiate Dirac lobes (as Mitsuba's prb)."""
+    ``sample``, optionally ``dlog(p, wi, reflected) -> vec3``): eval, pdf, the parameter adjoint and
+    the direction derivatives are 0 — detached PRB does not differentiate Dirac lobes (as Mitsuba's
+    prb); ``dirac_dlog_at`` is attached PRB's ∂ ln(weight · probability)/∂cos θi of the sampled lobe
+    (per channel; 0 without ``dlog``)."""
     fetch, sample = cls.fetch, cls.sample
+    dlog = getattr(cls, "dlog", None)
+    has_dlog = dlog is not None
+
+    @ti.func
+    def dirac_dlog_at(st: ti.template(), ctx, wi, reflected, inner: ti.template()):
+        res = vec3(0.0)
+        if ti.static(has_dlog):
+            res = dlog(fetch(st, ctx), wi, reflected)
+        return res
 
     @ti.func
     def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
@@ -275,7 +286,8 @@ def dirac(cls):
         return vec3(0.0), vec3(0.0)
 
     for name, fn in (("eval_at", eval_at), ("pdf_at", pdf_at), ("eval_pdf_at", eval_pdf_at),
-                     ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at)):
+                     ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at),
+                     ("dirac_dlog_at", dirac_dlog_at)):
         setattr(cls, name, staticmethod(fn))
     cls.COMPOSITE = False
     return cls

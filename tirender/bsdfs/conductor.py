@@ -11,7 +11,7 @@ from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
 from .base import DELTA, BsdfSample, const, const_rgb, dirac, invalid_sample, slot_rgb
-from .fresnel import fresnel_conductor, reflect
+from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect
 from .ior import CONDUCTORS
 
 _SPEC = 0                  # texture slot: specular_reflectance
@@ -54,6 +54,15 @@ class Conductor:
     def fetch(st: ti.template(), ctx):
         return Conductor.Params(specular=slot_rgb(st, ctx, _SPEC), eta=const_rgb(st, ctx, ETA),
                                 k=const_rgb(st, ctx, K), none=ti.cast(const(st, ctx, NONE), ti.i32))
+
+    @staticmethod
+    @ti.func
+    def dlog(p, wi, reflected):
+        """∂ ln F/∂cos θi per channel (0 for ``material: none``: F = 1)."""
+        res = vec3(0.0)
+        if p.none == 0 and wi[2] > 0.0:
+            res = fresnel_conductor_dcos(wi[2], p.eta, p.k) / ti.max(fresnel_conductor(wi[2], p.eta, p.k), 1e-20)
+        return res
 
     @staticmethod
     @ti.func

@@ -5,6 +5,7 @@ eval / pdf are 0 (Dirac lobes). sample picks reflection with probability F = Fre
     reflection: wo = reflect(wi), pdf = F,     weight = specular,                  eta = 1
     refraction: wo = refract(...), pdf = 1-F,  weight = transmittance * eta_ti²,   eta = eta_it
 (radiance mode: the 1/η² solid-angle compression of radiance is in the weight); delta = 1.
+Attached PRB: the lobe's probability moves with cos θi (``dlog``: ∂ ln F/∂cos or ∂ ln(1 - F)/∂cos).
 """
 import taichi as ti
 
@@ -12,7 +13,7 @@ from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Ior, Texture
 from .base import BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_rgb
-from .fresnel import fresnel_dielectric, reflect, refract
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect, refract
 
 _SPEC, _TRANS = 0, 1   # texture slots
 ETA = 0                # constant: relative IOR int_ior / ext_ior
@@ -51,6 +52,20 @@ class SmoothInterface:
 @dirac
 class Dielectric(SmoothInterface):
     NAME = "dielectric"
+
+    @staticmethod
+    @ti.func
+    def dlog(p, wi, reflected):
+        """∂ ln P/∂cos θi of the sampled lobe's probability P = F (reflection) or 1 - F."""
+        r_i, cos_t, eta_it, eta_ti = fresnel_dielectric(wi[2], p.eta)
+        dF = fresnel_dielectric_dcos(wi[2], p.eta)
+        res = 0.0
+        if reflected:
+            if r_i > 0.0:
+                res = dF / r_i
+        elif r_i < 1.0:
+            res = -dF / (1.0 - r_i)
+        return vec3(res)
 
     @staticmethod
     @ti.func

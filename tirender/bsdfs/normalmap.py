@@ -10,12 +10,14 @@ and the nested BSDF is seen in it (perturbed.py: directions changing side get 0;
 Sugar: ``normalmap: <texture>`` on any BSDF wraps it.
 
 Differentiable: the normal map's texels — ∂<δ, f>/∂texel through R (the nested BSDF's analytic
-``grad_dirs``) and through S — and the nested BSDF's own parameters. Sampled directions are not
-differentiated (detached).
+``grad_dirs``) and through S — and the nested BSDF's own parameters. Detached PRB does not move
+sampled directions; attached PRB (integrators/prb_attached.py) moves the directions of Dirac lobes
+with n' (``dirac_normal_adjoint_at``: ∂n'/∂texel and ∂n'/∂uv, the map seen at a moving point).
 """
 import taichi as ti
 
-from ..core.math import vec3
+from ..core.math import to_local, vec2, vec3
+from ..textures import tex_grad_uv
 from ..schema import Bool, Child, Texture
 from . import perturbed
 from .base import child, composite, const, slot_rgb, slot_rgb_adjoint
@@ -106,6 +108,30 @@ class NormalMap:
     @ti.func
     def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
         return _backprop(st, ctx, wi, wo, d_out, inner, False)
+
+    @staticmethod
+    @ti.func
+    def dirac_normal_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        return n
+
+    @staticmethod
+    @ti.func
+    def dirac_normal_adjoint_at(st: ti.template(), ctx, wi, g, inner: ti.template()):
+        """∂<g, n'>/∂texel into the pool; returns ∂<g, n'>/∂uv (n' = normalize(flip(2 tex(uv) - 1)))."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        g_c = normalize_backprop(g, n, cl)
+        g_tex = 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2])
+        slot_rgb_adjoint(st, ctx, _NM, g_tex)
+        du, dv = tex_grad_uv(st, st.bsdf_tex[ctx.b, _NM], ctx.uv)
+        return vec2(g_tex.dot(du), g_tex.dot(dv))
+
+    @staticmethod
+    @ti.func
+    def dirac_dlog_at(st: ti.template(), ctx, wi, reflected, inner: ti.template()):
+        """The nested BSDF's, at cos θi = wi · n' (the perturbed frame)."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        return inner.dirac_dlog(st, child(st, ctx, 0), to_local(s, t, n, wi), reflected)
 
     @staticmethod
     @ti.func

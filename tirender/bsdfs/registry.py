@@ -13,11 +13,17 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
     D.adjoint(st, ctx, wi, wo, d_out)          scatter ∂<d_out, eval>/∂π into the gradient pool
     D.grad_dirs(st, ctx, wi, wo, d_out) -> (vec3, vec3)
     D.null_adjoint(st, ctx, d_log)             after a ``null`` sample: ∂ ln P_null/∂π · d_log
+    D.dirac_normal(st, ctx, wi) -> vec3        the normal (local shading frame) Dirac lobes reflect and
+                                               refract about: a normal map's n', else (0, 0, 1)
+    D.dirac_normal_adjoint(st, ctx, wi, g) -> vec2
+                                               scatter ∂<g, n'>/∂π (normal-map texels) into the pool and
+                                               return ∂<g, n'>/∂uv (the map seen at a moving point;
+                                               attached PRB, integrators/prb_attached.py)
 A tag outside the kernel's masks behaves as a black surface.
 """
 import taichi as ti
 
-from ..core.math import vec3
+from ..core.math import vec2, vec3
 from ..registry import mask_of as _mask_of
 from ..registry import register
 from .base import invalid_sample
@@ -154,6 +160,39 @@ def _make(levels):
                 if ti.static(hasattr(models[i], "null_adjoint_at")):
                     if t == models[i].TAG:
                         models[i].null_adjoint_at(st, ctx, d_log, inner)
+
+        @staticmethod
+        @ti.func
+        def dirac_normal(st: ti.template(), ctx, wi):
+            res = vec3(0.0, 0.0, 1.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "dirac_normal_at")):
+                    if t == models[i].TAG:
+                        res = models[i].dirac_normal_at(st, ctx, wi, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def dirac_normal_adjoint(st: ti.template(), ctx, wi, g):
+            res = vec2(0.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "dirac_normal_adjoint_at")):
+                    if t == models[i].TAG:
+                        res = models[i].dirac_normal_adjoint_at(st, ctx, wi, g, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def dirac_dlog(st: ti.template(), ctx, wi, reflected):
+            res = vec3(0.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "dirac_dlog_at")):
+                    if t == models[i].TAG:
+                        res = models[i].dirac_dlog_at(st, ctx, wi, reflected, inner)
+            return res
 
     Dispatch.__name__ = f"BsdfDispatch{levels}"
     return Dispatch

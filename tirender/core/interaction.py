@@ -77,18 +77,20 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
 
 
 @ti.func
-def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n):
-    """Adjoint of make_interaction's hit point p = o + t d and shading normal n (the normalised
-    interpolated vertex normals, or the geometric normal normalize(e1 × e2)) w.r.t. the ray and the
-    triangle: returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2), ∂/∂(n0, n1, n2)) of <g_p, p> + <g_n, n> (the
-    triangle's vertex positions and normals in world space; attached derivatives, issue 16)."""
+def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
+    """Adjoint of make_interaction's hit point p = o + t d, shading normal n (the normalised
+    interpolated vertex normals, or the geometric normal normalize(e1 × e2)) and texture coordinates
+    uv (interpolated) w.r.t. the ray and the triangle: returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2),
+    ∂/∂(n0, n1, n2)) of <g_p, p> + <g_n, n> + <g_uv, uv> (the triangle's vertex positions and normals
+    in world space; attached derivatives, issue 16)."""
     e1 = st.tri_e1[tri]
     e2 = st.tri_e2[tri]
     v0 = st.tri_p0[tri]
     b0 = 1.0 - b1 - b2
     g_t = g_p.dot(d)
-    g_b1 = 0.0
-    g_b2 = 0.0
+    uv0 = st.tri_uv0[tri]
+    g_b1 = g_uv.dot(st.tri_uv1[tri] - uv0)
+    g_b2 = g_uv.dot(st.tri_uv2[tri] - uv0)
     gv0 = vec3(0.0)
     gv1 = vec3(0.0)
     gv2 = vec3(0.0)
@@ -107,8 +109,8 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n):
             gn0 = b0 * g_nn
             gn1 = b1 * g_nn
             gn2 = b2 * g_nn
-            g_b1 = g_nn.dot(n1 - n0)
-            g_b2 = g_nn.dot(n2 - n0)
+            g_b1 += g_nn.dot(n1 - n0)
+            g_b2 += g_nn.dot(n2 - n0)
     if not smooth:
         g_c = normalize_adjoint(e1.cross(e2), g_n)
         g_e1 = e2.cross(g_c)
@@ -118,6 +120,29 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n):
         gv0 = -g_e1 - g_e2
     a0, a1, a2, g_o, g_d = ray_triangle_adjoint(v0, v0 + e1, v0 + e2, o, d, t, b1, b2, vec3(g_t, g_b1, g_b2))
     return g_o + g_p, g_d + t * g_p, gv0 + a0, gv1 + a1, gv2 + a2, gn0, gn1, gn2
+
+
+@ti.func
+def frame_adjoint(st: ti.template(), tri, n, g_s, g_t):
+    """∂/∂n of <g_s, s> + <g_t, t> for make_interaction's shading tangents s = normalize(dp/du -
+    n (n·dp/du)), t = n × s (triangles with uvs; dp/du held). Triangles without uvs (tangents from
+    coordinate_system(n)) return 0: their frame's rotation about n is arbitrary."""
+    g_n = vec3(0.0)
+    uv0 = st.tri_uv0[tri]
+    du1 = st.tri_uv1[tri] - uv0
+    du2 = st.tri_uv2[tri] - uv0
+    det = du1[0] * du2[1] - du1[1] * du2[0]
+    if ti.abs(det) > 1e-20:
+        dpdu = (du2[1] * st.tri_e1[tri] - du1[1] * st.tri_e2[tri]) / det
+        u = dpdu - n * n.dot(dpdu)
+        lu = u.norm()
+        if lu > 1e-12:
+            s = u / lu
+            g_n += s.cross(g_t)                     # t = n × s
+            gs = g_s + g_t.cross(n)
+            g_u = normalize_adjoint(u, gs)
+            g_n += -n.dot(dpdu) * g_u - dpdu * n.dot(g_u)
+    return g_n
 
 
 @ti.func

@@ -3,13 +3,14 @@ normal, Le(x, ω) = radiance(uv) if ω·n > 0. Attached to a shape (``shapes[i].
 
 Sampling: a triangle of the shape by area (CDF), a uniform point on it; pdf converted to solid
 angle. Light tracing: that point, and a cosine-weighted direction about its normal. Differentiable:
-radiance (RGB texture).
+radiance (RGB texture), and the radiance seen at a moving point (``eval_grad``: attached PRB).
 """
 import taichi as ti
 
 from ..core.math import BIG, PI, coordinate_system, to_world, vec2, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_uniform_triangle
 from ..schema import Texture
+from ..textures import tex_grad_uv
 from .base import SURFACE, DirectionSample, slot, slot_adjoint
 
 _RADIANCE = 0
@@ -116,3 +117,14 @@ class Area:
     def eval_adjoint(st: ti.template(), e, q, d_le):
         if q.d.dot(q.n) < 0.0:
             slot_adjoint(st, e, _RADIANCE, q.uv, d_le)
+
+    @staticmethod
+    @ti.func
+    def eval_grad(st: ti.template(), e, q, w):
+        """(∂/∂uv, ∂/∂d) of <w, Le>: the radiance texture's slope at q.uv (Lambertian: no direction
+        dependence on the front side)."""
+        g_uv = vec2(0.0)
+        if q.d.dot(q.n) < 0.0:
+            du, dv = tex_grad_uv(st, st.em_tex[e, _RADIANCE], q.uv)
+            g_uv = vec2(w.dot(du), w.dot(dv))
+        return g_uv, vec3(0.0)

@@ -13,7 +13,7 @@ bilinear shape. ``st.env_dist`` at ``st.em_dist[e]`` holds [W, H, I], the margin
 patch rows (H values), the conditional CDFs over the W patch columns (H - 1 rows of W + 1), and the
 vertex weights (H rows of W + 1). A patch is picked discretely, then a point inside it from the bilinear
 density. The distribution is a detached sampling density; differentiable: the texels (adjoint = bilinear
-texture adjoint).
+texture adjoint), and the radiance along a moving direction (``eval_grad``: attached PRB).
 """
 import numpy as np
 import taichi as ti
@@ -21,7 +21,7 @@ import taichi as ti
 from ..core.math import BIG, INV_PI, INV_TWO_PI, PI, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Integer, Number, String, Transform, Vec3
-from ..textures import tex_eval, tex_eval_adjoint
+from ..textures import tex_eval, tex_eval_adjoint, tex_grad_uv
 from .base import INFINITE, DirectionSample, infinite_ray
 
 MIN_WIDTH, MIN_HEIGHT = 2, 3  # Mitsuba's Bitmap::pad_to in its envmap
@@ -154,6 +154,31 @@ class Envmap:
     def eval_adjoint(st: ti.template(), e, q, d_le):
         d = q.d
         tex_eval_adjoint(st, st.em_tex[e, 0], _tex_uv(st, st.em_tex[e, 0], dir_to_uv(st, e, d)), d_le)
+
+    @staticmethod
+    @ti.func
+    def eval_grad(st: ti.template(), e, q, w):
+        """(0, ∂<w, Le>/∂d): the bilinear texture's slope chained through (u, v) = (atan2(x, -z)/2π,
+        acos(y)/π) of the local direction R d and the row mapping (v (H - 1) + 0.5)/H."""
+        tid = st.em_tex[e, 0]
+        R = st.em_rot[e]
+        v = R @ q.d
+        uvm = dir_to_uv(st, e, q.d)
+        du, dv = tex_grad_uv(st, tid, _tex_uv(st, tid, uvm))
+        gu = w.dot(du)
+        gv = 0.0
+        if 0.0 < uvm[1] < 1.0:
+            h = ti.cast(st.tex_h[tid], float)
+            gv = w.dot(dv) * ti.max(h - 1.0, 0.0) / h
+        g_loc = vec3(0.0)
+        r2 = v[0] * v[0] + v[2] * v[2]
+        if r2 > 1e-20:
+            g_loc += (gu * INV_TWO_PI / r2) * vec3(-v[2], 0.0, v[0])
+        sy = 1.0 - v[1] * v[1]
+        if sy > 1e-20:
+            g_loc[1] += -gv * INV_PI / ti.sqrt(sy)
+        g_d = R.transpose() @ g_loc
+        return vec2(0.0), g_d - q.d * q.d.dot(g_d)      # Le depends on the direction only
 
     @staticmethod
     @ti.func

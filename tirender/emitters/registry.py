@@ -8,6 +8,10 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
     sample_emitter(st, em, ref_p, u) -> DirectionSample    (emitter = -1: none)
     pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
     eval(st, em, q) -> vec3 / eval_adjoint(st, em, q, d_le)
+    eval_grad(st, em, q, w) -> (vec2, vec3)                 ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
+                                                            seen at a moving point or along a moving
+                                                            direction (attached PRB); 0 for models
+                                                            without ``eval_grad``
     sample_ray(st, em, u_sel, u_pos, u_dir, center, radius) -> (e, o, d, n, uv, weight, pos_weight)
                                                             emitted light (light tracing; base.py)
 """
@@ -37,7 +41,7 @@ BY_NAME, ALL = register(MODELS)
 N_FLOAT = 4     # per-emitter constants (Row.floats -> st.em_f)
 N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
-           "eval_adjoint", "mask_of", "sample_ray"]
+           "eval_adjoint", "eval_grad", "mask_of", "sample_ray"]
 
 
 @ti.func
@@ -92,6 +96,21 @@ def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le):
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     MODELS[i].eval_adjoint(st, q.emitter, q, d_le)
+
+
+@ti.func
+def eval_grad(st: ti.template(), em: ti.template(), q, w):
+    """(∂/∂uv, ∂/∂d) of <w, Le(q)> (textured area lights: the radiance texture's slope at q.uv;
+    environment maps: its slope along the direction q.d)."""
+    g_uv = ti.Vector([0.0, 0.0], dt=float)
+    g_d = vec3(0.0)
+    if q.emitter >= 0:
+        t = st.em_type[q.emitter]
+        for i in ti.static(range(len(MODELS))):
+            if ti.static(em & (1 << MODELS[i].TAG) and hasattr(MODELS[i], "eval_grad")):
+                if t == MODELS[i].TAG:
+                    g_uv, g_d = MODELS[i].eval_grad(st, q.emitter, q, w)
+    return g_uv, g_d
 
 
 @ti.func

@@ -8,10 +8,10 @@ optionally ``JOINT`` (method -> a pass that returns (image, gradients)). One lin
 """
 from ..errors import ConfigError
 from ..schema import validate
-from . import aov, mcmc, path, prb, prbvolpath, ptracer, rb, volpath
+from . import aov, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, volpath
 
 PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer)
-GRADIENT_MODULES = (prb, rb, prbvolpath, ptracer)
+GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
 
 PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
 GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}

@@ -14,7 +14,7 @@ Config (section ``optimize:``; see docs/optimize.md)::
       spp_schedule: {double_every: 20, max: 64}
       lr_decay: {every: 100, factor: 0.5}   # step decay: every learning rate × factor^(iteration // every)
       views: [0, 1]                # sensors used (default: all)
-      method: prb                  # prb | rb | rb_biased | rb_pipelined | rb_biased_pipelined
+      method: prb                  # prb | prb_attached | rb | rb_biased | rb_pipelined | rb_biased_pipelined
       tv: {weight: 0.01, params: [floor.reflectance]}
       multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}   # 3D grids: [[0, 32], [40, 64]]
       holdout: [6]                 # sensors only rendered for evaluation (start/end error vs truth)
@@ -45,7 +45,7 @@ from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
             "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay"}
-METHODS = ("prb", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
+METHODS = ("prb", "prb_attached", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
 
 
 OPTIMIZER_KEYS = {
@@ -425,6 +425,18 @@ class OptimizationRun:
         arrays["elapsed"] = np.array(elapsed)
         save_checkpoint(os.path.join(self.out, "checkpoint.npz"), **arrays)
 
+    def _unit_normals(self):
+        """Project optimised normal-map texels back to unit normals (c = 2 t - 1, |c| = 1, c_z > 0): the
+        renderer sees only normalize(c), so the length is not a property of the scene and would drift."""
+        sc = self.scene
+        for row in sc.desc.bsdfs:
+            name = f"{row.id}.normalmap"
+            if row.model.NAME == "normalmap" and name in self.popts:
+                c = sc.params[name].astype(np.float64) * 2.0 - 1.0
+                c[..., 2] = np.maximum(c[..., 2], 1e-3)
+                c /= np.linalg.norm(c, axis=-1, keepdims=True)
+                sc.params[name] = np.clip((c + 1.0) * 0.5, 0.0, 1.0).astype(np.float32)
+
     def _rmse(self, name):
         cur = self.scene.params[name]
         tru = self.truth[name]
@@ -534,6 +546,7 @@ class OptimizationRun:
                 set_gradients(sc, grads)
                 opt.step()
                 sc.mark_device_params_changed()
+                self._unit_normals()
                 el = elapsed0 + time.perf_counter() - t_start
                 perr = float(np.mean([self._rmse(n) for n in self.popts])) if self.synthetic else float("nan")
                 history.append((it, loss, el, spp, perr))

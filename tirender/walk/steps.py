@@ -1,6 +1,8 @@
 """The steps of a walk, each with its adjoint beside it (selected by the compile-time ``mode``,
 see state.py). All take the path state ``s`` by reference and update it.
 
+    emitter_found(st, em, s, si) -> (q, mis)
+        the record of the emitter the current ray found (surface hit or escape) and its MIS weight.
     emission(st, em, mode, s, si, hide_emitters, dL) -> mis
         Le of the emitter the path found (surface hit or escape), MIS-weighted against NEE from the
         previous vertex (power heuristic). Adjoint: δL β mis -> the emitter's radiance.
@@ -28,10 +30,9 @@ from .state import PRB, PRIMAL, REPLAY, accumulate, adjoint_on, replaying
 
 
 @ti.func
-def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.template(), si, hide_emitters, dL):
-    """Emitted radiance found along the current ray (si: its surface interaction, or invalid on an
-    escape). Returns the MIS weight of the BSDF strategy for this hit (1 without an emitter or after
-    a Dirac lobe) — RB's biased estimator needs it for the previous vertex."""
+def emitter_found(st: ti.template(), em: ti.template(), s, si):
+    """(q, mis): the record of the emitter found along the current ray (q.emitter = -1: none) and the
+    MIS weight of the BSDF strategy for it (1 after a Dirac lobe)."""
     q = DirectionSample(emitter=-1)
     if si.valid == 1:
         e = st.shape_emitter[si.shape]
@@ -42,9 +43,18 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
         if e >= 0:
             q = env_record(e, s.o, s.d)
     mis = 1.0
+    if q.emitter >= 0 and s.prev_delta == 0:
+        mis = mis_power(s.prev_pdf, emitters.pdf_hit(st, em, s.prev_p, q))
+    return q, mis
+
+
+@ti.func
+def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.template(), si, hide_emitters, dL):
+    """Emitted radiance found along the current ray (si: its surface interaction, or invalid on an
+    escape). Returns the MIS weight of the BSDF strategy for this hit (1 without an emitter or after
+    a Dirac lobe) — RB's biased estimator needs it for the previous vertex."""
+    q, mis = emitter_found(st, em, s, si)
     if q.emitter >= 0:
-        if s.prev_delta == 0:
-            mis = mis_power(s.prev_pdf, emitters.pdf_hit(st, em, s.prev_p, q))
         if s.depth > 0 or hide_emitters == 0:
             le = emitters.eval(st, em, q)
             if max3(le) > 0.0:

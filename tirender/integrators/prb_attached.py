@@ -1,0 +1,182 @@
+"""Attached path replay backpropagation (Vicini et al. 2021 §4.2) for the path tracer: gradient
+method ``prb_attached``.
+
+Detached PRB (prb.py) differentiates what a path carries, never where it goes, so a normal map on a
+smooth mirror or glass surface gets no gradient: the direction a Dirac lobe sends the path along
+depends on the perturbed normal, and what the path then finds (a textured emitter, an environment
+map, the light behind a glass slab) depends on that direction. This method adds the *attached* part
+— the change of the path's geometry — to detached PRB's gradient:
+
+    ∂<δL, L>/∂π = detached PRB (fixed path)  +  Σ_k δL β_k ∂Le_k/∂x_k · ∂x_k/∂π     (x_k: the path)
+
+Where the paper tracks forward Jacobians of consecutive rays and inverts them (which needs its
+stochastic regularisation at vertices whose sampling ignores the previous ray), this carries the
+reverse-mode adjoint of the ray backwards by replay, as the light tracer does (ptracer.py): after the
+two PRB passes, one pass counts the path's segments n, then for j = n, n-1, ..., j0 the path is
+replayed from its seed to segment j, where (λo, λd) = ∂loss/∂(origin, direction) of the ray leaving
+vertex j (carried from pass j + 1) gains the vertex's own terms and is taken to the ray arriving at
+it. Constant memory, no matrix inverse (so no regularisation), O(n²) ray casts per path and only
+for paths that meet a Dirac vertex (j0: the first one).
+
+What moves, per vertex reached along a moving ray (walk/attached.py):
+  * Dirac reflection and refraction (smooth conductors, dielectrics, plastics' specular lobe,
+    thin dielectrics' reflection; normal maps on any of them): wo = reflect/refract(d, n_d) with the
+    lobe normal n_d from the normal map's texels at the hit's uv, so ∂wo/∂(d, n_d) goes into the
+    texels, into uv (the map seen at a moving point) and into the hit; pass-through lobes keep wo = d;
+  * emission found at the hit (textured area lights: the radiance texture's slope in uv) or on
+    escape (environment maps: ∂Le/∂d);
+  * the hit itself: ∂(p, n, uv)/∂(o, d) by the ray-triangle solve's adjoint; moving triangles
+    (height fields) also scatter into their heights.
+Held fixed (documented limits): the radiance leaving a vertex sampled with a non-Dirac lobe (its
+position and incident direction move, the value it sends towards the camera is treated as
+constant — the terms the paper's regularised Jacobian inverse would carry), Dirac lobes' weights
+(a conductor's Fresnel reflectance, a dielectric's reflect/refract choice probability), occlusion
+changes and MIS weights (1 after Dirac lobes, where it matters). Surfaces only (media are refused
+with one line).
+"""
+import taichi as ti
+
+from .. import launch
+from ..bsdfs.registry import dispatch
+from ..core import film
+from ..core.camera import camera_ray, pixel_sample
+from ..core.interaction import make_interaction
+from ..core.intersect import intersect
+from ..core.math import BIG, vec2, vec3
+from ..emitters import registry as emitters
+from ..errors import ConfigError
+from ..walk import attached, steps, vertex
+from ..walk.state import PRB, PRIMAL, camera_state
+from . import path
+
+INTEGRATES = ("path", "prb")
+
+
+@ti.func
+def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sampler: ti.template(), max_depth,
+              rr_depth, hide_emitters, dL, L_total, stop, lam_o, lam_d):
+    """Walk the camera path (o, d) exactly as path.walk does (the same steps and random numbers, PRIMAL)
+    to segment `stop` (0: the whole path) and, given (λo, λd) of the ray leaving the vertex it reaches,
+    return (segments walked, first Dirac segment (0: none), λo, λd of the ray arriving there).
+    L_total: the path's radiance (pass 0), so that L_total - L is the part still to come."""
+    s = camera_state(o, d, vec3(0.0), 0)
+    seg = 0
+    first = 0
+    stop_at = attached.Stop(valid=0)
+    lo_out = vec3(0.0)
+    ld_out = vec3(0.0)
+    while s.active:
+        seg += 1
+        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+        at_stop = seg == stop
+        g_uv = vec2(0.0)
+        if at_stop:      # the emitter found here: its radiance at a moving point or along a moving direction
+            q, mis = steps.emitter_found(st, em, s, si)
+            if q.emitter >= 0 and (s.depth > 0 or hide_emitters == 0):
+                gu, gd = emitters.eval_grad(st, em, q, dL * s.beta * mis)
+                g_uv = gu
+                ld_out = gd          # an escape: the environment's slope along the ray
+        steps.emission(st, em, PRIMAL, s, si, hide_emitters, dL)
+        if si.valid == 0 or s.depth + 1 >= max_depth:
+            s.active = 0
+            if at_stop and si.valid == 1:
+                stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
+        else:
+            v = vertex.surface_vertex(st, si, s.d)
+            steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
+            o_in = s.o
+            d_in = s.d
+            bs = steps.scatter(st, bsdf, PRIMAL, s, v, sampler, dL)
+            if bs.valid == 1 and (bs.delta == 1 or st.tri_hf[tri] >= 0) and first == 0:
+                first = seg
+            if at_stop:
+                g_p = vec3(0.0)
+                g_n = vec3(0.0)
+                g_d = vec3(0.0)
+                if s.active and bs.delta == 1:     # the next ray leaves from p along wo(d, n_d)
+                    nd = attached.lobe_normal(st, bsdf, v)
+                    g_p = lam_o
+                    g_d, g_nd = attached.scatter_adjoint(v, nd, d_in, bs, lam_d)
+                    if bs.null == 0:
+                        # the lobe's value (Fresnel weight or choice probability) moves with cos θi = -d·n_d:
+                        # the radiance still to come times ∂ ln value/∂cos θi
+                        reflected = bs.wo.dot(v.ng) * d_in.dot(v.ng) < 0.0
+                        g_cos = (dL * (L_total - s.L) * bsdf.dirac_dlog(st, v.ctx, v.wi, reflected)).sum()
+                        g_d -= g_cos * nd
+                        g_nd -= g_cos * d_in
+                    g_n, gu = attached.lobe_normal_adjoint(st, bsdf, v, tri, g_nd)
+                    g_uv += gu
+                stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
+                                        g_n=g_n, g_uv=g_uv, g_d=g_d)
+                s.active = 0
+            elif s.active:
+                steps.russian_roulette(s, sampler, rr_depth, path.RR_MAX)
+    if stop_at.valid == 1:
+        lo_out, ld_out = attached.stop_adjoint(st, stop_at)
+    return seg, first, lo_out, ld_out
+
+
+_kernels = {}
+
+
+def _kernel():
+    if "k" not in _kernels:
+        @ti.kernel
+        def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
+                   sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32):
+            w = st.cam_w[cam]
+            for pix in range(w * st.cam_h[cam]):
+                for k in range(spp):
+                    sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    o, d = camera_ray(st, cam, pos)
+                    dL = film.gather_adjoint(st, cam, pos)
+                    if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                        # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
+                        L = vec3(0.0)
+                        L_total = vec3(0.0)
+                        for replay in range(2):
+                            sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                            L = path.sample(st, bsdf, em, 0, PRB, o, d, sampler_p, max_depth, rr_depth,
+                                            hide_emitters, L, dL, replay)
+                            if replay == 0:
+                                L_total = L
+                        # pass 2: count the segments; passes 3, ...: segment n, n - 1, ..., first Dirac
+                        n_seg = 0
+                        first = 0
+                        lam_o = vec3(0.0)
+                        lam_d = vec3(0.0)
+                        j = 0
+                        while j >= 0:
+                            sampler_a, pos_a = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                            ns, fs, lo, ld = replay_to(st, bsdf, em, o, d, sampler_a, max_depth, rr_depth,
+                                                       hide_emitters, dL, L_total, j, lam_o, lam_d)
+                            if j == 0:
+                                n_seg = ns
+                                first = fs
+                                j = n_seg if first > 0 else -1
+                            else:
+                                lam_o = lo
+                                lam_d = ld
+                                j = j - 1 if j > first else -1
+        _kernels["k"] = pixels
+    return _kernels["k"]
+
+
+def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
+    """Gradient of <adjoint_image, render(scene)> w.r.t. every parameter: detached PRB plus the
+    attached terms of paths that Dirac lobes move (dict name -> array)."""
+    if scene.desc.media:
+        raise ConfigError("method 'prb_attached' differentiates surfaces only; this scene has participating "
+                          "media (use method 'prb' with prbvolpath)", key="method")
+    a = path.args(scene)
+    bsdf = dispatch(scene.bsdf_levels)
+    scene.bind()
+    kernel = _kernel()
+
+    def run(st, cam, sd, off, k):
+        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
+    return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
+
+
+METHODS = {"prb_attached": render_grad}
