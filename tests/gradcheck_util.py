@@ -50,3 +50,26 @@ def central_differences(f, x, h=1e-6):
 def max_rel_err(a, b):
     """max |a - b| relative to max |b| (floored at 1e-12)."""
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
+
+
+def f64_child_report(test_file):
+    """Run `test_file`'s ``checks()`` in a child process under fp = f64 (a process holds one
+    ti.init): the file runs itself with ``--f64`` and prints a JSON report {name: {max_rel_err,
+    cases}}, returned here."""
+    import json
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(test_file))
+    root = os.path.abspath(os.path.join(here, ".."))
+    env = dict(os.environ)
+    env.pop("TIRENDER_FP", None)
+    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', fp='f64'); sys.argv = [%r, '--f64']; runpy.run_path(%r, run_name='__main__')"
+            % (root, here, test_file, os.path.abspath(test_file)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(report, indent=1))
+    return report

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import tirender
-from gradcheck_util import assert_agree, central_differences, max_rel_err, projected_gradients
+from gradcheck_util import f64_child_report, assert_agree, central_differences, max_rel_err, projected_gradients
 from scenes import camera
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -293,16 +293,7 @@ def checks():
 
 @pytest.mark.slow
 def test_adjoints_vs_central_differences_f64():
-    env = dict(os.environ)
-    env.pop("TIRENDER_FP", None)
-    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); sys.argv = [%r, '--f64']; runpy.run_path(%r, run_name='__main__')"
-            % (ROOT, os.path.dirname(os.path.abspath(__file__)), __file__, os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(json.dumps(report, indent=1))
+    report = f64_child_report(__file__)
     assert len(report) == 6
     for name, r in report.items():
         assert r["cases"] >= 100, (name, r)

@@ -14,12 +14,11 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
 ``python tests/test_optics_adjoints.py --f64`` runs the child by hand."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 
-from gradcheck_util import central_differences, max_rel_err
+from gradcheck_util import f64_child_report, central_differences, max_rel_err
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 H = 1e-6
@@ -263,16 +262,7 @@ def _hit_checks(rng):
 
 
 def test_adjoints_vs_central_differences_f64():
-    env = dict(os.environ)
-    env.pop("TIRENDER_FP", None)
-    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); sys.argv = [%r, '--f64']; runpy.run_path(%r, run_name='__main__')"
-            % (ROOT, os.path.dirname(os.path.abspath(__file__)), __file__, os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(json.dumps(report, indent=1))
+    report = f64_child_report(__file__)
     assert len(report) == 8
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
