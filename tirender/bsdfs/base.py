@@ -35,12 +35,23 @@ A *leaf* model writes only pure functions of its own compact parameter record ``
     f_adjoint(p, wi, wo, d_out) -> Params          ∂<d_out, f>/∂p (differentiable fields only)
     f_grad_dirs(p, wi, wo, d_out) -> (vec3, vec3)  ∂<d_out, f>/∂wi, ∂<d_out, f>/∂wo (analytic)
 
+A microfacet model may also write ``warp(p) -> (signed α, η)`` (η = 1 for conductors); ``@leaf`` then
+generates attached sampling (bsdfs/halfwarp.py; attached PRB's near-specular vertices):
+
+    attached_alpha_at(st, ctx, wi, inner) -> float       max(α_u, α_v) (-1: not attachable, the default)
+    attached_record_at(st, ctx, wi, wo, inner) -> HalfWarp   the sample (wi, wo) as a microfacet normal
+    attached_warp_at(st, ctx, wi, hw, inner) -> (wo, ln J)   that sample at the current parameters
+    attached_adjoint_at(st, ctx, wi, wo, d_out, k, g_wo, inner) -> (g_wi, g_uv)
+        scatter the whole ∂/∂π (f's own and through the moving sample) of
+        <d_out, f(wi, wo(π))> + k ln J(π) + <g_wo, wo(π)> into the pool; return its ∂/∂wi (and ∂/∂uv)
+
 A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` generates the rest.
 """
 import taichi as ti
 
 from ..core.math import vec2, vec3
 from ..textures import tex_eval, tex_eval_adjoint
+from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
 # ---- flags (per model, combined for composites; stored per BSDF as st.bsdf_flags) ----
 SMOOTH = 1         # has a non-Dirac lobe: emitter sampling (NEE) and MIS apply
@@ -169,8 +180,46 @@ def leaf(cls):
     for name, fn in (("eval_at", eval_at), ("pdf_at", pdf_at), ("eval_pdf_at", eval_pdf_at),
                      ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at)):
         setattr(cls, name, staticmethod(fn))
+    if hasattr(cls, "warp"):
+        _attached(cls)
     cls.COMPOSITE = False
     return cls
+
+
+def _attached(cls):
+    """The attached-sampling functions of a leaf microfacet model with ``warp`` (module doc)."""
+    fetch, fetch_adjoint, warp = cls.fetch, cls.fetch_adjoint, cls.warp
+    f_adjoint, f_grad_dirs = cls.f_adjoint, cls.f_grad_dirs
+
+    @ti.func
+    def attached_alpha_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        a, eta = warp(fetch(st, ctx))
+        return ti.max(ti.abs(a[0]), ti.abs(a[1]))
+
+    @ti.func
+    def attached_record_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        a, eta = warp(fetch(st, ctx))
+        return warp_record(wi, wo, a, eta)
+
+    @ti.func
+    def attached_warp_at(st: ti.template(), ctx, wi, hw, inner: ti.template()):
+        a, eta = warp(fetch(st, ctx))
+        return half_warp(wi, hw, a, eta)
+
+    @ti.func
+    def attached_adjoint_at(st: ti.template(), ctx, wi, wo, d_out, k, g_wo, inner: ti.template()):
+        p = fetch(st, ctx)
+        a, eta = warp(p)
+        gwi_f, gwo_f = f_grad_dirs(p, wi, wo, d_out)
+        g_wi, g_a = half_warp_adjoint(wi, warp_record(wi, wo, a, eta), eta, gwi_f, gwo_f, k, g_wo)
+        g = f_adjoint(p, wi, wo, d_out)
+        g.alpha += g_a
+        fetch_adjoint(st, ctx, g)
+        return g_wi, vec2(0.0)
+
+    for name, fn in (("attached_alpha_at", attached_alpha_at), ("attached_record_at", attached_record_at),
+                     ("attached_warp_at", attached_warp_at), ("attached_adjoint_at", attached_adjoint_at)):
+        setattr(cls, name, staticmethod(fn))
 
 
 def composite(cls):

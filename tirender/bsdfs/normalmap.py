@@ -12,11 +12,13 @@ Sugar: ``normalmap: <texture>`` on any BSDF wraps it.
 Differentiable: the normal map's texels — ∂<δ, f>/∂texel through R (the nested BSDF's analytic
 ``grad_dirs``) and through S — and the nested BSDF's own parameters. Detached PRB does not move
 sampled directions; attached PRB (integrators/prb_attached.py) moves the directions of Dirac lobes
-with n' (``dirac_normal_adjoint_at``: ∂n'/∂texel and ∂n'/∂uv, the map seen at a moving point).
+with n' (``dirac_normal_adjoint_at``: ∂n'/∂texel and ∂n'/∂uv, the map seen at a moving point), and
+the samples of a nested microfacet BSDF (``attached_*_at``: its half-vector warp in the perturbed
+frame, bsdfs/halfwarp.py).
 """
 import taichi as ti
 
-from ..core.math import to_local, vec2, vec3
+from ..core.math import to_local, to_world, vec2, vec3
 from ..textures import tex_grad_uv
 from ..schema import Bool, Child, Texture
 from . import perturbed
@@ -55,11 +57,26 @@ def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texel
     gi, go, g_s, g_n = perturbed.backprop(st, ctx, wi, wo, d_out, inner, n, s, t, const(st, ctx, _SHADOW) != 0.0,
                                           texels)
     if ti.static(texels):
-        g_u = normalize_backprop(g_s, s, ul)                   # s' = normalize(u), u = e_x - n' n'_x
-        g_n += -n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0)
-        g_c = normalize_backprop(g_n, n, cl)                   # n' = normalize(c')
-        slot_rgb_adjoint(st, ctx, _NM, 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2]))
+        _texels_adjoint(st, ctx, g_s, g_n, n, s, fs, cl, ul)
     return gi, go
+
+
+@ti.func
+def _texels_adjoint(st: ti.template(), ctx, g_s, g_n, n, s, fs, cl, ul):
+    """Scatter ∂/∂(s', n') into the texels, back through s' = normalize(e_x - n' n'_x),
+    n' = normalize(c'), c' = flip(2 tex - 1); returns ∂/∂tex (for _uv_adjoint)."""
+    g_u = normalize_backprop(g_s, s, ul)
+    g_c = normalize_backprop(g_n - n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0), n, cl)
+    g_tex = 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2])
+    slot_rgb_adjoint(st, ctx, _NM, g_tex)
+    return g_tex
+
+
+@ti.func
+def _uv_adjoint(st: ti.template(), ctx, g_tex):
+    """∂/∂uv of <g_tex, tex(uv)>: the map seen at a moving point."""
+    du, dv = tex_grad_uv(st, st.bsdf_tex[ctx.b, _NM], ctx.uv)
+    return vec2(g_tex.dot(du), g_tex.dot(dv))
 
 
 @composite
@@ -120,11 +137,7 @@ class NormalMap:
     def dirac_normal_adjoint_at(st: ti.template(), ctx, wi, g, inner: ti.template()):
         """∂<g, n'>/∂texel into the pool; returns ∂<g, n'>/∂uv (n' = normalize(flip(2 tex(uv) - 1)))."""
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
-        g_c = normalize_backprop(g, n, cl)
-        g_tex = 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2])
-        slot_rgb_adjoint(st, ctx, _NM, g_tex)
-        du, dv = tex_grad_uv(st, st.bsdf_tex[ctx.b, _NM], ctx.uv)
-        return vec2(g_tex.dot(du), g_tex.dot(dv))
+        return _uv_adjoint(st, ctx, _texels_adjoint(st, ctx, vec3(0.0), g, n, s, fs, cl, ul))
 
     @staticmethod
     @ti.func
@@ -132,6 +145,55 @@ class NormalMap:
         """The nested BSDF's, at cos θi = wi · n' (the perturbed frame)."""
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
         return inner.dirac_dlog(st, child(st, ctx, 0), to_local(s, t, n, wi), reflected)
+
+    @staticmethod
+    @ti.func
+    def attached_alpha_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        return inner.attached_alpha(st, child(st, ctx, 0), to_local(s, t, n, wi))
+
+    @staticmethod
+    @ti.func
+    def attached_record_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        return inner.attached_record(st, child(st, ctx, 0), to_local(s, t, n, wi), to_local(s, t, n, wo))
+
+    @staticmethod
+    @ti.func
+    def attached_warp_at(st: ti.template(), ctx, wi, hw, inner: ti.template()):
+        """The nested BSDF's sample hw (in its own frame) moved with the perturbed frame."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wop, lnj = inner.attached_warp(st, child(st, ctx, 0), to_local(s, t, n, wi), hw)
+        return to_world(s, t, n, wop), lnj
+
+    @staticmethod
+    @ti.func
+    def attached_adjoint_at(st: ti.template(), ctx, wi, wo, d_out, k, g_wo, inner: ti.template()):
+        """The nested BSDF's attached adjoint seen through the perturbed frame R = (s', t', n'):
+        wi' = R wi and wo = Rᵀ wo' both move with the texels; the bump terminator term S(n', wo)
+        moves with n' and wo. Returns (∂/∂wi, ∂/∂uv)."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        wip = to_local(s, t, n, wi)
+        wop = to_local(s, t, n, wo)
+        g_wi = vec3(0.0)
+        g_uv = vec2(0.0)
+        if wo[2] * wop[2] > 0.0:
+            ch = child(st, ctx, 0)
+            S = 1.0
+            gsn = vec3(0.0)
+            gsw = vec3(0.0)
+            fd = 0.0
+            if const(st, ctx, _SHADOW) != 0.0:
+                S = perturbed.shadow_term(n, wo)
+                gsn, gsw = perturbed.shadow_term_grads(n, wo)
+                fd = d_out.dot(inner.eval(st, ch, wip, wop))
+            g_o = g_wo + fd * gsw
+            g_wip, _ = inner.attached_adjoint(st, ch, wip, wop, d_out * S, k, to_local(s, t, n, g_o))
+            g_wi = to_world(s, t, n, g_wip)
+            g_s, g_n = perturbed.fold_t(g_wip[0] * wi + wop[0] * g_o, g_wip[1] * wi + wop[1] * g_o,
+                                        g_wip[2] * wi + wop[2] * g_o + fd * gsn, s, n)
+            g_uv = _uv_adjoint(st, ctx, _texels_adjoint(st, ctx, g_s, g_n, n, s, fs, cl, ul))
+        return g_wi, g_uv
 
     @staticmethod
     @ti.func

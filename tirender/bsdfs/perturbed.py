@@ -15,6 +15,7 @@ direction whose side differs between the two frames (cos θo cos θo' <= 0) gets
         already back-propagated (the model chains them to its texels). texels = False: returns
         gi, go = ∂E/∂wi, ∂E/∂wo = Rᵀ ∂E/∂wi', Rᵀ ∂E/∂wo' + <d_out, f_n> ∂S/∂wo (the frame depends on
         wi only through piecewise-constant flips).
+    fold_t(g_s, g_t, g_n, s, n) -> (g_s, g_n)   the frame's t' = n' × s' back-propagated
 """
 import taichi as ti
 
@@ -51,6 +52,12 @@ def shadow_term_grads(n, wo):
     gw = (dS_dq * dq_dtw) * vec3(2.0 * wo[0] / (wo[2] * wo[2]), 2.0 * wo[1] / (wo[2] * wo[2]),
                                  -2.0 * (wo[0] * wo[0] + wo[1] * wo[1]) / (wo[2] * wo[2] * wo[2]))
     return gn, gw
+
+
+@ti.func
+def fold_t(g_s, g_t, g_n, s, n):
+    """(∂/∂s', ∂/∂n') given ∂/∂(s', t', n') of a function of the frame with t' = n' × s'."""
+    return g_s + g_t.cross(n), g_n + s.cross(g_t)
 
 
 @ti.func
@@ -101,9 +108,7 @@ def backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), n, s, 
             inner.adjoint(st, ch, wip, wop, d_out * S)
             g_s = gwi[0] * wi + gwo[0] * wo
             g_t = gwi[1] * wi + gwo[1] * wo
-            g_n = fd * gsn + gwi[2] * wi + gwo[2] * wo
-            g_n += s.cross(g_t)                                    # t' = n' × s'
-            g_s += g_t.cross(n)
+            g_s, g_n = fold_t(g_s, g_t, fd * gsn + gwi[2] * wi + gwo[2] * wo, s, n)
         else:
             gi = to_world(s, t, n, gwi)
             go = to_world(s, t, n, gwo) + fd * gsw

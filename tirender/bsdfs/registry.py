@@ -19,6 +19,12 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
                                                scatter ∂<g, n'>/∂π (normal-map texels) into the pool and
                                                return ∂<g, n'>/∂uv (the map seen at a moving point;
                                                attached PRB, integrators/prb_attached.py)
+    D.attached_alpha(st, ctx, wi) -> float     the lobe roughness of a model with attached sampling
+                                               (microfacet models, under normal maps), else -1
+    D.attached_record(st, ctx, wi, wo) -> HalfWarp    D.attached_warp(st, ctx, wi, hw) -> (wo, ln J)
+    D.attached_adjoint(st, ctx, wi, wo, d_out, k, g_wo) -> (vec3, vec2)
+                                               attached sampling's primal and adjoint (bsdfs/base.py,
+                                               bsdfs/halfwarp.py): near-specular attached PRB
 A tag outside the kernel's masks behaves as a black surface.
 """
 import taichi as ti
@@ -27,6 +33,7 @@ from ..core.math import vec2, vec3
 from ..registry import mask_of as _mask_of
 from ..registry import register
 from .base import invalid_sample
+from .halfwarp import HalfWarp
 from .blendbsdf import BlendBsdf
 from .bumpmap import BumpMap
 from .conductor import Conductor
@@ -193,6 +200,52 @@ def _make(levels):
                     if t == models[i].TAG:
                         res = models[i].dirac_dlog_at(st, ctx, wi, reflected, inner)
             return res
+
+        @staticmethod
+        @ti.func
+        def attached_alpha(st: ti.template(), ctx, wi):
+            res = -1.0
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "attached_alpha_at")):
+                    if t == models[i].TAG:
+                        res = models[i].attached_alpha_at(st, ctx, wi, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def attached_record(st: ti.template(), ctx, wi, wo):
+            res = HalfWarp(m=vec3(0.0, 0.0, 1.0), reflect=1)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "attached_record_at")):
+                    if t == models[i].TAG:
+                        res = models[i].attached_record_at(st, ctx, wi, wo, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def attached_warp(st: ti.template(), ctx, wi, hw):
+            wo = vec3(0.0)
+            lnj = 0.0
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "attached_warp_at")):
+                    if t == models[i].TAG:
+                        wo, lnj = models[i].attached_warp_at(st, ctx, wi, hw, inner)
+            return wo, lnj
+
+        @staticmethod
+        @ti.func
+        def attached_adjoint(st: ti.template(), ctx, wi, wo, d_out, k, g_wo):
+            g_wi = vec3(0.0)
+            g_uv = vec2(0.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "attached_adjoint_at")):
+                    if t == models[i].TAG:
+                        g_wi, g_uv = models[i].attached_adjoint_at(st, ctx, wi, wo, d_out, k, g_wo, inner)
+            return g_wi, g_uv
 
     Dispatch.__name__ = f"BsdfDispatch{levels}"
     return Dispatch

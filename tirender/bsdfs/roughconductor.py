@@ -15,7 +15,7 @@ With alpha_u / alpha_v the pool parameters are ``<id>.alpha_u``, ``<id>.alpha_v`
 F = fresnel_conductor(wi·h, η, k), or 1 for ``material: none``. Sampling: h ~ D_wi (visible
 normals), wo = reflect(wi, h); pdf = D_wi(h) / (4 wo·h); weight = specular F G1(wo, h).
 Differentiable: specular_reflectance (RGB), roughness α (or α_u, α_v); analytic direction
-derivatives for normal-map gradients.
+derivatives for normal-map gradients; attached sampling (``warp``: bsdfs/halfwarp.py).
 """
 import taichi as ti
 
@@ -146,6 +146,12 @@ class RoughConductor:
             s = BsdfSample(wo=wo, weight=p.specular * RoughConductor.fresnel(p, wi.dot(m)) * smith_g1(wo, m, p.alpha),
                            pdf=pm / (4.0 * dot_wo_m), eta=1.0, delta=0, valid=1)
         return s
+
+    @staticmethod
+    @ti.func
+    def warp(p):
+        """(signed α, η) of the half-vector warp (attached sampling, base.py): reflection only."""
+        return p.alpha, 1.0
 
     @staticmethod
     @ti.func

@@ -12,7 +12,7 @@ F = fresnel_dielectric(wi·h, η). Sampling: h ~ D_wi' (wi' = wi flipped to +z),
 probability F, refract otherwise; pdf = D_wi'(h) * (F | 1-F) * |∂h/∂wo|;
 weight = (specular | transmittance η_ti²) * G1(wo, h); eta = 1 (reflection) or η_it.
 Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α (or α_u, α_v); analytic
-direction derivatives.
+direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py).
 """
 import taichi as ti
 
@@ -161,6 +161,12 @@ class RoughDielectric:
                 if side_ok == 1 and g1 > 0.0 and pd > 0.0:
                     s = BsdfSample(wo=wo, weight=weight * g1, pdf=pd, eta=ev, delta=0, valid=1)
         return s
+
+    @staticmethod
+    @ti.func
+    def warp(p):
+        """(signed α, η) of the half-vector warp (attached sampling, base.py)."""
+        return p.alpha, p.eta
 
     @staticmethod
     @ti.func

@@ -42,7 +42,7 @@ from ..walk.state import PRIMAL, camera_state
 from . import path
 
 NAMES = ("pssmlt", "coherent_mcmc")
-KEYS = path.KEYS + (
+KEYS = path.WALK_KEYS + (
     Integer("chains", default=0, lo=0, hi=1 << 22,
             doc="pssmlt / coherent_mcmc: Markov chains run in parallel (0: 32 per CPU thread, 16384 on a GPU; "
                 "fewer, longer chains forget their correlated bootstrap starts sooner)"),

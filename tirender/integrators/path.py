@@ -19,19 +19,24 @@ from ..bsdfs.registry import dispatch
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
 from ..core.math import BIG
-from ..schema import Bool, Integer
+from ..schema import Bool, Integer, Number
 from ..walk import steps, vertex
 from ..walk.state import camera_state
 from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
 NAMES = ("path", "direct", "prb")   # `direct` = path with max_depth <= 2; `prb` renders like path
-KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
-                exclude=((0, "it would render nothing, as in Mitsuba; 1: only directly visible emitters, "
-                             "-1: unbounded"),),
-                doc="longest path in segments (-1: unbounded; 0 is refused: it would render nothing)"),
-        Integer("rr_depth", default=5, lo=1, hi=1 << 20, doc="Russian roulette from this depth"),
-        Bool("hide_emitters", default=False, doc="directly visible emitters render black"))
+WALK_KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
+                     exclude=((0, "it would render nothing, as in Mitsuba; 1: only directly visible emitters, "
+                                  "-1: unbounded"),),
+                     doc="longest path in segments (-1: unbounded; 0 is refused: it would render nothing)"),
+             Integer("rr_depth", default=5, lo=1, hi=1 << 20, doc="Russian roulette from this depth"),
+             Bool("hide_emitters", default=False, doc="directly visible emitters render black"))
+"""The keys every path-space walk shares (volpath, ptracer, mcmc add theirs)."""
+KEYS = WALK_KEYS + (Number("attached_roughness", default=0.0, lo=0.0,
+                           doc="method prb_attached: microfacet lobes (roughconductor, roughdielectric, also "
+                               "under normal maps) with α <= this are sampled attached (near-specular; 0: "
+                               "Dirac lobes only)"),)
 UNBOUNDED = 1 << 20
 
 
@@ -69,7 +74,8 @@ def args(scene, integrator=None):
     max_depth = it["max_depth"] if it["max_depth"] >= 0 else UNBOUNDED
     if (integrator or it["type"]) == "direct":
         max_depth = min(max_depth, 2)
-    return SimpleNamespace(max_depth=max_depth, rr_depth=it["rr_depth"], hide=int(it["hide_emitters"]))
+    return SimpleNamespace(max_depth=max_depth, rr_depth=it["rr_depth"], hide=int(it["hide_emitters"]),
+                           attached_roughness=float(it.get("attached_roughness", 0.0)))
 
 
 def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):

@@ -16,23 +16,28 @@ two PRB passes, one pass counts the path's segments n, then for j = n, n-1, ...,
 replayed from its seed to segment j, where (λo, λd) = ∂loss/∂(origin, direction) of the ray leaving
 vertex j (carried from pass j + 1) gains the vertex's own terms and is taken to the ray arriving at
 it. Constant memory, no matrix inverse (so no regularisation), O(n²) ray casts per path and only
-for paths that meet a Dirac vertex (j0: the first one).
+for paths that meet a Dirac or near-specular vertex (j0: the first one).
 
 What moves, per vertex reached along a moving ray (walk/attached.py):
   * Dirac reflection and refraction (smooth conductors, dielectrics, plastics' specular lobe,
     thin dielectrics' reflection; normal maps on any of them): wo = reflect/refract(d, n_d) with the
     lobe normal n_d from the normal map's texels at the hit's uv, so ∂wo/∂(d, n_d) goes into the
     texels, into uv (the map seen at a moving point) and into the hit; pass-through lobes keep wo = d;
+  * near-specular vertices (integrator key ``attached_roughness``: rough conductors and dielectrics
+    with α at most that, also under normal maps): the sample is held as a microfacet normal of its
+    lobe (bsdfs/halfwarp.py), so wo moves with d, the frame, the texels and α, and the weight carries
+    the warp's Jacobian; detached PRB's terms of the vertex (∂f/∂π of the sample and of NEE) are
+    replaced, and its direct light is estimated by the BSDF sample alone (MIS weight 1);
+  * the Dirac lobe's value (a conductor's Fresnel reflectance, a dielectric's choice probability)
+    through cos θi;
   * emission found at the hit (textured area lights: the radiance texture's slope in uv) or on
     escape (environment maps: ∂Le/∂d);
   * the hit itself: ∂(p, n, uv)/∂(o, d) by the ray-triangle solve's adjoint; moving triangles
     (height fields) also scatter into their heights.
 Held fixed (documented limits): the radiance leaving a vertex sampled with a non-Dirac lobe (its
 position and incident direction move, the value it sends towards the camera is treated as
-constant — the terms the paper's regularised Jacobian inverse would carry), Dirac lobes' weights
-(a conductor's Fresnel reflectance, a dielectric's reflect/refract choice probability), occlusion
-changes and MIS weights (1 after Dirac lobes, where it matters). Surfaces only (media are refused
-with one line).
+constant — the terms the paper's regularised Jacobian inverse would carry), occlusion changes and
+the discontinuities a moving sample crosses. Surfaces only (media are refused with one line).
 """
 import taichi as ti
 
@@ -42,7 +47,7 @@ from ..core import film
 from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, vec2, vec3
+from ..core.math import BIG, safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..errors import ConfigError
 from ..walk import attached, steps, vertex
@@ -54,17 +59,23 @@ INTEGRATES = ("path", "prb")
 
 @ti.func
 def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sampler: ti.template(), max_depth,
-              rr_depth, hide_emitters, dL, L_total, stop, lam_o, lam_d):
+              rr_depth, hide_emitters, attached_alpha, dL, L_total, stop, lam_o, lam_d, le_next):
     """Walk the camera path (o, d) exactly as path.walk does (the same steps and random numbers, PRIMAL)
     to segment `stop` (0: the whole path) and, given (λo, λd) of the ray leaving the vertex it reaches,
-    return (segments walked, first Dirac segment (0: none), λo, λd of the ray arriving there).
-    L_total: the path's radiance (pass 0), so that L_total - L is the part still to come."""
+    return (segments walked, first moving segment (0: none), λo, λd of the ray arriving there, le).
+    L_total: the path's radiance (pass 0), so that L_total - L is the part still to come;
+    attached_alpha: microfacet lobes with α <= this are sampled attached (0: none). After such a
+    vertex the derivatives estimate direct light by its BSDF sample alone (MIS weight 1, its NEE
+    term's BSDF derivative removed: MIS weights would move with the sample): le = (1 - mis) β Le of
+    the emitter found at `stop`, the part the MIS-weighted L lacks (le_next: pass stop + 1's)."""
     s = camera_state(o, d, vec3(0.0), 0)
     seg = 0
     first = 0
     stop_at = attached.Stop(valid=0)
     lo_out = vec3(0.0)
     ld_out = vec3(0.0)
+    le_out = vec3(0.0)
+    prev_rough = 0
     while s.active:
         seg += 1
         tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
@@ -74,6 +85,9 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
         if at_stop:      # the emitter found here: its radiance at a moving point or along a moving direction
             q, mis = steps.emitter_found(st, em, s, si)
             if q.emitter >= 0 and (s.depth > 0 or hide_emitters == 0):
+                if prev_rough == 1:
+                    le_out = (1.0 - mis) * s.beta * emitters.eval(st, em, q)
+                    mis = 1.0
                 gu, gd = emitters.eval_grad(st, em, q, dL * s.beta * mis)
                 g_uv = gu
                 ld_out = gd          # an escape: the environment's slope along the ray
@@ -84,12 +98,18 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
                 stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
         else:
             v = vertex.surface_vertex(st, si, s.d)
-            steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
+            nee_d, nee_w = steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
             o_in = s.o
             d_in = s.d
             bs = steps.scatter(st, bsdf, PRIMAL, s, v, sampler, dL)
-            if bs.valid == 1 and (bs.delta == 1 or st.tri_hf[tri] >= 0) and first == 0:
+            rough = 0        # a near-specular vertex, sampled attached
+            if attached_alpha > 0.0 and bs.valid == 1 and bs.delta == 0:
+                a = bsdf.attached_alpha(st, v.ctx, v.wi)
+                if a >= 0.0 and a <= attached_alpha:
+                    rough = 1
+            if bs.valid == 1 and (bs.delta == 1 or rough == 1 or st.tri_hf[tri] >= 0) and first == 0:
                 first = seg
+            prev_rough = rough
             if at_stop:
                 g_p = vec3(0.0)
                 g_n = vec3(0.0)
@@ -107,6 +127,18 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
                         g_nd -= g_cos * d_in
                     g_n, gu = attached.lobe_normal_adjoint(st, bsdf, v, tri, g_nd)
                     g_uv += gu
+                elif s.active and rough == 1:
+                    # wo held as a microfacet normal of the lobe (bsdfs/halfwarp.py); K: δL times the
+                    # radiance still to come, which is proportional to the weight f J / p
+                    g_p = lam_o
+                    K = dL * (L_total - s.L + le_next)
+                    d_out = K * safe_div(vec3(1.0), bs.weight * bs.pdf)
+                    # these replace detached PRB's terms of this vertex: ∂f/∂π / f of the sample, and NEE's
+                    vertex.adjoint(st, bsdf, v, bs.wo, -dL * (L_total - s.L) * safe_div(vec3(1.0), bs.weight * bs.pdf))
+                    vertex.adjoint(st, bsdf, v, nee_d, -dL * nee_w)
+                    g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, tri, d_in, bs.wo, d_out, K.sum(),
+                                                                  lam_d)
+                    g_uv += gu
                 stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
                                         g_n=g_n, g_uv=g_uv, g_d=g_d)
                 s.active = 0
@@ -114,7 +146,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
                 steps.russian_roulette(s, sampler, rr_depth, path.RR_MAX)
     if stop_at.valid == 1:
         lo_out, ld_out = attached.stop_adjoint(st, stop_at)
-    return seg, first, lo_out, ld_out
+    return seg, first, lo_out, ld_out, le_out
 
 
 _kernels = {}
@@ -124,7 +156,8 @@ def _kernel():
     if "k" not in _kernels:
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
-                   sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32):
+                   sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32,
+                   attached_alpha: float):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
                 for k in range(spp):
@@ -146,11 +179,13 @@ def _kernel():
                         first = 0
                         lam_o = vec3(0.0)
                         lam_d = vec3(0.0)
+                        le_next = vec3(0.0)
                         j = 0
                         while j >= 0:
                             sampler_a, pos_a = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                            ns, fs, lo, ld = replay_to(st, bsdf, em, o, d, sampler_a, max_depth, rr_depth,
-                                                       hide_emitters, dL, L_total, j, lam_o, lam_d)
+                            ns, fs, lo, ld, le = replay_to(st, bsdf, em, o, d, sampler_a, max_depth, rr_depth,
+                                                           hide_emitters, attached_alpha, dL, L_total, j, lam_o,
+                                                           lam_d, le_next)
                             if j == 0:
                                 n_seg = ns
                                 first = fs
@@ -158,6 +193,7 @@ def _kernel():
                             else:
                                 lam_o = lo
                                 lam_d = ld
+                                le_next = le
                                 j = j - 1 if j > first else -1
         _kernels["k"] = pixels
     return _kernels["k"]
@@ -175,7 +211,7 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     kernel = _kernel()
 
     def run(st, cam, sd, off, k):
-        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
+        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, a.attached_roughness)
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
 
 

@@ -59,7 +59,7 @@ from ..walk import attached, vertex
 from . import path
 
 NAMES = ("ptracer",)
-KEYS = path.KEYS
+KEYS = path.WALK_KEYS
 RR_MAX = path.RR_MAX
 
 

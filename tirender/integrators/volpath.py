@@ -70,7 +70,7 @@ from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
-KEYS = path.KEYS + (Number("step_size", default=0.0, lo=0.0,
+KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
                            doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),
                     Integer("inscatter_points", default=8, lo=0, hi=64,
                             doc="prbvolpath, grid media: points per flight segment at which the gradient "

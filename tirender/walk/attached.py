@@ -8,13 +8,14 @@ vertex (and ∂/∂p, ∂/∂uv of the vertex's own terms), ``scatter_adjoint`` 
 direction's share to (∂/∂d, ∂/∂n_d), ``lobe_normal_adjoint`` takes ∂/∂n_d into the normal map's
 texels and to (∂/∂n, ∂/∂uv), and ``hit_adjoint`` takes (∂/∂p, ∂/∂n, ∂/∂uv) to the arriving ray
 (∂/∂o, ∂/∂d) and — for triangles that move (height fields) — into the parameters that move them.
+Near-specular (rough microfacet) vertices sampled attached: ``rough_scatter_adjoint``.
 Integrators carry (λo, λd) backwards along a path by replaying it (integrators/ptracer.py,
 integrators/prb_attached.py).
 """
 import taichi as ti
 
 from ..core.interaction import frame_adjoint, interaction_adjoint
-from ..core.math import to_world, vec2, vec3
+from ..core.math import to_local, to_world, vec2, vec3
 from ..core.optics import reflect_adjoint, refract_adjoint
 from ..scene import heightfield
 
@@ -83,6 +84,24 @@ def scatter_adjoint(v, nd, d, bs, lam_d):
             g_d = gd
             g_n = gnf * sgn
     return g_d, g_n
+
+
+@ti.func
+def rough_scatter_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, d, wo, d_out, k, lam_d):
+    """Attached sampling at a near-specular vertex v (bsdfs/halfwarp.py): the sampled world wo
+    (arriving direction of travel d) is held as a microfacet normal of its lobe, so it moves with
+    d, with the shading frame (s, t, n), with a normal map's texels and with α. Scatters the whole
+    ∂/∂π of <d_out, f> + k ln J + <lam_d, wo> into the pool (BSDF parameters, normal-map texels)
+    and returns its (∂/∂d, ∂/∂n, ∂/∂uv); wi = -d and wo in the frame (s, t, n), which turns with n
+    (core.interaction.frame_adjoint)."""
+    wol = to_local(v.s, v.t, v.n, wo)
+    g_wi, g_uv = bsdf.attached_adjoint(st, v.ctx, v.wi, wol, d_out, k, to_local(v.s, v.t, v.n, lam_d))
+    g_d = -to_world(v.s, v.t, v.n, g_wi)
+    # wi = (s·(-d), t·(-d), n·(-d)), wo = s wol_x + t wol_y + n wol_z
+    g_s = wol[0] * lam_d - g_wi[0] * d
+    g_t = wol[1] * lam_d - g_wi[1] * d
+    g_n = wol[2] * lam_d - g_wi[2] * d + frame_adjoint(st, tri, v.n, g_s, g_t)
+    return g_d, g_n, g_uv
 
 
 @ti.func

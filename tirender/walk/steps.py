@@ -10,7 +10,7 @@ see state.py). All take the path state ``s`` by reference and update it.
         next-event estimation at vertex v: an emitter sample, the shadow ray's transmittance from
         ``vis`` (SURFACE_VISIBILITY here, media in walk/media.py), MIS with the BSDF/phase pdf.
         Adjoint: the scattering function (weight δL β mis T Le/pdf; RB biased: Li := 1), the
-        emitter's Le, and the transmittance by its nested replay.
+        emitter's Le, and the transmittance by its nested replay. Returns (d, β mis T Le/pdf).
     scatter(st, bsdf, mode, s, v, sampler, dL) -> BsdfSample (wo in world space)
         samples the next direction and moves the state there (β, η, prev_*, the ray). REPLAY adds
         the indirect term L_ind · ∂f / detach(f) (L: the radiance still to come); after a
@@ -83,7 +83,11 @@ class SurfaceVisibility:
 def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.template(), s: ti.template(), v,
         sampler: ti.template(), dL, vis: ti.template(), biased: ti.template()):
     """Next-event estimation at vertex v (see the module doc). Always consumes two random numbers
-    for the emitter sample (and whatever ``vis`` uses), so PRIMAL and REPLAY walks stay aligned."""
+    for the emitter sample (and whatever ``vis`` uses), so PRIMAL and REPLAY walks stay aligned.
+    Returns (d, w): the emitter sample's direction and β mis T Le/pdf, the weight of ∂f(d)/∂π in its
+    adjoint (w = 0 without a contribution and for Dirac emitters; attached PRB replaces the term)."""
+    res_d = vec3(0.0)
+    res_w = vec3(0.0)
     u_em = sampler.next_2d()
     if v.medium_event == 1 or v.flags & 1:   # SMOOTH: the scattering function has a non-Dirac lobe
         ds = emitters.sample_emitter(st, em, v.p, u_em)
@@ -101,6 +105,9 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     if ds.delta == 0:
                         mis = mis_power(ds.pdf, pdf_dir)
                     accumulate(mode, s, s.beta * mis * f * T * ds.weight)
+                    if ds.delta == 0:
+                        res_d = ds.d
+                        res_w = s.beta * mis * T * ds.weight
                     if ti.static(mode != PRIMAL):
                         if adjoint_on(mode, s, dL):
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
@@ -110,6 +117,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf)
                             vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight)
+    return res_d, res_w
 
 
 @ti.func
