@@ -24,7 +24,8 @@ def reference_dir():
 # Test files that share compiled kernels (the same scene specialisations) run on one worker
 # (pytest-xdist --dist loadgroup, see pyproject.toml); every other file is a group of its own.
 KERNEL_GROUPS = {
-    "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_optimize", "test_errors"),
+    "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_forward_mode", "test_optimize",
+                "test_errors"),
     "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}

@@ -4,6 +4,7 @@
     img = render(scene, spp=64, seed=0)              # float32 (H, W, 3) linear RGB, row 0 at the top
     grads = render_grad(scene, dy, spp=64, seed=1)   # dict parameter name -> array (PRB by default)
     img, grads = render_and_grad(scene, dy, method="rb_biased_pipelined")   # RB pipelining
+    jv = render_forward(scene, {"red.reflectance": [1, 0, 0]}, spp=64)     # forward mode: J v image
 
 Everything dispatches through the integrator registry (tirender/integrators/registry.py) on the
 scene's integrator type and the gradient method, via the host layer (tirender/launch.py).
@@ -123,6 +124,21 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     launch.check_args(scene, spp, sensor)
     fn = registry.gradient_driver(scene.integrator["type"], _method(method))
     return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
+
+
+def render_forward(scene, directions, spp=64, seed=1, sensor=0, method="prb", progress=True):
+    """Forward mode: the directional derivative of the image, J v = Σ_π ∂image/∂π v_π.
+
+    directions: dict parameter name -> direction v (an array shaped like the parameter, or a scalar
+    for every element); parameters left out do not move. Returns float32 (H, W, 3), the derivative
+    of each pixel (same units as the image per unit of the parameter). Detached derivatives (method
+    ``prb``: surfaces and volumes), the same replay that ``render_grad`` runs, with a tangent sink:
+    for a seed, <w, render_forward(v)> equals <render_grad(w), v> up to float rounding. CPU and CUDA."""
+    spp, seed, sensor, progress = _check(spp=spp, seed=seed, sensor=sensor, progress=progress)
+    scene = _scene(scene)
+    launch.check_args(scene, spp, sensor)
+    fn = registry.forward_driver(scene.integrator["type"], _method(method))
+    return fn(scene, directions, spp, seed, sensor, progress)
 
 
 def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_biased_pipelined", accumulate=False,

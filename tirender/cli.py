@@ -1,4 +1,4 @@
-"""Command line: ``tirender render | optimize | view | gradcheck`` (also ``python -m tirender``).
+"""Command line: ``tirender render | optimize | view | gradcheck | gradimage`` (also ``python -m tirender``).
 
 Bad input prints one line ``error: <file>: <key>: <problem>`` and exits with code 2.
 """
@@ -251,6 +251,57 @@ def cmd_gradcheck(args):
     return gradcheck_main(cfg, args, scene)
 
 
+def cmd_gradimage(args):
+    """Forward mode: the image's derivative w.r.t. one parameter (all its elements, or --index I),
+    written as gradimage.npy / .exr (RGB) and gradimage.png (channel mean, diverging colours)."""
+    import numpy as np
+    from .config import load_config
+    from .io.paths import check_output_dir, write_outputs
+    from .schema import Integer, Number
+    spp = _flag(Integer("spp", lo=1, hi=1 << 24), args.spp, "--spp") or 64
+    seed = _flag(Integer("seed", lo=0, hi=(1 << 32) - 1), args.seed, "--seed")
+    sensor = _flag(Integer("sensor", lo=0, hi=1 << 16), args.sensor, "--sensor") or 0
+    index = _flag(Integer("index", lo=0, hi=1 << 40), args.index, "--index")
+    scale = _flag(Number("scale", lo=0.0, strict_lo=True), args.scale, "--scale")
+    cfg = load_config(args.config, args.set, defines=_defines(args))
+    for kind in ("grin", "radiance_field"):
+        if isinstance(cfg, dict) and kind in cfg:
+            raise ConfigError(f"a {kind.replace('_', ' ')} config has no scene for forward mode", args.config, kind)
+    stem = os.path.splitext(os.path.basename(args.config))[0]
+    names = ("gradimage.png", "gradimage.exr", "gradimage.npy")
+    out = check_output_dir(args.out or os.path.join("out", f"{stem}_gradimage"), "--out" if args.out else
+                           "--out (default)", names=names)
+    scene, arch = _scene(args, cfg)
+    try:
+        info = scene.params.info(args.param)
+    except ConfigError as e:
+        raise ConfigError(e.problem, key="--param") from None
+    if index is not None and index >= info.size:
+        raise ConfigError(f"must be < {info.size}, the number of values of {info.name} (shape {info.shape})",
+                          key="--index")
+    v = np.ones(info.size) if index is None else np.eye(1, info.size, index)[0]
+    if sensor >= len(scene.sensors):
+        raise ConfigError(f"sensor index must be < {len(scene.sensors)} (the scene has {len(scene.sensors)})",
+                          key="--sensor")
+    from .api import render_forward
+    t0 = time.perf_counter()
+    jv = render_forward(scene, {info.name: v}, spp=spp, seed=1 if seed is None else seed, sensor=sensor,
+                        method=args.method)
+    dt = time.perf_counter() - t0
+    from .io.images import save_diverging_png, save_image_set
+    used = {}
+
+    def write():
+        save_image_set(out, jv, "gradimage", png=False)
+        used["scale"] = save_diverging_png(os.path.join(out, "gradimage.png"), jv.mean(axis=2), scale)
+    write_outputs(write)
+    what = info.name if index is None else f"{info.name}[{index}]"
+    print(f"d image / d {what} at {spp} spp on {arch} in {dt:.2f} s: range [{jv.min():.4g}, {jv.max():.4g}], "
+          f"PNG red +{used['scale']:.4g} .. white 0 .. blue -{used['scale']:.4g} -> "
+          f"{os.path.join(out, 'gradimage.png')} (.exr, .npy: RGB)")
+    return 0
+
+
 def build_parser():
     ap = _Parser(prog="tirender", description="Differentiable path tracer in Taichi.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -308,13 +359,28 @@ def build_parser():
     g.add_argument("--method", default="prb", help="gradient method (prb, rb, rb_biased, ...)")
     g.add_argument("--sensor", type=int, default=None)
     _common(g)
+    fm = sub.add_parser("gradimage", help="forward mode: the image's derivative w.r.t. one parameter "
+                                          "(gradimage.npy/.exr, and a diverging-colour PNG)")
+    fm.add_argument("config")
+    fm.add_argument("--param", required=True, metavar="NAME", help="the parameter (e.g. red.reflectance)")
+    fm.add_argument("--index", type=int, default=None, metavar="I",
+                    help="one element (flat index) of the parameter; default: all of them together")
+    fm.add_argument("--spp", type=int, default=None, help="samples per pixel (64)")
+    fm.add_argument("--seed", type=int, default=None, help="seed (1)")
+    fm.add_argument("--sensor", type=int, default=None)
+    fm.add_argument("--method", default="prb", help="derivative method with a forward mode (prb)")
+    fm.add_argument("--scale", type=float, default=None,
+                    help="|derivative| shown fully red/blue in the PNG (default: the 99.5th percentile)")
+    fm.add_argument("--out", default=None, help="output directory (default out/<config>_gradimage)")
+    _common(fm)
     return ap
 
 
 def main(argv=None):
     """Run the CLI; returns the exit code (2: bad input, one line on stderr, no traceback)."""
     args = build_parser().parse_args(argv)
-    fn = {"render": cmd_render, "optimize": cmd_optimize, "view": cmd_view, "gradcheck": cmd_gradcheck}[args.cmd]
+    fn = {"render": cmd_render, "optimize": cmd_optimize, "view": cmd_view, "gradcheck": cmd_gradcheck,
+          "gradimage": cmd_gradimage}[args.cmd]
     from . import backend, limits
 
     def one_line(message, category, filename, lineno, file=None, line=None):   # no source line, no path

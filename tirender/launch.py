@@ -333,3 +333,42 @@ def gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress,
     sweep(scene, sensor, spp, label, progress, lambda off, k: launch(st, sensor, seed, off, k), film=film,
           grad=True)
     return read_gradients(scene, st)
+
+
+# ------------------------------------------------------------------ forward mode (tangents)
+def tangent_vector(scene, directions):
+    """The direction v of forward mode in the pool's layout: float64 (pool size,) from a dict
+    name -> array shaped like the parameter (or a scalar: every element of it); parameters left out
+    are 0. Unknown names, wrong shapes and non-finite values are a ConfigError naming the key."""
+    if not isinstance(directions, dict) or not directions:
+        raise ConfigError("expected a non-empty dict parameter name -> direction", key="directions")
+    v = np.zeros(scene.params.data.size, np.float64)
+    for name, dv in directions.items():
+        i = scene.params.info(name)
+        a = np.asarray(dv, np.float64)
+        if a.ndim == 0:
+            a = np.full(i.size, float(a))
+        elif a.size != i.size:
+            raise ConfigError(f"direction has {a.size} values, the parameter {i.size} (shape {i.shape})", key=name)
+        if not np.all(np.isfinite(a)):
+            raise ConfigError("direction has non-finite values", key=name)
+        v[i.offset:i.offset + i.size] = a.ravel()
+    return v
+
+
+def forward_pass(scene, directions, spp, seed, sensor, progress, launch):
+    """Forward mode's passes: v (``tangent_vector``) into the storage's Tangent view tv, then
+    launch(tv, sensor, seed, sample_offset, count) over the batches (a tangent kernel splatting
+    <∂L/∂π, v> per sample, integrators/kernels.py); returns the resolved J v image (H, W, 3)."""
+    from . import backend
+    if backend.current_arch() == "vulkan":
+        raise ConfigError("forward mode needs the CPU or CUDA backend (its per-thread tangent accumulators use "
+                          "ti.global_thread_idx(), which Taichi's Vulkan backend lacks); use --arch cpu", key="arch")
+    spp, sensor = check_args(scene, spp, sensor)
+    v = tangent_vector(scene, directions)
+    st = begin_film(scene, sensor, True)
+    tv = pool.Tangent.of(st)
+    tv.tan_v.from_numpy(padded(v.astype(backend.np_float()), st.caps["pool"]))
+    seed = int(seed) & 0xFFFFFFFF
+    sweep(scene, sensor, spp, "forward", progress, lambda off, k: launch(tv, sensor, seed, off, k), film="flush")
+    return resolve_film(st, scene.sensors[sensor])

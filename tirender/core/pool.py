@@ -10,6 +10,11 @@ thread adds into (a constant reflectance); launch.fold_gradients sums them.
 On a software Vulkan device (Mesa's lavapipe) integer atomics inside loops lose additions (Taichi
 emits a memory barrier before each; lavapipe mishandles barriers in loops), so there the gradient
 is added to the float twin ``st.grad`` instead: correct, but not bit-reproducible run to run.
+
+Forward mode (tirender/forward.py) lifts the same adjoint code to tangents by swapping this sink:
+kernels given a ``Tangent`` view of the storage (every field of st, plus a direction v in the pool's
+layout and a per-thread accumulator) add <d, v[o:o+c]> to their thread's accumulator instead of
+adding d to the gradient — the replay of one sample with δL = e_c then yields <∂L_c/∂π, v>.
 """
 import taichi as ti
 
@@ -28,11 +33,56 @@ def value(st: ti.template(), o, c):
     return v
 
 
+@ti.data_oriented
+class Tangent:
+    """The storage st as forward-mode kernels see it: every attribute of st, plus
+    ``tan_v`` (pool capacity, float: the direction v in the pool's layout) and ``tan_acc`` (one
+    float per thread that can run a kernel's pixel loop: ti.global_thread_idx() indexes it, so CPU
+    and CUDA only). One view per storage (``Tangent.of``): kernels compile once against it."""
+
+    TANGENT = True
+
+    def __init__(self, st):
+        self.base = st
+        self.tan_v = ti.field(float, st.caps["pool"])
+        self.tan_acc = ti.field(float, st.caps["pixels"] + 4096)   # CUDA: ≤ pixels + one block; CPU: threads
+
+    def __getattr__(self, name):          # only called for names the view itself does not have
+        return getattr(self.__dict__["base"], name)
+
+    @staticmethod
+    def of(st):
+        view = getattr(st, "tangent_view", None)
+        if view is None:
+            view = Tangent(st)
+            st.tangent_view = view
+        return view
+
+
+@ti.func
+def tangent_reset(st: ti.template()):
+    """Zero this thread's tangent accumulator (forward mode; st a Tangent view)."""
+    st.tan_acc[ti.global_thread_idx()] = 0.0
+
+
+@ti.func
+def tangent_value(st: ti.template()):
+    """This thread's accumulated <∂L/∂π, v> since tangent_reset."""
+    return st.tan_acc[ti.global_thread_idx()]
+
+
 @ti.func
 def add_gradient(st: ti.template(), o, c, d_in):
     d = finite_or_zero(d_in)          # a NaN/Inf contribution is dropped, as the film drops such samples
     s = st.info_f[INFO_GRAD_SCALE]  # fixed-point gradient scale
-    if ti.static(backend.software_vulkan()):
+    if ti.static(hasattr(st, "TANGENT")):
+        t = 0.0
+        if c == 1:
+            t = (d[0] + d[1] + d[2]) * st.tan_v[o]
+        else:
+            t = d[0] * st.tan_v[o] + d[1] * st.tan_v[o + 1] + d[2] * st.tan_v[o + 2]
+        st.tan_acc[ti.global_thread_idx()] += t
+    elif ti.static(backend.software_vulkan()):
         if c == 1:
             ti.atomic_add(st.grad[o], d[0] + d[1] + d[2])
         else:

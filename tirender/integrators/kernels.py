@@ -11,11 +11,15 @@ PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
                             δL = Σ_p w_p δy_p / W_p, the primal walk -> L, then the RNG reset and
                             the replay that back-propagates δL (constant memory) — both passes
                             through one inlined walk (mode PRB, see walk/state.py)
-Both are cached per sample function, so each compiles once per specialisation.
+    tangent_kernel(sample)  forward mode (tirender/forward.py): per sample the primal walk -> L, then
+                            three replays with δL = e_c whose adjoint adds go to the thread's tangent
+                            accumulator (core/pool.Tangent: <∂L_c/∂π, v>); the tangent (t_r, t_g, t_b)
+                            is splatted like radiance, so the film resolves to the image's J v
+All are cached per sample function, so each compiles once per specialisation.
 """
 import taichi as ti
 
-from ..core import film
+from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec3
 from ..walk.state import PRB, PRIMAL
@@ -25,15 +29,21 @@ _kernels = {}
 
 def render_kernel(sample, wide=False):
     """wide: a Gaussian filter wider than the pixel-local block (core/film.py), compile-time."""
-    return _kernel(sample, False, bool(wide))
+    return _kernel(sample, "render", bool(wide))
 
 
 def replay_kernel(sample):
-    return _kernel(sample, True, False)
+    return _kernel(sample, "replay", False)
 
 
-def _kernel(sample, gradient, wide):
-    if (sample, gradient, wide) not in _kernels:
+def tangent_kernel(sample, wide=False):
+    """Call it with a core/pool.Tangent view as st (CPU and CUDA: per-thread accumulators)."""
+    return _kernel(sample, "tangent", bool(wide))
+
+
+def _kernel(sample, kind, wide):
+    """kind: "render", "replay" or "tangent" (compile-time)."""
+    if (sample, kind, wide) not in _kernels:
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
                    spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
@@ -44,7 +54,22 @@ def _kernel(sample, gradient, wide):
                 for k in range(spp):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
                     o, d = camera_ray(st, cam, pos)
-                    if ti.static(gradient):
+                    if ti.static(kind == "tangent"):
+                        sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                        L = sample(st, bsdf, em, opts, PRB, o, d, sampler_p, max_depth, rr_depth, hide_emitters,
+                                   vec3(0.0), vec3(1.0), 0)
+                        tan = vec3(0.0)
+                        if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
+                            for c in ti.static(range(3)):
+                                dL = vec3(0.0)
+                                dL[c] = 1.0
+                                pool.tangent_reset(st)
+                                sampler_r, pos_r = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                                sample(st, bsdf, em, opts, PRB, o, d, sampler_r, max_depth, rr_depth, hide_emitters,
+                                       L, dL, 1)
+                                tan[c] = pool.tangent_value(st)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
+                    elif ti.static(kind == "replay"):
                         dL = film.gather_adjoint(st, cam, pos)
                         if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
                             # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
@@ -60,7 +85,7 @@ def _kernel(sample, gradient, wide):
                         L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
                                    vec3(0.0), vec3(0.0), 0)
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc, False, wide)
-                if ti.static(not gradient):
+                if ti.static(kind != "replay"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
-        _kernels[sample, gradient, wide] = pixels
-    return _kernels[sample, gradient, wide]
+        _kernels[sample, kind, wide] = pixels
+    return _kernels[sample, kind, wide]

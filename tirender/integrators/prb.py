@@ -6,7 +6,7 @@ image δy = ∂loss/∂y; ``render_grad`` then runs, with a decorrelated seed s1
 δL = Σ_p w_ps δy_p / W_p from the reconstruction filter, walks the path to get L (``path.sample``
 PRIMAL), resets the RNG and replays the same path (REPLAY), which atomically adds ∂/∂π into the
 gradient pool (integrators/kernels.py). Memory is constant in spp and path length: no per-path or
-per-vertex storage.
+per-vertex storage. ``render_forward`` lifts the same replay to forward mode (J v per pixel).
 """
 from .. import launch
 from ..bsdfs.registry import dispatch
@@ -26,4 +26,17 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
 
 
+def render_forward(scene, directions, spp, seed, sensor, progress):
+    """Forward mode: the image's derivative along ``directions`` (dict name -> direction), J v, by
+    the same replay with a tangent sink (integrators/kernels.tangent_kernel, core/pool.Tangent)."""
+    a = path.args(scene)
+    bsdf = dispatch(scene.bsdf_levels)
+    kernel = kernels.tangent_kernel(path.sample, launch.wide_filter(scene, sensor))
+
+    def run(tv, cam, sd, off, k):
+        kernel(tv, bsdf, scene.em_mask, 0, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
+    return launch.forward_pass(scene, directions, spp, seed, sensor, progress, run)
+
+
 METHODS = {"prb": render_grad}
+FORWARD = {"prb": render_forward}

@@ -43,7 +43,7 @@ import taichi as ti
 
 from .. import launch
 from ..bsdfs.registry import dispatch
-from ..core import film
+from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
@@ -149,62 +149,89 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
     return seg, first, lo_out, ld_out, le_out
 
 
+@ti.func
+def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, pix, seed, index, o, d, dL,
+                    max_depth, rr_depth, hide_emitters, attached_alpha):
+    """Back-propagate adjoint radiance dL through camera sample `index` of pixel `pix` (ray o, d):
+    detached PRB's primal walk and replay, then the attached passes (module doc)."""
+    # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
+    L = vec3(0.0)
+    L_total = vec3(0.0)
+    for replay in range(2):
+        sampler_p, pos_p = pixel_sample(st, cam, pix, seed, index)
+        L = path.sample(st, bsdf, em, 0, PRB, o, d, sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
+        if replay == 0:
+            L_total = L
+    # pass 2: count the segments; passes 3, ...: segment n, n - 1, ..., first Dirac
+    n_seg = 0
+    first = 0
+    lam_o = vec3(0.0)
+    lam_d = vec3(0.0)
+    le_next = vec3(0.0)
+    j = 0
+    while j >= 0:
+        sampler_a, pos_a = pixel_sample(st, cam, pix, seed, index)
+        ns, fs, lo, ld, le = replay_to(st, bsdf, em, o, d, sampler_a, max_depth, rr_depth, hide_emitters,
+                                       attached_alpha, dL, L_total, j, lam_o, lam_d, le_next)
+        if j == 0:
+            n_seg = ns
+            first = fs
+            j = n_seg if first > 0 else -1
+        else:
+            lam_o = lo
+            lam_d = ld
+            le_next = le
+            j = j - 1 if j > first else -1
+
+
 _kernels = {}
 
 
-def _kernel():
-    if "k" not in _kernels:
+def _kernel(kind="replay", wide=False):
+    """kind "replay": δL gathered from the adjoint image (reverse mode); "tangent": forward mode,
+    δL = e_r, e_g, e_b into a core/pool.Tangent view's accumulators, the tangent splatted."""
+    if (kind, wide) not in _kernels:
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
                    sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32,
                    attached_alpha: float):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
+                acc = film.local_zero()
                 for k in range(spp):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
                     o, d = camera_ray(st, cam, pos)
-                    dL = film.gather_adjoint(st, cam, pos)
-                    if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                        # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
-                        L = vec3(0.0)
-                        L_total = vec3(0.0)
-                        for replay in range(2):
-                            sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                            L = path.sample(st, bsdf, em, 0, PRB, o, d, sampler_p, max_depth, rr_depth,
-                                            hide_emitters, L, dL, replay)
-                            if replay == 0:
-                                L_total = L
-                        # pass 2: count the segments; passes 3, ...: segment n, n - 1, ..., first Dirac
-                        n_seg = 0
-                        first = 0
-                        lam_o = vec3(0.0)
-                        lam_d = vec3(0.0)
-                        le_next = vec3(0.0)
-                        j = 0
-                        while j >= 0:
-                            sampler_a, pos_a = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                            ns, fs, lo, ld, le = replay_to(st, bsdf, em, o, d, sampler_a, max_depth, rr_depth,
-                                                           hide_emitters, attached_alpha, dL, L_total, j, lam_o,
-                                                           lam_d, le_next)
-                            if j == 0:
-                                n_seg = ns
-                                first = fs
-                                j = n_seg if first > 0 else -1
-                            else:
-                                lam_o = lo
-                                lam_d = ld
-                                le_next = le
-                                j = j - 1 if j > first else -1
-        _kernels["k"] = pixels
-    return _kernels["k"]
+                    if ti.static(kind == "tangent"):
+                        tan = vec3(0.0)
+                        for c in ti.static(range(3)):
+                            dL = vec3(0.0)
+                            dL[c] = 1.0
+                            pool.tangent_reset(st)
+                            backprop_sample(st, bsdf, em, cam, pix, seed, sample_offset + k, o, d, dL, max_depth,
+                                            rr_depth, hide_emitters, attached_alpha)
+                            tan[c] = pool.tangent_value(st)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
+                    else:
+                        dL = film.gather_adjoint(st, cam, pos)
+                        if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                            backprop_sample(st, bsdf, em, cam, pix, seed, sample_offset + k, o, d, dL, max_depth,
+                                            rr_depth, hide_emitters, attached_alpha)
+                if ti.static(kind == "tangent"):
+                    film.local_flush(st, cam, pix % w, pix // w, acc, False)
+        _kernels[kind, wide] = pixels
+    return _kernels[kind, wide]
+
+
+def _check(scene):
+    if scene.desc.media:
+        raise ConfigError("method 'prb_attached' differentiates surfaces only; this scene has participating "
+                          "media (use method 'prb' with prbvolpath)", key="method")
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     """Gradient of <adjoint_image, render(scene)> w.r.t. every parameter: detached PRB plus the
     attached terms of paths that Dirac lobes move (dict name -> array)."""
-    if scene.desc.media:
-        raise ConfigError("method 'prb_attached' differentiates surfaces only; this scene has participating "
-                          "media (use method 'prb' with prbvolpath)", key="method")
+    _check(scene)
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
     scene.bind()
@@ -215,4 +242,17 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
 
 
+def render_forward(scene, directions, spp, seed, sensor, progress):
+    """Forward mode: J v with the attached terms (integrators/prb.render_forward)."""
+    _check(scene)
+    a = path.args(scene)
+    bsdf = dispatch(scene.bsdf_levels)
+    kernel = _kernel("tangent", launch.wide_filter(scene, sensor))
+
+    def run(tv, cam, sd, off, k):
+        kernel(tv, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, a.attached_roughness)
+    return launch.forward_pass(scene, directions, spp, seed, sensor, progress, run)
+
+
 METHODS = {"prb_attached": render_grad}
+FORWARD = {"prb_attached": render_forward}

@@ -36,4 +36,17 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
 
 
+def render_forward(scene, directions, spp, seed, sensor, progress):
+    """Forward mode of the volume integrators: J v per pixel (integrators/prb.render_forward)."""
+    a = volpath.args(scene, gradient=True)
+    bsdf, em = volpath.kernel_dispatch(scene)
+    volpath.prepare(scene, scene.bind(), a)
+    kernel = kernels.tangent_kernel(volpath.sample, launch.wide_filter(scene, sensor))
+
+    def run(tv, cam, sd, off, k):
+        kernel(tv, bsdf, em, a.vis, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
+    return launch.forward_pass(scene, directions, spp, seed, sensor, progress, run)
+
+
 METHODS = {"prb": render_grad}
+FORWARD = {"prb": render_forward}

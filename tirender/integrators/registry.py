@@ -4,7 +4,9 @@ A primal module declares ``NAMES`` (the integrator types it renders), ``KEYS`` (
 the scene's ``integrator:`` mapping) and ``render(scene, spp, seed, sensor, progress, integrator,
 sample_offset, clear)``. A gradient module declares ``INTEGRATES`` (the types it differentiates)
 and ``METHODS`` (method -> ``fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)``),
-optionally ``JOINT`` (method -> a pass that returns (image, gradients)). One line per module below.
+optionally ``JOINT`` (method -> a pass that returns (image, gradients)) and ``FORWARD`` (method ->
+forward mode ``fn(scene, directions, spp, seed, sensor, progress)`` -> the J v image). One line per
+module below.
 """
 from ..errors import ConfigError
 from ..schema import validate
@@ -16,6 +18,8 @@ GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
 PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
 GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}
 JOINT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in getattr(m, "JOINT", {}).items()}
+FORWARD = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
+           for meth, fn in getattr(m, "FORWARD", {}).items()}
 NAMES = tuple(PRIMAL)
 METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
 VOLUME = volpath.NAMES
@@ -53,6 +57,13 @@ def gradient_driver(integrator, method):
 def joint_driver(integrator, method):
     """The joint render + gradient pass (RB pipelining) of (integrator, method)."""
     return _driver(JOINT, integrator, method, "has no joint render+gradient pass for")
+
+
+def forward_driver(integrator, method):
+    """Forward mode (J v images) of (integrator, method)."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown gradient method '{method}' (expected one of: {', '.join(METHODS)})", key="method")
+    return _driver(FORWARD, integrator, method, "has no forward mode for")
 
 
 def _driver(table, integrator, method, what):

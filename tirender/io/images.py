@@ -9,7 +9,7 @@ from ..errors import ConfigError
 from .atomic import atomic_write_bytes as _atomic_bytes
 from .exr import read_exr, read_exr_shape, write_exr
 
-__all__ = ["to_srgb", "from_srgb", "save_png", "save_image_set", "load_image"]
+__all__ = ["to_srgb", "from_srgb", "save_png", "save_image_set", "save_diverging_png", "load_image"]
 
 _LDR_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tga", ".tif", ".tiff", ".gif")
 
@@ -91,14 +91,42 @@ def save_png(path, linear_img, exposure=0.0):
     _atomic_bytes(path, buf.getvalue())
 
 
+def diverging(values, scale=None):
+    """A signed image (H, W) as 8-bit RGB (H, W, 3): white at 0, pure red at +scale and beyond, pure
+    blue at -scale and beyond, linear in between (so equal magnitudes look equally strong). scale:
+    default the 99.5th percentile of |values| (a few fireflies do not wash the image out; 1 if all 0).
+    Returns (rgb uint8, scale used). NaN shows as black."""
+    v = np.asarray(values, np.float64)
+    if scale is None:
+        a = np.abs(v[np.isfinite(v)])
+        scale = float(np.percentile(a, 99.5)) if a.size else 0.0
+        if not scale > 0.0:
+            scale = float(a.max()) if a.size and a.max() > 0 else 1.0
+    t = np.clip(np.nan_to_num(v / scale, nan=0.0), -1.0, 1.0)
+    pos, neg = np.maximum(t, 0.0), np.maximum(-t, 0.0)
+    rgb = np.stack([1.0 - neg, 1.0 - pos - neg, 1.0 - pos], -1)
+    rgb[~np.isfinite(v)] = 0.0
+    return np.round(rgb * 255.0).astype(np.uint8), scale
+
+
+def save_diverging_png(path, values, scale=None):
+    """Write ``diverging(values, scale)`` as a PNG atomically; returns the scale used."""
+    import imageio.v3 as iio
+    rgb, scale = diverging(values, scale)
+    buf = io.BytesIO()
+    iio.imwrite(buf, rgb, extension=".png", plugin="pillow")
+    _atomic_bytes(path, buf.getvalue())
+    return scale
+
+
 def _save_npy(path, arr):
     buf = io.BytesIO()
     np.save(buf, arr)
     _atomic_bytes(path, buf.getvalue())
 
 
-def save_image_set(dir, img, stem="image", exposure=0.0):
-    """Write ``<stem>.png`` (tonemapped), ``<stem>.exr`` (float) and ``<stem>.npy``
+def save_image_set(dir, img, stem="image", exposure=0.0, png=True):
+    """Write ``<stem>.png`` (tonemapped; png=False: none), ``<stem>.exr`` (float) and ``<stem>.npy``
     (linear float32 H×W×3, row 0 at the top) into ``dir`` (created if needed).
 
     img: linear (H,W), (H,W,1) (grey, repeated to RGB), (H,W,3) or (H,W,4) (alpha dropped).
@@ -110,7 +138,8 @@ def save_image_set(dir, img, stem="image", exposure=0.0):
     rgb = np.ascontiguousarray(a[:, :, :3])
     os.makedirs(dir, exist_ok=True)
     paths = {ext: os.path.join(dir, f"{stem}.{ext}") for ext in ("png", "exr", "npy")}
-    save_png(paths["png"], rgb, exposure=exposure)
+    if png:
+        save_png(paths["png"], rgb, exposure=exposure)
     write_exr(paths["exr"], rgb)
     _save_npy(paths["npy"], rgb)
     return paths
