@@ -179,14 +179,8 @@ class NormalMap:
         g_uv = vec2(0.0)
         if wo[2] * wop[2] > 0.0:
             ch = child(st, ctx, 0)
-            S = 1.0
-            gsn = vec3(0.0)
-            gsw = vec3(0.0)
-            fd = 0.0
-            if const(st, ctx, _SHADOW) != 0.0:
-                S = perturbed.shadow_term(n, wo)
-                gsn, gsw = perturbed.shadow_term_grads(n, wo)
-                fd = d_out.dot(inner.eval(st, ch, wip, wop))
+            S, gsn, gsw, fd = perturbed.shadow_factors(st, ch, inner, wip, wop, d_out, n, wo,
+                                                       const(st, ctx, _SHADOW) != 0.0)
             g_o = g_wo + fd * gsw
             g_wip, _ = inner.attached_adjoint(st, ch, wip, wop, d_out * S, k, to_local(s, t, n, g_o))
             g_wi = to_world(s, t, n, g_wip)

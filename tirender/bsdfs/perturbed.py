@@ -16,6 +16,7 @@ direction whose side differs between the two frames (cos θo cos θo' <= 0) gets
         gi, go = ∂E/∂wi, ∂E/∂wo = Rᵀ ∂E/∂wi', Rᵀ ∂E/∂wo' + <d_out, f_n> ∂S/∂wo (the frame depends on
         wi only through piecewise-constant flips).
     fold_t(g_s, g_t, g_n, s, n) -> (g_s, g_n)   the frame's t' = n' × s' back-propagated
+    shadow_factors(...) -> (S, ∂S/∂n', ∂S/∂wo, <d_out, f>)   the bump terminator term and its slopes
 """
 import taichi as ti
 
@@ -86,6 +87,21 @@ def sample(st: ti.template(), ctx, wi, u1, u2, inner: ti.template(), n, s, t, sh
 
 
 @ti.func
+def shadow_factors(st: ti.template(), ch, inner: ti.template(), wip, wop, d_out, n, wo, shadow):
+    """(S, ∂S/∂n', ∂S/∂wo, <d_out, f(wi', wo')>) of the bump terminator term S(n', wo) for the
+    nested model ch; (1, 0, 0, 0) when the term is off."""
+    S = 1.0
+    gsn = vec3(0.0)
+    gsw = vec3(0.0)
+    fd = 0.0
+    if shadow:
+        S = shadow_term(n, wo)
+        gsn, gsw = shadow_term_grads(n, wo)
+        fd = d_out.dot(inner.eval(st, ch, wip, wop))
+    return S, gsn, gsw, fd
+
+
+@ti.func
 def backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), n, s, t, shadow, texels: ti.template()):
     wip = to_local(s, t, n, wi)
     wop = to_local(s, t, n, wo)
@@ -95,14 +111,7 @@ def backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), n, s, 
     g_n = vec3(0.0)
     if wo[2] * wop[2] > 0.0:
         ch = child(st, ctx, 0)
-        S = 1.0
-        gsn = vec3(0.0)
-        gsw = vec3(0.0)
-        fd = 0.0
-        if shadow:
-            S = shadow_term(n, wo)
-            gsn, gsw = shadow_term_grads(n, wo)
-            fd = d_out.dot(inner.eval(st, ch, wip, wop))
+        S, gsn, gsw, fd = shadow_factors(st, ch, inner, wip, wop, d_out, n, wo, shadow)
         gwi, gwo = inner.grad_dirs(st, ch, wip, wop, d_out * S)
         if ti.static(texels):
             inner.adjoint(st, ch, wip, wop, d_out * S)
