@@ -242,7 +242,6 @@ def _mesh_scene(tris):
 def _per_triangle(scene, st):
     """(albedo, emission) per triangle in BVH order, from the scene's diffuse reflectances and area
     lights' radiance (constants; other BSDFs count as grey 0.5)."""
-    T = scene.n_triangles if hasattr(scene, "n_triangles") else None
     shape_of = st.tri_shape.to_numpy()
     ids = [s.id for s in scene.desc.shapes]
     bsdf_ids = [b.id for b in scene.desc.bsdfs]
@@ -258,7 +257,6 @@ def _per_triangle(scene, st):
         if f"{ids[i]}.radiance" in scene.params:
             emi_s[i] = np.asarray(scene.params[f"{ids[i]}.radiance"], np.float32).reshape(-1, 3).mean(0)
             alb_s[i] = 0.0
-    del T
     return alb_s, emi_s, shape_of
 
 
@@ -284,7 +282,6 @@ def main():
     s = scene.sensors[0]
     npix = s.width * s.height
     alb_s, emi_s, shape_of = _per_triangle(scene, st)
-    ntri = int((shape_of >= 0).sum()) if shape_of.min() < 0 else len(shape_of)
     cap = len(shape_of)
     alb = ti.Vector.field(3, ti.f32, cap)
     emi = ti.Vector.field(3, ti.f32, cap)
@@ -292,7 +289,7 @@ def main():
     alb.from_numpy(alb_s[sh])
     emi.from_numpy(emi_s[sh])
     out = ti.Vector.field(3, ti.f32, npix)
-    print(f"scene {a.scene}: {s.width}x{s.height}, {a.spp} spp, depth {a.depth}, triangle slots {ntri}; "
+    print(f"scene {a.scene}: {s.width}x{s.height}, {a.spp} spp, depth {a.depth}, triangle slots {cap}; "
           f"load average {os.getloadavg()[0]:.2f}")
     forms = [("scalar", 1)] + [(f"packet{w}", w) for w in (int(x) for x in a.widths.split(","))]
     kern = {}
