@@ -60,14 +60,14 @@ def _kernel(sample, kind, wide):
                                    vec3(0.0), vec3(1.0), 0)
                         tan = vec3(0.0)
                         if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
-                            for c in ti.static(range(3)):
-                                dL = vec3(0.0)
-                                dL[c] = 1.0
+                            for c in range(3):          # a runtime loop: one inlined replay, not three
+                                dL = vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
+                                          ti.select(c == 2, 1.0, 0.0))
                                 pool.tangent_reset(st)
                                 sampler_r, pos_r = pixel_sample(st, cam, pix, seed, sample_offset + k)
                                 sample(st, bsdf, em, opts, PRB, o, d, sampler_r, max_depth, rr_depth, hide_emitters,
                                        L, dL, 1)
-                                tan[c] = pool.tangent_value(st)
+                                tan += dL * pool.tangent_value(st)
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
                     elif ti.static(kind == "replay"):
                         dL = film.gather_adjoint(st, cam, pos)

@@ -203,13 +203,13 @@ def _kernel(kind="replay", wide=False):
                     o, d = camera_ray(st, cam, pos)
                     if ti.static(kind == "tangent"):
                         tan = vec3(0.0)
-                        for c in ti.static(range(3)):
-                            dL = vec3(0.0)
-                            dL[c] = 1.0
+                        for c in range(3):              # a runtime loop: one inlined body, not three
+                            dL = vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
+                                      ti.select(c == 2, 1.0, 0.0))
                             pool.tangent_reset(st)
                             backprop_sample(st, bsdf, em, cam, pix, seed, sample_offset + k, o, d, dL, max_depth,
                                             rr_depth, hide_emitters, attached_alpha)
-                            tan[c] = pool.tangent_value(st)
+                            tan += dL * pool.tangent_value(st)
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
                     else:
                         dL = film.gather_adjoint(st, cam, pos)
