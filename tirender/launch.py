@@ -299,6 +299,8 @@ def read_gradients(scene, st):
     st.grad holds them afterwards as float32 (clamped to the float range), for the optimiser."""
     fold_gradients(scene, st)
     h = _host_grad(scene, st)
+    if scene.deformables:
+        scene.deform_gradients(h)       # world vertices -> mesh parameters (scene/deform.py)
     _publish_total(st, h)
     return scene.params.split(h.copy())
 
@@ -353,13 +355,16 @@ def tangent_vector(scene, directions):
         if not np.all(np.isfinite(a)):
             raise ConfigError("direction has non-finite values", key=name)
         v[i.offset:i.offset + i.size] = a.ravel()
+    if scene.deformables:
+        scene.deform_tangents(v)         # mesh parameters -> world vertices (scene/deform.py)
     return v
 
 
-def forward_pass(scene, directions, spp, seed, sensor, progress, launch):
+def forward_pass(scene, directions, spp, seed, sensor, progress, launch, after=None):
     """Forward mode's passes: v (``tangent_vector``) into the storage's Tangent view tv, then
     launch(tv, sensor, seed, sample_offset, count) over the batches (a tangent kernel splatting
-    <∂L/∂π, v> per sample, integrators/kernels.py); returns the resolved J v image (H, W, 3)."""
+    <∂L/∂π, v> per sample, integrators/kernels.py), then after(tv, sensor, seed) if given (terms
+    splatted in passes of their own); returns the resolved J v image (H, W, 3)."""
     from . import backend
     if backend.current_arch() == "vulkan":
         raise ConfigError("forward mode needs the CPU or CUDA backend (its per-thread tangent accumulators use "
@@ -371,4 +376,6 @@ def forward_pass(scene, directions, spp, seed, sensor, progress, launch):
     tv.tan_v.from_numpy(padded(v.astype(backend.np_float()), st.caps["pool"]))
     seed = int(seed) & 0xFFFFFFFF
     sweep(scene, sensor, spp, "forward", progress, lambda off, k: launch(tv, sensor, seed, off, k), film="flush")
+    if after is not None:
+        after(tv, sensor, seed)
     return resolve_film(st, scene.sensors[sensor])

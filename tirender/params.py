@@ -19,7 +19,7 @@ class ParamInfo:
     shape: tuple
     lo: float
     hi: float
-    kind: str  # "rgb", "scalar", "texture"
+    kind: str  # "rgb", "scalar", "texture", "grid", "geometry"; "derived" (see ParameterPool.add)
 
     @property
     def size(self):
@@ -44,6 +44,10 @@ class ParameterPool:
 
     # -- building ---------------------------------------------------------------------------
     def add(self, name, value, lo=-np.inf, hi=np.inf, kind="rgb", file=None):
+        """Append parameter `name`. kind "derived": a slot that kernels add gradients into (and forward
+        mode reads tangents from) for a quantity computed from other parameters (a deformable mesh's
+        world vertices, scene/deform.py); it is not a parameter: hidden from keys(), split() and
+        describe(), and neither readable nor settable by name."""
         value = np.asarray(value, np.float32)
         if name in self._info:
             raise ConfigError(f"duplicate parameter name '{name}'", file, name)
@@ -56,16 +60,21 @@ class ParameterPool:
 
     # -- access ------------------------------------------------------------------------------
     def __contains__(self, name):
-        return self.resolve(name) in self._info
+        n = self.resolve(name)
+        return n in self._info and self._info[n].kind != "derived"
 
     def __iter__(self):
-        return iter(self._info)
+        return iter(self.keys())
 
     def __len__(self):
-        return len(self._info)
+        return len(self.keys())
 
     def keys(self):
-        return list(self._info)
+        return [n for n, i in self._info.items() if i.kind != "derived"]
+
+    def slot(self, name):
+        """The ParamInfo of a parameter or derived slot (offset, shape), without the hiding of info()."""
+        return self._info[name]
 
     def resolve(self, name):
         """`name`, or the pool name a Mitsuba-style key stands for (docs/mitsuba.md):
@@ -85,7 +94,7 @@ class ParameterPool:
 
     def info(self, name):
         name = self.resolve(name)
-        if name not in self._info:
+        if name not in self._info or self._info[name].kind == "derived":
             close = [k for k in self._info if name.split(".")[0] in k]
             hint = f" (parameters: {', '.join(close or list(self._info)[:12])})"
             raise ConfigError(f"unknown parameter '{name}'{hint}", key=name)
@@ -116,16 +125,17 @@ class ParameterPool:
 
     def describe(self):
         """List of (name, shape, (lo, hi)) — what ``scene.params`` shows."""
-        return [(i.name, i.shape, (i.lo, i.hi)) for i in self._info.values()]
+        return [(i.name, i.shape, (i.lo, i.hi)) for i in self._info.values() if i.kind != "derived"]
 
     def __repr__(self):
-        rows = [f"  {i.name:32s} shape={i.shape} bounds=[{i.lo:g}, {i.hi:g}]" for i in self._info.values()]
+        rows = [f"  {i.name:32s} shape={i.shape} bounds=[{i.lo:g}, {i.hi:g}]" for i in self._info.values()
+                if i.kind != "derived"]
         return "ParameterPool(\n" + "\n".join(rows) + "\n)"
 
     def split(self, flat):
         """Flat array shaped like the pool -> dict name -> array."""
         return {n: np.asarray(flat[i.offset:i.offset + i.size]).reshape(i.shape).copy()
-                for n, i in self._info.items()}
+                for n, i in self._info.items() if i.kind != "derived"}
 
     def bounds_arrays(self):
         lo = np.empty(self.data.size, np.float32)

@@ -36,7 +36,11 @@ WALK_KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
 KEYS = WALK_KEYS + (Number("attached_roughness", default=0.0, lo=0.0,
                            doc="method prb_attached: microfacet lobes (roughconductor, roughdielectric, also "
                                "under normal maps) with α <= this are sampled attached (near-specular; 0: "
-                               "Dirac lobes only)"),)
+                               "Dirac lobes only)"),
+                          Integer("sppp", default=-1, lo=-1, hi=1 << 20,
+                                  doc="method prb_attached with differentiable meshes: edge samples per pixel for "
+                                      "the primary-visibility boundary term (integrators/edges.py; -1: the "
+                                      "gradient pass's spp, 0: none)"))
 UNBOUNDED = 1 << 20
 
 
@@ -75,7 +79,7 @@ def args(scene, integrator=None):
     if (integrator or it["type"]) == "direct":
         max_depth = min(max_depth, 2)
     return SimpleNamespace(max_depth=max_depth, rr_depth=it["rr_depth"], hide=int(it["hide_emitters"]),
-                           attached_roughness=float(it.get("attached_roughness", 0.0)))
+                           attached_roughness=float(it.get("attached_roughness", 0.0)), sppp=int(it.get("sppp", -1)))
 
 
 def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):

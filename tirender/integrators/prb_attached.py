@@ -47,19 +47,21 @@ from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
+from ..core.rng import make_sampler
 from ..core.math import BIG, safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..errors import ConfigError
 from ..walk import attached, steps, vertex
 from ..walk.state import PRB, PRIMAL, camera_state
-from . import path
+from . import edges, path
 
 INTEGRATES = ("path", "prb")
 
 
 @ti.func
-def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sampler: ti.template(), max_depth,
-              rr_depth, hide_emitters, attached_alpha, dL, L_total, stop, lam_o, lam_d, le_next):
+def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), o, d,
+              sampler: ti.template(), max_depth, rr_depth, hide_emitters, attached_alpha, dL, L_total, stop, lam_o,
+              lam_d, le_next, ekey):
     """Walk the camera path (o, d) exactly as path.walk does (the same steps and random numbers, PRIMAL)
     to segment `stop` (0: the whole path) and, given (λo, λd) of the ray leaving the vertex it reaches,
     return (segments walked, first moving segment (0: none), λo, λd of the ray arriving there, le).
@@ -67,7 +69,11 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
     attached_alpha: microfacet lobes with α <= this are sampled attached (0: none). After such a
     vertex the derivatives estimate direct light by its BSDF sample alone (MIS weight 1, its NEE
     term's BSDF derivative removed: MIS weights would move with the sample): le = (1 - mis) β Le of
-    the emitter found at `stop`, the part the MIS-weighted L lacks (le_next: pass stop + 1's)."""
+    the emitter found at `stop`, the part the MIS-weighted L lacks (le_next: pass stop + 1's).
+    geo: an edges.SecondaryTable when the scene has differentiable meshes (0: none, compiled out):
+    then every non-Dirac vertex also carries (λo) back, its own terms' frame derivatives
+    (walk/attached.local_adjoint) and its secondary-visibility boundary term (edges.secondary,
+    random numbers from ekey = (seed, pixel, sample))."""
     s = camera_state(o, d, vec3(0.0), 0)
     seg = 0
     first = 0
@@ -76,6 +82,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
     ld_out = vec3(0.0)
     le_out = vec3(0.0)
     prev_rough = 0
+    moving = 0           # a vertex so far lies on a differentiable mesh: the vertices from there on move
     while s.active:
         seg += 1
         tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
@@ -98,16 +105,21 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
                 stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
         else:
             v = vertex.surface_vertex(st, si, s.d)
+            if ti.static(not isinstance(geo, int)):
+                if st.tri_dm[tri] >= 0:
+                    moving = 1
             nee_d, nee_w = steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
             o_in = s.o
             d_in = s.d
+            beta_in = s.beta
             bs = steps.scatter(st, bsdf, PRIMAL, s, v, sampler, dL)
             rough = 0        # a near-specular vertex, sampled attached
             if attached_alpha > 0.0 and bs.valid == 1 and bs.delta == 0:
                 a = bsdf.attached_alpha(st, v.ctx, v.wi)
                 if a >= 0.0 and a <= attached_alpha:
                     rough = 1
-            if bs.valid == 1 and (bs.delta == 1 or rough == 1 or st.tri_hf[tri] >= 0) and first == 0:
+            if bs.valid == 1 and (bs.delta == 1 or rough == 1 or st.tri_hf[tri] >= 0 or st.tri_dm[tri] >= 0) \
+                    and first == 0:
                 first = seg
             prev_rough = rough
             if at_stop:
@@ -139,6 +151,26 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
                     g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, tri, d_in, bs.wo, d_out, K.sum(),
                                                                   lam_d)
                     g_uv += gu
+                elif ti.static(not isinstance(geo, int)):
+                    if bs.delta == 0 and v.flags & 1:
+                        # ray-following (integrators/edges.py): the sampled world directions stay, the
+                        # vertex moves: the next ray's origin, the frame and wi of f|cos| (BSDF sample
+                        # and NEE), and the boundary of what the vertex sees
+                        g_p = lam_o
+                        if bs.valid == 1:
+                            K = dL * (L_total - s.L)
+                            gd1, gn1 = attached.local_adjoint(st, bsdf, v, tri, d_in, bs.wo,
+                                                              K * safe_div(vec3(1.0), bs.weight * bs.pdf))
+                            g_d += gd1
+                            g_n += gn1
+                        if nee_w[0] != 0.0 or nee_w[1] != 0.0 or nee_w[2] != 0.0:
+                            gd2, gn2 = attached.local_adjoint(st, bsdf, v, tri, d_in, nee_d, dL * nee_w)
+                            g_d += gd2
+                            g_n += gn2
+                        es = make_sampler(ekey[0] ^ (ti.u32(edges.SEED_MIX2) + ti.u32(0x9E3779B9) * ti.cast(seg, ti.u32)),
+                                          ekey[1], ekey[2])
+                        g_p += edges.secondary(st, bsdf, em, geo, v, dL * beta_in, es, max_depth - seg,
+                                               ti.max(rr_depth - seg, 1), moving)
                 stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
                                         g_n=g_n, g_uv=g_uv, g_d=g_d)
                 s.active = 0
@@ -150,10 +182,10 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, s
 
 
 @ti.func
-def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, pix, seed, index, o, d, dL,
-                    max_depth, rr_depth, hide_emitters, attached_alpha):
+def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), cam, pix, seed,
+                    index, o, d, dL, max_depth, rr_depth, hide_emitters, attached_alpha):
     """Back-propagate adjoint radiance dL through camera sample `index` of pixel `pix` (ray o, d):
-    detached PRB's primal walk and replay, then the attached passes (module doc)."""
+    detached PRB's primal walk and replay, then the attached passes (module doc; geo: see replay_to)."""
     # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
     L = vec3(0.0)
     L_total = vec3(0.0)
@@ -171,11 +203,14 @@ def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), c
     j = 0
     while j >= 0:
         sampler_a, pos_a = pixel_sample(st, cam, pix, seed, index)
-        ns, fs, lo, ld, le = replay_to(st, bsdf, em, o, d, sampler_a, max_depth, rr_depth, hide_emitters,
-                                       attached_alpha, dL, L_total, j, lam_o, lam_d, le_next)
+        ns, fs, lo, ld, le = replay_to(st, bsdf, em, geo, o, d, sampler_a, max_depth, rr_depth, hide_emitters,
+                                       attached_alpha, dL, L_total, j, lam_o, lam_d, le_next,
+                                       ti.Vector([ti.cast(seed, ti.u32), ti.cast(pix, ti.u32), ti.cast(index, ti.u32)], dt=ti.u32))
         if j == 0:
             n_seg = ns
             first = fs
+            if ti.static(not isinstance(geo, int)):
+                first = 1             # every vertex: its boundary term and the chain back to the camera
             j = n_seg if first > 0 else -1
         else:
             lam_o = lo
@@ -192,7 +227,8 @@ def _kernel(kind="replay", wide=False):
     δL = e_r, e_g, e_b into a core/pool.Tangent view's accumulators, the tangent splatted."""
     if (kind, wide) not in _kernels:
         @ti.kernel
-        def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
+        def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), cam: ti.i32,
+                   spp: ti.i32,
                    sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide_emitters: ti.i32,
                    attached_alpha: float):
             w = st.cam_w[cam]
@@ -207,15 +243,15 @@ def _kernel(kind="replay", wide=False):
                             dL = vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
                                       ti.select(c == 2, 1.0, 0.0))
                             pool.tangent_reset(st)
-                            backprop_sample(st, bsdf, em, cam, pix, seed, sample_offset + k, o, d, dL, max_depth,
-                                            rr_depth, hide_emitters, attached_alpha)
+                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, dL,
+                                            max_depth, rr_depth, hide_emitters, attached_alpha)
                             tan += dL * pool.tangent_value(st)
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
                     else:
                         dL = film.gather_adjoint(st, cam, pos)
                         if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                            backprop_sample(st, bsdf, em, cam, pix, seed, sample_offset + k, o, d, dL, max_depth,
-                                            rr_depth, hide_emitters, attached_alpha)
+                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, dL,
+                                            max_depth, rr_depth, hide_emitters, attached_alpha)
                 if ti.static(kind == "tangent"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
         _kernels[kind, wide] = pixels
@@ -228,6 +264,16 @@ def _check(scene):
                           "media (use method 'prb' with prbvolpath)", key="method")
 
 
+def _geometry(scene):
+    """The secondary-visibility edge table of a scene with differentiable meshes (its current
+    geometry), else 0 (geometry terms compiled out)."""
+    if not scene.deformables:
+        return 0
+    scene.bind()
+    rows, n_mov = edges.secondary_edges(scene)
+    return edges.SecondaryTable.holding(rows, n_mov)
+
+
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     """Gradient of <adjoint_image, render(scene)> w.r.t. every parameter: detached PRB plus the
     attached terms of paths that Dirac lobes move (dict name -> array)."""
@@ -236,9 +282,14 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     bsdf = dispatch(scene.bsdf_levels)
     scene.bind()
     kernel = _kernel()
+    sppp = spp if a.sppp < 0 else a.sppp
+    geo = _geometry(scene)
 
     def run(st, cam, sd, off, k):
-        kernel(st, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, a.attached_roughness)
+        kernel(st, bsdf, scene.em_mask, geo, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, a.attached_roughness)
+        if off == 0 and scene.deformables:      # the boundary term, once per pass (in its first launch)
+            s = scene.sensors[cam]
+            edges.primary_pass(scene, st, bsdf, cam, spp, sd, sppp * s.width * s.height, a)
     return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
 
 
@@ -248,10 +299,17 @@ def render_forward(scene, directions, spp, seed, sensor, progress):
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
     kernel = _kernel("tangent", launch.wide_filter(scene, sensor))
+    geo = _geometry(scene)
 
     def run(tv, cam, sd, off, k):
-        kernel(tv, bsdf, scene.em_mask, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, a.attached_roughness)
-    return launch.forward_pass(scene, directions, spp, seed, sensor, progress, run)
+        kernel(tv, bsdf, scene.em_mask, geo, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide, a.attached_roughness)
+
+    def boundary(tv, cam, sd):
+        s = scene.sensors[cam]
+        sppp = spp if a.sppp < 0 else a.sppp
+        edges.primary_tangent(scene, tv, bsdf, cam, spp, sd, sppp * s.width * s.height, a)
+    return launch.forward_pass(scene, directions, spp, seed, sensor, progress, run,
+                               boundary if scene.deformables else None)
 
 
 METHODS = {"prb_attached": render_grad}

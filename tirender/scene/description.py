@@ -54,6 +54,7 @@ class Shape:
     interior: int = -1         # medium index inside the shape (-1: none), see tirender/media
     exterior: int = -1
     heightfield: dict = None   # type heightfield: W, H, thickness, texture (index), codes, top, to_world
+    differentiable: bool = False  # vertex positions and a transform are parameters (scene/deform.py)
 
 
 @dataclass
@@ -338,7 +339,8 @@ class _Builder:
     def shape(self, i, spec):
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
-                     "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness"}, self.file, key)
+                     "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness", "differentiable"},
+              self.file, key)
         sid = str(spec.get("id", f"shape{i}"))
         key = f"shapes.{sid}"
         t = spec.get("type")
@@ -405,6 +407,17 @@ class _Builder:
             normals = -normals
         if flip:
             faces = faces[:, [0, 2, 1]]
+        diff = boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
+        if diff:
+            if hf is not None:
+                raise ConfigError("a heightfield's geometry is its height texture; 'differentiable' is for meshes",
+                                  self.file, f"{key}.differentiable")
+            if spec.get("emitter") is not None:
+                raise ConfigError("a differentiable shape cannot be an emitter (its triangles move)", self.file,
+                                  f"{key}.emitter")
+            if not face_normals:       # area-weighted vertex normals, recomputed as the mesh moves
+                from .deform import vertex_normals
+                normals = vertex_normals(faces, pos.astype(np.float64))[0].astype(np.float32)
         bspec = spec.get("bsdf")
         if bspec is None:
             bi = self.bsdf(sid, {"type": "diffuse"}, f"{key}.bsdf")
@@ -415,7 +428,7 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf)
+        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf, differentiable=diff)
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
                 from ..media.spec import medium_ref

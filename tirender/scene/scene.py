@@ -69,8 +69,10 @@ class Scene:
         self._host_dirty = False     # params changed on the host, upload before the next kernel
         self._device_dirty = False   # params changed on the device (optimizer), download before reading
         self._env_dirty = False      # an environment map changed: rebuild its sampling distribution
-        self._geometry_dirty = False  # height-field heights changed: displace and refit before rendering
+        self._geometry_dirty = False  # heights or mesh parameters changed: move triangles, refit the BVH
         self.heightfield_params = ()  # names of the height textures (scene/heightfield.py)
+        self.deformables = []         # differentiable meshes (scene/deform.py)
+        self.deform_params = ()       # their parameter names
         self.desc = desc
         self.integrator = dict(integrator)   # validated (tirender.integrators.registry.parse)
         self.sensors = desc.sensors
@@ -86,6 +88,7 @@ class Scene:
             kind = "rgb" if tex.constant else ("grid" if tex.data.ndim == 4 else "texture")
             info = self.params.add(tex.name, val, tex.lo, tex.hi, kind=kind, file=desc.file)
             self._tex_param.append(info)
+        self._deformable_params(desc)
         self.params.aliases = param_aliases(desc)
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
@@ -131,6 +134,7 @@ class Scene:
         a["tri_uv0"], a["tri_uv1"], a["tri_uv2"] = UV[:, 0], UV[:, 1], UV[:, 2]
         a["tri_shape"] = tri_shape
         self._heightfield_arrays(a, desc.shapes or [], starts, order)
+        self._deformable_arrays(a, desc.shapes or [], starts, inv)
         a["node_min"], a["node_max"] = bvh.node_min, bvh.node_max
         a["node_first"], a["node_count"] = bvh.node_first, bvh.node_count
         wide = collapse(bvh)
@@ -284,15 +288,94 @@ class Scene:
         a["hf_nm"] = np.array([np.linalg.inv(hf["to_world"][:3, :3]).T for hf in rows] or [np.eye(3)], np.float32)
         self._geometry_dirty = bool(rows)
 
+    # -- differentiable meshes (scene/deform.py) ---------------------------------------------
+    def _deformable_params(self, desc):
+        from .deform import Deformable
+        for s in desc.shapes or []:
+            if s.differentiable:
+                d = Deformable(s.id, s.faces, s.positions, s.normals is not None)
+                for name, value, kind in d.initial_values(s.positions):
+                    self.params.add(name, value, kind=kind, file=desc.file)
+                self.deformables.append(d)
+        self.deform_params = tuple(n for d in self.deformables for k, n in d.names().items() if k != "world")
+
+    def _deformable_arrays(self, a, shapes, starts, inv):
+        """tri_dm (the derived slot's pool offset, -1 static) and tri_code (vertex indices) of the
+        differentiable meshes' triangles, in BVH order."""
+        a["tri_dm"] = np.full(len(inv), -1, np.int32)
+        k = 0
+        for si, s in enumerate(shapes):
+            if not s.differentiable:
+                continue
+            d = self.deformables[k]
+            k += 1
+            d.tri_index = inv[starts[si]:starts[si] + len(s.faces)]
+            a["tri_dm"][d.tri_index] = self.params.slot(d.names()["world"]).offset
+            a["tri_code"][d.tri_index] = s.faces
+        if self.deformables:
+            self._geometry_dirty = True
+
+    def _deform(self, st):
+        """Move the differentiable meshes' triangles to their parameters' positions (host, float64)."""
+        a = self._arrays
+        get = self.params.__getitem__
+        for d in self.deformables:
+            P = d.positions(get)
+            f, k = d.faces, d.tri_index
+            a["tri_p0"][k] = P[f[:, 0]]
+            a["tri_e1"][k] = P[f[:, 1]] - P[f[:, 0]]
+            a["tri_e2"][k] = P[f[:, 2]] - P[f[:, 0]]
+            if d.smooth:
+                N = d.normals(P)[0]
+                a["tri_n0"][k], a["tri_n1"][k], a["tri_n2"][k] = N[f[:, 0]], N[f[:, 1]], N[f[:, 2]]
+        names = ("tri_p0", "tri_e1", "tri_e2", "tri_n0", "tri_n1", "tri_n2")
+        st.upload({n: a[n] for n in names})
+
+    def deform_gradients(self, h):
+        """Take the gradients kernels added into the derived slots of the pool-layout float64 array h
+        to the differentiable meshes' parameters (in place; the slots are zeroed)."""
+        get = self.params.__getitem__
+        for d in self.deformables:
+            i = self.params.slot(d.names()["world"])
+            g = h[i.offset:i.offset + i.size].reshape(-1, 6)
+            if not g.any():
+                continue
+            for name, gv in d.backward(get, g[:, :3], g[:, 3:]).items():
+                j = self.params.slot(name)
+                h[j.offset:j.offset + j.size] += np.asarray(gv, np.float64).ravel()
+            h[i.offset:i.offset + i.size] = 0.0
+
+    def deform_tangents(self, v):
+        """Fill the derived slots of the pool-layout direction v (forward mode) with the world
+        positions' and normals' tangents (Ṗ, Ṅ) along v (in place)."""
+        get = self.params.__getitem__
+        for d in self.deformables:
+            def dget(name):
+                j = self.params.slot(name)
+                return v[j.offset:j.offset + j.size]
+            dP, dN = d.tangent(get, dget)
+            i = self.params.slot(d.names()["world"])
+            v[i.offset:i.offset + i.size] = np.concatenate([dP, dN], 1).ravel()
+
     def _update_geometry(self, st):
-        """Displace the height fields from the pool's heights and refit the BVH (topology kept)."""
+        """Move the height fields and differentiable meshes from the pool and refit the BVH (topology
+        kept)."""
         from .bvh import refit, refit_plan
         from .heightfield import displace
-        displace(st)
         n = self.n_triangles
-        p0 = st.tri_p0.to_numpy()[:n]
-        e1 = st.tri_e1.to_numpy()[:n]
-        e2 = st.tri_e2.to_numpy()[:n]
+        if self.heightfield_params:
+            displace(st)
+            p0 = st.tri_p0.to_numpy()[:n]
+            e1 = st.tri_e1.to_numpy()[:n]
+            e2 = st.tri_e2.to_numpy()[:n]
+            self._arrays["tri_p0"], self._arrays["tri_e1"], self._arrays["tri_e2"] = p0, e1, e2
+            if self.deformables:      # the displaced normals too: _deform uploads every triangle array
+                for k in ("tri_n0", "tri_n1", "tri_n2"):
+                    self._arrays[k] = getattr(st, k).to_numpy()[:n]
+        if self.deformables:
+            self._deform(st)
+        a = self._arrays
+        p0, e1, e2 = a["tri_p0"], a["tri_e1"], a["tri_e2"]
         if getattr(self, "_refit_plan", None) is None:
             self._refit_plan = refit_plan(self._wide)
         w = refit(self._wide, self._refit_plan, p0, p0 + e1, p0 + e2)
@@ -327,7 +410,7 @@ class Scene:
         self._host_dirty = True
         if name in self._env_param_names():
             self._env_dirty = True
-        if name in self.heightfield_params:
+        if name in self.heightfield_params or name in self.deform_params:
             self._geometry_dirty = True
 
     def _pull_params(self):
@@ -355,7 +438,7 @@ class Scene:
             raise ConfigError(f"{bad} value(s) are not finite or out of bounds [{info.lo:g}, {info.hi:g}]",
                               key=info.name)
         self._device_dirty = True               # the host copy is refreshed when read
-        if info.name in self.heightfield_params:
+        if info.name in self.heightfield_params or info.name in self.deform_params:
             self._update_geometry(st)
         return True
 
@@ -365,7 +448,7 @@ class Scene:
     def mark_device_params_changed(self):
         """Called after a kernel (optimizer step) wrote st.pool."""
         self._device_dirty = True
-        if self.heightfield_params:
+        if self.heightfield_params or self.deform_params:
             self._geometry_dirty = True
 
     # -- device -----------------------------------------------------------------------------
@@ -449,7 +532,7 @@ class Scene:
         self._storage = st
         self._host_dirty = False
         self._env_dirty = False
-        self._geometry_dirty = bool(self.heightfield_params)
+        self._geometry_dirty = bool(self.heightfield_params or self.deformables)
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""

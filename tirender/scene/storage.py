@@ -51,8 +51,12 @@ class Storage:
         # height-field triangles (scene/heightfield.py): 2·field + top flag (-1: static), corner codes
         f.tri_hf = ti.field(ti.i32)
         f.tri_code = ti.Vector.field(3, ti.i32)
+        # deformable-mesh triangles (scene/deform.py): pool offset of the shape's derived slot (-1:
+        # static); tri_code then holds the corners' vertex indices
+        f.tri_dm = ti.field(ti.i32)
         fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
-                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape, f.tri_hf, f.tri_code)
+                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape, f.tri_hf, f.tri_code,
+                                         f.tri_dm)
         # height fields: height texture, vertex grid, bottom level, object -> world (3x4), normal matrix
         f.hf_tex, f.hf_w, f.hf_h = (ti.field(ti.i32) for _ in range(3))
         f.hf_zb = ti.field(float)

@@ -7,7 +7,8 @@ its texels and on uv). Reverse mode over one vertex: given ∂loss/∂(o', d') o
 vertex (and ∂/∂p, ∂/∂uv of the vertex's own terms), ``scatter_adjoint`` takes the outgoing
 direction's share to (∂/∂d, ∂/∂n_d), ``lobe_normal_adjoint`` takes ∂/∂n_d into the normal map's
 texels and to (∂/∂n, ∂/∂uv), and ``hit_adjoint`` takes (∂/∂p, ∂/∂n, ∂/∂uv) to the arriving ray
-(∂/∂o, ∂/∂d) and — for triangles that move (height fields) — into the parameters that move them.
+(∂/∂o, ∂/∂d) and — for triangles that move (height fields, differentiable meshes) — into the
+parameters that move them.
 Near-specular (rough microfacet) vertices sampled attached: ``rough_scatter_adjoint``.
 Integrators carry (λo, λd) backwards along a path by replaying it (integrators/ptracer.py,
 integrators/prb_attached.py).
@@ -17,7 +18,7 @@ import taichi as ti
 from ..core.interaction import frame_adjoint, interaction_adjoint
 from ..core.math import to_local, to_world, vec2, vec3
 from ..core.optics import reflect_adjoint, refract_adjoint
-from ..scene import heightfield
+from ..scene import deform, heightfield
 
 
 @ti.dataclass
@@ -107,8 +108,10 @@ def rough_scatter_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, d, wo,
 @ti.func
 def hit_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
     """(∂/∂o, ∂/∂d) of the incoming ray for <g_p, p> + <g_n, n> + <g_uv, uv> at a hit; a height-field
-    triangle's corners scatter ∂/∂(heights) into the pool (scene/heightfield.py)."""
+    triangle's corners scatter ∂/∂(heights) into the pool (scene/heightfield.py), a differentiable
+    mesh's into its world vertices (scene/deform.py)."""
     g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2 = interaction_adjoint(st, tri, t, b1, b2, o, d, g_p, g_n, g_uv)
+    deform.corner_adjoint(st, tri, gv0, gv1, gv2, gn0, gn1, gn2)
     hf = st.tri_hf[tri]
     if hf >= 0:
         for k in range(3):       # a run-time loop: one inlined corner adjoint
@@ -120,3 +123,18 @@ def hit_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
                 gv, gn = gv2, gn2
             heightfield.corner_adjoint(st, hf >> 1, st.tri_code[tri][k], hf & heightfield.TOP, gv, gn)
     return g_o, g_d
+
+
+@ti.func
+def local_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, d, wo, d_out):
+    """A non-Dirac vertex v reached along d, with its sampled world direction wo held fixed
+    (ray-following, integrators/edges.py): (∂/∂d, ∂/∂n) of <d_out, f(wi, wo) |cos θo|> with
+    wi = to_local(-d), wo in the shading frame (s, t, n), which turns with n
+    (core.interaction.frame_adjoint) — the BSDF's own direction derivatives (``grad_dirs``)."""
+    wi_w = -d
+    gwi, gwo = bsdf.grad_dirs(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, wo), d_out)
+    g_d = -to_world(v.s, v.t, v.n, gwi)
+    g_s = gwi[0] * wi_w + gwo[0] * wo
+    g_t = gwi[1] * wi_w + gwo[1] * wo
+    g_n = gwi[2] * wi_w + gwo[2] * wo + frame_adjoint(st, tri, v.n, g_s, g_t)
+    return g_d, g_n

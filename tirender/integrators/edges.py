@@ -1,0 +1,437 @@
+"""Edge sampling (Li, Aittala, Durand, Lehtinen 2018, "Differentiable Monte Carlo Ray Tracing
+through Edge Sampling"): the boundary term of the gradient when geometry moves (issue 17).
+
+A pixel integral I_p = ∫ k_p(x) L(x) dx over the film (x in pixels) has discontinuities along the
+projections of mesh edges (silhouettes, boundaries, creases of flat-shaded meshes). When an edge
+moves, Reynolds' transport theorem adds to ∂I_p/∂π, besides the interior (PRB) term,
+
+    ∫_edge k_p(x) (L⁻(x) - L⁺(x)) (n · ∂x/∂π) dℓ                       (n: the edge's screen normal,
+                                                                      L± the radiance on either side)
+
+Reverse mode with the adjoint image δy: the film's adjoint at x is spp · gather_adjoint(x)
+(δy_p k_p(x) / W_p summed over pixels: the normalisation PRB's samples use, so both terms
+differentiate the same estimator). Edges are chosen in proportion to their projected length (after
+clipping to the film plus the filter radius and to the near plane), a point uniformly on the chosen
+one, L± by two camera paths through x ± ε n sharing their random numbers (their difference is
+what matters), and the weight (L⁻ - L⁺)·δL · L_total / n_samples goes to the edge's two world
+vertices along the world-space gradient of n·x(X) (``camera.camera_connect_adjoint``), into the
+differentiable meshes' derived slots (scene/deform.py). Edges of static meshes do not move and are
+not sampled.
+
+Candidate edges (host, per sensor and gradient pass; ``primary_edges``), on each mesh with its
+coincident vertices welded (scene/deform.edge_topology): boundary edges, silhouettes (one adjacent
+face towards the camera, one away) and creases where shading may jump (flat shading, or split
+vertices). An edge's motion is that of the first copy of each endpoint: meshes with split vertices
+are assumed to keep their copies together (transforms always do).
+"""
+import numpy as np
+import taichi as ti
+
+from ..core import film, pool
+from ..core.camera import camera_connect_adjoint, camera_ray
+from ..core.intersect import occluded
+from ..core.math import max3, vec2, vec3
+from ..core.rng import make_sampler
+from ..walk import vertex
+from ..walk.state import PRIMAL
+from . import path
+
+EPS_PIXELS = 1e-3        # the two sides of an edge are sampled this far (pixels) from it
+EPS_DIR = 1e-4           # ... and this far (radians) in the directions seen from a path vertex
+SEED_MIX = 0x5BD1E995    # decorrelates the edge samples' streams from the pixel samples'
+SEED_MIX2 = 0x27D4EB2F
+BOUNDARY, CREASE = 1, 2  # SecondaryTable.flags
+
+
+@ti.data_oriented
+class EdgeTable:
+    """Device table of sampled edges, capacity a power of two (regrown, never per call): screen
+    endpoints a, b (pixels, after clipping), world endpoints x0, x1 of the unclipped edge, the pool
+    offsets slot0, slot1 of the endpoints' derived slots, and the CDF of the clipped lengths."""
+
+    _shared = {}
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.a, self.b = vec2.field(shape=cap), vec2.field(shape=cap)
+        self.x0, self.x1 = vec3.field(shape=cap), vec3.field(shape=cap)
+        self.slot0, self.slot1 = ti.field(ti.i32, shape=cap), ti.field(ti.i32, shape=cap)
+        self.cdf = ti.field(float, shape=cap)
+
+    @classmethod
+    def holding(cls, rows):
+        """The shared table, grown to fit, with rows (dict of arrays: a, b, x0, x1, slot0, slot1, cdf)."""
+        n = len(rows["cdf"])
+        cap = 1024
+        while cap < n:
+            cap *= 2
+        t = cls._shared.get("primary")
+        if t is None or t.cap < cap:
+            t = cls._shared["primary"] = cls(cap)
+        for k, v in rows.items():
+            arr = np.zeros((cap,) + v.shape[1:], v.dtype)
+            arr[:n] = v
+            if k == "cdf":
+                arr[n:] = 2.0                 # beyond the last edge: never chosen
+            getattr(t, k).from_numpy(arr.astype(np.float32) if arr.dtype.kind == "f" else arr)
+        t.n = n
+        return t
+
+
+def _clip(p, q, lo, hi):
+    """Liang–Barsky: the parameter range [t0, t1] of segments p + t (q - p) (arrays (E, 2)) inside the box
+    [lo, hi]; t0 > t1 where a segment misses it."""
+    t0 = np.zeros(len(p))
+    t1 = np.ones(len(p))
+    d = q - p
+    for k in range(2):
+        for bound, sgn in ((lo[k], -1.0), (hi[k], 1.0)):
+            num = sgn * (bound - p[:, k])       # inside: sgn * (x - bound) <= 0
+            den = sgn * d[:, k]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = num / den
+            t0 = np.where(den < 0, np.maximum(t0, t), t0)
+            t1 = np.where(den > 0, np.minimum(t1, t), t1)
+            t1 = np.where((den == 0) & (num < 0), -1.0, t1)
+    return t0, t1
+
+
+def primary_edges(scene, sensor):
+    """The candidate edges of the differentiable meshes seen from `sensor` (module doc), projected,
+    clipped, with their CDF: dict of arrays for EdgeTable.holding, and the total length (pixels)."""
+    from ..scene.deform import vertex_normals
+    s = scene.sensors[sensor]
+    m = s.to_world
+    o = m[:3, 3]
+    left, up, fwd = (m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3))
+    get = scene.params.__getitem__
+    rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1")}
+    radius = s.radius if s.filter == "gaussian" else 0.0
+    for d in scene.deformables:
+        P = d.positions(get)
+        _N, _M, C = vertex_normals(d.faces, P)
+        e, ef = d.edges, d.edge_faces
+        X0, X1 = P[e[:, 0]], P[e[:, 1]]
+        side1 = np.einsum("ij,ij->i", C[ef[:, 0]], X0 - o)
+        two = ef[:, 1] >= 0
+        side2 = np.where(two, np.einsum("ij,ij->i", C[np.maximum(ef[:, 1], 0)], X0 - o), 0.0)
+        keep = ~two | (np.sign(side1) != np.sign(side2))
+        # creases where the shading normal may jump: flat shading, or faces using different copies of
+        # the edge's vertices (their recomputed normals differ)
+        c1, c2 = C[ef[:, 0]], C[np.maximum(ef[:, 1], 0)]
+        cosang = np.einsum("ij,ij->i", c1, c2) / np.maximum(
+            np.linalg.norm(c1, axis=1) * np.linalg.norm(c2, axis=1), 1e-300)
+        keep |= two & (cosang < 1.0 - 1e-7) & (d.edge_split | (not d.smooth))
+        X0, X1, e = X0[keep], X1[keep], e[keep]
+        # clip to the near side of the pinhole (z > z_min), then project
+        z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
+        zmin = 1e-4 * max(float(np.abs(P - o).max()), 1e-30)
+        ok = (z0 > zmin) | (z1 > zmin)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tz = np.clip((zmin - z0) / (z1 - z0), 0.0, 1.0)
+        A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
+        B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
+        A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
+
+        def film_pos(X):
+            r = X - o
+            z = r @ fwd
+            x, y = (r @ left) / z, (r @ up) / z
+            return np.stack([0.5 * (1.0 - x / s.tan_x) * s.width, 0.5 * (1.0 - y / s.tan_y) * s.height], 1)
+        a, b = film_pos(A), film_pos(B)
+        t0, t1 = _clip(a, b, (-radius, -radius), (s.width + radius, s.height + radius))
+        vis = t1 > t0
+        a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
+        base = scene.params.slot(d.names()["world"]).offset
+        rows["a"].append(a[vis])
+        rows["b"].append(b[vis])
+        rows["x0"].append(X0[vis])
+        rows["x1"].append(X1[vis])
+        rows["slot0"].append(base + 6 * e[vis, 0].astype(np.int64))
+        rows["slot1"].append(base + 6 * e[vis, 1].astype(np.int64))
+    out = {k: (np.concatenate(v) if v else np.zeros((0, 2 if k in "ab" else 3))) for k, v in rows.items()}
+    out["slot0"] = out["slot0"].astype(np.int32).reshape(-1)
+    out["slot1"] = out["slot1"].astype(np.int32).reshape(-1)
+    length = np.linalg.norm(out["b"] - out["a"], axis=1) if len(out["a"]) else np.zeros(0)
+    total = float(length.sum())
+    cdf = np.cumsum(length) / total if total > 0 else np.zeros(0)
+    if len(cdf):
+        cdf[-1] = 1.0
+    out["cdf"] = cdf
+    return out, total
+
+
+@ti.func
+def _pick_table(cdf: ti.template(), n, u):
+    """The first row whose CDF exceeds u (binary search over n rows), and u remapped into [0, 1) within it."""
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cdf[mid] > u:
+            hi = mid
+        else:
+            lo = mid + 1
+    c0 = 0.0
+    if lo > 0:
+        c0 = cdf[lo - 1]
+    w = cdf[lo] - c0
+    r = 0.5
+    if w > 0.0:
+        r = ti.min(ti.max((u - c0) / w, 0.0), 0.9999999)
+    return lo, r
+
+
+@ti.func
+def _line_param(o, d, x0, x1):
+    """τ of the point of the line x0 + τ (x1 - x0) closest to the ray line o + s d (|d| = 1)."""
+    e = x1 - x0
+    w = x0 - o
+    b = e.dot(d)
+    c = e.dot(e)
+    den = c - b * b
+    tau = 0.0
+    if den > 1e-30 * c:
+        tau = (b * w.dot(d) - w.dot(e)) / den
+    return ti.min(ti.max(tau, 0.0), 1.0)
+
+
+_kernels = {}
+
+
+def _kernel(kind="adjoint"):
+    """kind "adjoint": add the boundary term of <δy, image> into the derived slots; "tangent" (st a
+    core/pool.Tangent view): splat its tangent (L⁻ - L⁺) <∇_X(n·x), Ẋ> into the film (no weight)."""
+    if kind not in _kernels:
+        @ti.kernel
+        def primary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti.template(), n_edges: ti.i32,
+                    cam: ti.i32, n_samples: ti.i32, seed: ti.u32, scale: float, max_depth: ti.i32,
+                    rr_depth: ti.i32, hide_emitters: ti.i32):
+            for j in range(n_samples):
+                sampler = make_sampler(seed ^ ti.u32(SEED_MIX), j, 0)
+                k, r = _pick_table(tab.cdf, n_edges, sampler.next_1d())
+                a = tab.a[k]
+                ab = tab.b[k] - a
+                la = ab.norm()
+                if la > 0.0:
+                    x = a + r * ab
+                    nrm = vec2(-ab[1], ab[0]) / la
+                    dL = vec3(1.0)
+                    if ti.static(kind == "adjoint"):
+                        dL = film.gather_adjoint(st, cam, x)
+                    if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                        diff = vec3(0.0)
+                        for side in range(2):          # a run-time loop: one inlined path
+                            sgn = 1.0 - 2.0 * side      # + then -
+                            o, d = camera_ray(st, cam, x + (sgn * EPS_PIXELS) * nrm)
+                            sp = make_sampler(seed ^ ti.u32(SEED_MIX), j, 1)   # shared by both sides
+                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, sp, max_depth, rr_depth, hide_emitters,
+                                            vec3(0.0), vec3(0.0), 0)
+                            diff -= sgn * film.nan_to_zero(L)         # L⁻ - L⁺
+                        o, d = camera_ray(st, cam, x)
+                        tau = _line_param(o, d, tab.x0[k], tab.x1[k])
+                        X = tab.x0[k] + tau * (tab.x1[k] - tab.x0[k])
+                        g = camera_connect_adjoint(st, cam, X, nrm, 0.0)      # ∇_X (n · film position)
+                        if ti.static(kind == "adjoint"):
+                            w = scale * dL.dot(diff)
+                            pool.add_gradient(st, tab.slot0[k], 3, (w * (1.0 - tau)) * g)
+                            pool.add_gradient(st, tab.slot1[k], 3, (w * tau) * g)
+                        else:
+                            o0 = tab.slot0[k]
+                            o1 = tab.slot1[k]
+                            xdot = (1.0 - tau) * vec3(st.tan_v[o0], st.tan_v[o0 + 1], st.tan_v[o0 + 2]) \
+                                + tau * vec3(st.tan_v[o1], st.tan_v[o1 + 1], st.tan_v[o1 + 2])
+                            film.splat_light(st, cam, x, film.nan_to_zero((scale * g.dot(xdot)) * diff))
+        _kernels[kind] = primary
+    return _kernels[kind]
+
+
+def primary_pass(scene, st, bsdf, sensor, spp, seed, n_samples, walk_args):
+    """Add the primary-visibility boundary term of <δy, image> (δy already in st.adj) for an image of
+    spp samples per pixel, with n_samples edge samples (module doc); nothing without candidate edges."""
+    rows, total = primary_edges(scene, sensor)
+    if total <= 0.0 or n_samples <= 0:
+        return
+    tab = EdgeTable.holding(rows)
+    a = walk_args
+    _kernel()(st, bsdf, scene.em_mask, tab, tab.n, sensor, int(n_samples), int(seed) & 0xFFFFFFFF,
+              float(spp) * total / float(n_samples), a.max_depth, a.rr_depth, a.hide)
+
+
+def primary_tangent(scene, tv, bsdf, sensor, spp, seed, n_samples, walk_args):
+    """Forward mode: splat the primary boundary term's tangent into the film of a forward pass
+    (launch.forward_pass; tv: the storage's Tangent view, its direction already set) in one
+    transaction of its own (film adds: up to a filter footprint per edge sample)."""
+    from .. import launch
+    rows, total = primary_edges(scene, sensor)
+    if total <= 0.0 or n_samples <= 0:
+        return
+    tab = EdgeTable.holding(rows)
+    a = walk_args
+    kern = _kernel("tangent")
+    s = scene.sensors[sensor]
+    footprint = (2 * int(np.ceil(s.radius)) + 1) ** 2
+
+    def run(off, k):
+        kern(tv, bsdf, scene.em_mask, tab, tab.n, sensor, int(n_samples), int(seed) & 0xFFFFFFFF,
+             float(spp) * total / float(n_samples), a.max_depth, a.rr_depth, a.hide)
+    launch.sweep(scene, sensor, 1, "edges", False, run, film="splat", film_adds=lambda k: footprint * int(n_samples))
+
+
+# ------------------------------------------------------------------------------ secondary visibility
+@ti.data_oriented
+class SecondaryTable:
+    """Device table of the edges a path vertex may see as discontinuities (``secondary_edges``):
+    world endpoints x0, x1, the adjacent faces' normals n1, n2 (unnormalised; silhouette test from
+    the vertex), flags (BOUNDARY: one face; CREASE: shading may jump), the endpoints' derived-slot
+    offsets (-1: a static mesh), and two CDFs by length: over the moving edges (the first n_mov
+    rows) and over all. info_i = (n, n_mov), info_f = (total length, moving length)."""
+
+    _shared = None
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.x0, self.x1, self.n1, self.n2 = (vec3.field(shape=cap) for _ in range(4))
+        self.flags, self.slot0, self.slot1 = (ti.field(ti.i32, shape=cap) for _ in range(3))
+        self.cdf_all, self.cdf_mov = ti.field(float, shape=cap), ti.field(float, shape=cap)
+        self.info_i = ti.field(ti.i32, shape=2)
+        self.info_f = ti.field(float, shape=2)
+
+    @classmethod
+    def holding(cls, rows, n_mov):
+        n = len(rows["flags"])
+        cap = 1024
+        while cap < n:
+            cap *= 2
+        t = cls._shared
+        if t is None or t.cap < cap:
+            t = cls._shared = cls(cap)
+        length = np.linalg.norm(rows["x1"] - rows["x0"], axis=1)
+        tot, mov = float(length.sum()), float(length[:n_mov].sum())
+        arrays = dict(rows)
+        arrays["cdf_all"] = np.cumsum(length) / max(tot, 1e-300)
+        arrays["cdf_mov"] = np.concatenate([np.cumsum(length[:n_mov]) / max(mov, 1e-300), np.full(n - n_mov, 2.0)])
+        for k, v in arrays.items():
+            arr = np.zeros((cap,) + v.shape[1:], v.dtype)
+            arr[:n] = v
+            if k.startswith("cdf"):
+                arr[n:] = 2.0
+            getattr(t, k).from_numpy(arr.astype(np.float32) if arr.dtype.kind == "f" else arr.astype(np.int32))
+        t.info_i.from_numpy(np.array([n, n_mov], np.int32))
+        t.info_f.from_numpy(np.array([tot, mov], np.float32))
+        return t
+
+
+def _candidates(faces, P, smooth, edges, edge_faces, split):
+    """The rows of one mesh's potential discontinuity edges (boundary or non-coplanar)."""
+    from ..scene.deform import vertex_normals
+    C = vertex_normals(faces, P)[2]
+    two = edge_faces[:, 1] >= 0
+    c1, c2 = C[edge_faces[:, 0]], C[np.maximum(edge_faces[:, 1], 0)]
+    cosang = np.einsum("ij,ij->i", c1, c2) / np.maximum(np.linalg.norm(c1, axis=1) * np.linalg.norm(c2, axis=1),
+                                                         1e-300)
+    bent = cosang < 1.0 - 1e-7
+    keep = ~two | bent
+    flags = np.where(~two, BOUNDARY, 0) | np.where(two & bent & (split | (not smooth)), CREASE, 0)
+    e = edges[keep]
+    return dict(x0=P[e[:, 0]], x1=P[e[:, 1]], n1=c1[keep], n2=np.where(two[keep, None], c2[keep], 0.0),
+                flags=flags[keep]), e
+
+
+def secondary_edges(scene):
+    """SecondaryTable rows for the scene's current geometry: the differentiable meshes' candidate
+    edges first (with their derived slots), then every static mesh's (slots -1; their topology is
+    computed once per scene). Returns (rows, n_mov)."""
+    from ..scene.deform import edge_topology
+    get = scene.params.__getitem__
+    parts = []
+    for d in scene.deformables:
+        P = d.positions(get)
+        rows, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
+        base = scene.params.slot(d.names()["world"]).offset
+        rows["slot0"] = base + 6 * e[:, 0].astype(np.int64)
+        rows["slot1"] = base + 6 * e[:, 1].astype(np.int64)
+        parts.append(rows)
+    n_mov = sum(len(r["flags"]) for r in parts)
+    static = getattr(scene, "_static_edge_rows", None)
+    if static is None:
+        static = []
+        for sh in scene.desc.shapes or []:
+            if sh.differentiable:
+                continue
+            P = np.asarray(sh.positions, np.float64)
+            ed, ef, sp = edge_topology(sh.faces, P)
+            rows, _e = _candidates(sh.faces, P, sh.normals is not None, ed, ef, sp)
+            rows["slot0"] = np.full(len(rows["flags"]), -1)
+            rows["slot1"] = np.full(len(rows["flags"]), -1)
+            static.append(rows)
+        scene._static_edge_rows = static
+    parts = parts + static
+    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1")
+    out = {k: np.concatenate([r[k] for r in parts]) if parts else np.zeros((0, 3) if k[0] in "xn" else 0)
+           for k in keys}
+    return out, n_mov
+
+
+@ti.func
+def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti.template(), v, beta_dL,
+              sampler: ti.template(), depth_left, rr_depth, moving):
+    """The boundary term of the radiance scattered at surface vertex v (direction space, Li et al.
+    2018 §5): one edge x(τ) = x0 + τ e sampled by length (over every candidate edge if the vertex
+    itself moves — ``moving`` —, else over the moving ones), kept if it is a discontinuity seen
+    from p (boundary, crease or silhouette) and visible; g(ω) = f(ω)|cos| Li(ω) on its two sides
+    (two paths sharing random numbers); with n_E the normal of the plane (p, x0, x1), r = |x - p|:
+
+        ∂/∂π ∫ g dω  ∋  (g⁻ - g⁺) n_E · (∂x/∂π - ∂p/∂π) |(I - ωωᵀ) e| / (r² p(edge, τ))
+
+    The x part goes to the edge's vertices (moving meshes), the p part is returned (∂/∂p, to go
+    back along the path). beta_dL: δL β at the vertex; depth_left: the segments a path from it may
+    still take."""
+    g_p = vec3(0.0)
+    n_e = tab.info_i[1]
+    total = tab.info_f[1]
+    if moving == 1:
+        n_e = tab.info_i[0]
+        total = tab.info_f[0]
+    if n_e > 0 and total > 0.0 and depth_left > 0:
+        u = sampler.next_1d()
+        k = 0
+        tau = 0.0
+        if moving == 1:
+            k, tau = _pick_table(tab.cdf_all, n_e, u)
+        else:
+            k, tau = _pick_table(tab.cdf_mov, n_e, u)
+        x0 = tab.x0[k]
+        x1 = tab.x1[k]
+        e = x1 - x0
+        x = x0 + tau * e
+        w = x - v.p
+        r = w.norm()
+        le = e.norm()
+        ok = tab.flags[k] != 0
+        if not ok:
+            ok = (x0 - v.p).dot(tab.n1[k]) * (x0 - v.p).dot(tab.n2[k]) < 0.0
+        nE = (x0 - v.p).cross(x1 - v.p)
+        ln = nE.norm()
+        if ok and r > 1e-7 and ln > 1e-30 * r * r and le > 0.0:
+            nE = nE / ln
+            om = w / r
+            o = vertex.spawn(st, v, om)
+            if not occluded(st, o, om, (x - o).norm() * (1.0 - 1e-3)):
+                diff = vec3(0.0)
+                base = sampler.copy()
+                for side in range(2):                  # a run-time loop: one inlined path
+                    sgn = 1.0 - 2.0 * side              # + then -
+                    d2 = (om + (sgn * EPS_DIR) * nE).normalized()
+                    f, _pdf = vertex.eval_pdf(st, bsdf, v, d2)
+                    if max3(f) > 0.0:
+                        sp = base.copy()
+                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, sp, depth_left,
+                                        rr_depth, 0, vec3(0.0), vec3(0.0), 0)
+                        diff -= sgn * f * film.nan_to_zero(L)
+                A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() * total / (r * r * le)
+                if tab.slot0[k] >= 0:
+                    pool.add_gradient(st, tab.slot0[k], 3, (A * (1.0 - tau)) * nE)
+                    pool.add_gradient(st, tab.slot1[k], 3, (A * tau) * nE)
+                g_p = -A * nE
+    return g_p
