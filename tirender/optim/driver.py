@@ -124,6 +124,10 @@ def check_optimize_config(cfg, described=None):
     names = None
     if described is not None:
         names = {t.name for t in described[0].textures} if hasattr(described[0], "textures") else None
+        if names is not None:
+            from ..scene.deform import PARAMS as MESH_PARAMS
+            names |= {f"{sh.id}.{k}" for sh in getattr(described[0], "shapes", None) or [] if sh.differentiable
+                      for k in MESH_PARAMS}
     for name, po in params.items():
         key = f"optimize.params.{name}"
         po = po or {}
@@ -131,9 +135,11 @@ def check_optimize_config(cfg, described=None):
             raise ConfigError(f"expected {{init: value, lr: rate}}, got {po!r}", f, key)
         v = validate(po, (Number("lr", default=None, lo=0.0), Key("init", default=None),
                           Number("min", default=None, doc="lower bound of the values (with the model's own)"),
-                          Number("max", default=None, doc="upper bound of the values (with the model's own)")),
+                          Number("max", default=None, doc="upper bound of the values (with the model's own)"),
+                          Number("large_steps", default=None, lo=0.0,
+                                 doc="vertex_positions: Laplacian reparameterisation weight λ (optim/large_steps.py)")),
                      f, key)
-        if v.get("init") is not None:
+        if v.get("init") is not None and not (v["init"] == "sphere" and name.endswith(".vertex_positions")):
             _init_value(v["init"], f, f"{key}.init")
         if v.get("min") is not None and v.get("max") is not None and v["min"] > v["max"]:
             raise ConfigError(f"min {v['min']:g} is above max {v['max']:g}", f, f"{key}.min")
@@ -244,7 +250,7 @@ class OptimizationRun:
                 raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sc.params.keys())})", f,
                                   f"optimize.params.{name}")
             self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)),
-                                    min=po.get("min"), max=po.get("max"))
+                                    min=po.get("min"), max=po.get("max"), large_steps=po.get("large_steps"))
             info = sc.params.info(name)
             for k, inside in (("min", lambda x: x <= info.hi), ("max", lambda x: x >= info.lo)):
                 if po.get(k) is not None and not inside(po[k]):
@@ -252,11 +258,20 @@ class OptimizationRun:
                                       f"[{info.lo:g}, {info.hi:g}]", f, f"optimize.params.{name}.{k}")
         self.truth = {n: sc.params[n] for n in self.popts}
         for n, po in self.popts.items():   # init shapes, before any target is rendered
-            if po["init"] is None or n in (o.get("multires") or {}):
+            if po["init"] is None or n in (o.get("multires") or {}) or isinstance(po["init"], str):
                 continue
             info, v = sc.params.info(n), np.asarray(po["init"], np.float32)
             if v.size not in (1, info.shape[-1]) and v.shape != tuple(info.shape):
                 raise ConfigError(f"init has shape {v.shape}, the parameter {tuple(info.shape)} (wrong shape)", f,
+                                  f"optimize.params.{n}.init")
+        from .geometry import GeometryOptions, mesh_of
+        self.geo = GeometryOptions(sc, self.popts, f)      # the truth meshes: the scene as written
+        if self.geo.meshes and self.method not in ("prb_attached",):
+            raise ConfigError(f"geometry parameters need method prb_attached (the gradient of '{self.method}' "
+                              f"w.r.t. geometry is 0: it does not see moving silhouettes)", f, "optimize.method")
+        for n, po in self.popts.items():
+            if po["init"] == "sphere" and mesh_of(sc, n) is None:
+                raise ConfigError("init: sphere applies to the vertex_positions of differentiable meshes", f,
                                   f"optimize.params.{n}.init")
         self.tv = o.get("tv")
         if self.tv is not None:
@@ -313,6 +328,7 @@ class OptimizationRun:
             t_seed = Integer("seed", lo=0, hi=(1 << 31)).parse(t.get("seed", 100000), f, "optimize.target.seed")
             from ..api import render
             self.synthetic = True
+            self.target_spp = t_spp
             for v in self.views:
                 cache = os.path.join(self.out, f"target_view{v}.npy")
                 if self.resume and os.path.exists(cache):
@@ -355,7 +371,10 @@ class OptimizationRun:
             if n in self.multires:
                 resize_param(sc, n, _stage_shape(info, resolution_at(0, self.multires[n])))
                 info = sc.params.info(n)
-            if po["init"] is not None:
+            if po["init"] == "sphere":
+                from .geometry import sphere_init
+                sc.params[n] = sphere_init(sc, n)
+            elif po["init"] is not None:
                 v = np.asarray(po["init"], np.float32)
                 try:
                     sc.params[n] = np.broadcast_to(v, info.shape) if v.size in (1, info.shape[-1]) else v
@@ -375,7 +394,7 @@ class OptimizationRun:
         lo[:n], hi[:n] = plo, phi
         for name, po in self.popts.items():
             i = sc.params.info(name)
-            lr[i.offset:i.offset + i.size] = po["lr"]
+            lr[i.offset:i.offset + i.size] = 0.0 if self.geo.device_lr_mask(name) else po["lr"]
             if po.get("min") is not None:   # user bounds, intersected with the model's
                 lo[i.offset:i.offset + i.size] = np.maximum(lo[i.offset:i.offset + i.size], po["min"])
             if po.get("max") is not None:
@@ -404,6 +423,7 @@ class OptimizationRun:
                     m[i.offset:i.offset + i.size] = state[f"m:{name}"].ravel()
                     v[i.offset:i.offset + i.size] = state[f"v:{name}"].ravel()
             opt.load_state_dict({"m": m, "v": v, "t": int(state["t"])})
+        self.geo.reset(state)
         return opt
 
     def _opt_state(self, opt):
@@ -414,6 +434,7 @@ class OptimizationRun:
             i = sc.params.info(name)
             out[f"m:{name}"] = s["m"][i.offset:i.offset + i.size].reshape(i.shape)
             out[f"v:{name}"] = s["v"][i.offset:i.offset + i.size].reshape(i.shape)
+        out.update(self.geo.state())          # large-step meshes: the host's moments (same t)
         return out
 
     def _checkpoint(self, it, opt, history, elapsed):
@@ -458,6 +479,7 @@ class OptimizationRun:
             targets = self._normalize_targets(targets)
         rmse_start = {n: self._rmse(n) for n in self.popts} if self.synthetic else {}
         holdout_start = self._holdout("start")
+        chamfer_start = self._chamfer_start(ck is not None)
         start, history, elapsed0 = 0, [], 0.0
         state = None
         if ck is not None:
@@ -546,6 +568,7 @@ class OptimizationRun:
                 set_gradients(sc, grads)
                 opt.step()
                 sc.mark_device_params_changed()
+                self.geo.step(grads, self._lr_mult)    # large-step meshes: uniform Adam on u (optim/geometry.py)
                 self._unit_normals()
                 el = elapsed0 + time.perf_counter() - t_start
                 perr = float(np.mean([self._rmse(n) for n in self.popts])) if self.synthetic else float("nan")
@@ -557,6 +580,7 @@ class OptimizationRun:
                 if (it + 1) % self.save_every == 0 or last:
                     for k, v in enumerate(self.views):
                         save_png(os.path.join(self.out, "renders", f"iter{it + 1:04d}_view{v}.png"), imgs[k])
+                    self.geo.save_meshes(os.path.join(self.out, "meshes"), f"iter{it + 1:04d}_")
                     self._checkpoint(it + 1, opt, history, el)
                     self._write_loss(history)
                 if view is not None:
@@ -598,8 +622,27 @@ class OptimizationRun:
         if self.holdout:
             end = self._holdout("end")
             metrics["holdout"] = {str(v): {"rmse_start": holdout_start[v], "rmse_end": end[v]} for v in self.holdout}
+        if self.geo.meshes:
+            end = self.geo.chamfer() if self.synthetic else {}
+            if self.synthetic:
+                metrics["chamfer"] = {k: {"start": chamfer_start.get(k), "end": end[k]} for k in end}
+            self.geo.turntable(self.out, max(self.spp, 16), view_seed(self.seed, 10 ** 6 + 2, 0, 0), self.views[0])
         atomic_write_bytes(os.path.join(self.out, "metrics.json"), json.dumps(metrics, indent=2).encode())
         return metrics
+
+    def _chamfer_start(self, resumed):
+        """Chamfer distance of the differentiable meshes to the truth at the start (synthetic targets):
+        computed and saved (chamfer_start.json) unless resuming, then read back."""
+        if not (self.geo.meshes and self.synthetic):
+            return {}
+        path = os.path.join(self.out, "chamfer_start.json")
+        if resumed and os.path.exists(path):
+            d = self._read_rmse_start(path)
+            if d is not None:
+                return d
+        d = self.geo.chamfer()
+        atomic_write_bytes(path, json.dumps(d).encode())
+        return d
 
     def _evaluator(self, targets):
         """Where the views are evaluated: this process, or ``--workers`` Ray workers."""
@@ -661,12 +704,13 @@ class OptimizationRun:
         return ck
 
     def _holdout(self, stage):
-        """Render the held-out views with the current parameters: image RMSE vs the truth (and PNGs)."""
+        """Render the held-out views with the current parameters at the target's spp (the error is the
+        scene's, not Monte Carlo noise): image RMSE vs the truth (and PNGs)."""
         from ..api import render
         err = {}
         for v in self.holdout:
-            img = render(self.scene, spp=max(self.spp, 16), seed=view_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v,
-                         progress=False)
+            img = render(self.scene, spp=max(self.spp, 16, getattr(self, "target_spp", 16)),
+                         seed=view_seed(self.seed, 10 ** 6 + 1, v, 0), sensor=v, progress=False)
             err[v] = float(np.sqrt(((img - self.holdout_targets[v]) ** 2).mean()))
             save_png(os.path.join(self.out, f"holdout_view{v}_{stage}.png"), img)
             if stage == "start":
@@ -701,6 +745,7 @@ class OptimizationRun:
         d = os.path.join(self.out, "params")
         os.makedirs(d, exist_ok=True)
         sc = self.scene
+        self.geo.save_meshes(d)                    # differentiable meshes as optimised: <id>.ply
         for n in self.popts:
             v = sc.params[n]
             np.save(os.path.join(d, f"{n}.npy"), v)
