@@ -217,19 +217,11 @@ class Deformable:
 
 # ---------------------------------------------------------------------------------- device side
 @ti.func
-def corner_adjoint(st: ti.template(), tri, gv0, gv1, gv2, gn0, gn1, gn2):
-    """Add ∂/∂P and ∂/∂N of the three corners of a deformable triangle (world space) into its
+def corner_adjoint(st: ti.template(), tri, k, gv, gn):
+    """Add ∂/∂P (gv) and ∂/∂N (gn) of corner k of a deformable triangle (world space) into its
     shape's derived slot (module doc); nothing for static triangles."""
     base = st.tri_dm[tri]
     if base >= 0:
-        idx = st.tri_code[tri]
-        for k in range(3):              # a run-time loop: one inlined pair of adds
-            gv = gv0
-            gn = gn0
-            if k == 1:
-                gv, gn = gv1, gn1
-            elif k == 2:
-                gv, gn = gv2, gn2
-            o = base + 6 * idx[k]
-            pool.add_gradient(st, o, 3, gv)
-            pool.add_gradient(st, o + 3, 3, gn)
+        o = base + 6 * st.tri_code[tri][k]
+        pool.add_gradient(st, o, 3, gv)
+        pool.add_gradient(st, o + 3, 3, gn)

@@ -111,9 +111,8 @@ def hit_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
     triangle's corners scatter ∂/∂(heights) into the pool (scene/heightfield.py), a differentiable
     mesh's into its world vertices (scene/deform.py)."""
     g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2 = interaction_adjoint(st, tri, t, b1, b2, o, d, g_p, g_n, g_uv)
-    deform.corner_adjoint(st, tri, gv0, gv1, gv2, gn0, gn1, gn2)
     hf = st.tri_hf[tri]
-    if hf >= 0:
+    if hf >= 0 or st.tri_dm[tri] >= 0:
         for k in range(3):       # a run-time loop: one inlined corner adjoint
             gv = gv0
             gn = gn0
@@ -121,7 +120,10 @@ def hit_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
                 gv, gn = gv1, gn1
             elif k == 2:
                 gv, gn = gv2, gn2
-            heightfield.corner_adjoint(st, hf >> 1, st.tri_code[tri][k], hf & heightfield.TOP, gv, gn)
+            if hf >= 0:
+                heightfield.corner_adjoint(st, hf >> 1, st.tri_code[tri][k], hf & heightfield.TOP, gv, gn)
+            else:
+                deform.corner_adjoint(st, tri, k, gv, gn)
     return g_o, g_d
 
 
