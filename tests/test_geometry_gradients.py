@@ -32,15 +32,22 @@ def _mesh_params(rng, d, rest):
             n["scale"]: rng.uniform(0.5, 1.5, 3), n["uniform_scale"]: rng.uniform(0.5, 1.5, 1)}
 
 
-@pytest.mark.parametrize("smooth", [True, False])
-def test_deform_adjoint_and_tangent_vs_central_differences_f64(smooth):
+@pytest.mark.parametrize("smooth,sphere", [(True, False), (False, False), (True, True)])
+def test_deform_adjoint_and_tangent_vs_central_differences_f64(smooth, sphere):
     """Deformable.backward (∂/∂params of <a, P> + <b, N>) and Deformable.tangent against central
-    differences of Deformable.positions/normals in float64, for every parameter element."""
+    differences of Deformable.positions/normals in float64, for every parameter element (a sphere
+    shape's centre and radius too)."""
     rng = np.random.default_rng(3)
     m = shapes.sphere(12)
-    rest = m["positions"].astype(np.float64)
-    d = deform.Deformable("obj", m["faces"], rest, smooth)
+    rest = m["positions"].astype(np.float64) * 0.7 + 0.2
+    d = deform.Deformable("obj", m["faces"], rest, smooth, sphere=sphere)
     params = _mesh_params(rng, d, rest)
+    if sphere:
+        n = d.names()
+        assert n["translation"] == "obj.center" and n["uniform_scale"] == "obj.radius"
+        assert abs(d.r0 - 0.7) < 0.01 and np.allclose(d.positions({**params, n["translation"]: d.pivot,
+                                                                   n["uniform_scale"]: [d.r0], n["rotation"]: np.zeros(3),
+                                                                   n["scale"]: np.ones(3)}.__getitem__), params[n["vertex_positions"]])
     a = rng.normal(size=rest.shape)
     b = rng.normal(size=rest.shape) if smooth else np.zeros_like(rest)
 
@@ -131,12 +138,13 @@ def test_parameters_move_the_mesh_like_to_world():
     assert np.abs(moved - tirender.render(_silhouette(w=16, shape="cube"), spp=4, seed=2, progress=False)).max() > 0.1
 
 
-@pytest.mark.parametrize("pname,u", [("obj.uniform_scale", [1.0]), ("obj.translation", [1.0, 0.3, 0.0]),
+@pytest.mark.parametrize("pname,u", [("obj.radius", [1.0]), ("obj.center", [1.0, 0.3, 0.0]),
                                      ("obj.scale", [1.0, -0.5, 0.3]), ("obj.vertex_positions", "smooth")])
 def test_silhouette_gradient_vs_finite_differences(pname, u):
-    """Primary visibility: a diffuse sphere over a bright constant environment. Detached PRB's
-    gradient is exactly 0; edge sampling's agrees with central differences (h = 0.01, 256 spp).
-    vertex_positions: a smooth field of displacements (every vertex moves, copies together)."""
+    """Primary visibility: a diffuse sphere over a bright constant environment (a sphere shape: its
+    centre and radius are parameters). Detached PRB's gradient is exactly 0; edge sampling's agrees
+    with central differences (h = 0.01, 256 spp). vertex_positions: a smooth field of displacements
+    (every vertex moves, copies together)."""
     sc = _silhouette()
     wts = _weights(24, ramp=1.0)
     if u == "smooth":

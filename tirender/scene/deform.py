@@ -12,7 +12,9 @@ Parameters of shape ``<id>`` with V vertices (all in world units unless stated):
     P_v = c + t + R · u · diag(s) · (V_v - c)        c: the pivot, the centre of the rest
                                                      bounding box (fixed at load)
 
-so a sphere's centre is c + t and its radius r·u. Shading normals (unless the shape has
+A ``type: sphere`` shape names its translation and uniform scale as what they are — ``<id>.center``
+(3,), the centre c + t, and ``<id>.radius`` (1,), r₀·u with r₀ the rest mesh's mean distance from
+c — with the same P. Shading normals (unless the shape has
 ``face_normals: true``) are the area-weighted vertex normals N_v = normalize(M_v),
 M_v = Σ_{faces f ∋ v} (P_f1 - P_f0) × (P_f2 - P_f0), recomputed from the positions (normals the mesh
 file carries are replaced once the shape is differentiable: they would not follow the motion).
@@ -32,7 +34,13 @@ import taichi as ti
 from ..core import pool
 
 PARAMS = ("vertex_positions", "translation", "rotation", "scale", "uniform_scale")
+SPHERE_NAMES = {"translation": "center", "uniform_scale": "radius"}   # type sphere: absolute centre, radius
 DERIVED = "world"
+
+
+def param_names(sphere=False):
+    """The parameter suffixes of a differentiable mesh (of a sphere shape: center and radius)."""
+    return tuple(SPHERE_NAMES.get(k, k) if sphere else k for k in PARAMS)
 
 
 def rotation(angles_deg):
@@ -104,29 +112,37 @@ class Deformable:
     """One differentiable mesh shape: its topology, pivot and parameter names (see module doc).
 
     name: the shape id; faces (F, 3) vertex indices; rest (V, 3) rest positions; smooth: vertex
-    normals recomputed (False: face normals)."""
+    normals recomputed (False: face normals); sphere: a sphere shape (center and radius parameters)."""
 
-    def __init__(self, name, faces, rest, smooth):
+    def __init__(self, name, faces, rest, smooth, sphere=False):
         self.name = name
         self.faces = np.asarray(faces, np.int64)
         rest = np.asarray(rest, np.float64)
         self.n_vertices = len(rest)
         self.pivot = 0.5 * (rest.min(0) + rest.max(0))
+        self.sphere = bool(sphere)
+        self.r0 = float(np.linalg.norm(rest - self.pivot, axis=1).mean()) if sphere else 1.0
         self.smooth = bool(smooth)
         self.edges, self.edge_faces, self.edge_split = edge_topology(self.faces, rest)
         self.tri_index = None            # (F,) the faces' triangle indices in BVH order (scene.py)
 
     def names(self):
-        return {k: f"{self.name}.{k}" for k in PARAMS + (DERIVED,)}
+        """Internal key -> pool name (a sphere's translation is its ``center``, its uniform scale its
+        ``radius``)."""
+        return {k: f"{self.name}.{SPHERE_NAMES.get(k, k) if self.sphere else k}" for k in PARAMS + (DERIVED,)}
+
+    def _t_u(self, t, u):
+        """(translation, uniform scale) from the values of those parameters (a sphere's: centre, radius)."""
+        return (t - self.pivot, u / self.r0) if self.sphere else (t, u)
 
     def initial_values(self, rest):
         """Pool entries (name, value, kind) of this shape: the parameters at rest, then the derived slot."""
         n = self.names()
         return [(n["vertex_positions"], np.asarray(rest, np.float32), "geometry"),
-                (n["translation"], np.zeros(3, np.float32), "geometry"),
+                (n["translation"], np.asarray(self.pivot if self.sphere else np.zeros(3), np.float32), "geometry"),
                 (n["rotation"], np.zeros(3, np.float32), "geometry"),
                 (n["scale"], np.ones(3, np.float32), "geometry"),
-                (n["uniform_scale"], np.ones(1, np.float32), "geometry"),
+                (n["uniform_scale"], np.full(1, self.r0, np.float32), "geometry"),
                 (n[DERIVED], np.zeros((self.n_vertices, 6), np.float32), "derived")]
 
     # -- primal -------------------------------------------------------------------------------
@@ -137,6 +153,7 @@ class Deformable:
         R, dR = rotation(np.asarray(get(n["rotation"]), np.float64).reshape(3))
         s = np.asarray(get(n["scale"]), np.float64).reshape(3)
         u = float(np.asarray(get(n["uniform_scale"]), np.float64).reshape(-1)[0])
+        t, u = self._t_u(t, u)
         return V, t, R, dR, s, u
 
     def positions(self, get):
@@ -166,7 +183,7 @@ class Deformable:
                 n["translation"]: gP.sum(0),
                 n["rotation"]: np.array([np.sum(G * d) for d in dR]),
                 n["scale"]: u * np.sum(gw * q, 0),
-                n["uniform_scale"]: np.array([np.sum(gw * q * s)])}
+                n["uniform_scale"]: np.array([np.sum(gw * q * s)]) / self.r0}     # r0 = 1 unless a sphere
 
     def _normals_backward(self, P, gN):
         """∂/∂P of <gN, N(P)> for the area-weighted vertex normals."""
@@ -195,7 +212,7 @@ class Deformable:
         dt = np.asarray(dget(n["translation"]), np.float64).reshape(3)
         dth = np.asarray(dget(n["rotation"]), np.float64).reshape(3)
         ds = np.asarray(dget(n["scale"]), np.float64).reshape(3)
-        du = float(np.asarray(dget(n["uniform_scale"]), np.float64).reshape(-1)[0])
+        du = float(np.asarray(dget(n["uniform_scale"]), np.float64).reshape(-1)[0]) / self.r0
         q = V - self.pivot
         dRt = sum(dth[k] * dR[k] for k in range(3))
         dP = dt + (q * (u * s)) @ dRt.T + (q * (du * s + u * ds) + dV * (u * s)) @ R.T

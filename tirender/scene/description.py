@@ -54,7 +54,7 @@ class Shape:
     interior: int = -1         # medium index inside the shape (-1: none), see tirender/media
     exterior: int = -1
     heightfield: dict = None   # type heightfield: W, H, thickness, texture (index), codes, top, to_world
-    differentiable: bool = False  # vertex positions and a transform are parameters (scene/deform.py)
+    differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
 
 
 @dataclass
@@ -428,7 +428,8 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf, differentiable=diff)
+        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
+                  differentiable=("sphere" if t == "sphere" else "mesh") if diff else "")
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
                 from ..media.spec import medium_ref

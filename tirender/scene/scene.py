@@ -293,7 +293,7 @@ class Scene:
         from .deform import Deformable
         for s in desc.shapes or []:
             if s.differentiable:
-                d = Deformable(s.id, s.faces, s.positions, s.normals is not None)
+                d = Deformable(s.id, s.faces, s.positions, s.normals is not None, sphere=s.differentiable == "sphere")
                 for name, value, kind in d.initial_values(s.positions):
                     self.params.add(name, value, kind=kind, file=desc.file)
                 self.deformables.append(d)
