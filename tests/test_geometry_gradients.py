@@ -319,3 +319,11 @@ def test_shape_optimisation_resume_is_exact(tmp_path):
     b.run()
     va, vb = a.scene.params["obj.vertex_positions"], b.scene.params["obj.vertex_positions"]
     assert np.array_equal(va, vb) and np.abs(va - a.truth["obj.vertex_positions"]).max() > 0
+
+
+def test_forward_mode_refuses_detached_geometry():
+    """Detached derivatives do not move geometry: render_forward of a geometry parameter with method
+    prb is one ConfigError naming the parameter (not a blank image)."""
+    sc = _shadow(w=8)
+    with pytest.raises(ConfigError, match="occ.translation.*prb_attached"):
+        tirender.render_forward(sc, {"occ.translation": [1.0, 0.0, 0.0]}, spp=1, method="prb", progress=False)

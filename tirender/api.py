@@ -138,6 +138,11 @@ def render_forward(scene, directions, spp=64, seed=1, sensor=0, method="prb", pr
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
     fn = registry.forward_driver(scene.integrator["type"], _method(method))
+    if method != "prb_attached" and isinstance(directions, dict):
+        geo = [n for n in directions if scene.params.resolve(n) in scene.deform_params]
+        if geo:     # detached derivatives do not move geometry: the image would be 0, not the answer
+            raise ConfigError(f"'{geo[0]}' is a geometry parameter: its derivative needs method prb_attached "
+                              f"(edge sampling, docs/geometry.md)", key="method")
     return fn(scene, directions, spp, seed, sensor, progress)
 
 

@@ -285,8 +285,9 @@ def cmd_gradimage(args):
                           key="--sensor")
     from .api import render_forward
     t0 = time.perf_counter()
+    method = args.method or ("prb_attached" if info.name in scene.deform_params else "prb")
     jv = render_forward(scene, {info.name: v}, spp=spp, seed=1 if seed is None else seed, sensor=sensor,
-                        method=args.method)
+                        method=method)
     dt = time.perf_counter() - t0
     from .io.images import save_diverging_png, save_image_set
     used = {}
@@ -368,7 +369,8 @@ def build_parser():
     fm.add_argument("--spp", type=int, default=None, help="samples per pixel (64)")
     fm.add_argument("--seed", type=int, default=None, help="seed (1)")
     fm.add_argument("--sensor", type=int, default=None)
-    fm.add_argument("--method", default="prb", help="derivative method with a forward mode (prb)")
+    fm.add_argument("--method", default=None, help="derivative method with a forward mode: prb (default), prb_attached "
+                                                   "(default for geometry parameters: docs/geometry.md)")
     fm.add_argument("--scale", type=float, default=None,
                     help="|derivative| shown fully red/blue in the PNG (default: the 99.5th percentile)")
     fm.add_argument("--out", default=None, help="output directory (default out/<config>_gradimage)")
