@@ -99,7 +99,6 @@ def _clip(p, q, lo, hi):
 def primary_edges(scene, sensor):
     """The candidate edges of the differentiable meshes seen from `sensor` (module doc), projected,
     clipped, with their CDF: dict of arrays for EdgeTable.holding, and the total length (pixels)."""
-    from ..scene.deform import vertex_normals
     s = scene.sensors[sensor]
     m = s.to_world
     o = m[:3, 3]
@@ -109,19 +108,11 @@ def primary_edges(scene, sensor):
     radius = s.radius if s.filter == "gaussian" else 0.0
     for d in scene.deformables:
         P = d.positions(get)
-        _N, _M, C = vertex_normals(d.faces, P)
-        e, ef = d.edges, d.edge_faces
-        X0, X1 = P[e[:, 0]], P[e[:, 1]]
-        side1 = np.einsum("ij,ij->i", C[ef[:, 0]], X0 - o)
-        two = ef[:, 1] >= 0
-        side2 = np.where(two, np.einsum("ij,ij->i", C[np.maximum(ef[:, 1], 0)], X0 - o), 0.0)
-        keep = ~two | (np.sign(side1) != np.sign(side2))
-        # creases where the shading normal may jump: flat shading, or faces using different copies of
-        # the edge's vertices (their recomputed normals differ)
-        c1, c2 = C[ef[:, 0]], C[np.maximum(ef[:, 1], 0)]
-        cosang = np.einsum("ij,ij->i", c1, c2) / np.maximum(
-            np.linalg.norm(c1, axis=1) * np.linalg.norm(c2, axis=1), 1e-300)
-        keep |= two & (cosang < 1.0 - 1e-7) & (d.edge_split | (not d.smooth))
+        cand, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
+        X0, X1 = cand["x0"], cand["x1"]
+        # boundaries and creases always; the other bent edges where they are silhouettes from the pinhole
+        silhouette = np.einsum("ij,ij->i", cand["n1"], X0 - o) * np.einsum("ij,ij->i", cand["n2"], X0 - o) < 0
+        keep = (cand["flags"] != 0) | silhouette
         X0, X1, e = X0[keep], X1[keep], e[keep]
         # clip to the near side of the pinhole (z > z_min), then project
         z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
