@@ -8,7 +8,8 @@ its LLVM backend needs the system ``libllvm`` and ``DRJIT_LIBLLVM_PATH`` (set he
 path when unset and present). Without Mitsuba the comparison is skipped with a one-line reason.
 
 Workloads (each a function run in a child process, returning {"seconds": [...], "peak_rss_mb"}):
-    mitsuba_forward(xml, spp, runs)          mi.render of the scene file (its own film and filter)
+    mitsuba_forward(xml, spp, runs, variant) mi.render of the scene file (its own film and filter) in
+                                             ``variant`` (default llvm_ad_rgb; llvm_ad_spectral, ...)
     mitsuba_prb_step(xml, key, value, spp, spp_grad, runs)
                                              one PRB gradient step: primal spp + adjoint spp_grad,
                                              L2 loss against a 4-spp target of the original scene
@@ -61,9 +62,9 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def mitsuba_forward(xml, spp, runs):
+def mitsuba_forward(xml, spp, runs, variant="llvm_ad_rgb"):
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(variant)
     import drjit as dr
     scene = mi.load_file(xml)
     def one(k):

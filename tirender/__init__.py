@@ -4,6 +4,7 @@ Public API::
 
     import tirender
     tirender.init("cpu")                          # optional; "auto" picks CUDA > GPU Vulkan > CPU
+    tirender.set_variant("spectral")              # optional, before rendering: rgb | mono | spectral
     scene = tirender.load_scene("configs/cbox.yaml")
     img = tirender.render(scene, spp=64, seed=0)  # float32 (H, W, 3), linear RGB
     scene.params["red.reflectance"]               # numpy view of a named parameter
@@ -26,6 +27,9 @@ def __getattr__(name):
     if name in ("losses", "Adam", "SGD", "Optimizer"):
         from . import optim
         return getattr(optim, name)
+    if name == "set_variant":
+        from .variants import set_variant
+        return set_variant
     if name == "Scene":
         from .scene.scene import Scene
         return Scene

@@ -11,7 +11,7 @@ scene's integrator type and the gradient method, via the host layer (tirender/la
 """
 import numpy as np
 
-from . import launch
+from . import launch, variants
 from .backend import ensure_init
 from .config import load_config
 from .errors import ConfigError
@@ -60,13 +60,16 @@ def describe(cfg):
     """(scene description, validated integrator settings) of a config loaded by
     tirender.config.load_config: every check of the scene's input, before Taichi starts."""
     scene_spec = cfg["scene"]
-    integrator = registry.parse(scene_spec.get("integrator"), cfg.get("_scene_file"))
-    return parse_scene(scene_spec, cfg.get("_scene_file"), cfg.get("_scene_dir")), integrator
+    variant = None if cfg.get("variant") is None else variants.check(cfg["variant"], cfg.get("_file"))
+    integrator = registry.parse(scene_spec.get("integrator"), cfg.get("_scene_file"), variant=variant)
+    return parse_scene(scene_spec, cfg.get("_scene_file"), cfg.get("_scene_dir"), variant), integrator
 
 
 def scene_from_config(cfg, described=None):
     """A Scene from a config loaded by tirender.config.load_config (or its ``describe`` result)."""
     desc, integrator = described or describe(cfg)
+    if cfg.get("variant") is not None:
+        variants.set_variant(cfg["variant"], cfg.get("_file"), "variant")
     ensure_init()
     return Scene(desc, integrator)
 

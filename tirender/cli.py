@@ -20,6 +20,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _common(p):
     p.add_argument("--arch", default=None, help="auto | cpu | cuda | vulkan (default: config 'arch' or auto)")
+    p.add_argument("--variant", default=None,
+                   help="rgb | mono | spectral: how light is represented (default: config 'variant', $TIRENDER_VARIANT "
+                        "or rgb; docs/variants.md)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set scene.integrator.max_depth=3")
     p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME=VALUE",
@@ -42,8 +45,18 @@ def _arch(args, cfg):
     return "auto", (None, "--arch")
 
 
+def _set_variant(args, cfg):
+    """The process's variant from --variant, else the config's top-level ``variant:`` (tirender/variants.py)."""
+    from . import variants
+    if getattr(args, "variant", None):
+        variants.set_variant(args.variant, None, "--variant")
+    elif isinstance(cfg, dict) and cfg.get("variant") is not None:
+        variants.set_variant(cfg["variant"], cfg.get("_file"), "variant")
+
+
 def _check_arch(args, cfg):
     from .backend import ARCHS
+    _set_variant(args, cfg)
     arch, (file, key) = _arch(args, cfg)
     if arch not in ARCHS:
         raise ConfigError(f"unknown arch {arch!r} (choose one of {', '.join(ARCHS)})", file, key)
@@ -61,6 +74,7 @@ def _init(args, cfg):
 def _scene(args, cfg):
     """Validate the scene (and its integrator) before Taichi starts, then start it and build the scene."""
     from .api import describe, scene_from_config
+    _set_variant(args, cfg)
     described = describe(cfg)
     _check_arch(args, cfg)
     arch = _init(args, cfg)
@@ -122,6 +136,7 @@ def cmd_render(args):
                               rs["sensor_key"])
         cfg = load_config(args.config, args.set, scene_overrides=sets, defines=_defines(args))
     from .api import describe, scene_from_config
+    _set_variant(args, cfg)
     described = describe(cfg)
     nsens = len(described[0].sensors)
     if rs["sensor"] >= nsens:

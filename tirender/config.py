@@ -13,7 +13,7 @@ from .errors import ConfigError
 from .scene.description import load_yaml
 from .schema import Integer, String, validate
 
-TOP_KEYS = {"arch", "scene", "render", "optimize", "radiance_field", "grin", "viewer", "seed"}
+TOP_KEYS = {"arch", "variant", "scene", "render", "optimize", "radiance_field", "grin", "viewer", "seed"}
 
 
 def apply_overrides(data, overrides, file=None):

@@ -103,10 +103,10 @@ def tirender_run(path, defines, spp, seeds, params, grad_spp, grad=True):
 
 
 # -- Mitsuba ---------------------------------------------------------------------------------------
-def mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad=True):
+def mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad=True, variant="llvm_ad_rgb"):
     import drjit as dr
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(variant)
     scene = mi.load_file(path, **defines)
     t, md = _integrator(path, defines)
     name = os.path.splitext(os.path.basename(path))[0]

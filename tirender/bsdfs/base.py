@@ -49,6 +49,7 @@ A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` genera
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import vec2, vec3
 from ..textures import tex_eval, tex_eval_adjoint
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
@@ -80,26 +81,29 @@ class BsdfSample:
 class BsdfCtx:
     """A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
     texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
-    (world length per unit uv) and geometric normal ``ng`` (bump mapping)."""
+    (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
+    (nm, spectral variant; tirender/variants.py) at which colour slots are evaluated."""
     b: ti.i32
     uv: vec2
     dpdu: vec3
     dpdv: vec3
     ng: vec3
+    lam: vec3
 
 
 @ti.func
-def surface_ctx(b, si):
-    """The context of BSDF b at surface interaction si (core.interaction.SurfaceInteraction)."""
+def surface_ctx(b, si, lam):
+    """The context of BSDF b at surface interaction si (core.interaction.SurfaceInteraction) for a path
+    of wavelengths lam."""
     return BsdfCtx(b=b, uv=si.uv, dpdu=vec3(si.dpdu.dot(si.ss), si.dpdu.dot(si.ts), si.dpdu.dot(si.n)),
                    dpdv=vec3(si.dpdv.dot(si.ss), si.dpdv.dot(si.ts), si.dpdv.dot(si.n)),
-                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)))
+                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam)
 
 
 @ti.func
 def with_row(ctx, b):
     """ctx for BSDF row b (a composite's child): same shading point."""
-    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng)
+    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam)
 
 
 @ti.func
@@ -110,12 +114,28 @@ def invalid_sample():
 # ---- texture slots and constants of a BSDF row -----------------------------------------------
 @ti.func
 def slot_rgb(st: ti.template(), ctx, k):
-    """RGB texture slot k of BSDF ctx.b at ctx.uv."""
-    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)
+    """Colour texture slot k of BSDF ctx.b at ctx.uv, as the walk's colour (RGB, or the upsampled
+    reflectance at ctx.lam: tirender/variants.py)."""
+    return variants.reflectance(tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv), ctx.lam)
 
 
 @ti.func
 def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
+    tex = st.bsdf_tex[ctx.b, k]
+    d_rgb = d
+    if ti.static(not variants.rgb()):
+        d_rgb = variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d)
+    tex_eval_adjoint(st, tex, ctx.uv, d_rgb)
+
+
+@ti.func
+def slot_vec3(st: ti.template(), ctx, k):
+    """A 3-channel data slot (normal maps): the texture's raw value in every variant."""
+    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)
+
+
+@ti.func
+def slot_vec3_adjoint(st: ti.template(), ctx, k, d):
     tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, d)
 
 
@@ -138,7 +158,8 @@ def const(st: ti.template(), ctx, k):
 
 @ti.func
 def const_rgb(st: ti.template(), ctx, k):
-    return vec3(st.bsdf_f[ctx.b, k], st.bsdf_f[ctx.b, k + 1], st.bsdf_f[ctx.b, k + 2])
+    """An RGB constant of the row (a conductor's η, k) as the walk's colour (unbounded upsampling)."""
+    return variants.unbounded(vec3(st.bsdf_f[ctx.b, k], st.bsdf_f[ctx.b, k + 1], st.bsdf_f[ctx.b, k + 2]), ctx.lam)
 
 
 @ti.func

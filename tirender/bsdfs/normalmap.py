@@ -22,7 +22,7 @@ from ..core.math import to_local, to_world, vec2, vec3
 from ..textures import tex_grad_uv
 from ..schema import Bool, Child, Texture
 from . import perturbed
-from .base import child, composite, const, slot_rgb, slot_rgb_adjoint
+from .base import child, composite, const, slot_vec3, slot_vec3_adjoint
 from .microfacet import normalize_backprop
 
 _NM = 0               # texture slot: the normal map
@@ -32,7 +32,7 @@ _FLIP, _SHADOW = 0, 1  # constants (0/1)
 @ti.func
 def _perturbed(st: ti.template(), ctx, wi):
     """(c' (the possibly flipped 2 tex - 1), flip sign, n', s', t', |c'|, |e_x - n' n'_x|)."""
-    c = slot_rgb(st, ctx, _NM) * 2.0 - 1.0
+    c = slot_vec3(st, ctx, _NM) * 2.0 - 1.0
     fs = 1.0
     if const(st, ctx, _FLIP) != 0.0 and wi[2] * wi.dot(c) <= 0.0:
         fs = -1.0
@@ -68,7 +68,7 @@ def _texels_adjoint(st: ti.template(), ctx, g_s, g_n, n, s, fs, cl, ul):
     g_u = normalize_backprop(g_s, s, ul)
     g_c = normalize_backprop(g_n - n[0] * g_u - vec3(g_u.dot(n), 0.0, 0.0), n, cl)
     g_tex = 2.0 * vec3(g_c[0] * fs, g_c[1] * fs, g_c[2])
-    slot_rgb_adjoint(st, ctx, _NM, g_tex)
+    slot_vec3_adjoint(st, ctx, _NM, g_tex)
     return g_tex
 
 

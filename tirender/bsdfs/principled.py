@@ -265,6 +265,7 @@ def _probs(p, front, F, bsdf, brdf):
 @leaf
 class Principled:
     NAME = "principled"
+    VARIANTS = ("rgb", "mono")    # its tint divides colours by their luminance: an RGB notion
     KEYS = (_t("base_color", "base color", 0.5, 3),
             _t("roughness", "roughness of the main specular lobes (α = roughness²)", 0.5),
             _t("anisotropic", "degree of anisotropy (0: isotropic)"),

@@ -17,6 +17,7 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import vec3
 from ..registry import mask_of, register
 from .area import Area
@@ -45,8 +46,9 @@ __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_e
 
 
 @ti.func
-def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u):
-    """Pick an emitter uniformly with u[0], then sample a direction towards it."""
+def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
+    """Pick an emitter uniformly with u[0], then sample a direction towards it (weight and le as the
+    walk's colour at wavelengths lam: tirender/variants.py)."""
     n = st.info_i[0]
     ds = DirectionSample(emitter=-1)
     if n > 0:
@@ -59,7 +61,8 @@ def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u):
                 if t == MODELS[i].TAG:
                     ds = MODELS[i].sample_direction(st, e, ref_p, ur)
         ds.pdf = ds.pdf / n
-        ds.weight = ds.weight * n
+        ds.weight = variants.emission(ds.weight * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
+        ds.le = variants.emission(ds.le, lam)
     return ds
 
 
@@ -76,8 +79,14 @@ def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
 
 
 @ti.func
-def eval(st: ti.template(), em: ti.template(), q):
-    """Le of record q (emitter q.emitter)."""
+def eval(st: ti.template(), em: ti.template(), q, lam):
+    """Le of record q (emitter q.emitter) as the walk's colour at wavelengths lam."""
+    return variants.emission(eval_rgb(st, em, q), lam)
+
+
+@ti.func
+def eval_rgb(st: ti.template(), em: ti.template(), q):
+    """Le of record q in the emitter's own RGB (every variant)."""
     res = vec3(0.0)
     t = st.em_type[q.emitter]
     for i in ti.static(range(len(MODELS))):
@@ -88,9 +97,14 @@ def eval(st: ti.template(), em: ti.template(), q):
 
 
 @ti.func
-def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le):
-    """Scatter ∂<d_le, Le(q)>/∂π into the gradient pool."""
+def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le, lam):
+    """Scatter ∂<d_le, Le(q)>/∂π into the gradient pool (d_le: per lane of the walk's colour)."""
     if q.emitter >= 0:
+        if ti.static(not variants.rgb()):
+            rgb = eval_rgb(st, em, q)
+            if ti.max(rgb[0], rgb[1], rgb[2]) <= 0.0:
+                rgb = q.le                  # a Dirac emitter's sampled record (the upsampling's Jacobian is 0-homogeneous)
+            d_le = variants.emission_adjoint(rgb, lam, d_le)
         t = st.em_type[q.emitter]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG)):

@@ -49,7 +49,7 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
                     v = si.n
                 elif code == 2:
                     n = vec3(0.0, 0.0, 1.0)
-                    v = PI * bsdf.eval(st, surface_ctx(st.shape_bsdf[si.shape], si), n, n)
+                    v = PI * bsdf.eval(st, surface_ctx(st.shape_bsdf[si.shape], si, vec3(0.0)), n, n)
                 elif code == 3:
                     v = si.p
                 else:

@@ -216,7 +216,7 @@ def _kernel(kind="adjoint"):
                             sgn = 1.0 - 2.0 * side      # + then -
                             o, d = camera_ray(st, cam, x + (sgn * EPS_PIXELS) * nrm)
                             sp = make_sampler(seed ^ ti.u32(SEED_MIX), j, 1)   # shared by both sides
-                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, sp, max_depth, rr_depth, hide_emitters,
+                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, vec3(0.0), sp, max_depth, rr_depth, hide_emitters,
                                             vec3(0.0), vec3(0.0), 0)
                             diff -= sgn * film.nan_to_zero(L)         # L⁻ - L⁺
                         o, d = camera_ray(st, cam, x)
@@ -417,7 +417,7 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                     f, _pdf = vertex.eval_pdf(st, bsdf, v, d2)
                     if max3(f) > 0.0:
                         sp = base.copy()
-                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, sp, depth_left,
+                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, vec3(0.0), sp, depth_left,
                                         rr_depth, 0, vec3(0.0), vec3(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() * total / (r * r * le)

@@ -1,7 +1,10 @@
 """The per-pixel megakernels every integrator shares, generated once per sample function.
 
 An integrator's ``sample`` has the signature
-    sample(st, bsdf, em, opts, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay) -> L
+    sample(st, bsdf, em, opts, mode, o, d, lam, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay) -> L
+(``lam``: the path's wavelengths, drawn here first from the sample's random stream in the spectral variant;
+the kernels convert the walk's colour to the film's RGB and the film's adjoint to the walk's lanes through
+tirender/variants.py, so integrators never see the variant's film conversion.)
 (``opts``: its compile-time options, e.g. volpath's free-flight estimator; ``mode``: PRIMAL or
 PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
 
@@ -19,6 +22,7 @@ All are cached per sample function, so each compiles once per specialisation.
 """
 import taichi as ti
 
+from .. import variants
 from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec3
@@ -53,10 +57,12 @@ def _kernel(sample, kind, wide):
                 acc = film.local_zero()
                 for k in range(spp):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    lam, lw = variants.sample_wavelengths(sampler)
                     o, d = camera_ray(st, cam, pos)
                     if ti.static(kind == "tangent"):
                         sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                        L = sample(st, bsdf, em, opts, PRB, o, d, sampler_p, max_depth, rr_depth, hide_emitters,
+                        variants.sample_wavelengths(sampler_p)
+                        L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth, hide_emitters,
                                    vec3(0.0), vec3(1.0), 0)
                         tan = vec3(0.0)
                         if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
@@ -65,26 +71,30 @@ def _kernel(sample, kind, wide):
                                           ti.select(c == 2, 1.0, 0.0))
                                 pool.tangent_reset(st)
                                 sampler_r, pos_r = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                                sample(st, bsdf, em, opts, PRB, o, d, sampler_r, max_depth, rr_depth, hide_emitters,
+                                variants.sample_wavelengths(sampler_r)
+                                sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_r, max_depth, rr_depth, hide_emitters,
                                        L, dL, 1)
                                 tan += dL * pool.tangent_value(st)
+                        tan = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
                     elif ti.static(kind == "replay"):
-                        dL = film.gather_adjoint(st, cam, pos)
+                        dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
                         if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
                             # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
                             # δL back-propagated (one walk body, mode PRB, runs both passes)
                             L = vec3(0.0)
                             for replay in range(2):
                                 sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
-                                L = sample(st, bsdf, em, opts, PRB, o, d, sampler_p, max_depth, rr_depth,
+                                variants.sample_wavelengths(sampler_p)
+                                L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth,
                                            hide_emitters, L, dL, replay)
                                 if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
                                     break
                     else:
-                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, sampler, max_depth, rr_depth, hide_emitters,
+                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, lam, sampler, max_depth, rr_depth, hide_emitters,
                                    vec3(0.0), vec3(0.0), 0)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(L), acc, False, wide)
+                        L = variants.to_rgb(film.nan_to_zero(L), lam, lw)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, L, acc, False, wide)
                 if ti.static(kind != "replay"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
         _kernels[sample, kind, wide] = pixels

@@ -79,7 +79,7 @@ def evaluate(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, smp
     u = smp.next_2d()
     pos = vec2(u[0] * st.cam_w[cam], u[1] * st.cam_h[cam])
     o, d = camera_ray(st, cam, pos)
-    s = camera_state(o, d, vec3(0.0), 0)
+    s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
     path.walk(st, bsdf, em, PRIMAL, s, smp, max_depth, rr_depth, hide_emitters, vec3(0.0))
     return film.nan_to_zero(s.L), pos, s.depth + 1
 
@@ -371,7 +371,7 @@ def _walk_lengths(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam
             for j in range(width):
                 sampler, pos = pixel_sample(st, cam, pix, seed, g * width + j)
                 o, d = camera_ray(st, cam, pos)
-                s = camera_state(o, d, vec3(0.0), 0)
+                s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
                 path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
                 busy += s.depth + 1
                 longest = ti.max(longest, s.depth + 1)

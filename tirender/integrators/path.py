@@ -26,6 +26,7 @@ from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
 NAMES = ("path", "direct", "prb")   # `direct` = path with max_depth <= 2; `prb` renders like path
+VARIANTS = ("rgb", "mono", "spectral")   # tirender/variants.py (other integrators: rgb only)
 WALK_KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
                      exclude=((0, "it would render nothing, as in Mitsuba; 1: only directly visible emitters, "
                                   "-1: unbounded"),),
@@ -55,7 +56,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         if si.valid == 0 or s.depth + 1 >= max_depth:
             s.active = 0
         else:
-            v = vertex.surface_vertex(st, si, s.d)
+            v = vertex.surface_vertex(st, si, s.d, s.lam)
             steps.nee(st, bsdf, em, mode, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
             steps.scatter(st, bsdf, mode, s, v, sampler, dL)
             if s.active:
@@ -64,10 +65,11 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 @ti.func
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), mode: ti.template(), o, d,
-           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+           lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """Radiance of one camera path, or its replay from the primal radiance L_in (REPLAY, or PRB with
-    replay = 1). (opts: unused; the signature of integrators/kernels.py)"""
-    s = camera_state(o, d, L_in, replay)
+    replay = 1); lam: the path's wavelengths (tirender/variants.py). (opts: unused; the signature of
+    integrators/kernels.py)"""
+    s = camera_state(o, d, L_in, replay, lam)
     walk(st, bsdf, em, mode, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return s.L
 

@@ -13,6 +13,7 @@ from ..bsdfs.registry import dispatch
 from . import kernels, path
 
 INTEGRATES = path.NAMES
+VARIANTS = path.VARIANTS
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):

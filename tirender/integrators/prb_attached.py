@@ -74,7 +74,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     then every non-Dirac vertex also carries (λo) back, its own terms' frame derivatives
     (walk/attached.local_adjoint) and its secondary-visibility boundary term (edges.secondary,
     random numbers from ekey = (seed, pixel, sample))."""
-    s = camera_state(o, d, vec3(0.0), 0)
+    s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
     seg = 0
     first = 0
     stop_at = attached.Stop(valid=0)
@@ -93,7 +93,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
             q, mis = steps.emitter_found(st, em, s, si)
             if q.emitter >= 0 and (s.depth > 0 or hide_emitters == 0):
                 if prev_rough == 1:
-                    le_out = (1.0 - mis) * s.beta * emitters.eval(st, em, q)
+                    le_out = (1.0 - mis) * s.beta * emitters.eval(st, em, q, s.lam)
                     mis = 1.0
                 gu, gd = emitters.eval_grad(st, em, q, dL * s.beta * mis)
                 g_uv = gu
@@ -104,7 +104,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
             if at_stop and si.valid == 1:
                 stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
         else:
-            v = vertex.surface_vertex(st, si, s.d)
+            v = vertex.surface_vertex(st, si, s.d, s.lam)
             if ti.static(not isinstance(geo, int)):
                 if st.tri_dm[tri] >= 0:
                     moving = 1
@@ -191,7 +191,7 @@ def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), g
     L_total = vec3(0.0)
     for replay in range(2):
         sampler_p, pos_p = pixel_sample(st, cam, pix, seed, index)
-        L = path.sample(st, bsdf, em, 0, PRB, o, d, sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
+        L = path.sample(st, bsdf, em, 0, PRB, o, d, vec3(0.0), sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
         if replay == 0:
             L_total = L
     # pass 2: count the segments; passes 3, ...: segment n, n - 1, ..., first Dirac

@@ -84,9 +84,9 @@ def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.tem
         if not occluded(st, o, d, BIG):
             q = env_record(e, o, d)
             if ti.static(grad):
-                emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos))
+                emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos), vec3(0.0))
             else:
-                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q)))
+                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q, vec3(0.0))))
 
 
 @ti.func
@@ -142,7 +142,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
         if ti.static(grad):
             if mode == DETACHED and replay == 1:   # the emitted light Le scales every connection of the path
                 q = DirectionSample(p=o, n=n, d=-d, dist=1.0, uv=uv, emitter=e, scale=1.0, delta=0)
-                emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q)))
+                emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q, vec3(0.0))), vec3(0.0))
         if pos_w > 0.0:
             if mode != ATTACHED:
                 if hide_emitters == 0:   # the surface emitter's point seen by the camera (one segment)
@@ -154,9 +154,9 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                             k = ti.abs(n.dot(to_cam)) * imp * pos_w
                             if ti.static(grad):
                                 if mode == DETACHED and replay == 1:
-                                    emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos) * k)
+                                    emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos) * k, vec3(0.0))
                             else:
-                                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q) * k))
+                                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q, vec3(0.0)) * k))
             o = _offset(st, o, n, d)
         depth = 1          # segments from the emitter to the next vertex
         active = True
@@ -169,7 +169,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                 nv = depth
                 at_stop = ti.static(moving) and mode == ATTACHED and depth == stop
                 g_p = lam_o         # ATTACHED: the next ray's origin is this vertex
-                v = vertex.surface_vertex(st, si, d)        # v.wi: towards the light (local)
+                v = vertex.surface_vertex(st, si, d, vec3(0.0))        # v.wi: towards the light (local)
                 cos_lg = ti.abs(d.dot(v.ng))
                 if (v.flags & SMOOTH) != 0 and depth + 1 <= max_depth and cos_lg > 0.0 and \
                         (mode != ATTACHED or at_stop):

@@ -76,7 +76,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sam
     """One RB adjoint path (adjoint radiance dL from the sensor along o, d). Consumes ``sampler``
     exactly like ``path.sample`` and returns the path's primal radiance L (the joint pass splats it);
     ``nest`` feeds the nested Li estimates (unbiased). dL = 0: primal only."""
-    s = camera_state(o, d, vec3(0.0), 0)
+    s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
     # biased I: the BSDF-sampled term of the previous vertex, applied once its MIS weight is known
     pend = 0
     pend_w = vec3(0.0)
@@ -93,7 +93,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sam
         if si.valid == 0 or s.depth + 1 >= max_depth:
             s.active = 0
         else:
-            v = vertex.surface_vertex(st, si, s.d)
+            v = vertex.surface_vertex(st, si, s.d, s.lam)
             steps.nee(st, bsdf, em, RB, s, v, sampler, dL, steps.SURFACE_VISIBILITY, biased)
             beta_cur = s.beta
             depth_cur = s.depth

@@ -8,6 +8,7 @@ optionally ``JOINT`` (method -> a pass that returns (image, gradients)) and ``FO
 forward mode ``fn(scene, directions, spp, seed, sensor, progress)`` -> the J v image). One line per
 module below.
 """
+from .. import variants
 from ..errors import ConfigError
 from ..schema import validate
 from . import aov, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, volpath
@@ -17,6 +18,8 @@ GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
 
 PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
 GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}
+GRADIENT_VARIANTS = {(n, meth): getattr(m, "VARIANTS", ("rgb",)) for m in GRADIENT_MODULES for n in m.INTEGRATES
+                     for meth in m.METHODS}
 JOINT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in getattr(m, "JOINT", {}).items()}
 FORWARD = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
            for meth, fn in getattr(m, "FORWARD", {}).items()}
@@ -26,16 +29,21 @@ VOLUME = volpath.NAMES
 
 
 def module(name):
+    """The primal module of integrator ``name`` (refused with one line in a variant it does not run in: a module
+    declares ``VARIANTS``, default rgb only)."""
+    variants.require(f"integrator '{name}'", getattr(PRIMAL[name], "VARIANTS", ("rgb",)), key="integrator.type")
     return PRIMAL[name]
 
 
-def parse(spec, file=None, where="integrator"):
+def parse(spec, file=None, where="integrator", variant=None):
     """Validate a scene's ``integrator:`` mapping against its type's keys -> settings dict (with
-    ``type`` and every key's default)."""
+    ``type`` and every key's default); the type must run in ``variant`` (default: the current one)."""
     spec = dict(spec or {})
     t = spec.pop("type", "path")
     if t not in PRIMAL:
         raise ConfigError(f"unknown integrator '{t}' (expected one of: {', '.join(NAMES)})", file, f"{where}.type")
+    variants.require(f"integrator '{t}'", getattr(PRIMAL[t], "VARIANTS", ("rgb",)), file, f"{where}.type",
+                     variant=variant)
     out = validate(spec, PRIMAL[t].KEYS, file, where)
     out["type"] = t
     return out
@@ -68,6 +76,9 @@ def forward_driver(integrator, method):
 
 def _driver(table, integrator, method, what):
     fn = table.get((integrator, method))
+    if fn is not None:
+        variants.require(f"gradient method '{method}' of integrator '{integrator}'",
+                         GRADIENT_VARIANTS.get((integrator, method), ("rgb",)), key="method")
     if fn is None:
         ok = [m for (n, m) in table if n == integrator]
         raise ConfigError(f"method '{method}' {what} the '{integrator}' integrator (available: {', '.join(ok) or 'none'})",

@@ -138,7 +138,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
             crossings = 0
             v = vertex.medium_vertex(xs, s.d, s.medium)
             if scattered == 0:
-                v = vertex.surface_vertex(st, si, s.d)
+                v = vertex.surface_vertex(st, si, s.d, s.lam)
             steps.nee(st, bsdf, em, mode, s, v, sampler, dL, vis, False)
             bs = steps.scatter(st, bsdf, mode, s, v, sampler, dL)
             if s.active and scattered == 0:
@@ -149,7 +149,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 @ti.func
 def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
-          sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+          lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """One path from o along d (vis: MediumVisibility.of(march)). Returns (L, real scattering vertices).
 
     When replaying (PRB), the flights offer points to an IndirectPick (walk/media.py:
@@ -159,7 +159,7 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
     depth and roulette counted from the main path, and adds c / w * W * Ls,indirect to the
     density gradient at the point."""
     ti.static_assert(mode == PRIMAL or mode == PRB, "volpath walks in mode PRIMAL or PRB (walk/state.py)")
-    s = camera_state(o, d, L_in, replay)
+    s = camera_state(o, d, L_in, replay, lam)
     s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)   # the channel that samples distances
     pick = no_pick()
     smp = PCG32(state=sampler.state, inc=sampler.inc)
@@ -190,9 +190,9 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
 
 @ti.func
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
-           sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+           lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """Radiance of one camera path (the signature of integrators/kernels.py; opts = the visibility)."""
-    L, _ = trace(st, bsdf, em, vis, mode, o, d, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay)
+    L, _ = trace(st, bsdf, em, vis, mode, o, d, lam, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay)
     return L
 
 

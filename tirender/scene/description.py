@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
+from .. import variants
 from ..bsdfs import registry as bsdf_registry
 from ..bsdfs.base import Row as BsdfRow
 from ..emitters import registry as emitter_registry
@@ -125,6 +126,7 @@ def load_yaml(path):
 class _Builder:
     def __init__(self, file, base_dir):
         self.file, self.base = file, base_dir
+        self.variant = "rgb"       # the variant the scene is checked for (parse_scene sets it)
         self.textures, self.bsdfs, self.shapes, self.emitters = [], [], [], []
         self.bsdf_index = {}
         self.warnings = []
@@ -254,6 +256,8 @@ class _Builder:
         if t not in bsdf_registry.BY_NAME:
             raise ConfigError(f"unknown BSDF type '{t}' (expected one of: {', '.join(bsdf_registry.BY_NAME)})",
                               self.file, f"{key}.type")
+        variants.require(f"BSDF '{t}'", getattr(bsdf_registry.BY_NAME[t], "VARIANTS", variants.NAMES), self.file,
+                         f"{key}.type", variant=self.variant)
         sugar = [(w, spec[w.SUGAR]) for w in bsdf_registry.SUGAR if w.SUGAR in spec and w.NAME != t]
         spec = {k: v for k, v in spec.items() if k not in {w.SUGAR for w, _ in sugar}}
         wrappers = []
@@ -503,7 +507,7 @@ def _sensor(spec, file, key):
     return Sensor(m, w, h, float(tx), float(ty), ftype, stddev, radius)
 
 
-def parse_scene(spec, file=None, base_dir=None):
+def parse_scene(spec, file=None, base_dir=None, variant=None):
     """Scene mapping (already loaded YAML) -> SceneDescription (the ``integrator:`` section is kept
     raw; tirender.integrators.registry.parse validates it)."""
     if base_dir is None:
@@ -513,7 +517,9 @@ def parse_scene(spec, file=None, base_dir=None):
     if not isinstance(integ, dict):
         raise ConfigError(f"expected a mapping, got {integ!r}", file, "integrator")
     b = _Builder(file, base_dir)
+    b.variant = variant or variants.name()
     if spec.get("media") is not None:
+        variants.require("participating media", ("rgb",), file, "media", variant=b.variant)
         from ..media.spec import set_media_specs
         set_media_specs(b, spec["media"], file)
     sens = spec.get("sensors", [spec["sensor"]] if "sensor" in spec else [{}])

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .. import variants
 from ..backend import ensure_init
 from ..bsdfs import registry as bsdf_registry
 from ..emitters import envmap as envmap_mod
@@ -65,6 +66,7 @@ class Scene:
     def __init__(self, desc: SceneDescription, integrator):
         import time
         ensure_init()
+        variants.prepare()
         self._storage = None
         self._host_dirty = False     # params changed on the host, upload before the next kernel
         self._device_dirty = False   # params changed on the device (optimizer), download before reading

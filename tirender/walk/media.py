@@ -522,7 +522,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                 _, alb = med.coefficients(st, m, x)
                 c = dL * beta * T * alb * dt
                 Ls = vec3(0.0)
-                ds = emitters.sample_emitter(st, em, x, side.next_2d())
+                ds = emitters.sample_emitter(st, em, x, side.next_2d(), vec3(0.0))
                 if ds.emitter >= 0 and max3(ds.weight) > 0.0:
                     ph = phase_eval(st, m, d, ds.d)
                     if ph > 0.0:

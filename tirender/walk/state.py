@@ -44,13 +44,15 @@ class PathState:
     hero: ti.i32
     r: vec3
     replay: ti.i32
+    lam: vec3
 
 
 @ti.func
-def camera_state(o, d, L_in, replay):
-    """A path leaving the camera at o along d (L_in: the primal radiance when replaying)."""
+def camera_state(o, d, L_in, replay, lam):
+    """A path of wavelengths lam (spectral variant; unused otherwise) leaving the camera at o along d (L_in:
+    the primal radiance when replaying)."""
     return PathState(L=L_in, beta=vec3(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
-                     active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay)
+                     active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay, lam=lam)
 
 
 @ti.func

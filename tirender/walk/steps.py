@@ -56,12 +56,12 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
     q, mis = emitter_found(st, em, s, si)
     if q.emitter >= 0:
         if s.depth > 0 or hide_emitters == 0:
-            le = emitters.eval(st, em, q)
+            le = emitters.eval(st, em, q, s.lam)
             if max3(le) > 0.0:
                 accumulate(mode, s, s.beta * mis * le)
                 if ti.static(mode != PRIMAL):
                     if adjoint_on(mode, s, dL):
-                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis)
+                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis, s.lam)
     return mis
 
 
@@ -90,7 +90,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
     res_w = vec3(0.0)
     u_em = sampler.next_2d()
     if v.medium_event == 1 or v.flags & 1:   # SMOOTH: the scattering function has a non-Dirac lobe
-        ds = emitters.sample_emitter(st, em, v.p, u_em)
+        ds = emitters.sample_emitter(st, em, v.p, u_em, s.lam)
         if ds.emitter >= 0 and max3(ds.weight) > 0.0:
             f, pdf_dir = vertex.eval_pdf(st, bsdf, v, ds.d)
             if max3(f) > 0.0:
@@ -114,7 +114,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             if ti.static(biased):
                                 li = vec3(1.0 / ds.pdf)    # RB biased I: Li := 1
                             vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li)
-                            emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf)
+                            emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf, s.lam)
                             vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight)
     return res_d, res_w

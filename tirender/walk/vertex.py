@@ -34,11 +34,11 @@ class Vertex:
 
 
 @ti.func
-def surface_vertex(st: ti.template(), si, ray_d):
-    """The vertex of surface interaction si reached along ray_d."""
+def surface_vertex(st: ti.template(), si, ray_d, lam):
+    """The vertex of surface interaction si reached along ray_d by a path of wavelengths lam."""
     b = st.shape_bsdf[si.shape]
     return Vertex(medium_event=0, p=si.p, ng=si.ng, s=si.ss, t=si.ts, n=si.n,
-                  wi=to_local(si.ss, si.ts, si.n, -ray_d), ctx=surface_ctx(b, si), flags=st.bsdf_flags[b],
+                  wi=to_local(si.ss, si.ts, si.n, -ray_d), ctx=surface_ctx(b, si, lam), flags=st.bsdf_flags[b],
                   shape=si.shape, medium=-1)
 
 

@@ -1,0 +1,363 @@
+"""Variants (tirender/variants.py; issue 15): colorimetry, RGB → spectrum upsampling, and the mono and
+spectral variants of the path tracer and PRB.
+
+A process holds one variant, so the renders of the mono and spectral variants run in child processes
+(this file with ``--child mono|spectral``, one child per variant and module, its report as JSON); the
+adjoints of the upsampling run in a float64 child. ``python tests/test_variants.py --child spectral`` runs
+a child by hand."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gradcheck_util import central_differences, max_rel_err
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+REF = os.path.join(ROOT, "tests", "data", "reference", "cbox_spectral", "cbox_spectral_spp1024.npy")
+PARITY_DIR = os.path.join(ROOT, "benchmarks", "parity", "scenes")
+PARITY_SCENES = ("diffuse_area", "point_directional")
+PARITY_DEFINES = {"res": "32", "spp": "16"}
+
+
+def _parity_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("parity_run", os.path.join(ROOT, "benchmarks", "parity", "run.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+# ------------------------------------------------------------------------------------------- host side
+def test_cie_normalisation_and_wavelength_sampling():
+    from tirender.spectra import cie
+    # ∫ ȳ dλ of the 5 nm table (CIE: 106.857); Mitsuba 3 normalises by 106.7503 (0.1 % apart)
+    assert abs(cie.Y_INTEGRAL - 106.857) < 0.01
+    assert abs(cie.Y_INTEGRAL / 106.7502593994 - 1.0) < 2e-3
+    # D65 normalised to luminance 1; the sech² density integrates to 1 over 360–830 nm
+    lam = np.linspace(cie.LAMBDA_MIN, cie.LAMBDA_MAX, 200001)
+    dl = lam[1] - lam[0]
+    assert abs((cie.d65(lam) * cie.cmf(lam)[:, 1]).sum() * dl * cie.Y_NORMALIZATION - 1.0) < 1e-4
+    pdf = cie.PDF_SCALE / np.cosh(0.0072 * (lam - 538.0)) ** 2
+    assert abs(pdf.sum() * dl - 1.0) < 1e-3
+    # E[ȳ(λ)/pdf(λ)] = ∫ ȳ: the estimator the film uses is unbiased
+    u = (np.arange(400000) + 0.5) / 400000
+    lam_s, w = cie.sample_wavelength_np(u)
+    assert lam_s.min() >= 359.99 and lam_s.max() <= 830.01
+    assert abs((cie.cmf(lam_s)[:, 1] * w).mean() / cie.Y_INTEGRAL - 1.0) < 1e-3
+    # D65 white reaches the film as sRGB white
+    rgb = (cie.SRGB_BAR * cie.d65(cie.LAMBDA)[:, None]).sum(0) * 5.0 * cie.Y_NORMALIZATION
+    assert np.abs(rgb - 1.0).max() < 5e-3
+
+
+def _spectrum_to_srgb(s, lam):
+    """Linear sRGB of reflectance spectra s (N, L) at wavelengths lam (L,) under D65 (white → Y = 1)."""
+    from tirender.spectra import cie
+    dl = lam[1] - lam[0]
+    ill = cie.d65(lam)
+    xyz = (s[:, :, None] * (ill[:, None] * cie.cmf(lam))[None]).sum(1) * dl
+    xyz /= (ill * cie.cmf(lam)[:, 1]).sum() * dl
+    return xyz @ cie.XYZ_TO_SRGB.T
+
+
+def test_upsampling_round_trip():
+    """RGB → spectrum → RGB within 1e-3 for in-gamut colours (the issue's bound), and the special cases."""
+    from tirender.spectra import upsample
+    rng = np.random.default_rng(0)
+    rgb = np.concatenate([rng.uniform(0.02, 0.98, (3000, 3)), [[0.5, 0.5, 0.5], [0.9, 0.1, 0.1], [0.1, 0.9, 0.1],
+                                                              [0.1, 0.1, 0.9], [0.570068, 0.0430135, 0.0443706]]])
+    lam = np.linspace(360.0, 830.0, 4701)
+    back = _spectrum_to_srgb(upsample.eval_np(upsample.fetch_np(rgb), lam[None, :]), lam)
+    err = np.abs(back - rgb).max(-1)
+    assert err.max() < 1e-3, (err.max(), rgb[err.argmax()])
+    s = upsample.eval_np(upsample.fetch_np(np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [0.3, 0.3, 0.3]])),
+                         lam[None, :])
+    assert np.all(s[0] == 0.0) and np.all(s[1] == 1.0)
+    assert np.abs(s[2] - 0.3).max() < 2e-3      # grey is flat
+    assert np.all(upsample.eval_np(upsample.fetch_np(rgb[:50]), lam[None, :]) <= 1.0)
+
+
+def test_upsampling_matches_mitsuba():
+    """Our table (our own fit of the published method) against Mitsuba 3's srgb_model at a few wavelengths."""
+    mi = pytest.importorskip("mitsuba")
+    mi.set_variant("scalar_spectral")
+    from tirender.spectra import upsample
+    rng = np.random.default_rng(1)
+    rgb = rng.uniform(0.05, 0.95, (200, 3))
+    lam = np.array([400.0, 450.0, 500.0, 550.0, 600.0, 650.0, 700.0])
+    ours = upsample.eval_np(upsample.fetch_np(rgb), lam[None, :])
+    theirs = np.array([[mi.srgb_model_eval(mi.srgb_model_fetch(mi.Color3f(*c)), float(l))[0] for l in lam]
+                       for c in rgb])
+    assert np.abs(ours - theirs).max() < 0.02
+    assert np.abs(ours - theirs).mean() < 2e-3
+
+
+def test_variant_choice_and_refusals(tmp_path):
+    from tirender import variants
+    from tirender.api import describe
+    from tirender.config import load_config
+    from tirender.errors import ConfigError
+    cfg = load_config(os.path.join(ROOT, "configs", "cbox_spectral.yaml"))
+    describe(cfg)                                            # checked for its own variant, in any process
+    for integ in ("volpath", "aov", "ptracer"):
+        bad = dict(cfg, scene=dict(cfg["scene"], integrator={"type": integ}))
+        with pytest.raises(ConfigError, match=f"integrator '{integ}' is not available in variant 'spectral'"):
+            describe(bad)
+    bad = dict(cfg, scene=dict(cfg["scene"], bsdfs=dict(cfg["scene"]["bsdfs"], red={"type": "principled"})))
+    with pytest.raises(ConfigError, match="BSDF 'principled' is not available in variant 'spectral'"):
+        describe(bad)
+    with pytest.raises(ConfigError, match="unknown variant 'rbg'"):
+        describe(dict(cfg, variant="rbg"))
+    with pytest.raises(ConfigError, match="not available yet"):
+        describe(dict(cfg, variant="spectral_polarized"))
+    # a variant is fixed per process once kernels consulted it (this process: rgb)
+    variants.rgb()
+    with pytest.raises(ConfigError, match="fixed per process"):
+        variants.set_variant("spectral")
+    variants.set_variant(variants.name())                   # the same one: fine
+
+
+def test_cli_refuses_a_variant_in_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "tirender", "render", os.path.join(ROOT, "configs", "cbox.yaml"),
+                        "--variant", "spectral", "--integrator", "volpath", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not available in variant 'spectral'" in lines[0], r.stderr
+
+
+# ------------------------------------------------------------------------------------------- children
+def _child(variant, out_dir):
+    env = dict(os.environ, TIRENDER_VARIANT=variant, TIRENDER_TEST_OUT=str(out_dir))
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant], capture_output=True,
+                          text=True, timeout=1200, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(report, indent=1))
+    return report
+
+
+@pytest.fixture(scope="module")
+def spectral_out(tmp_path_factory):
+    return tmp_path_factory.mktemp("spectral")
+
+
+@pytest.fixture(scope="module")
+def spectral_report(spectral_out):
+    return _child("spectral", spectral_out)
+
+
+@pytest.fixture(scope="module")
+def mono_report(tmp_path_factory):
+    return _child("mono", tmp_path_factory.mktemp("mono"))
+
+
+def _furnace(env=1.0):
+    import scenes
+    sc = scenes.furnace_plane({"type": "diffuse", "reflectance": 1.0}, w=16, env=env)
+    sc["integrator"] = {"type": "path", "max_depth": 64, "rr_depth": 64}
+    return sc
+
+
+def _grey_box():
+    import scenes
+    sc = scenes.cornell_like(w=24, max_depth=5, extra_bsdfs={"red": {"type": "diffuse", "reflectance": 0.3},
+                                                              "green": {"type": "diffuse", "reflectance": 0.6}})
+    sc["shapes"][-1]["emitter"]["radiance"] = 9.0
+    return sc
+
+
+def child_checks(variant):
+    """Run in a child process of the given variant: renders and gradient checks, reported as JSON."""
+    import tirender
+    from tirender import gradcheck, variants
+    from tirender.config import load_config
+    assert variants.name() == variant
+    out = {}
+    img = tirender.render(_furnace(), spp=32, seed=0, progress=False)
+    out["furnace_mean"] = img.reshape(-1, 3).mean(0).tolist()
+    out["furnace_se"] = (img.reshape(-1, 3).std(0) / np.sqrt(img.shape[0] * img.shape[1])).tolist()
+    if variant == "mono":
+        out["grey_box"] = tirender.render(_grey_box(), spp=8, seed=3, progress=False).tolist()
+        return out
+    parity = _parity_module()
+    for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
+        r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
+        np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], name + ".npy"), r["imgs"])
+    cfg = load_config(os.path.join(ROOT, "configs", "cbox_spectral.yaml"))
+    scene = tirender.scene_from_config(cfg)
+    img = tirender.render(scene, spp=64, seed=0, progress=False)
+    out["cbox_mean"] = img.reshape(-1, 3).mean(0).tolist()
+    out["cbox_finite"] = bool(np.isfinite(img).all())
+    again = tirender.render(scene, spp=2, seed=5, progress=False)
+    out["deterministic"] = bool(np.array_equal(again, tirender.render(scene, spp=2, seed=5, progress=False)))
+    import scenes
+    box = tirender.load_scene(scenes.cornell_like(w=16, max_depth=4))
+    names = ["red.reflectance"] + [n for n in box.params.keys() if n.endswith("radiance")][:1]
+    rows = gradcheck.check(box, names, spp=16, seeds=8, h_rel=0.02)
+    out["gradcheck"] = [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
+    # forward mode: the mean of J v along red.reflectance += h (1, 1, 1) against central differences
+    v0 = box.params["red.reflectance"].copy()
+    jv, fd = [], []
+    for k in range(6):
+        jv.append(float(tirender.render_forward(box, {"red.reflectance": np.ones(3, np.float32)}, spp=16, seed=k,
+                                                progress=False).mean()))
+        box.params["red.reflectance"] = v0 + 0.02
+        a = float(tirender.render(box, spp=16, seed=k, progress=False).mean())
+        box.params["red.reflectance"] = v0 - 0.02
+        b = float(tirender.render(box, spp=16, seed=k, progress=False).mean())
+        box.params["red.reflectance"] = v0
+        fd.append((a - b) / 0.04)
+    out["forward"] = dict(jv=float(np.mean(jv)), fd=float(np.mean(fd)),
+                          se=float(np.sqrt(np.var(jv, ddof=1) / 6 + np.var(fd, ddof=1) / 6)))
+    return out
+
+
+def test_spectral_white_furnace(spectral_report):
+    """A white diffuse plane under a white (D65) environment: every lane of every path carries D65, the film
+    receives sRGB white — 1 per channel within the wavelength-sampling noise."""
+    m, se = np.array(spectral_report["furnace_mean"]), np.array(spectral_report["furnace_se"])
+    assert np.all(np.abs(m - 1.0) < 0.01 + 4 * se), (m, se)
+
+
+def test_spectral_cbox_matches_mitsuba(spectral_report):
+    """configs/cbox_spectral.yaml at 64 spp against Mitsuba 3's llvm_ad_spectral render at 1024 spp: per-channel
+    means within 1 % (the issue asks it at 256 spp; docs/variants.md has that figure)."""
+    ref = np.load(REF).reshape(-1, 3).mean(0)
+    m = np.array(spectral_report["cbox_mean"])
+    assert spectral_report["cbox_finite"]
+    assert np.all(np.abs(m / ref - 1.0) < 0.01), (m, ref)
+    rgb_ref = np.load(os.path.join(ROOT, "tests", "data", "reference", "cbox", "reference_spp1024.npy"))
+    assert abs(m[0] / rgb_ref.reshape(-1, 3).mean(0)[0] - 1.0) > 0.01   # and it is not the RGB image (2.3 % off)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", PARITY_SCENES)
+def test_spectral_parity_with_mitsuba(spectral_report, spectral_out, name):
+    """A parity scene (benchmarks/parity/scenes) rendered spectrally by tirender and by Mitsuba 3's
+    scalar_spectral from the same XML: per-channel means within 3 combined standard errors and the image RMSE
+    within 1.2x the combined noise (benchmarks/parity/run.py's criteria)."""
+    pytest.importorskip("mitsuba")
+    parity = _parity_module()
+    ours = {"imgs": np.load(os.path.join(spectral_out, name + ".npy")), "grads": {}}
+    theirs = parity.mitsuba_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False,
+                                variant="scalar_spectral")
+    r = parity.compare(ours, theirs, name)
+    assert np.all(np.abs(r["z"]) <= 3) and r["rmse_ratio"] <= 1.2, (r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
+
+
+def test_spectral_deterministic(spectral_report):
+    assert spectral_report["deterministic"]
+
+
+def test_spectral_prb_gradients_vs_finite_differences(spectral_report):
+    """PRB through the spectral upsampling (a reflectance and an emitter's RGB radiance) against central
+    differences with correlated random numbers."""
+    rows = spectral_report["gradcheck"]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["ok"], r
+        assert abs(r["grad"]) > 5 * r["se"], r           # a gradient, not noise
+
+
+def test_spectral_forward_mode_vs_finite_differences(spectral_report):
+    f = spectral_report["forward"]
+    assert abs(f["jv"] - f["fd"]) <= max(4 * f["se"], 0.03 * abs(f["fd"])), f
+    assert abs(f["jv"]) > 5 * f["se"], f
+
+
+def test_mono_furnace_and_grey_scene(mono_report):
+    """mono: the furnace is 1; a grey scene renders exactly as in rgb (same random numbers, Y of grey = grey)."""
+    import tirender
+    m = np.array(mono_report["furnace_mean"])
+    assert np.abs(m - 1.0).max() < 0.01
+    mono = np.array(mono_report["grey_box"], dtype=np.float32)
+    rgb = tirender.render(_grey_box(), spp=8, seed=3, progress=False)
+    assert np.allclose(mono, rgb, rtol=1e-5, atol=1e-6)
+    assert np.allclose(mono[..., 0], mono[..., 1], rtol=1e-6) and np.allclose(mono[..., 0], mono[..., 2], rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------- f64 adjoints
+def f64_checks():
+    """(name -> max relative error vs central differences): the upsampling's adjoints, fp = f64, spectral."""
+    import taichi as ti
+    from tirender import variants
+    from tirender.core.math import vec3
+    rng = np.random.default_rng(0)
+    variants.prepare()
+    out = {}
+
+    @ti.kernel
+    def val(which: ti.i32, x: ti.types.ndarray(), l: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
+        rgb = vec3(x[0], x[1], x[2])
+        lv = vec3(l[0], l[1], l[2])
+        v = vec3(0.0)
+        if which == 0:
+            v = variants.reflectance(rgb, lv)
+        elif which == 1:
+            v = variants.emission(rgb, lv)
+        elif which == 2:
+            v = variants.unbounded(rgb, lv)
+        else:
+            v = variants.to_rgb(rgb, lv, vec3(1.3, 0.7, 2.0))
+        return v.dot(vec3(g[0], g[1], g[2]))
+
+    @ti.kernel
+    def adj(which: ti.i32, x: ti.types.ndarray(), l: ti.types.ndarray(), g: ti.types.ndarray(),
+            o: ti.types.ndarray()):
+        rgb = vec3(x[0], x[1], x[2])
+        lv = vec3(l[0], l[1], l[2])
+        d = vec3(g[0], g[1], g[2])
+        r = vec3(0.0)
+        if which == 0:
+            r = variants.reflectance_adjoint(rgb, lv, d)
+        elif which == 1:
+            r = variants.emission_adjoint(rgb, lv, d)
+        elif which == 2:
+            r = variants.unbounded_adjoint(rgb, lv, d)
+        else:
+            r = variants.adjoint_from_rgb(d, lv, vec3(1.3, 0.7, 2.0))
+        for i in ti.static(range(3)):
+            o[i] = r[i]
+
+    for which, name, scale in ((0, "reflectance", 1.0), (1, "emission (D65)", 20.0), (2, "unbounded (eta, k)", 3.0),
+                               (3, "film: lanes -> sRGB", 5.0)):
+        errs = []
+        while len(errs) < 100:
+            x = rng.uniform(0.03, 0.97, 3) * scale
+            l = rng.uniform(365.0, 825.0, 3)
+            g = rng.normal(size=3)
+            a = np.zeros(3)
+            adj(which, x, l, g, a)
+            fd = central_differences(lambda y: val(which, y, l, g), x, 1e-7 * scale)
+            fd2 = central_differences(lambda y: val(which, y, l, g), x, 2e-7 * scale)
+            if max_rel_err(fd, fd2) > 1e-5:       # the step crossed a cell of the coefficient table: a kink
+                continue
+            errs.append(max_rel_err(a, fd))
+        out[name] = {"max_rel_err": max(errs), "cases": len(errs)}
+    return out
+
+
+def test_upsampling_adjoints_vs_central_differences_f64():
+    env = dict(os.environ, TIRENDER_VARIANT="spectral")
+    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', fp='f64'); import json, test_variants as t; print(json.dumps(t.f64_checks()))"
+            % (ROOT, os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(report, indent=1))
+    assert len(report) == 4
+    for name, r in report.items():
+        assert r["cases"] >= 100 and r["max_rel_err"] <= 1e-5, (name, r)
+
+
+if __name__ == "__main__" and "--child" in sys.argv:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, ROOT)
+    import tirender.backend as backend
+    backend.init("cpu")
+    print(json.dumps(child_checks(sys.argv[sys.argv.index("--child") + 1])))

@@ -1,0 +1,289 @@
+"""The variant: how this process represents light (Mitsuba 2 §3, "one generic implementation, lifted to
+variants"). The integrators and models are written once; the few places where light enters or leaves
+the walk ask this module, at compile time (``ti.static``), what a colour means:
+
+    rgb         the three channels are linear sRGB (the default).
+    mono        one luminance channel (Y of the sRGB inputs), carried in all three lanes of the walk's
+                colour vector; images are grey (R = G = B = Y).
+    spectral    the three lanes are radiance at three wavelengths per path, sampled over 360–830 nm with
+                Mitsuba 3's sech² density for RGB content (the first λ by importance, the other two shifted
+                by 1/3 in sample space: hero-wavelength style); RGB reflectances become smooth spectra by
+                Jakob & Hanika's sigmoid-polynomial model (spectra/upsample.py), RGB radiances are
+                D65-scaled (Mitsuba's ``d65``); the film receives linear sRGB computed through the CIE 1931
+                colour-matching functions (spectra/cie.py).
+
+A variant is fixed per process before any kernel that depends on it compiles (as ``mitsuba.set_variant``;
+Taichi compiles a kernel once per specialisation): choose it with ``tirender.set_variant(name)``, the
+``TIRENDER_VARIANT`` environment variable, a config's top-level ``variant:`` key or ``--variant`` on the
+CLI. Asking for another variant after kernels consulted the current one is one ConfigError.
+
+Models and integrators that have no meaning (or no implementation yet) in a variant are refused by
+``require`` with one line naming them.
+
+Device functions (all inline, compiled for the current variant):
+    sample_wavelengths(sampler) -> (λ vec3 nm, w vec3 = 1/pdf)     draws one number in ``spectral`` only
+    to_rgb(L, λ, w) -> vec3                                        the film's value of a path's radiance
+    adjoint_from_rgb(δrgb, λ, w) -> vec3                           ∂<δrgb, to_rgb(L)>/∂L
+    reflectance(rgb, λ) / reflectance_adjoint(rgb, λ, d)           a texture's RGB as the walk's colour
+    emission(rgb, λ) / emission_adjoint(rgb, λ, d)                 an emitter's RGB radiance likewise
+    unbounded(rgb, λ) / unbounded_adjoint(rgb, λ, d)               an RGB value outside [0,1] (IOR tables)
+"""
+import os
+
+import taichi as ti
+
+from .core.math import vec3
+from .errors import ConfigError
+from .spectra import cie, upsample
+
+NAMES = ("rgb", "mono", "spectral")
+PLANNED = ("spectral_polarized",)
+LUMINANCE = (0.212671, 0.715160, 0.072169)      # Y of linear sRGB (ITU-R BT.709, as Mitsuba 3)
+
+_name = None
+_frozen = False
+
+
+def _check(v, file=None, key="variant"):
+    if v in PLANNED:
+        raise ConfigError(f"variant '{v}' is not available yet (available: {', '.join(NAMES)})", file, key)
+    if v not in NAMES:
+        raise ConfigError(f"unknown variant '{v}' (expected one of: {', '.join(NAMES)})", file, key)
+    return v
+
+
+def name():
+    """The current variant (``TIRENDER_VARIANT`` or ``rgb`` until ``set_variant``)."""
+    global _name
+    if _name is None:
+        _name = _check(os.environ.get("TIRENDER_VARIANT", "rgb") or "rgb", key="TIRENDER_VARIANT")
+    return _name
+
+
+def set_variant(v, file=None, key="variant"):
+    """Select the variant of this process. Refused (ConfigError) once compiled kernels depend on another."""
+    global _name
+    v = _check(str(v), file, key)
+    if v == name():
+        return
+    if _frozen:
+        raise ConfigError(f"this process already compiled kernels for variant '{_name}'; a variant is fixed per "
+                          f"process (start a new one, or set TIRENDER_VARIANT)", file, key)
+    _name = v
+    os.environ["TIRENDER_VARIANT"] = v       # child processes (CLI workers) follow
+
+
+def _static(which):
+    """Compile-time test used by the device functions below: fixes the variant for this process."""
+    global _frozen
+    _frozen = True
+    return name() == which
+
+
+def rgb():
+    return _static("rgb")
+
+
+def spectral():
+    return _static("spectral")
+
+
+def mono():
+    return _static("mono")
+
+
+def require(what, variants, file=None, key=None, variant=None):
+    """One ConfigError unless ``variant`` (default: the current one) is in ``variants`` (what: e.g.
+    "integrator 'volpath'")."""
+    v = variant or name()
+    if v not in variants:
+        raise ConfigError(f"{what} is not available in variant '{v}' (it runs in: {', '.join(variants)})", file, key)
+
+
+def check(v, file=None, key="variant"):
+    """The variant name v, validated (ConfigError otherwise)."""
+    return _check(str(v), file, key)
+
+
+def prepare():
+    """Create the device tables the current variant needs (Python scope, after ti.init; Scene does it)."""
+    if name() == "spectral":
+        upsample.bind()
+        cie.fields()
+
+
+def _up():
+    """The device coefficient table (created on first use)."""
+    return upsample.bind()
+
+
+def _srgb_bar():
+    return cie.fields()[0]
+
+
+def _d65():
+    return cie.fields()[1]
+
+
+@ti.func
+def _lum(rgb):
+    return LUMINANCE[0] * rgb[0] + LUMINANCE[1] * rgb[1] + LUMINANCE[2] * rgb[2]
+
+
+@ti.func
+def sample_wavelengths(sampler: ti.template()):
+    """(λ, w): three wavelengths of one path (nm) and their weights 1/pdf (spectral; zeros / ones otherwise)."""
+    lam = vec3(0.0)
+    w = vec3(1.0)
+    if ti.static(spectral()):
+        u = sampler.next_1d()
+        for i in ti.static(range(3)):
+            ui = u + i / 3.0
+            if ui >= 1.0:
+                ui -= 1.0
+            lam[i], w[i] = cie.sample_wavelength(ti.min(ui, 0.99999994))
+    return lam, w
+
+
+@ti.func
+def to_rgb(L, lam, w):
+    """Linear sRGB of a path's radiance L: Σ_i srgb̄(λ_i) L_i w_i / 3 (spectral), (Y, Y, Y) (mono), L (rgb)."""
+    out = L
+    if ti.static(spectral()):
+        srgb = ti.static(_srgb_bar())
+        out = vec3(0.0)
+        for i in ti.static(range(3)):
+            out += cie.table_lerp(srgb, lam[i]) * (L[i] * w[i] / 3.0)
+    return out
+
+
+@ti.func
+def adjoint_from_rgb(d_rgb, lam, w):
+    """δL_i = ∂<d_rgb, to_rgb(L)>/∂L_i (the adjoint radiance of each lane)."""
+    out = d_rgb
+    if ti.static(spectral()):
+        srgb = ti.static(_srgb_bar())
+        for i in ti.static(range(3)):
+            out[i] = cie.table_lerp(srgb, lam[i]).dot(d_rgb) * w[i] / 3.0
+    return out
+
+
+@ti.func
+def reflectance(rgb, lam):
+    """A reflectance-like RGB value (texture, constant) as the walk's colour at wavelengths lam."""
+    out = rgb
+    if ti.static(spectral()):
+        sc = ti.static(_up().scale)
+        xy = ti.static(_up().xy)
+        co = ti.static(_up().coeffs)
+        for i in ti.static(range(3)):
+            out[i] = upsample.reflectance(sc, xy, co, rgb, lam[i])
+    elif ti.static(mono()):
+        out = vec3(_lum(rgb))
+    return out
+
+
+@ti.func
+def reflectance_adjoint(rgb, lam, d):
+    """∂<d, reflectance(rgb, λ)>/∂rgb."""
+    g = d
+    if ti.static(spectral()):
+        sc = ti.static(_up().scale)
+        xy = ti.static(_up().xy)
+        co = ti.static(_up().coeffs)
+        g = vec3(0.0)
+        for i in ti.static(range(3)):
+            g += upsample.reflectance_adjoint(sc, xy, co, rgb, lam[i], d[i])
+    elif ti.static(mono()):
+        g = vec3(LUMINANCE) * d.sum()
+    return g
+
+
+@ti.func
+def _scaled(rgb, lam, d65: ti.template()):
+    """k S(c(rgb/k), λ) [D65(λ)] per lane, with k = 2 max(rgb) (Mitsuba's d65 convention; 1-homogeneous in rgb)."""
+    sc = ti.static(_up().scale)
+    xy = ti.static(_up().xy)
+    co = ti.static(_up().coeffs)
+    d65t = ti.static(_d65())
+    out = vec3(0.0)
+    k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+    if k > 0.0:
+        u = rgb / k
+        for i in ti.static(range(3)):
+            v = upsample.reflectance(sc, xy, co, u, lam[i]) * k
+            if ti.static(d65):
+                v *= cie.table_lerp(d65t, lam[i])
+            out[i] = v
+    return out
+
+
+@ti.func
+def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
+    """∂<d, _scaled(rgb, λ)>/∂rgb: f = k s(u) D, u = rgb/k, k = 2 rgb_m → ∂f/∂rgb = D (s ∂k + k J_s ∂u)."""
+    sc = ti.static(_up().scale)
+    xy = ti.static(_up().xy)
+    co = ti.static(_up().coeffs)
+    d65t = ti.static(_d65())
+    g = vec3(0.0)
+    k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+    if k > 0.0:
+        m = 0
+        if rgb[1] >= rgb[0]:
+            m = 1
+        if rgb[2] >= ti.max(rgb[0], rgb[1]):
+            m = 2
+        u = rgb / k
+        for i in ti.static(range(3)):
+            D = 1.0
+            if ti.static(d65):
+                D = cie.table_lerp(d65t, lam[i])
+            di = d[i] * D
+            s = upsample.reflectance(sc, xy, co, u, lam[i])
+            gu = upsample.reflectance_adjoint(sc, xy, co, u, lam[i], di)      # ∂(di s(u))/∂u
+            # ∂u_a/∂rgb_b = δ_ab / k − 2 u_a δ_bm / k ;  ∂k/∂rgb_b = 2 δ_bm
+            g += gu
+            g[m] += 2.0 * (di * s - gu.dot(u))
+    return g
+
+
+@ti.func
+def emission(rgb, lam):
+    """An emitter's RGB radiance as the walk's colour (spectral: D65-scaled upsampling)."""
+    out = rgb
+    if ti.static(spectral()):
+        out = _scaled(rgb, lam, True)
+    elif ti.static(mono()):
+        out = vec3(_lum(rgb))
+    return out
+
+
+@ti.func
+def emission_adjoint(rgb, lam, d):
+    g = d
+    if ti.static(spectral()):
+        g = _scaled_adjoint(rgb, lam, d, True)
+    elif ti.static(mono()):
+        g = vec3(LUMINANCE) * d.sum()
+    return g
+
+
+@ti.func
+def unbounded(rgb, lam):
+    """An RGB value that may exceed 1 (a conductor's η, k): 2 max(rgb) S(c(rgb / (2 max)), λ)."""
+    out = rgb
+    if ti.static(spectral()):
+        out = _scaled(rgb, lam, False)
+    elif ti.static(mono()):
+        out = vec3(_lum(rgb))
+    return out
+
+
+@ti.func
+def unbounded_adjoint(rgb, lam, d):
+    g = d
+    if ti.static(spectral()):
+        g = _scaled_adjoint(rgb, lam, d, False)
+    elif ti.static(mono()):
+        g = vec3(LUMINANCE) * d.sum()
+    return g
