@@ -31,11 +31,21 @@ KERNEL_GROUPS = {
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 
 
+def pytest_addoption(parser):
+    parser.addoption("--extended", action="store_true",
+                     help="also run the tests marked `extended` (left out by default to keep CI under 20 minutes)")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Group the tests by shared kernels (xdist_group), and run the Vulkan subset last: its CPU halves
-    reuse the kernels the other tests of its group compiled."""
+    reuse the kernels the other tests of its group compiled. Tests marked `extended` are skipped unless
+    --extended is given."""
+    skip_ext = None if config.getoption("--extended") else pytest.mark.skip(
+        reason="extended lane: a heavier variant of a check the default lane also makes (run with --extended)")
     for item in items:
+        if skip_ext is not None and item.get_closest_marker("extended") is not None:
+            item.add_marker(skip_ext)
         stem = os.path.splitext(os.path.basename(str(item.fspath)))[0]
         item.add_marker(pytest.mark.xdist_group(_GROUP_OF.get(stem, stem)))
     items.sort(key=lambda item: item.get_closest_marker("vulkan") is not None)

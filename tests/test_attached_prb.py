@@ -67,7 +67,8 @@ def _scene(tmp, backdrop="area", mirror=False, w=32):
                                 "bsdfs": bs, "shapes": sh, "emitters": em}, base_dir=str(tmp))
 
 
-@pytest.mark.parametrize("case", ["glass_area", "glass_envmap", "mirror_area"])
+@pytest.mark.parametrize("case", ["glass_area", pytest.param("glass_envmap", marks=pytest.mark.extended),
+                                  pytest.param("mirror_area", marks=pytest.mark.extended)])
 def test_normalmap_gradients_vs_finite_differences(tmp_path, case):
     sc = _scene(tmp_path, backdrop="envmap" if "envmap" in case else "area", mirror=case.startswith("mirror"))
     rng = np.random.default_rng(1)
@@ -108,7 +109,7 @@ def _rough_scene(tmp, case, w=24, dist="beckmann", light_scale=3.0):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case,pname", [("mirror", "top.normalmap"), ("mirror", "inner.roughness"),
-                                        ("glass", "top.normalmap")])
+                                        pytest.param("glass", "top.normalmap", marks=pytest.mark.extended)])
 def test_near_specular_gradients_vs_finite_differences(tmp_path, case, pname):
     """Near-specular attached sampling (bsdfs/halfwarp.py): whole-render gradients w.r.t. the texels
     of a normal map on a rough mirror / rough glass and w.r.t. the mirror's roughness agree with
@@ -153,6 +154,7 @@ def test_forward_mode_equals_reverse(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_normalmap_glass_config_recovers_the_map(tmp_path):
     """The shipped config, shortened: attached PRB lowers the texel RMSE >= 3x, detached PRB does not
     move it."""

@@ -347,6 +347,7 @@ def _run_grin(arch):
 @pytest.mark.slow
 @pytest.mark.vulkan
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+@pytest.mark.extended
 def test_grin_images_and_gradients_on_vulkan_match_cpu():
     """The same rays on both backends: the ray counts agree exactly, the images to float rounding and
     the gradients to the rounding of their sums (i64 fixed point on the CPU; float atomics on a

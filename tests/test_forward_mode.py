@@ -57,6 +57,7 @@ def test_forward_equals_reverse_box(box, pname):
     assert abs(fwd - rev) <= 2e-4 * abs(rev), (pname, fwd, rev)
 
 
+@pytest.mark.extended
 def test_forward_equals_reverse_several_parameters_at_once(glossy):
     rng = np.random.default_rng(6)
     d = {n: rng.normal(size=glossy.params[n].shape) for n in ("metal.roughness", "plastic.roughness",

@@ -290,6 +290,7 @@ print(json.dumps({{k: g[k].tolist() for k in ("occ.translation", "occ.uniform_sc
 @pytest.mark.vulkan
 @pytest.mark.skipif(not __import__("tirender.backend", fromlist=["x"]).vulkan_devices(),
                     reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+@pytest.mark.extended
 def test_geometry_gradients_on_vulkan_match_cpu():
     """The same seed gives the same geometry gradients on Vulkan (a child process) as on the CPU,
     edge sampling included (float atomics on lavapipe: equal to ~1e-5)."""

@@ -143,7 +143,7 @@ def _thin():
     return tirender.load_scene(d)
 
 
-@pytest.mark.parametrize("points", [8, 0], ids=["split", "collision"])
+@pytest.mark.parametrize("points", [8, pytest.param(0, marks=pytest.mark.extended)], ids=["split", "collision"])
 def test_prbvolpath_thin_density_matches_fd(points):
     """Both in-scattering estimators (a quadrature along each flight, Ls by an emitter sample plus a
     path; the collision alone) are unbiased where the reconstruction starts."""
@@ -186,6 +186,7 @@ def test_inscatter_split_reduces_variance():
     assert var[8] * 6.0 < var[0], var
 
 
+@pytest.mark.extended
 def test_exact_kernels_match_shared_ones(smoke):
     """A user's process compiles volume kernels for exactly the scene's models (backend.share_kernels
     off, the default); the suite shares superset kernels. Both give the same image and gradients."""
