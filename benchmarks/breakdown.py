@@ -57,7 +57,7 @@ def stage_kernels():
                         if ti.static(level >= 2):
                             if tri >= 0:
                                 si = make_interaction(st, tri, t, b1, b2, o, d)
-                                v = vertex.surface_vertex(st, si, d)
+                                v = vertex.surface_vertex(st, si, d, vec3(0.0))
                                 acc += v.n[0]
                                 if ti.static(level >= 3):
                                     wl = square_to_cosine_hemisphere(sampler.next_2d())

@@ -258,7 +258,7 @@ def checks():
         d = vec3(x[3], x[4], x[5])
         tri, t, b1, b2 = intersect(st, o, d, BIG)
         si = make_interaction(st, tri, t, b1, b2, o, d)
-        v = vertex.surface_vertex(st, si, d)
+        v = vertex.surface_vertex(st, si, d, vec3(0.0))
         return attached.lobe_normal(st, D, v).dot(vec3(g[0], g[1], g[2])) + ti.cast(si.shape, ti.f64) * 1e3
 
     @ti.kernel
@@ -267,7 +267,7 @@ def checks():
         d = vec3(x[3], x[4], x[5])
         tri, t, b1, b2 = intersect(st, o, d, BIG)
         si = make_interaction(st, tri, t, b1, b2, o, d)
-        v = vertex.surface_vertex(st, si, d)
+        v = vertex.surface_vertex(st, si, d, vec3(0.0))
         g_n, g_uv = attached.lobe_normal_adjoint(st, D, v, tri, vec3(g[0], g[1], g[2]))
         g_o, g_d = attached.hit_adjoint(st, tri, t, b1, b2, o, d, vec3(0.0), g_n, g_uv)
         for i in ti.static(range(3)):
@@ -293,7 +293,7 @@ def checks():
     def k_area(x: ti.types.ndarray(), w: ti.types.ndarray()) -> ti.f64:
         q = direction_record(st.shape_emitter[3], vec3(0.0), vec3(0.0, 0.0, 1.0), vec2(x[0], x[1]),
                              vec3(0.0, 0.0, -1.0), 1.0)
-        return emitters.eval(st, em, q).dot(vec3(w[0], w[1], w[2]))
+        return emitters.eval(st, em, q, vec3(0.0)).dot(vec3(w[0], w[1], w[2]))
 
     @ti.kernel
     def k_area_adj(x: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
@@ -306,7 +306,7 @@ def checks():
     @ti.kernel
     def k_env(x: ti.types.ndarray(), w: ti.types.ndarray()) -> ti.f64:
         d = vec3(x[0], x[1], x[2]).normalized()
-        return emitters.eval(st, em, env_record(st.info_i[1], vec3(0.0), d)).dot(vec3(w[0], w[1], w[2]))
+        return emitters.eval(st, em, env_record(st.info_i[1], vec3(0.0), d), vec3(0.0)).dot(vec3(w[0], w[1], w[2]))
 
     @ti.kernel
     def k_env_adj(x: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):

@@ -58,7 +58,8 @@ def _assert_identical(a, b):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.extended)])   # 2: the kill test's case
+@pytest.mark.extended     # the kill test below makes the same comparison with 2 workers (and failures)
+@pytest.mark.parametrize("workers", [1, 2])
 def test_workers_bit_identical_to_one_process(single_process, tmp_path, workers):
     pytest.importorskip("ray")
     out = str(tmp_path / "run")
@@ -98,6 +99,7 @@ def _cli(args, env=None):
 
 
 @pytest.mark.slow
+@pytest.mark.extended     # resume itself: tests/test_optimize.py (one process)
 def test_killed_driver_resumes_identically(single_process, tmp_path):
     pytest.importorskip("ray")
     cfg = yaml.safe_load(open(CONFIG))

@@ -71,6 +71,7 @@ def test_forward_equals_reverse_several_parameters_at_once(glossy):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_forward_agrees_with_reverse_volume():
     """Volumes: the replay picks its in-scattering point with weights |δL ...| (walk/media.py
     IndirectPick), so forward (δL = e_c) and reverse (δL from the adjoint image) draw different

@@ -111,6 +111,7 @@ def test_raymarch_gradient_matches_fd():
 
 
 @pytest.mark.slow
+@pytest.mark.extended     # the same config, shortened, runs in tests/test_distributed.py
 def test_volume_recovery_short(tmp_path):
     """configs/volume_recovery.yaml, shortened (32x32 images, 16^3 -> 32^3, 60 iterations):
     the density RMSE vs the ground truth drops by >= 2x and the held-out view's error drops too."""

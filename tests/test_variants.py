@@ -169,6 +169,52 @@ def _grey_box():
     return sc
 
 
+CAUCHY = (1.6, 0.0135)      # int_ior at 589.3 nm, B (µm²)
+
+
+def _dispersion_samples():
+    """A dispersive dielectric (Cauchy) sampled through the renderer's dispatch at chosen wavelengths: rows of
+    (λ0, λ1, λ2, wi (3), wo (3), weight (3), pdf, delta) for refraction and reflection events."""
+    import taichi as ti
+    import tirender
+    from tirender.bsdfs.base import BsdfCtx
+    from tirender.bsdfs.registry import dispatch
+    from tirender.core.math import vec2, vec3
+    from tirender.scene.scene import bsdf_levels
+    sc = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}],
+                              "bsdfs": {"flint": {"type": "dielectric", "int_ior": CAUCHY[0], "cauchy_b": CAUCHY[1]}},
+                              "shapes": [{"id": "s", "type": "rectangle", "bsdf": "flint"}]})
+    st = sc.bind()
+    row = sc.desc.bsdf_ids["flint"]
+    D = dispatch(bsdf_levels(sc.desc.bsdfs, [row]))
+
+    @ti.kernel
+    def k(st: ti.template(), D: ti.template(), b: ti.i32, inp: ti.types.ndarray(), out: ti.types.ndarray()):
+        for i in range(out.shape[0]):
+            ctx = BsdfCtx(b=b, uv=vec2(0.5), dpdu=vec3(1.0, 0.0, 0.0), dpdv=vec3(0.0, 1.0, 0.0),
+                          ng=vec3(0.0, 0.0, 1.0), lam=vec3(inp[i, 0], inp[i, 1], inp[i, 2]))
+            wi = vec3(inp[i, 3], inp[i, 4], inp[i, 5])
+            s = D.sample(st, ctx, wi, inp[i, 6], vec2(0.5))
+            for c in ti.static(range(3)):
+                out[i, c] = s.wo[c]
+                out[i, 3 + c] = s.weight[c]
+            out[i, 6] = s.pdf
+            out[i, 7] = s.delta
+
+    rng = np.random.default_rng(3)
+    n = 64
+    lam = rng.uniform(380.0, 780.0, (n, 3))
+    th = rng.uniform(0.05, 1.2, n)
+    ph = rng.uniform(0.0, 2 * np.pi, n)
+    wi = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], 1)
+    wi[n // 2:] *= -1.0                                   # half from inside the glass
+    u1 = np.where(np.arange(n) % 4 == 0, 0.0, 0.999999)   # every 4th: the reflection lobe
+    inp = np.ascontiguousarray(np.concatenate([lam, wi, u1[:, None]], 1).astype(np.float32))
+    res = np.zeros((n, 8), np.float32)
+    k(st, D, row, inp, res)
+    return np.concatenate([inp[:, :6], res], 1).tolist()
+
+
 def child_checks(variant):
     """Run in a child process of the given variant: renders and gradient checks, reported as JSON."""
     import tirender
@@ -182,6 +228,7 @@ def child_checks(variant):
     if variant == "mono":
         out["grey_box"] = tirender.render(_grey_box(), spp=8, seed=3, progress=False).tolist()
         return out
+    out["dispersion"] = _dispersion_samples()
     parity = _parity_module()
     for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
         r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
@@ -246,6 +293,27 @@ def test_spectral_parity_with_mitsuba(spectral_report, spectral_out, name):
                                 variant="scalar_spectral")
     r = parity.compare(ours, theirs, name)
     assert np.all(np.abs(r["z"]) <= 3) and r["rmse_ratio"] <= 1.2, (r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
+
+
+def test_prism_dispersion_follows_snell_with_cauchy(spectral_report):
+    """Refraction through a dispersive dielectric bends each path's hero wavelength λ0 by Snell's law with the
+    Cauchy IOR η(λ0) = A + B (1/λ0² − 1/λ_D²), ends the other two lanes (weight × (3, 0, 0)) and keeps
+    reflection's mirror direction."""
+    rows = np.array(spectral_report["dispersion"], np.float64)
+    lam, wi, wo, w = rows[:, :3], rows[:, 3:6], rows[:, 6:9], rows[:, 9:12]
+    A, B = CAUCHY
+    l_um = lam[:, 0] * 1e-3
+    eta = A + B * (1.0 / l_um ** 2 - 1.0 / 0.5893 ** 2)
+    eta = np.where(wi[:, 2] > 0, eta, 1.0 / eta)          # from inside: the inverse ratio
+    refr = wo[:, 2] * wi[:, 2] < 0
+    assert refr.sum() >= 30 and (~refr).sum() >= 10
+    sin_i = np.hypot(wi[refr, 0], wi[refr, 1])
+    sin_t = np.hypot(wo[refr, 0], wo[refr, 1])
+    assert np.abs(sin_i - eta[refr] * sin_t).max() < 2e-5          # Snell, per wavelength
+    assert np.all(w[:, 1:] == 0.0) and np.all(w[:, 0] > 0.0)
+    assert np.allclose(wo[~refr], wi[~refr] * np.array([-1.0, -1.0, 1.0]), atol=1e-6)
+    spread = A + B * (1.0 / 0.4 ** 2 - 1.0 / 0.7 ** 2) - A
+    assert spread > 0.05                                            # the lanes really differ (400 vs 700 nm)
 
 
 def test_spectral_deterministic(spectral_report):
