@@ -297,13 +297,13 @@ def test_spectral_parity_with_mitsuba(spectral_report, spectral_out, name):
 
 def test_prism_dispersion_follows_snell_with_cauchy(spectral_report):
     """Refraction through a dispersive dielectric bends each path's hero wavelength λ0 by Snell's law with the
-    Cauchy IOR η(λ0) = A + B (1/λ0² − 1/λ_D²), ends the other two lanes (weight × (3, 0, 0)) and keeps
+    Cauchy IOR η(λ0) = (A + B (1/λ0² − 1/λ_D²)) / ext_ior, ends the other two lanes (weight × (3, 0, 0)) and keeps
     reflection's mirror direction."""
     rows = np.array(spectral_report["dispersion"], np.float64)
     lam, wi, wo, w = rows[:, :3], rows[:, 3:6], rows[:, 6:9], rows[:, 9:12]
     A, B = CAUCHY
     l_um = lam[:, 0] * 1e-3
-    eta = A + B * (1.0 / l_um ** 2 - 1.0 / 0.5893 ** 2)
+    eta = (A + B * (1.0 / l_um ** 2 - 1.0 / 0.5893 ** 2)) / 1.000277       # relative to ext_ior (air)
     eta = np.where(wi[:, 2] > 0, eta, 1.0 / eta)          # from inside: the inverse ratio
     refr = wo[:, 2] * wi[:, 2] < 0
     assert refr.sum() >= 30 and (~refr).sum() >= 10
