@@ -176,8 +176,7 @@ def reflectance(rgb, lam):
         sc = ti.static(_up().scale)
         xy = ti.static(_up().xy)
         co = ti.static(_up().coeffs)
-        for i in ti.static(range(3)):
-            out[i] = upsample.reflectance(sc, xy, co, rgb, lam[i])
+        out = upsample.reflectance3(sc, xy, co, rgb, lam)
     elif ti.static(mono()):
         out = vec3(_lum(rgb))
     return out
@@ -191,9 +190,7 @@ def reflectance_adjoint(rgb, lam, d):
         sc = ti.static(_up().scale)
         xy = ti.static(_up().xy)
         co = ti.static(_up().coeffs)
-        g = vec3(0.0)
-        for i in ti.static(range(3)):
-            g += upsample.reflectance_adjoint(sc, xy, co, rgb, lam[i], d[i])
+        g = upsample.reflectance3_adjoint(sc, xy, co, rgb, lam, d)
     elif ti.static(mono()):
         g = vec3(LUMINANCE) * d.sum()
     return g
@@ -209,12 +206,10 @@ def _scaled(rgb, lam, d65: ti.template()):
     out = vec3(0.0)
     k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
     if k > 0.0:
-        u = rgb / k
-        for i in ti.static(range(3)):
-            v = upsample.reflectance(sc, xy, co, u, lam[i]) * k
-            if ti.static(d65):
-                v *= cie.table_lerp(d65t, lam[i])
-            out[i] = v
+        out = upsample.reflectance3(sc, xy, co, rgb / k, lam) * k
+        if ti.static(d65):
+            for i in ti.static(range(3)):
+                out[i] *= cie.table_lerp(d65t, lam[i])
     return out
 
 
@@ -234,56 +229,57 @@ def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
         if rgb[2] >= ti.max(rgb[0], rgb[1]):
             m = 2
         u = rgb / k
-        for i in ti.static(range(3)):
-            D = 1.0
-            if ti.static(d65):
-                D = cie.table_lerp(d65t, lam[i])
-            di = d[i] * D
-            s = upsample.reflectance(sc, xy, co, u, lam[i])
-            gu = upsample.reflectance_adjoint(sc, xy, co, u, lam[i], di)      # ∂(di s(u))/∂u
-            # ∂u_a/∂rgb_b = δ_ab / k − 2 u_a δ_bm / k ;  ∂k/∂rgb_b = 2 δ_bm
-            g += gu
-            g[m] += 2.0 * (di * s - gu.dot(u))
+        dd = d
+        if ti.static(d65):
+            for i in ti.static(range(3)):
+                dd[i] *= cie.table_lerp(d65t, lam[i])
+        s = upsample.reflectance3(sc, xy, co, u, lam)
+        gu = upsample.reflectance3_adjoint(sc, xy, co, u, lam, dd)      # ∂<dd, s(u)>/∂u
+        # ∂u_a/∂rgb_b = δ_ab / k − 2 u_a δ_bm / k ;  ∂k/∂rgb_b = 2 δ_bm
+        g = gu
+        g[m] += 2.0 * (dd.dot(s) - gu.dot(u))
+    return g
+
+
+@ti.func
+def _lift(rgb, lam, d65: ti.template()):
+    """An unbounded RGB value as the walk's colour: k S(c(rgb/k), λ) [D65(λ)] (spectral), Y (mono), rgb."""
+    out = rgb
+    if ti.static(spectral()):
+        out = _scaled(rgb, lam, d65)
+    elif ti.static(mono()):
+        out = vec3(_lum(rgb))
+    return out
+
+
+@ti.func
+def _lift_adjoint(rgb, lam, d, d65: ti.template()):
+    """∂<d, _lift(rgb, λ)>/∂rgb."""
+    g = d
+    if ti.static(spectral()):
+        g = _scaled_adjoint(rgb, lam, d, d65)
+    elif ti.static(mono()):
+        g = vec3(LUMINANCE) * d.sum()
     return g
 
 
 @ti.func
 def emission(rgb, lam):
     """An emitter's RGB radiance as the walk's colour (spectral: D65-scaled upsampling)."""
-    out = rgb
-    if ti.static(spectral()):
-        out = _scaled(rgb, lam, True)
-    elif ti.static(mono()):
-        out = vec3(_lum(rgb))
-    return out
+    return _lift(rgb, lam, True)
 
 
 @ti.func
 def emission_adjoint(rgb, lam, d):
-    g = d
-    if ti.static(spectral()):
-        g = _scaled_adjoint(rgb, lam, d, True)
-    elif ti.static(mono()):
-        g = vec3(LUMINANCE) * d.sum()
-    return g
+    return _lift_adjoint(rgb, lam, d, True)
 
 
 @ti.func
 def unbounded(rgb, lam):
     """An RGB value that may exceed 1 (a conductor's η, k): 2 max(rgb) S(c(rgb / (2 max)), λ)."""
-    out = rgb
-    if ti.static(spectral()):
-        out = _scaled(rgb, lam, False)
-    elif ti.static(mono()):
-        out = vec3(_lum(rgb))
-    return out
+    return _lift(rgb, lam, False)
 
 
 @ti.func
 def unbounded_adjoint(rgb, lam, d):
-    g = d
-    if ti.static(spectral()):
-        g = _scaled_adjoint(rgb, lam, d, False)
-    elif ti.static(mono()):
-        g = vec3(LUMINANCE) * d.sum()
-    return g
+    return _lift_adjoint(rgb, lam, d, False)

@@ -11,8 +11,9 @@ Emitters (Mitsuba 3's ``d65`` convention): an RGB radiance L is L_s(λ) = S(c(L 
 k = 2 max(L), so the upsampled colour is a reflectance-like spectrum of maximum ½ (smooth) and white light is
 D65.
 
-Host: ``fetch_np(rgb)`` (..., 3) → coefficients, ``eval_np(c, λ)``. Device: ``fetch(rgb)`` → vec3
-coefficients (after ``bind()``), ``eval_coeffs(c, λ)``, ``reflectance(rgb, λ)``, ``reflectance_adjoint``.
+Host: ``fetch_np(rgb)`` (..., 3) → coefficients, ``eval_np(c, λ)``. Device (after ``bind()``): the
+coefficients and Jacobian (``lookup``), ``reflectance3(rgb, λ)`` / ``reflectance3_adjoint`` for a path's three
+wavelengths (one lookup each).
 """
 import os
 
@@ -185,27 +186,30 @@ def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
 
 
 @ti.func
-def reflectance(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam):
-    """s(λ) of the upsampled RGB reflectance at one wavelength λ (nm); white (≥ 1 everywhere) is 1."""
-    out = 0.0
+def reflectance3(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam):
+    """s(λ_i) for the three wavelengths of a path (vec3 lam): one table lookup, three sigmoid evaluations."""
+    out = vec3(0.0)
     if ti.min(rgb[0], rgb[1], rgb[2]) >= 1.0:
-        out = 1.0
+        out = vec3(1.0)
     else:
         c, J, valid = lookup(scale, xy, coeffs, rgb)
         if valid:
-            out, _ = sigmoid_poly(c, lam)
+            for i in ti.static(range(3)):
+                out[i], _ = sigmoid_poly(c, lam[i])
     return out
 
 
 @ti.func
-def reflectance_adjoint(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam, d):
-    """∂(d · s(λ))/∂rgb (vec3) of ``reflectance`` (0 where rgb is clamped, black or white)."""
+def reflectance3_adjoint(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam, d):
+    """∂<d, reflectance3(rgb, λ)>/∂rgb (vec3)."""
     g = vec3(0.0)
     if ti.min(rgb[0], rgb[1], rgb[2]) < 1.0:
         c, J, valid = lookup(scale, xy, coeffs, rgb)
         if valid:
-            _, ds = sigmoid_poly(c, lam)
-            dc = d * ds * vec3(lam * lam, lam, 1.0)
+            dc = vec3(0.0)
+            for i in ti.static(range(3)):
+                _, ds = sigmoid_poly(c, lam[i])
+                dc += d[i] * ds * vec3(lam[i] * lam[i], lam[i], 1.0)
             g = J.transpose() @ dc
             for k in ti.static(range(3)):
                 if rgb[k] < 0.0 or rgb[k] > 1.0:
