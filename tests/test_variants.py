@@ -130,7 +130,8 @@ def test_cli_refuses_a_variant_in_one_line(tmp_path):
 
 # ------------------------------------------------------------------------------------------- children
 def _child(variant, out_dir):
-    env = dict(os.environ, TIRENDER_VARIANT=variant, TIRENDER_TEST_OUT=str(out_dir))
+    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
+    env.pop("TIRENDER_VARIANT", None)        # the child chooses it with tirender.set_variant
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant], capture_output=True,
                           text=True, timeout=1200, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -220,9 +221,11 @@ def child_checks(variant):
     import tirender
     from tirender import gradcheck, variants
     from tirender.config import load_config
+    furnace = tirender.load_scene(_furnace())      # a scene built before the variant is chosen
+    tirender.set_variant(variant)
     assert variants.name() == variant
     out = {}
-    img = tirender.render(_furnace(), spp=32, seed=0, progress=False)
+    img = tirender.render(furnace, spp=32, seed=0, progress=False)
     out["furnace_mean"] = img.reshape(-1, 3).mean(0).tolist()
     out["furnace_se"] = (img.reshape(-1, 3).std(0) / np.sqrt(img.shape[0] * img.shape[1])).tolist()
     if variant == "mono":

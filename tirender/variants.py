@@ -32,6 +32,7 @@ import os
 
 import taichi as ti
 
+from . import backend
 from .core.math import vec3
 from .errors import ConfigError
 from .spectra import cie, upsample
@@ -71,6 +72,8 @@ def set_variant(v, file=None, key="variant"):
                           f"process (start a new one, or set TIRENDER_VARIANT)", file, key)
     _name = v
     os.environ["TIRENDER_VARIANT"] = v       # child processes (CLI workers) follow
+    if backend.current_arch() is not None:
+        prepare()                            # scenes built before the switch: the tables exist before kernels compile
 
 
 def _static(which):
