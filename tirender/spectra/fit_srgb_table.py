@@ -10,8 +10,8 @@ fitted so that the spectrum's colour under D65 (CIE 1931 2°, integrated by Simp
 Cells are solved by continuation along z from z = res/5 outwards (each fit starts at its neighbour's
 solution), all (x, y) cells of a slice at once in numpy float64.
 
-Run ``python -m tirender.spectra.fit_srgb_table [--res 64] [--out PATH]`` to rewrite the table shipped as
-``srgb_table.npz`` (arrays ``scale`` (res,) (z nodes), ``xy`` (res,) (x and y nodes) and ``coeffs`` (3, res,
+tirender fits it on first use and caches it (``upsample.table_path()``); ``python -m
+tirender.spectra.fit_srgb_table [--res 64] [--out PATH]`` writes one by hand. The file holds the arrays ``scale`` (res,) (z nodes), ``xy`` (res,) (x and y nodes) and ``coeffs`` (3, res,
 res, res, 3) float32 indexed [l, z, y, x], coefficients for λ in nm). A 64-resolution table takes about a minute on two cores.
 """
 import argparse
@@ -22,7 +22,6 @@ import numpy as np
 
 from . import cie
 
-DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "srgb_table.npz")
 
 
 def _smoothstep(x):
@@ -146,16 +145,26 @@ def fit(res=64, progress=True):
     return scale.astype(np.float32), g.astype(np.float32), out.reshape(3, res, res, res, 3).astype(np.float32)
 
 
+def write_table(path, res=64, progress=True):
+    """Fit the table and write it to ``path`` atomically (a temporary file renamed: concurrent writers and an
+    interrupted fit leave no partial table)."""
+    sys.stderr.write(f"tirender: fitting the RGB-to-spectrum table once (about a minute) -> {path}\n")
+    scale, xy, coeffs = fit(res, progress)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp.npz"
+    np.savez_compressed(tmp, scale=scale, xy=xy, coeffs=coeffs)
+    os.replace(tmp, path)
+
+
 def main(argv=None):
+    from .upsample import table_path
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--res", type=int, default=64)
-    ap.add_argument("--out", default=DEFAULT_PATH)
+    ap.add_argument("--out", default=None, help="default: the cache path tirender reads")
     a = ap.parse_args(argv)
-    scale, xy, coeffs = fit(a.res)
-    tmp = a.out + ".tmp.npz"
-    np.savez_compressed(tmp, scale=scale, xy=xy, coeffs=coeffs)
-    os.replace(tmp, a.out)
-    print(f"wrote {a.out}: resolution {a.res}")
+    out = a.out or table_path()
+    write_table(out, a.res)
+    print(f"wrote {out}: resolution {a.res}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """RGB → spectrum upsampling (Jakob & Hanika 2019): linear sRGB in [0,1]³ ↦ a smooth reflectance spectrum
 s(λ) = S(c0 λ² + c1 λ + c2), S(x) = ½ + x / (2√(1+x²)), with c from the coefficient table that
-``fit_srgb_table.py`` generates (``srgb_table.npz`` beside this file).
+``fit_srgb_table.py`` generates: on first use, once per machine (about a minute on two cores), into
+``table_path()`` ($TIRENDER_CACHE_DIR, else $XDG_CACHE_HOME/tirender or ~/.cache/tirender).
 
 The lookup is the table's trilinear interpolation (largest channel picks the sub-table; z = that channel on
 the table's smoothstep nodes, x and y the other two channels over z on its ``xy`` nodes), so s(λ) is a piecewise-smooth function
@@ -22,16 +23,28 @@ import taichi as ti
 
 from ..core.math import vec3
 
-TABLE_PATH = os.path.join(os.path.dirname(__file__), "srgb_table.npz")
+TABLE_NAME = "srgb_table_v1_64.npz"     # bump the version when the fit changes
 
 _table = None
 
 
+def table_path():
+    """Where the fitted table is cached."""
+    base = os.environ.get("TIRENDER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tirender")
+    return os.path.join(base, TABLE_NAME)
+
+
 def table():
-    """(scale (res,) z nodes, xy (res,) x/y nodes, coeffs (3, res, res, res, 3)) float32, loaded once."""
+    """(scale (res,) z nodes, xy (res,) x/y nodes, coeffs (3, res, res, res, 3)) float32, loaded once; fitted
+    and cached on first use."""
     global _table
     if _table is None:
-        with np.load(TABLE_PATH) as z:
+        path = table_path()
+        if not os.path.exists(path):
+            from .fit_srgb_table import write_table
+            write_table(path, progress=False)
+        with np.load(path) as z:
             _table = (z["scale"].astype(np.float32), z["xy"].astype(np.float32), z["coeffs"].astype(np.float32))
     return _table
 
