@@ -76,12 +76,6 @@ def sample_wavelength_np(u):
     return lam, np.cosh(_K * (lam - _C)) ** 2 / PDF_SCALE
 
 
-def spectrum_to_srgb_np(values, lam):
-    """Linear sRGB of one path's sampled spectrum: values (..., n) already divided by the wavelengths' pdfs,
-    lam (..., n) nm → (..., 3) = Y_NORMALIZATION · mean_i srgb̄(λ_i) values_i."""
-    return (_interp(SRGB_BAR, lam) * np.asarray(values)[..., None]).mean(axis=-2) * Y_NORMALIZATION
-
-
 _fields = None
 
 
