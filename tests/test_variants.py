@@ -216,6 +216,29 @@ def _dispersion_samples():
     return np.concatenate([inp[:, :6], res], 1).tolist()
 
 
+LAMPS = {"blackbody": {"type": "blackbody", "temperature": 5000, "scale": 1e-4},
+         "blackbody_warm": {"type": "blackbody", "temperature": 2700, "scale": 3e-4},
+         "uniform": {"type": "uniform", "value": 2.0},
+         "d65": {"type": "d65", "color": [0.9, 0.5, 0.2], "scale": 2.0}}
+
+
+def emitter_spectra_checks():
+    """A directly seen lamp of each emitter spectrum (tests/test_emitter_spectra.py): the image's mean and its
+    standard error, and Σ_c s_c ∂(Σ image)/∂s_c vs Σ image (the image is 1-homogeneous in the lamp's value s)."""
+    import tirender
+    from test_emitter_spectra import lamp_scene
+    out = {}
+    for name, rad in LAMPS.items():
+        sc = tirender.load_scene(lamp_scene(rad, w=16))
+        img = tirender.render(sc, spp=32, seed=2, progress=False).reshape(-1, 3).astype(np.float64)
+        small = tirender.render(sc, spp=2, seed=3, progress=False)
+        g = tirender.render_grad(sc, np.ones_like(small), spp=2, seed=3, progress=False)["lamp.radiance"]
+        out[name] = {"mean": img.mean(0).tolist(), "se": (img.std(0) / np.sqrt(len(img))).tolist(),
+                     "euler": float((g.reshape(3) * sc.params["lamp.radiance"].reshape(3)).sum()),
+                     "sum": float(small.astype(np.float64).sum())}
+    return out
+
+
 def child_checks(variant):
     """Run in a child process of the given variant: renders and gradient checks, reported as JSON."""
     import tirender
@@ -228,6 +251,7 @@ def child_checks(variant):
     img = tirender.render(furnace, spp=32, seed=0, progress=False)
     out["furnace_mean"] = img.reshape(-1, 3).mean(0).tolist()
     out["furnace_se"] = (img.reshape(-1, 3).std(0) / np.sqrt(img.shape[0] * img.shape[1])).tolist()
+    out["lamps"] = emitter_spectra_checks()
     if variant == "mono":
         out["grey_box"] = tirender.render(_grey_box(), spp=8, seed=3, progress=False).tolist()
         return out
@@ -339,6 +363,40 @@ def test_spectral_forward_mode_vs_finite_differences(spectral_report):
     assert abs(f["jv"]) > 5 * f["se"], f
 
 
+def _expected_lamp(name):
+    from tirender.spectra import blackbody, cie
+    rad = LAMPS[name]
+    if rad["type"] == "blackbody":
+        return rad["scale"] * blackbody.srgb(rad["temperature"])
+    if rad["type"] == "d65":
+        return rad["scale"] * np.array(rad["color"])
+    lam = np.linspace(cie.LAMBDA_MIN, cie.LAMBDA_MAX, 47001)      # uniform: the sRGB of illuminant E
+    return rad["value"] * np.trapezoid(cie._interp(cie.SRGB_BAR, lam), lam, axis=0) * cie.Y_NORMALIZATION
+
+
+@pytest.mark.parametrize("name", list(LAMPS))
+def test_spectral_emitter_spectra(spectral_report, name):
+    """Spectral: a directly seen black body (Planck's law at the sampled wavelengths), uniform and D65 lamp has
+    the sRGB its spectrum integrates to (within the wavelength-sampling noise; d65: the colour within the
+    upsampling's round trip); PRB's gradient of the lamp's value obeys Euler's identity exactly (same paths)."""
+    r = spectral_report["lamps"][name]
+    m, se, ref = np.array(r["mean"]), np.array(r["se"]), _expected_lamp(name)
+    assert np.all(np.abs(m - ref) <= 4 * se + 3e-3 * ref.max()), (name, m, ref, se)
+    if name != "d65":
+        assert np.all(se > 0)                       # the wavelengths vary per path
+    assert r["euler"] == pytest.approx(r["sum"], rel=1e-4), r
+
+
+def test_mono_emitter_spectra(mono_report):
+    """mono: each lamp is the luminance of its RGB counterpart, in all three channels."""
+    from tirender.variants import LUMINANCE
+    for name in LAMPS:
+        r = mono_report["lamps"][name]
+        y = float(np.array(LUMINANCE) @ _expected_lamp(name))
+        assert np.allclose(r["mean"], y, rtol=1e-5), (name, r["mean"], y)
+        assert r["euler"] == pytest.approx(r["sum"], rel=1e-4), r
+
+
 def test_mono_furnace_and_grey_scene(mono_report):
     """mono: the furnace is 1; a grey scene renders exactly as in rgb (same random numbers, Y of grey = grey)."""
     import tirender
@@ -371,8 +429,10 @@ def f64_checks():
             v = variants.emission(rgb, lv)
         elif which == 2:
             v = variants.unbounded(rgb, lv)
-        else:
+        elif which == 3:
             v = variants.to_rgb(rgb, lv, vec3(1.3, 0.7, 2.0))
+        else:
+            v = variants.emission_spectrum(rgb, lv, which - 4, 4100.0)
         return v.dot(vec3(g[0], g[1], g[2]))
 
     @ti.kernel
@@ -388,13 +448,16 @@ def f64_checks():
             r = variants.emission_adjoint(rgb, lv, d)
         elif which == 2:
             r = variants.unbounded_adjoint(rgb, lv, d)
-        else:
+        elif which == 3:
             r = variants.adjoint_from_rgb(d, lv, vec3(1.3, 0.7, 2.0))
+        else:
+            r = variants.emission_spectrum_adjoint(rgb, lv, which - 4, 4100.0, d)
         for i in ti.static(range(3)):
             o[i] = r[i]
 
     for which, name, scale in ((0, "reflectance", 1.0), (1, "emission (D65)", 20.0), (2, "unbounded (eta, k)", 3.0),
-                               (3, "film: lanes -> sRGB", 5.0)):
+                               (3, "film: lanes -> sRGB", 5.0), (4, "emitter spectrum: RGB (D65)", 20.0),
+                               (5, "emitter spectrum: black body", 2.0), (6, "emitter spectrum: uniform", 4.0)):
         errs = []
         while len(errs) < 100:
             x = rng.uniform(0.03, 0.97, 3) * scale
@@ -421,7 +484,7 @@ def test_upsampling_adjoints_vs_central_differences_f64():
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
-    assert len(report) == 4
+    assert len(report) == 7
     for name, r in report.items():
         assert r["cases"] >= 100 and r["max_rel_err"] <= 1e-5, (name, r)
 

@@ -35,7 +35,7 @@ import taichi as ti
 from . import backend
 from .core.math import vec3
 from .errors import ConfigError
-from .spectra import cie, upsample
+from .spectra import blackbody, cie, upsample
 
 NAMES = ("rgb", "mono", "spectral")
 PLANNED = ("spectral_polarized",)
@@ -275,6 +275,44 @@ def emission(rgb, lam):
 @ti.func
 def emission_adjoint(rgb, lam, d):
     return _lift_adjoint(rgb, lam, d, True)
+
+
+# An emitter's spectrum (emitters/base.py Row.spectrum): what its RGB value means in the spectral variant
+SPECTRUM_RGB = 0          # rgb × D65 by upsampling (Mitsuba's d65 convention; also the ``d65`` type)
+SPECTRUM_BLACKBODY = 1    # rgb (a factor, usually grey) × Planck's B(λ, T)
+SPECTRUM_UNIFORM = 2      # rgb upsampled without D65 (``uniform``: a flat spectrum for grey values)
+
+
+@ti.func
+def _planck3(lam, T):
+    return vec3(blackbody.planck_ti(lam[0], T), blackbody.planck_ti(lam[1], T), blackbody.planck_ti(lam[2], T))
+
+
+@ti.func
+def emission_spectrum(rgb, lam, kind, T):
+    """An emitter's value rgb as radiance at wavelengths lam under its spectrum kind (SPECTRUM_*; T: the
+    black body's temperature in K). Spectral variant only."""
+    out = vec3(0.0)
+    if kind == SPECTRUM_BLACKBODY:
+        out = _scaled(rgb, lam, False) * _planck3(lam, T)
+    elif kind == SPECTRUM_UNIFORM:
+        out = _scaled(rgb, lam, False)
+    else:
+        out = _scaled(rgb, lam, True)
+    return out
+
+
+@ti.func
+def emission_spectrum_adjoint(rgb, lam, kind, T, d):
+    """∂<d, emission_spectrum(rgb, λ, kind, T)>/∂rgb."""
+    g = vec3(0.0)
+    if kind == SPECTRUM_BLACKBODY:
+        g = _scaled_adjoint(rgb, lam, d * _planck3(lam, T), False)
+    elif kind == SPECTRUM_UNIFORM:
+        g = _scaled_adjoint(rgb, lam, d, False)
+    else:
+        g = _scaled_adjoint(rgb, lam, d, True)
+    return g
 
 
 @ti.func

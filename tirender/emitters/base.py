@@ -126,3 +126,9 @@ class Row:
         self.to_world = None
         self.floats = []            # model constants, st.em_f[e, 0:N_FLOAT] (e.g. a spot's falloff)
         self.flags = model.FLAGS
+        # the spectrum of its light (variants.SPECTRUM_*, st.em_spec): RGB (D65-scaled in the spectral
+        # variant), a black body at `temperature` K (st.em_temp) or uniform; `tint` (st.em_tint) is the
+        # spectrum's linear sRGB per unit texture value, by which the RGB and mono variants multiply
+        self.spectrum = 0
+        self.temperature = 0.0
+        self.tint = (1.0, 1.0, 1.0)

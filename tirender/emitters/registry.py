@@ -7,7 +7,9 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
 
     sample_emitter(st, em, ref_p, u) -> DirectionSample    (emitter = -1: none)
     pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
-    eval(st, em, q) -> vec3 / eval_adjoint(st, em, q, d_le)
+    eval(st, em, q, lam) -> vec3 / eval_adjoint(st, em, q, d_le, lam)
+    emission(st, e, rgb, lam) / emission_adjoint(...)      an emitter's RGB value through its spectrum
+                                                            (Row.spectrum: RGB, black body, uniform)
     eval_grad(st, em, q, w) -> (vec2, vec3)                 ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
                                                             seen at a moving point or along a moving
                                                             direction (attached PRB); 0 for models
@@ -61,9 +63,33 @@ def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
                 if t == MODELS[i].TAG:
                     ds = MODELS[i].sample_direction(st, e, ref_p, ur)
         ds.pdf = ds.pdf / n
-        ds.weight = variants.emission(ds.weight * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
-        ds.le = variants.emission(ds.le, lam)
+        ds.weight = emission(st, e, ds.weight * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
+        ds.le = emission(st, e, ds.le, lam)
     return ds
+
+
+@ti.func
+def emission(st: ti.template(), e, rgb, lam):
+    """Emitter e's radiance value rgb (its texture's RGB: W m⁻² sr⁻¹, or the unit of its slot) as the
+    walk's colour at wavelengths lam, through the emitter's spectrum (``Row.spectrum``: RGB, black body or
+    uniform; the RGB and mono variants multiply by the spectrum's sRGB ``st.em_tint[e]``)."""
+    out = vec3(0.0)
+    if ti.static(variants.spectral()):
+        out = variants.emission_spectrum(rgb, lam, st.em_spec[e], st.em_temp[e])
+    else:
+        out = variants.emission(rgb * st.em_tint[e], lam)
+    return out
+
+
+@ti.func
+def emission_adjoint(st: ti.template(), e, rgb, lam, d):
+    """∂<d, emission(st, e, rgb, λ)>/∂rgb."""
+    g = vec3(0.0)
+    if ti.static(variants.spectral()):
+        g = variants.emission_spectrum_adjoint(rgb, lam, st.em_spec[e], st.em_temp[e], d)
+    else:
+        g = variants.emission_adjoint(rgb * st.em_tint[e], lam, d) * st.em_tint[e]
+    return g
 
 
 @ti.func
@@ -81,7 +107,7 @@ def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
 @ti.func
 def eval(st: ti.template(), em: ti.template(), q, lam):
     """Le of record q (emitter q.emitter) as the walk's colour at wavelengths lam."""
-    return variants.emission(eval_rgb(st, em, q), lam)
+    return emission(st, q.emitter, eval_rgb(st, em, q), lam)
 
 
 @ti.func
@@ -100,11 +126,12 @@ def eval_rgb(st: ti.template(), em: ti.template(), q):
 def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le, lam):
     """Scatter ∂<d_le, Le(q)>/∂π into the gradient pool (d_le: per lane of the walk's colour)."""
     if q.emitter >= 0:
-        if ti.static(not variants.rgb()):
+        rgb = vec3(0.0)
+        if ti.static(variants.spectral()):
             rgb = eval_rgb(st, em, q)
             if ti.max(rgb[0], rgb[1], rgb[2]) <= 0.0:
                 rgb = q.le                  # a Dirac emitter's sampled record (the upsampling's Jacobian is 0-homogeneous)
-            d_le = variants.emission_adjoint(rgb, lam, d_le)
+        d_le = emission_adjoint(st, q.emitter, rgb, lam, d_le)   # (rgb, mono: linear, rgb unused)
         t = st.em_type[q.emitter]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG)):
@@ -123,7 +150,7 @@ def eval_grad(st: ti.template(), em: ti.template(), q, w):
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG) and hasattr(MODELS[i], "eval_grad")):
                 if t == MODELS[i].TAG:
-                    g_uv, g_d = MODELS[i].eval_grad(st, q.emitter, q, w)
+                    g_uv, g_d = MODELS[i].eval_grad(st, q.emitter, q, w * st.em_tint[q.emitter])
     return g_uv, g_d
 
 
@@ -147,6 +174,6 @@ def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     o, d, nrm, uv, w, pw = MODELS[i].sample_ray(st, e, u_pos, u_dir, center, radius)
-        w = w * n_em
+        w = w * n_em * st.em_tint[e]
         pw = pw * n_em
     return e, o, d, nrm, uv, w, pw

@@ -327,9 +327,11 @@ class _Builder:
                               f"{key}.type")
         if shape < 0 and model.FLAGS & SURFACE:
             raise ConfigError(f"{t} emitters are attached to shapes (shapes[i].emitter)", self.file, key)
+        spec, spectrum = self.emitter_spectrum(spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, self.file, key,
                           family=("emitter", t, _EMITTER_KEYS))
         row = EmitterRow(eid, model.TAG, model, shape)
+        row.spectrum, row.temperature, row.tint = spectrum
         for k in model.KEYS:
             if k.kind == "texture":
                 row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
@@ -338,6 +340,44 @@ class _Builder:
             model.build(self, row, values, key)
         self.emitters.append(row)
         return len(self.emitters) - 1
+
+    def emitter_spectrum(self, spec, model, key):
+        """An emitter's light given as a spectrum type in its first texture key (radiance, intensity or
+        irradiance), as Mitsuba's ``<spectrum type=...>``:
+
+            {type: blackbody, temperature: K, scale: s}   Planck's law × s (W m⁻² sr⁻¹ nm⁻¹ × s)
+            {type: d65, color: rgb, scale: s}             D65 × rgb × s (what an RGB value means already)
+            {type: uniform, value: v}                     v at every wavelength (no D65)
+
+        -> (spec with that key replaced by its differentiable factor (s, rgb s or v), (kind, T, tint)).
+        Any other value is the usual RGB texture (kind SPECTRUM_RGB)."""
+        k0 = next((k for k in model.KEYS if k.kind == "texture"), None)
+        v = spec.get(k0.name) if k0 is not None else None
+        plain = (variants.SPECTRUM_RGB, 0.0, (1.0, 1.0, 1.0))
+        if not (isinstance(v, dict) and v.get("type") in ("blackbody", "d65", "uniform")):
+            return spec, plain
+        where = f"{key}.{k0.name}"
+        t = v["type"]
+        allowed = {"blackbody": {"type", "temperature", "scale"}, "d65": {"type", "color", "scale"},
+                   "uniform": {"type", "value"}}[t]
+        _keys(v, allowed, self.file, where)
+        if t == "blackbody":
+            if "temperature" not in v:
+                raise ConfigError("a blackbody needs 'temperature' (kelvin)", self.file, where)
+            from ..spectra import blackbody
+            temp = _num(v["temperature"], self.file, f"{where}.temperature", blackbody.T_MIN, blackbody.T_MAX)
+            factor = _num(v.get("scale", 1.0), self.file, f"{where}.scale", 0.0)
+            tint = tuple(float(c) for c in blackbody.srgb(temp))
+            kind = (variants.SPECTRUM_BLACKBODY, temp, tint)
+        elif t == "d65":
+            s = _num(v.get("scale", 1.0), self.file, f"{where}.scale", 0.0)
+            c = vec3(v.get("color", 1.0), self.file, f"{where}.color", lo=0.0)
+            factor = [s * float(x) for x in c]
+            kind = plain
+        else:
+            factor = _num(v.get("value", 1.0), self.file, f"{where}.value", 0.0)
+            kind = (variants.SPECTRUM_UNIFORM, 0.0, (1.0, 1.0, 1.0))
+        return dict(spec, **{k0.name: factor}), kind
 
     # -- shapes ---------------------------------------------------------------------------
     def shape(self, i, spec):

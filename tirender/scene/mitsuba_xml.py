@@ -215,6 +215,8 @@ class _Importer:
             if len(v) not in (1, 3):
                 raise self.err(n, f"expected 1 or 3 numbers, got {len(v)}")
             return v[0] if len(v) == 1 else v
+        if t == "spectrum" and "type" in n.attrs:
+            return self.spectrum_type(n)
         if t == "spectrum":
             if "filename" in n.attrs:
                 raise self.err(n, "spectral data files are not supported (use <rgb>)")
@@ -239,6 +241,24 @@ class _Importer:
                 raise self.err(n, f"unknown id '{rid}'")
             return self.objects[rid][1]
         raise self.err(n, "unsupported tag")
+
+    def spectrum_type(self, n):
+        """<spectrum type="blackbody|d65|uniform"> with its <float>/<rgb> children -> the emitter spectrum
+        mapping of tirender's scene format (scene/description.py emitter_spectrum)."""
+        typ = self.attr(n, "type")
+        allowed = {"blackbody": ("temperature", "scale"), "d65": ("scale", "color"), "uniform": ("value",)}
+        if typ not in allowed:
+            raise self.err(n, f"unsupported spectrum type '{typ}' (blackbody, d65, uniform)")
+        out = {"type": typ}
+        if typ == "uniform" and "value" in n.attrs:
+            out["value"] = self.number(n, self.attr(n, "value"))
+        for c in n.children:
+            name = self.attr(c, "name")
+            if name not in allowed[typ]:
+                raise self.err(c, f"unsupported property '{name}' of a {typ} spectrum "
+                                  f"(expected: {', '.join(allowed[typ])})")
+            out[name] = self.prop(c)
+        return out
 
     def props(self, node, family, typ, keys, skip=(), renames=None):
         """The property children of `node` -> {tirender key: value}; unknown names raise."""

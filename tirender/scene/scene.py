@@ -202,6 +202,9 @@ class Scene:
         a["em_dir"] = np.array([e.direction for e in ems] or [(0, 0, 1)], np.float32)
         a["em_f"] = np.array([_row(e.floats, emitter_registry.N_FLOAT, 0.0) for e in ems]
                              or [[0.0] * emitter_registry.N_FLOAT], np.float32)
+        a["em_spec"] = np.array([e.spectrum for e in ems] or [0], np.int32)
+        a["em_temp"] = np.array([e.temperature for e in ems] or [0.0], np.float32)
+        a["em_tint"] = np.array([e.tint for e in ems] or [(1.0, 1.0, 1.0)], np.float32)
         rots = []
         for e in ems:
             m = e.to_world if e.to_world is not None else np.eye(4)

@@ -106,6 +106,8 @@ class Storage:
         fb.dense(ti.ij, (c["emitters"], emitters.N_TEX)).place(f.em_tex)
         f.em_f = ti.field(float)
         fb.dense(ti.ij, (c["emitters"], emitters.N_FLOAT)).place(f.em_f)
+        f.em_spec, f.em_temp, f.em_tint = ti.field(ti.i32), ti.field(float), vec3.field()   # its spectrum
+        fb.dense(ti.i, c["emitters"]).place(f.em_spec, f.em_temp, f.em_tint)
         f.emtri_idx, f.emtri_cdf = ti.field(ti.i32), ti.field(float)
         fb.dense(ti.i, c["emtris"]).place(f.emtri_idx, f.emtri_cdf)
         f.env_dist = ti.field(float)

@@ -1,6 +1,6 @@
 """RGB → spectrum upsampling (Jakob & Hanika 2019): linear sRGB in [0,1]³ ↦ a smooth reflectance spectrum
 s(λ) = S(c0 λ² + c1 λ + c2), S(x) = ½ + x / (2√(1+x²)), with c from the coefficient table that
-``fit_srgb_table.py`` generates: on first use, once per machine (about a minute on two cores), into
+``fit_srgb_table.py`` generates: on first use, once per machine (about 20 s on two cores), into
 ``table_path()`` ($TIRENDER_CACHE_DIR, else $XDG_CACHE_HOME/tirender or ~/.cache/tirender).
 
 The lookup is the table's trilinear interpolation (largest channel picks the sub-table; z = that channel on
@@ -35,6 +35,25 @@ def table_path():
     return os.path.join(base, TABLE_NAME)
 
 
+def _fit_once(path):
+    """Fit the table into ``path`` unless another process is doing it (then wait for its file): processes
+    starting together (test workers, Ray workers) fit it once."""
+    from .fit_srgb_table import write_table
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:              # no advisory locks (Windows): each process fits; the write is atomic
+        write_table(path, progress=False)
+        return
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not os.path.exists(path):
+                write_table(path, progress=False)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def table():
     """(scale (res,) z nodes, xy (res,) x/y nodes, coeffs (3, res, res, res, 3)) float32, loaded once; fitted
     and cached on first use."""
@@ -42,8 +61,7 @@ def table():
     if _table is None:
         path = table_path()
         if not os.path.exists(path):
-            from .fit_srgb_table import write_table
-            write_table(path, progress=False)
+            _fit_once(path)
         with np.load(path) as z:
             _table = (z["scale"].astype(np.float32), z["xy"].astype(np.float32), z["coeffs"].astype(np.float32))
     return _table
