@@ -270,10 +270,22 @@ def _render_child():
     print("RENDER-RESULT " + json.dumps(_render_results()))
 
 
-def _run_render_vulkan():
-    r = _child(args=[os.path.abspath(__file__), "--render-child"], TIRENDER_ARCH="vulkan")
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RENDER-RESULT ")][-1]
+def _start_render_vulkan():
+    """Start the Vulkan child (it runs while this process computes the CPU half); ``_finish`` collects it."""
+    e = dict(os.environ, PYTHONPATH=ROOT, TIRENDER_ARCH="vulkan")
+    e.pop("TIRENDER_FP", None)
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--render-child"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=e)
+
+
+def _finish_render_vulkan(p):
+    try:
+        out, err = p.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise
+    assert p.returncode == 0, out[-2000:] + err[-4000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("RENDER-RESULT ")][-1]
     return json.loads(line[len("RENDER-RESULT "):])
 
 
@@ -287,8 +299,11 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
     the CPU, f32 on the software Vulkan device)."""
     if backend.current_arch() != "cpu":
         pytest.skip("compares with this test process's CPU results")
-    vk = _run_render_vulkan()
-    cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process
+    child = _start_render_vulkan()
+    try:
+        cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process, meanwhile
+    finally:
+        vk = _finish_render_vulkan(child)
     assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
     for key in ("img", "vimg", "mimg", "ptimg", "cimg"):    # mimg: coherent MCMC, the same decisions on both backends
         a, b = np.asarray(cpu[key]), np.asarray(vk[key])

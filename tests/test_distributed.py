@@ -41,9 +41,12 @@ def _result(out):
 def single_process(tmp_path_factory):
     """The reference: the shortened task in one process without workers — a child process, so that the
     kernels it compiles reach Taichi's offline cache when it exits and the Ray workers of the tests below
-    load them instead of compiling them again (cold runs: minutes)."""
+    load them instead of compiling them again (cold runs: minutes). It uses the workers' one thread: Taichi's
+    cache key includes cpu_max_num_threads (with the default thread count every worker compiled everything
+    again: the kill test took 233 s instead of ~70 s cold). The results do not depend on it."""
     out = str(tmp_path_factory.mktemp("single"))
-    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; b.init('cpu'); "
+    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', cpu_max_num_threads=1); "
             "from test_distributed import _short_config; from tirender.optim.driver import OptimizationRun; "
             "OptimizationRun(_short_config(), out=%r).run()" % (ROOT, os.path.dirname(os.path.abspath(__file__)), out))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=900)

@@ -173,17 +173,21 @@ def _grey_box():
 CAUCHY = (1.6, 0.0135)      # int_ior at 589.3 nm, B (µm²)
 
 
-def _dispersion_samples():
-    """A dispersive dielectric (Cauchy) sampled through the renderer's dispatch at chosen wavelengths: rows of
-    (λ0, λ1, λ2, wi (3), wo (3), weight (3), pdf, delta) for refraction and reflection events."""
+SELLMEIER_GLASS = "sf11"
+
+
+def _dispersion_samples(glass=None):
+    """A dispersive dielectric (Cauchy, or a Sellmeier glass) sampled through the renderer's dispatch at chosen
+    wavelengths: rows of (λ0, λ1, λ2, wi (3), wo (3), weight (3), pdf, delta) for refraction and reflection events."""
     import taichi as ti
     import tirender
     from tirender.bsdfs.base import BsdfCtx
     from tirender.bsdfs.registry import dispatch
     from tirender.core.math import vec2, vec3
     from tirender.scene.scene import bsdf_levels
-    sc = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}],
-                              "bsdfs": {"flint": {"type": "dielectric", "int_ior": CAUCHY[0], "cauchy_b": CAUCHY[1]}},
+    flint = {"type": "dielectric", "int_ior": CAUCHY[0], "cauchy_b": CAUCHY[1]} if glass is None else \
+        {"type": "dielectric", "sellmeier": glass}
+    sc = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}], "bsdfs": {"flint": flint},
                               "shapes": [{"id": "s", "type": "rectangle", "bsdf": "flint"}]})
     st = sc.bind()
     row = sc.desc.bsdf_ids["flint"]
@@ -256,6 +260,7 @@ def child_checks(variant):
         out["grey_box"] = tirender.render(_grey_box(), spp=8, seed=3, progress=False).tolist()
         return out
     out["dispersion"] = _dispersion_samples()
+    out["dispersion_sellmeier"] = _dispersion_samples(SELLMEIER_GLASS)
     parity = _parity_module()
     for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
         r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
@@ -341,6 +346,50 @@ def test_prism_dispersion_follows_snell_with_cauchy(spectral_report):
     assert np.allclose(wo[~refr], wi[~refr] * np.array([-1.0, -1.0, 1.0]), atol=1e-6)
     spread = A + B * (1.0 / 0.4 ** 2 - 1.0 / 0.7 ** 2) - A
     assert spread > 0.05                                            # the lanes really differ (400 vs 700 nm)
+
+
+def test_prism_dispersion_follows_snell_with_sellmeier(spectral_report):
+    """The same with a Sellmeier glass (N-SF11): η(λ0) = n(λ0) / ext_ior, n² = 1 + Σ B λ² / (λ² − C)."""
+    from tirender.bsdfs.ior import GLASSES, sellmeier
+    rows = np.array(spectral_report["dispersion_sellmeier"], np.float64)
+    lam, wi, wo, w = rows[:, :3], rows[:, 3:6], rows[:, 6:9], rows[:, 9:12]
+    eta = sellmeier(GLASSES[SELLMEIER_GLASS], lam[:, 0]) / 1.000277
+    eta = np.where(wi[:, 2] > 0, eta, 1.0 / eta)
+    refr = wo[:, 2] * wi[:, 2] < 0
+    assert refr.sum() >= 30
+    sin_i = np.hypot(wi[refr, 0], wi[refr, 1])
+    sin_t = np.hypot(wo[refr, 0], wo[refr, 1])
+    assert np.abs(sin_i - eta[refr] * sin_t).max() < 2e-5
+    assert np.all(w[:, 1:] == 0.0) and np.all(w[:, 0] > 0.0)
+    n = sellmeier(GLASSES[SELLMEIER_GLASS], [400.0, 700.0])
+    assert n[0] - n[1] > 0.04                                       # dense flint: strongly dispersive
+
+
+def test_sellmeier_in_rgb_is_its_sodium_d_index_and_bad_input_is_one_line():
+    """rgb: a Sellmeier glass renders exactly as int_ior = n(589.3 nm); conflicting or bad keys are one line."""
+    import tirender
+    from tirender.bsdfs.ior import GLASSES, sellmeier
+    from tirender.errors import ConfigError
+
+    def scene(glass):
+        return {"integrator": {"type": "path", "max_depth": 4},
+                "sensors": [{"fov": 40, "to_world": {"look_at": {"origin": [0, 0, 3], "target": [0, 0, 0], "up": [0, 1, 0]}},
+                             "film": {"width": 8, "height": 8}}],
+                "shapes": [{"id": "ball", "type": "sphere", "bsdf": dict(type="dielectric", **glass)}],
+                "emitters": [{"type": "constant", "radiance": 1.0}]}
+    n_d = float(sellmeier(GLASSES["bk7"], 589.3))
+    a = tirender.render(tirender.load_scene(scene({"sellmeier": "bk7"})), spp=4, seed=1, progress=False)
+    b = tirender.render(tirender.load_scene(scene({"int_ior": n_d})), spp=4, seed=1, progress=False)
+    assert np.array_equal(a, b)
+    for glass, key, problem in (({"sellmeier": "bk7", "cauchy_b": 0.01}, "sellmeier", "either cauchy_b or sellmeier"),
+                                ({"sellmeier": "bk7", "int_ior": 1.6}, "int_ior", "leave int_ior out"),
+                                ({"sellmeier": "crown"}, "sellmeier", "unknown glass 'crown'"),
+                                ({"sellmeier": [1, 0, 0, 0.3, 0, 0]}, "sellmeier", "pole"),
+                                ({"sellmeier": [1, 0, 0]}, "sellmeier", "six numbers")):
+        with pytest.raises(ConfigError) as e:
+            tirender.load_scene(scene(glass))
+        msg = str(e.value)
+        assert key in msg and problem in msg and "\n" not in msg, msg
 
 
 def test_spectral_deterministic(spectral_report):

@@ -11,21 +11,53 @@ Dispersion (``cauchy_b`` > 0, spectral variant; docs/variants.md): η(λ) = (int
 with λ in µm and λ_D = 0.5893 µm (``int_ior`` is the IOR at the sodium D line). Each lane of a path would
 refract its own way, so the interface scatters the first (hero) wavelength with its η and ends the other two
 lanes: weight × (3, 0, 0), which keeps the film's estimate Σ_i c(λ_i) L_i / 3 unbiased. In the rgb and mono
-variants the IOR is η(λ_D).
+variants the IOR is η(λ_D). ``sellmeier`` (a named glass or six coefficients) gives η(λ) = n(λ) / ext_ior by
+Sellmeier's formula instead, and its n(λ_D) is the rgb and mono variants' IOR.
 """
 import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
 from ..errors import ConfigError
-from ..schema import Ior, Number, Texture
+from ..schema import Ior, Key, Number, Texture, number
 from .base import BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect, refract
+from .ior import GLASSES
+from .ior import sellmeier as sellmeier_np
 
 _SPEC, _TRANS = 0, 1   # texture slots
 ETA = 0                # constant: relative IOR int_ior / ext_ior
 CAUCHY_B = 1           # constant (dielectric): Cauchy B / ext_ior, µm²
+SELLMEIER = 2          # constants 2..7 (dielectric): Sellmeier B1 B2 B3 C1 C2 C3 (all 0: none)
+EXT_IOR = 8            # constant (dielectric): ext_ior
 LAMBDA_D = 0.5893      # µm: the wavelength at which int_ior is given (sodium D line)
+
+
+class Sellmeier(Key):
+    """Sellmeier dispersion: a glass name (``bsdfs/ior.py GLASSES``) or six numbers [B1, B2, B3, C1, C2, C3]
+    (C in µm²), n²(λ) = 1 + Σ B_i λ² / (λ² − C_i) with λ in µm; ``none``: no dispersion."""
+    kind = "sellmeier"
+
+    def parse(self, v, file, key):
+        if isinstance(v, str):
+            if v.lower() == "none":
+                return None
+            if v.lower() not in GLASSES:
+                raise ConfigError(f"unknown glass '{v}' (six numbers B1 B2 B3 C1 C2 C3, or one of: "
+                                  f"{', '.join(GLASSES)})", file, key)
+            return tuple(GLASSES[v.lower()])
+        if not isinstance(v, (list, tuple)) or len(v) != 6:
+            raise ConfigError(f"expected a glass name or six numbers [B1, B2, B3, C1, C2, C3], got {v!r}", file, key)
+        c = tuple(number(x, file, key, 0.0) for x in v)
+        if not any(c[:3]):
+            raise ConfigError("at least one B coefficient must be > 0", file, key)
+        lam2 = (0.36 ** 2, 0.83 ** 2)
+        if any(lo <= ci <= hi for ci in c[3:] for lo, hi in [lam2]):
+            raise ConfigError("a C coefficient (µm²) lies in the visible range 0.36–0.83 µm: a pole of n(λ)", file, key)
+        return c
+
+    def describe(self):
+        return "glass name or [B1, B2, B3, C1, C2, C3]"
 
 DIELECTRIC_KEYS = (
     Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1.0, doc="scale of the reflected part"),
@@ -59,8 +91,28 @@ class SmoothInterface:
 
 
 def dispersive_constants(values, file, key):
-    """[η at λ_D, B / ext_ior] (dielectric)."""
-    return ior_constants(values, file, key) + [values["cauchy_b"] / values["ext_ior"]]
+    """[η at λ_D, B / ext_ior, Sellmeier B1 B2 B3 C1 C2 C3, ext_ior] (dielectric). With ``sellmeier``, η at λ_D
+    comes from it (the rgb and mono variants' IOR), so ``int_ior`` must not also be given."""
+    s = values.get("sellmeier")
+    if s is None:
+        return ior_constants(values, file, key) + [values["cauchy_b"] / values["ext_ior"]] + [0.0] * 6 + \
+            [values["ext_ior"]]
+    if values["cauchy_b"] > 0.0:
+        raise ConfigError("give either cauchy_b or sellmeier, not both", file, f"{key}.sellmeier")
+    if values["int_ior"] != DIELECTRIC_KEYS[2].default:
+        raise ConfigError("with sellmeier the IOR comes from the glass: leave int_ior out", file, f"{key}.int_ior")
+    eta_d = float(sellmeier_np(s, LAMBDA_D * 1e3))
+    return ior_constants(dict(values, int_ior=eta_d), file, key) + [0.0] + list(s) + [values["ext_ior"]]
+
+
+@ti.func
+def sellmeier_eta(st: ti.template(), ctx, lam_nm):
+    """n(λ) / ext_ior of the row's Sellmeier glass (λ in nm)."""
+    l2 = (lam_nm * 1e-3) * (lam_nm * 1e-3)
+    n2 = 1.0
+    for i in ti.static(range(3)):
+        n2 += const(st, ctx, SELLMEIER + i) * l2 / (l2 - const(st, ctx, SELLMEIER + 3 + i))
+    return ti.sqrt(ti.max(n2, 1e-6)) / const(st, ctx, EXT_IOR)
 
 
 @dirac
@@ -69,9 +121,14 @@ class Dielectric(SmoothInterface):
     KEYS = DIELECTRIC_KEYS + (
         Number("cauchy_b", default=0.0, lo=0.0, hi=1.0,
                doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variant; "
-                   "e.g. BK7 0.0042, dense flint 0.0135); 0: none"),)
+                   "e.g. BK7 0.0042, dense flint 0.0135); 0: none"),
+        Sellmeier("sellmeier", default=None,
+                  doc="Sellmeier dispersion (spectral variant): a glass (bk7, baf10, f2, sf11, fused_silica, caf2, "
+                      "sapphire) or [B1, B2, B3, C1, C2, C3], C in µm²; replaces int_ior (its value at 589.3 nm "
+                      "is the IOR of the rgb and mono variants)"),)
     Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float, disperse=ti.i32)
     constants = staticmethod(dispersive_constants)
+    N_CONST = EXT_IOR + 1
 
     @staticmethod
     @ti.func
@@ -83,6 +140,9 @@ class Dielectric(SmoothInterface):
             if b > 0.0:
                 lam_um = ctx.lam[0] * 1e-3
                 eta += b * (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D))
+                disperse = 1
+            elif const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0:
+                eta = sellmeier_eta(st, ctx, ctx.lam[0])
                 disperse = 1
         return Dielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
                                  eta=eta, disperse=disperse)

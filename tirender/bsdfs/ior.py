@@ -80,3 +80,25 @@ CONDUCTORS = {  # name: ((eta r, g, b), (k r, g, b)), Mitsuba 3.9.1 scalar_rgb
     'd-C': ((2.70871973, 2.31882572, 2.22889757), (0, 0, 0)),
     'd-C_palik': ((2.70871973, 2.31882572, 2.22889757), (0, 0, 0)),
 }
+
+
+# Dispersive glasses for ``dielectric``'s ``sellmeier`` key: (B1, B2, B3, C1, C2, C3) of
+# n²(λ) = 1 + Σ_i B_i λ² / (λ² − C_i), λ in µm, C in µm² (manufacturers' catalogue and published fits)
+GLASSES = {
+    "bk7": (1.03961212, 0.231792344, 1.01046945, 0.00600069867, 0.0200179144, 103.560653),      # SCHOTT N-BK7
+    "baf10": (1.5851495, 0.143559385, 1.08521269, 0.00926681282, 0.0424489805, 105.613573),     # SCHOTT N-BAF10
+    "f2": (1.34533359, 0.209073176, 0.937357162, 0.00997743871, 0.0470450767, 111.886764),      # SCHOTT F2
+    "sf11": (1.73759695, 0.313747346, 1.89878101, 0.013188707, 0.0623068142, 155.23629),        # SCHOTT N-SF11
+    "fused_silica": (0.6961663, 0.4079426, 0.8974794, 0.0684043 ** 2, 0.1162414 ** 2, 9.896161 ** 2),  # Malitson 1965
+    "caf2": (0.5675888, 0.4710914, 3.8484723, 0.050263605 ** 2, 0.1003909 ** 2, 34.649040 ** 2),     # Malitson 1963
+    "sapphire": (1.4313493, 0.65054713, 5.3414021, 0.0726631 ** 2, 0.1193242 ** 2, 18.028251 ** 2),  # ordinary ray,
+                                                                                                 # Malitson & Dodge 1972
+}
+
+
+def sellmeier(coeffs, lam_nm):
+    """n(λ) of Sellmeier coefficients (B1, B2, B3, C1, C2, C3) at λ in nm (numpy)."""
+    import numpy as np
+    l2 = (np.asarray(lam_nm, np.float64) * 1e-3) ** 2
+    b, c = coeffs[:3], coeffs[3:]
+    return np.sqrt(1.0 + sum(bi * l2 / (l2 - ci) for bi, ci in zip(b, c)))
