@@ -26,7 +26,7 @@ def reference_dir():
 KERNEL_GROUPS = {
     "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_forward_mode", "test_optimize",
                 "test_errors"),
-    "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan"),
+    "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan", "test_torch"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 

@@ -108,8 +108,11 @@ def _rough_scene(tmp, case, w=24, dist="beckmann", light_scale=3.0):
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # 200 s of compilation cold; the default lane checks attached normal-map gradients against
+#                         finite differences on glass (test_normalmap_gradients_vs_finite_differences) and the
+#                         attached adjoints in f64 (test_adjoints_vs_central_differences_f64)
 @pytest.mark.parametrize("case,pname", [("mirror", "top.normalmap"), ("mirror", "inner.roughness"),
-                                        pytest.param("glass", "top.normalmap", marks=pytest.mark.extended)])
+                                        ("glass", "top.normalmap")])
 def test_near_specular_gradients_vs_finite_differences(tmp_path, case, pname):
     """Near-specular attached sampling (bsdfs/halfwarp.py): whole-render gradients w.r.t. the texels
     of a normal map on a rough mirror / rough glass and w.r.t. the mirror's roughness agree with

@@ -230,21 +230,31 @@ VOLUME = {
 }
 
 
-def _render_results():
-    """The cbox image, a PRB gradient of it and a prbvolpath gradient (on this process's backend)."""
+def _render_results(part):
+    """On this process's backend: part "core": the cbox image, a PRB gradient of it, a prbvolpath image and
+    gradient; part "extras": coherent MCMC, the light tracer (image and gradients) and attached gradients
+    through a height field (caustic design)."""
     import tirender
-    sc = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
-                             overrides=["sensors.0.film.width=48", "sensors.0.film.height=48"])
-    img = tirender.render(sc, spp=16, seed=5, progress=False)
-    g = tirender.render_grad(sc, np.ones_like(img), spp=16, seed=3, progress=False)
-    ms = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
-                             overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=coherent_mcmc",
-                                        "integrator.hide_emitters=true", "integrator.chains=256",
-                                        "integrator.schedule=threads"])
+    out = {"arch": backend.current_arch()}
+    cbox = os.path.join(ROOT, "configs", "cbox.yaml")
+    if part == "core":
+        sc = tirender.load_scene(cbox, overrides=["sensors.0.film.width=48", "sensors.0.film.height=48"])
+        img = tirender.render(sc, spp=16, seed=5, progress=False)
+        g = tirender.render_grad(sc, np.ones_like(img), spp=16, seed=3, progress=False)
+        vs = tirender.load_scene(VOLUME)
+        vimg = tirender.render(vs, spp=8, seed=1, progress=False)
+        vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
+        out.update({"img": img.reshape(-1).tolist(), "vimg": vimg.reshape(-1).tolist(),
+                    "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
+                    "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}})
+        return out
+    sc = tirender.load_scene(cbox, overrides=["sensors.0.film.width=48", "sensors.0.film.height=48"])
+    ms = tirender.load_scene(cbox, overrides=["sensors.0.film.width=24", "sensors.0.film.height=24",
+                                              "integrator.type=coherent_mcmc", "integrator.hide_emitters=true",
+                                              "integrator.chains=256", "integrator.schedule=threads"])
     mimg = tirender.render(ms, spp=64, seed=4, progress=False)
     pt = tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)   # light tracing: splats
-    ps = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"),
-                             overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=ptracer"])
+    ps = tirender.load_scene(cbox, overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=ptracer"])
     pg = tirender.render_grad(ps, np.ones((24, 24, 3), np.float32), spp=8, seed=7, progress=False)
     from tirender.config import load_config
     cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]     # height field: attached gradients
@@ -254,27 +264,22 @@ def _render_results():
     cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
     cimg = tirender.render(cs, spp=4, seed=8, progress=False)
     cg = tirender.render_grad(cs, np.ones_like(cimg), spp=4, seed=9, progress=False)
-    vs = tirender.load_scene(VOLUME)
-    vimg = tirender.render(vs, spp=8, seed=1, progress=False)
-    vg = tirender.render_grad(vs, np.ones_like(vimg), spp=8, seed=2, progress=False)
-    return {"arch": backend.current_arch(), "img": img.reshape(-1).tolist(),
-            "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
-            "ptgrad": {k: pg[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
-            "vimg": vimg.reshape(-1).tolist(), "mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(),
-            "cimg": cimg.reshape(-1).tolist(), "cgrad": {"lens.height": cg["lens.height"].reshape(-1).tolist()},
-            "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}}
+    out.update({"mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(), "cimg": cimg.reshape(-1).tolist(),
+                "ptgrad": {k: pg[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
+                "cgrad": {"lens.height": cg["lens.height"].reshape(-1).tolist()}})
+    return out
 
 
-def _render_child():
+def _render_child(part):
     backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
-    print("RENDER-RESULT " + json.dumps(_render_results()))
+    print("RENDER-RESULT " + json.dumps(_render_results(part)))
 
 
-def _start_render_vulkan():
+def _start_render_vulkan(part):
     """Start the Vulkan child (it runs while this process computes the CPU half); ``_finish`` collects it."""
     e = dict(os.environ, PYTHONPATH=ROOT, TIRENDER_ARCH="vulkan")
     e.pop("TIRENDER_FP", None)
-    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--render-child"], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--render-child", part], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=e)
 
 
@@ -289,30 +294,44 @@ def _finish_render_vulkan(p):
     return json.loads(line[len("RENDER-RESULT "):])
 
 
-@pytest.mark.slow
-@pytest.mark.vulkan
-@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
-def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
-    """(And coherent MCMC in its `threads` schedule: counter-based random numbers; and the light
-    tracer, also with attached gradients through a height field: caustic design.) The same seeds give the same paths on both backends: images agree to float rounding (the film
+def _compare_with_vulkan(part, images, gradients):
+    """The same seeds give the same paths on both backends: images agree to float rounding (the film
     accumulates in fixed point on both); gradients to float rounding of the atomic adds (fixed point on
     the CPU, f32 on the software Vulkan device)."""
     if backend.current_arch() != "cpu":
         pytest.skip("compares with this test process's CPU results")
-    child = _start_render_vulkan()
+    child = _start_render_vulkan(part)
     try:
-        cpu = json.loads(json.dumps(_render_results()))   # this (the CPU test) process, meanwhile
+        cpu = json.loads(json.dumps(_render_results(part)))   # this (the CPU test) process, meanwhile
     finally:
         vk = _finish_render_vulkan(child)
     assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
-    for key in ("img", "vimg", "mimg", "ptimg", "cimg"):    # mimg: coherent MCMC, the same decisions on both backends
+    for key in images:
         a, b = np.asarray(cpu[key]), np.asarray(vk[key])
         assert np.abs(a - b).max() < 1e-3 * max(a.max(), 1.0), (key, np.abs(a - b).max())
         assert abs(a.mean() - b.mean()) < 1e-5 * a.mean(), key
-    for grads in ("grad", "vgrad", "ptgrad", "cgrad"):
+    for grads in gradients:
         for name, a in cpu[grads].items():
             a, b = np.asarray(a), np.asarray(vk[grads][name])
             assert np.abs(a - b).max() <= 1e-3 * np.abs(a).max() + 1e-6, (name, a[:6], b[:6])
+
+
+@pytest.mark.slow
+@pytest.mark.vulkan
+@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
+    """The path tracer, PRB and prbvolpath (image and gradients) on Vulkan equal the CPU's."""
+    _compare_with_vulkan("core", ("img", "vimg"), ("grad", "vgrad"))
+
+
+@pytest.mark.slow
+@pytest.mark.vulkan
+@pytest.mark.extended     # 200 s of compilation cold (lavapipe and CPU): run with --extended
+@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+def test_mcmc_light_tracer_and_caustic_on_vulkan_match_cpu():
+    """Coherent MCMC in its `threads` schedule (counter-based random numbers: the same decisions on both
+    backends), the light tracer (image, gradients) and attached gradients through a height field."""
+    _compare_with_vulkan("extras", ("mimg", "ptimg", "cimg"), ("ptgrad", "cgrad"))
 
 
 # ----------------------------------------------------------------------------- GRIN optics on Vulkan vs CPU
@@ -389,4 +408,4 @@ if __name__ == "__main__" and "--rf-child" in sys.argv:
 if __name__ == "__main__" and "--grin-child" in sys.argv:
     _grin_child()
 if __name__ == "__main__" and "--render-child" in sys.argv:
-    _render_child()
+    _render_child(sys.argv[sys.argv.index("--render-child") + 1])

@@ -87,6 +87,9 @@ def test_forward_agrees_with_reverse_volume():
         assert abs(fr[:, 1].mean()) > 3 * se
 
 
+@pytest.mark.extended   # 95 s of compilation cold (the glossy scene's forward kernel); the default lane checks
+#                         forward = reverse per seed (test_forward_equals_reverse_box) and reverse against finite
+#                         differences (tests/test_prb_gradients.py, the same glossy roughness)
 def test_forward_matches_finite_differences(glossy):
     """J v per pixel against (render(π + h v) - render(π - h v)) / 2h with the same seeds, summed
     over a weighted window (the per-pixel values are noisy): within 3 SE, and clearly non-zero."""

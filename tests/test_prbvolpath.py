@@ -171,6 +171,8 @@ def test_prbvolpath_dense_density_matches_fd(rr):
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # a variance comparison (50 s of compilation cold); the estimator's unbiasedness with the
+#                         split is checked against finite differences in the default lane (tests above)
 def test_inscatter_split_reduces_variance():
     """Per-voxel variance of the density gradient over independent seeds at the thin start: the
     in-scattering estimator along the flights (8 points) is far below the collision-only one (16.8x

@@ -84,6 +84,9 @@ GLOSSY_CASES = [
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # 60 s of compilation cold (the glossy RB kernel); the default lane checks RB against PRB and
+#                         finite differences on the box and the normal-mapped scene, and PRB's glossy gradients
+#                         against finite differences (tests/test_prb_gradients.py)
 @pytest.mark.parametrize("pname,h", GLOSSY_CASES, ids=[c[0] for c in GLOSSY_CASES])
 def test_rb_matches_prb_and_fd_glossy(glossy, pname, h):
     # the envmap highlight makes per-seed FD values wide (see test_prb_gradients.SEEDS_FD_GLOSSY)

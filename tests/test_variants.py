@@ -18,7 +18,7 @@ from gradcheck_util import central_differences, max_rel_err
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 REF = os.path.join(ROOT, "tests", "data", "reference", "cbox_spectral", "cbox_spectral_spp1024.npy")
 PARITY_DIR = os.path.join(ROOT, "benchmarks", "parity", "scenes")
-PARITY_SCENES = ("diffuse_area", "point_directional")
+PARITY_SCENES = ("diffuse_area", "point_directional", "conductor")
 PARITY_DEFINES = {"res": "32", "spp": "16"}
 
 
@@ -176,9 +176,10 @@ CAUCHY = (1.6, 0.0135)      # int_ior at 589.3 nm, B (µm²)
 SELLMEIER_GLASS = "sf11"
 
 
-def _dispersion_samples(glass=None):
-    """A dispersive dielectric (Cauchy, or a Sellmeier glass) sampled through the renderer's dispatch at chosen
-    wavelengths: rows of (λ0, λ1, λ2, wi (3), wo (3), weight (3), pdf, delta) for refraction and reflection events."""
+def _dispersion_samples(glass=None, bsdf=None):
+    """A dispersive dielectric (Cauchy, or a Sellmeier glass; or another BSDF spec) sampled through the renderer's
+    dispatch at chosen wavelengths: rows of (λ0, λ1, λ2, wi (3), wo (3), weight (3), pdf, delta) for refraction
+    and reflection events."""
     import taichi as ti
     import tirender
     from tirender.bsdfs.base import BsdfCtx
@@ -187,6 +188,7 @@ def _dispersion_samples(glass=None):
     from tirender.scene.scene import bsdf_levels
     flint = {"type": "dielectric", "int_ior": CAUCHY[0], "cauchy_b": CAUCHY[1]} if glass is None else \
         {"type": "dielectric", "sellmeier": glass}
+    flint = bsdf or flint
     sc = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}], "bsdfs": {"flint": flint},
                               "shapes": [{"id": "s", "type": "rectangle", "bsdf": "flint"}]})
     st = sc.bind()
@@ -261,6 +263,7 @@ def child_checks(variant):
         return out
     out["dispersion"] = _dispersion_samples()
     out["dispersion_sellmeier"] = _dispersion_samples(SELLMEIER_GLASS)
+    out["gold"] = _dispersion_samples(bsdf={"type": "conductor", "material": "Au"})
     parity = _parity_module()
     for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
         r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
@@ -365,6 +368,26 @@ def test_prism_dispersion_follows_snell_with_sellmeier(spectral_report):
     assert n[0] - n[1] > 0.04                                       # dense flint: strongly dispersive
 
 
+def test_spectral_conductor_uses_measured_ior(spectral_report):
+    """A named conductor (gold) in the spectral variant reflects each lane with the complex Fresnel factor of its
+    measured η(λ) + i k(λ) (Mitsuba's data: spectra/conductors.py), not of its RGB fit."""
+    from tirender.spectra import conductors
+    rows = np.array(spectral_report["gold"], np.float64)
+    lam, wi, wo, w = rows[:, :3], rows[:, 3:6], rows[:, 6:9], rows[:, 9:12]
+    up = wi[:, 2] > 0
+    assert up.sum() >= 30
+    ek = conductors.eta_k_np("Au", lam[up])                     # (n, 3, 2)
+    n = ek[..., 0] + 1j * ek[..., 1]
+    c = wi[up, 2][:, None]
+    cos_t = np.sqrt(1.0 - (1.0 - c * c) / (n * n))
+    rs = (c - n * cos_t) / (c + n * cos_t)
+    rp = (n * c - cos_t) / (n * c + cos_t)
+    F = 0.5 * (np.abs(rs) ** 2 + np.abs(rp) ** 2)
+    assert np.abs(w[up] - F).max() < 2e-5, np.abs(w[up] - F).max()
+    assert np.allclose(wo[up], wi[up] * np.array([-1.0, -1.0, 1.0]), atol=1e-6)
+    assert F[lam[up] < 480].mean() < 0.5 < F[lam[up] > 600].mean()   # gold: dark in the blue, bright in the red
+
+
 def test_sellmeier_in_rgb_is_its_sodium_d_index_and_bad_input_is_one_line():
     """rgb: a Sellmeier glass renders exactly as int_ior = n(589.3 nm); conflicting or bad keys are one line."""
     import tirender
@@ -420,7 +443,7 @@ def _expected_lamp(name):
     if rad["type"] == "d65":
         return rad["scale"] * np.array(rad["color"])
     lam = np.linspace(cie.LAMBDA_MIN, cie.LAMBDA_MAX, 47001)      # uniform: the sRGB of illuminant E
-    return rad["value"] * np.trapezoid(cie._interp(cie.SRGB_BAR, lam), lam, axis=0) * cie.Y_NORMALIZATION
+    return rad["value"] * np.trapezoid(cie.interp(cie.SRGB_BAR, lam), lam, axis=0) * cie.Y_NORMALIZATION
 
 
 @pytest.mark.parametrize("name", list(LAMPS))

@@ -35,7 +35,7 @@ import taichi as ti
 from . import backend
 from .core.math import vec3
 from .errors import ConfigError
-from .spectra import blackbody, cie, upsample
+from .spectra import blackbody, cie, conductors, upsample
 
 NAMES = ("rgb", "mono", "spectral")
 PLANNED = ("spectral_polarized",)
@@ -113,6 +113,7 @@ def prepare():
     if name() == "spectral":
         upsample.bind()
         cie.fields()
+        conductors.fields()
 
 
 def _up():

@@ -1,21 +1,24 @@
 """Smooth conductor (Mitsuba 3 ``conductor``): a Dirac mirror, one-sided.
 
 eval / pdf are 0 (Dirac lobe); sample returns wo = reflect(wi), pdf = 1, delta = 1 and
-weight = specular * F, F = fresnel_conductor(cos θi, η, k) with the complex IOR η + ik (RGB), or
-F = 1 for ``material: none`` (a perfect mirror, Mitsuba's default). Detached PRB does not
+weight = specular * F, F = fresnel_conductor(cos θi, η, k) with the complex IOR η + ik (RGB; in the spectral variant a named
+material's measured spectrum, spectra/conductors.py), or F = 1 for ``material: none`` (a perfect mirror, Mitsuba's default). Detached PRB does not
 differentiate Dirac lobes (as Mitsuba's prb): eval is 0, so is its adjoint.
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
+from ..spectra import conductors
 from .base import DELTA, BsdfSample, const, const_rgb, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect
 from .ior import CONDUCTORS
 
 _SPEC = 0                  # texture slot: specular_reflectance
 ETA, K, NONE = 0, 3, 6     # constants: η (3), k (3), 1 = perfect mirror
+MATERIAL = 7               # constant: row of the named material's measured spectrum (spectra/conductors.py), -1: none
 
 CONDUCTOR_KEYS = (
     Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1e3, doc="scale of the reflectance"),
@@ -33,11 +36,28 @@ def conductor_constants(values, file, key):
         k = values.get("k") if values.get("k") is not None else (0.0, 0.0, 0.0)
         if min(eta) <= 0.0:
             raise ConfigError("conductor eta must be > 0", file, f"{key}.eta")
-        return list(eta) + list(k) + [0.0]
+        return list(eta) + list(k) + [0.0, -1.0]
     if values["material"] == "none":
-        return [0.0] * 6 + [1.0]
+        return [0.0] * 6 + [1.0, -1.0]
     eta, k = CONDUCTORS[values["material"]]
-    return list(eta) + list(k) + [0.0]
+    return list(eta) + list(k) + [0.0, float(conductors.index(values["material"]))]
+
+
+@ti.func
+def conductor_ior(st: ti.template(), ctx):
+    """(η, k) as the walk's colour: the named material's measured spectrum at the path's wavelengths (spectral
+    variant), else the RGB constants through the variant (explicit eta/k are upsampled in spectral)."""
+    eta = const_rgb(st, ctx, ETA)
+    k = const_rgb(st, ctx, K)
+    if ti.static(variants.spectral()):
+        table = ti.static(conductors.fields())
+        row = ti.cast(const(st, ctx, MATERIAL), ti.i32)
+        if row >= 0:
+            for i in ti.static(range(3)):
+                ek = conductors.eta_k(table, row, ctx.lam[i])
+                eta[i] = ek[0]
+                k[i] = ek[1]
+    return eta, k
 
 
 @dirac
@@ -52,8 +72,9 @@ class Conductor:
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        return Conductor.Params(specular=slot_rgb(st, ctx, _SPEC), eta=const_rgb(st, ctx, ETA),
-                                k=const_rgb(st, ctx, K), none=ti.cast(const(st, ctx, NONE), ti.i32))
+        eta, k = conductor_ior(st, ctx)
+        return Conductor.Params(specular=slot_rgb(st, ctx, _SPEC), eta=eta, k=k,
+                                none=ti.cast(const(st, ctx, NONE), ti.i32))
 
     @staticmethod
     @ti.func

@@ -22,15 +22,15 @@ import taichi as ti
 from ..core.math import vec2, vec3
 from ..errors import ConfigError
 from ..schema import Bool, Choice, Texture
-from .base import (SMOOTH, BsdfSample, const, const_rgb, invalid_sample, one_sided, slot_float,
+from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
-from .conductor import CONDUCTOR_KEYS, ETA, K, NONE, conductor_constants
+from .conductor import CONDUCTOR_KEYS, MATERIAL, NONE, conductor_constants, conductor_ior
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
 from .microfacet import (half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
                          smith_g1)
 
 _SPEC, _ALPHA, _AU, _AV = 0, 1, 2, 3  # texture slots
-DIST = NONE + 1       # constant: the distribution (after the conductor's)
+DIST = MATERIAL + 1   # constant: the distribution (after the conductor's)
 
 class _Default(float):
     """A default value recognisable by identity (was the key given, or defaulted?)."""
@@ -106,9 +106,9 @@ class RoughConductor:
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
+        eta, k = conductor_ior(st, ctx)
         return RoughConductor.Params(specular=slot_rgb(st, ctx, _SPEC), alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, DIST)),
-                                     eta=const_rgb(st, ctx, ETA), k=const_rgb(st, ctx, K),
-                                     none=ti.cast(const(st, ctx, NONE), ti.i32))
+                                     eta=eta, k=k, none=ti.cast(const(st, ctx, NONE), ti.i32))
 
     @staticmethod
     @ti.func

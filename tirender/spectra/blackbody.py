@@ -35,7 +35,7 @@ def planck(lam, T):
 def srgb(T, steps=4701):
     """(3,) linear sRGB of radiance B(·, T) as the spectral film records it (∫ srgb̄ B dλ / ∫ ȳ dλ)."""
     lam = np.linspace(cie.LAMBDA_MIN, cie.LAMBDA_MAX, steps)
-    f = cie._interp(cie.SRGB_BAR, lam) * planck(lam, T)[:, None]
+    f = cie.interp(cie.SRGB_BAR, lam) * planck(lam, T)[:, None]
     h = lam[1] - lam[0]
     return h * (f.sum(axis=0) - 0.5 * (f[0] + f[-1])) * cie.Y_NORMALIZATION
 

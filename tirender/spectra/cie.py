@@ -43,7 +43,8 @@ SRGB_TO_XYZ = np.array([[0.412453, 0.357580, 0.180423],
 SRGB_BAR = XYZ_BAR @ XYZ_TO_SRGB.T         # (95, 3) sRGB colour-matching functions
 
 
-def _interp(table, lam):
+def interp(table, lam):
+    """A 95-sample table (95,) or (95, C) at wavelengths lam (nm, any shape), linearly; 0 outside 360–830 nm."""
     lam = np.asarray(lam, dtype=np.float64)
     t = (lam - LAMBDA_MIN) / _STEP
     i0 = np.clip(t.astype(np.int64), 0, N_SAMPLES - 2)
@@ -55,12 +56,12 @@ def _interp(table, lam):
 
 def cmf(lam):
     """x̄ ȳ z̄ at wavelengths lam (nm, any shape) → (..., 3); 0 outside 360–830 nm."""
-    return _interp(XYZ_BAR, lam)
+    return interp(XYZ_BAR, lam)
 
 
 def d65(lam):
     """The D65 illuminant normalised to luminance 1 (so ∫ D65 ȳ dλ · Y_NORMALIZATION = 1)."""
-    return _interp(D65_RAW, lam) * D65_NORMALIZATION
+    return interp(D65_RAW, lam) * D65_NORMALIZATION
 
 
 # Wavelength sampling for RGB content (Radziszewski et al. 2009, as Mitsuba 3): pdf ∝ sech²(0.0072 (λ − 538))

@@ -10,7 +10,7 @@ fitted so that the spectrum's colour under D65 (CIE 1931 2°, integrated by Simp
 Cells are solved by continuation along z from z = res/5 outwards (each fit starts at its neighbour's
 solution), all (x, y) cells of a slice at once in numpy float64.
 
-tirender fits it on first use and caches it (``upsample.table_path()``); ``python -m
+tirender fits it on first use and caches it (``table_path()``); ``python -m
 tirender.spectra.fit_srgb_table [--res 64] [--out PATH]`` writes one by hand. The file holds the arrays ``scale`` (res,) (z nodes), ``xy`` (res,) (x and y nodes) and ``coeffs`` (3, res,
 res, res, 3) float32 indexed [l, z, y, x], coefficients for λ in nm). A 64-resolution table takes about 20 s on this 2-core machine.
 """
@@ -21,6 +21,15 @@ import sys
 import numpy as np
 
 from . import cie
+
+TABLE_NAME = "srgb_table_v1_64.npz"     # bump the version when the fit changes
+
+
+def table_path():
+    """Where the fitted table is cached: $TIRENDER_CACHE_DIR, else $XDG_CACHE_HOME/tirender or ~/.cache/tirender."""
+    base = os.environ.get("TIRENDER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tirender")
+    return os.path.join(base, TABLE_NAME)
 
 
 
@@ -165,7 +174,6 @@ def write_table(path, res=64, progress=True):
 
 
 def main(argv=None):
-    from .upsample import table_path
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--res", type=int, default=64)
     ap.add_argument("--out", default=None, help="default: the cache path tirender reads")

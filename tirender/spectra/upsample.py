@@ -22,23 +22,14 @@ import numpy as np
 import taichi as ti
 
 from ..core.math import vec3
-
-TABLE_NAME = "srgb_table_v1_64.npz"     # bump the version when the fit changes
+from .fit_srgb_table import table_path, write_table
 
 _table = None
-
-
-def table_path():
-    """Where the fitted table is cached."""
-    base = os.environ.get("TIRENDER_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tirender")
-    return os.path.join(base, TABLE_NAME)
 
 
 def _fit_once(path):
     """Fit the table into ``path`` unless another process is doing it (then wait for its file): processes
     starting together (test workers, Ray workers) fit it once."""
-    from .fit_srgb_table import write_table
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     try:
         import fcntl
