@@ -141,6 +141,8 @@ def test_attached_is_deterministic(tmp_path):
     assert np.array_equal(a, b) and np.abs(a).max() > 0
 
 
+@pytest.mark.extended   # 66 s of compilation cold (attached forward kernels); forward = reverse is checked in the
+#                         default lane for detached PRB (tests/test_forward_mode.py) and geometry
 def test_forward_mode_equals_reverse(tmp_path):
     """Forward mode through the attached passes (tirender.render_forward, method prb_attached): for
     one seed <w, J v> equals <∇<w, image>, v>; detached forward mode sees nothing of the map."""

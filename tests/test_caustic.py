@@ -158,6 +158,8 @@ def test_heightfield_config_errors(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # a whole-config run (50 s cold); the default lane checks the caustic gradients against
+#                         finite differences (test_caustic_gradients_match_fd)
 def test_caustic_config_optimizes(tmp_path):
     """`tirender optimize configs/caustic.yaml` (shortened): the loss falls, the height field is written
     as .npy and as a closed mesh (.ply), the intermediate caustics as one strip."""

@@ -61,7 +61,7 @@ def _assert_identical(a, b):
 
 
 @pytest.mark.slow
-@pytest.mark.extended     # the kill test below makes the same comparison with 2 workers (and failures)
+@pytest.mark.extended     # the Ray runs (this one, the kill tests) are the extended lane: ~150 s or more each, cold
 @pytest.mark.parametrize("workers", [1, 2])
 def test_workers_bit_identical_to_one_process(single_process, tmp_path, workers):
     pytest.importorskip("ray")
@@ -73,6 +73,7 @@ def test_workers_bit_identical_to_one_process(single_process, tmp_path, workers)
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # Ray start-up, four worker processes and the reference's compilation: 150 s cold
 def test_killed_workers_change_nothing(single_process, tmp_path, monkeypatch):
     """Worker 0 exits at iteration 1 in the middle of its views; its replacement (worker 2) exits at
     iteration 4 holding its views' gradients before the reduction: each time the views are

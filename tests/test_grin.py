@@ -298,6 +298,7 @@ def _reset_hwm():
         return False
 
 
+@pytest.mark.extended   # a memory property (27 s of compilation cold), not a correctness check
 def test_memory_flat_in_ode_steps():
     """The replayed adjoint's peak memory does not grow with the number of RK4 steps: 1024 rays with
     ~64 and ~1024 steps each (a fixed (C_CKPT + B_SUB)-row local array per ray; nothing per step)."""

@@ -155,7 +155,7 @@ def test_prbvolpath_thin_density_matches_fd(points):
     assert_agree(g, f, f"smoke.density (inscatter_points={points})")
 
 
-@pytest.mark.parametrize("rr", [0.1, 1.0])
+@pytest.mark.parametrize("rr", [0.1, pytest.param(1.0, marks=pytest.mark.extended)])   # 1.0: 40 s cold
 def test_prbvolpath_dense_density_matches_fd(rr):
     """A dense medium (sigma_t 5-10, optical depth ~12 across the box): the in-scattering
     quadrature's Russian roulette on T (integrator.inscatter_rr; 1: at every point, survival
