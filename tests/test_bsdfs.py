@@ -841,8 +841,7 @@ def adjoint_check(h=1e-6):
     return report
 
 
-@pytest.mark.slow
-def test_adjoints_vs_finite_differences_f64():
+def _start_f64_child():
     env = dict(os.environ)
     env.pop("TIRENDER_FP", None)
     # Taichi freezes `float` in vector / struct types when they are created (at import of
@@ -850,10 +849,36 @@ def test_adjoints_vs_finite_differences_f64():
     code = ("import sys, runpy; sys.path.insert(0, %r); import tirender.backend as b; "
             "b.init('cpu', fp='f64'); sys.argv = [%r, '--adjoint-f64']; "
             "runpy.run_path(%r, run_name='__main__')" % (ROOT, __file__, os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                          cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env)
+
+
+_F64 = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _f64_child_early(request):
+    """The f64 adjoint check compiles every model in its own process for ~4 minutes cold: when it is selected,
+    start it with this module's first test so that it runs beside the others instead of after them."""
+    if any(it.name == "test_adjoints_vs_finite_differences_f64" and it.module is request.module
+           for it in request.session.items):
+        _F64["proc"] = _start_f64_child()
+    yield
+    p = _F64.pop("proc", None)
+    if p is not None and p.poll() is None:
+        p.kill()
+
+
+@pytest.mark.slow
+def test_adjoints_vs_finite_differences_f64():
+    proc = _F64.pop("proc", None) or _start_f64_child()
+    try:
+        out, err = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, err[-4000:]
+    report = json.loads(out.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
     for bid, rep in report.items():
         for what, r in rep.items():
