@@ -93,7 +93,8 @@ def fields():
 
 
 @ti.func
-def _lerp_index(lam):
+def lerp_index(lam):
+    """(i0, w1): the 95-sample table's interval of λ (clamped to the table) and the weight of node i0 + 1."""
     t = (lam - LAMBDA_MIN) / _STEP
     i0 = ti.min(ti.max(ti.cast(t, ti.i32), 0), N_SAMPLES - 2)
     return i0, t - ti.cast(i0, ti.f32)
@@ -102,7 +103,7 @@ def _lerp_index(lam):
 @ti.func
 def table_lerp(table: ti.template(), lam):
     """Linear interpolation of a 95-sample table at λ (0 outside 360–830 nm)."""
-    i0, w1 = _lerp_index(lam)
+    i0, w1 = lerp_index(lam)
     v = table[i0] * (1.0 - w1) + table[i0 + 1] * w1
     if lam < LAMBDA_MIN or lam > LAMBDA_MAX:
         v *= 0.0

@@ -45,9 +45,7 @@ def fields():
 @ti.func
 def eta_k(table: ti.template(), row, lam):
     """(η, k) of material `row` at λ nm (linear in the 5 nm table; 0 outside 360–830 nm)."""
-    t = (lam - cie.LAMBDA_MIN) / ((cie.LAMBDA_MAX - cie.LAMBDA_MIN) / (cie.N_SAMPLES - 1))
-    i0 = ti.min(ti.max(ti.cast(t, ti.i32), 0), cie.N_SAMPLES - 2)
-    w1 = t - ti.cast(i0, ti.f32)
+    i0, w1 = cie.lerp_index(lam)
     v = table[row, i0] * (1.0 - w1) + table[row, i0 + 1] * w1
     if lam < cie.LAMBDA_MIN or lam > cie.LAMBDA_MAX:
         v *= 0.0

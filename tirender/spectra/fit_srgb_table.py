@@ -32,7 +32,6 @@ def table_path():
     return os.path.join(base, TABLE_NAME)
 
 
-
 def _smoothstep(x):
     return x * x * (3.0 - 2.0 * x)
 
