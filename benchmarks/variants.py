@@ -1,9 +1,9 @@
 """Variants benchmark (docs/variants.md): the Cornell box (256², 64 spp, max_depth 6, Gaussian filter) rendered
-by tirender in each variant (rgb, mono, spectral) and, where Mitsuba 3 is installed, by Mitsuba 3 in
-``llvm_ad_rgb`` and ``llvm_ad_spectral`` on the XML twin of the same scene. Every measurement is a fresh
+by tirender in each variant (rgb, mono, spectral, spectral_polarized) and, where Mitsuba 3 is installed, by
+Mitsuba 3 in ``llvm_ad_rgb``, ``llvm_ad_spectral`` and ``llvm_ad_spectral_polarized`` on the XML twin of the same scene. Every measurement is a fresh
 process (a process holds one variant), warm-up first, then the median of ``--runs``; the renderers are
 alternated for ``--rounds`` rounds (benchmarks/sidebyside.py). Prints each variant's slowdown against RGB in
-tirender and the tirender / Mitsuba time ratio of the RGB and spectral variants, with peak RSS and the load
+tirender and the tirender / Mitsuba time ratio of the RGB, spectral and polarized variants, with peak RSS and the load
 average.
 
     python benchmarks/variants.py [--spp 64] [--runs 3] [--rounds 2]
@@ -23,7 +23,8 @@ CBOX_XML = os.path.join(ROOT, "tests", "data", "cbox.xml")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # noqa: E402
 
-VARIANTS = ("rgb", "mono", "spectral")
+VARIANTS = ("rgb", "mono", "spectral", "spectral_polarized")
+MITSUBA = {"rgb": "llvm_ad_rgb", "spectral": "llvm_ad_spectral", "spectral_polarized": "llvm_ad_spectral_polarized"}
 
 
 def tirender_forward(variant, spp, runs):
@@ -58,7 +59,7 @@ def main():
     ok, why = sidebyside.mitsuba_available()
     jobs = [("tirender " + v, lambda v=v: _child([v, a.spp, a.runs])) for v in VARIANTS]
     if ok:
-        for mv in ("llvm_ad_rgb", "llvm_ad_spectral"):
+        for mv in MITSUBA.values():
             jobs.append(("Mitsuba 3 " + mv, lambda mv=mv: sidebyside.run_child("mitsuba_forward", CBOX_XML, a.spp,
                                                                                a.runs, mv)))
     else:
@@ -78,7 +79,7 @@ def main():
         extra = f"   x{t / rgb:.2f} of tirender rgb" if name.startswith("tirender") else ""
         print(f"  {name:28s} {t:8.3f} s   peak RSS {rss:6.0f} MB{extra}")
     if ok:
-        for v, mv in (("rgb", "llvm_ad_rgb"), ("spectral", "llvm_ad_spectral")):
+        for v, mv in MITSUBA.items():
             print(f"  time ratio tirender {v} / Mitsuba {mv}: {med['tirender ' + v][0] / med['Mitsuba 3 ' + mv][0]:.2f}x")
 
 

@@ -59,6 +59,8 @@ CONST = {
     "dielectric_0.75": {"type": "dielectric", "int_ior": 1.0, "ext_ior": 1.33},
     "thin_1.5": {"type": "thindielectric", "int_ior": 1.5, "ext_ior": 1.0},
     "null": {"type": "null"},
+    "polarizer": {"type": "polarizer", "theta": 30.0, "transmittance": [0.9, 0.8, 0.7]},
+    "retarder": {"type": "retarder", "theta": 10.0, "delta": 90.0, "transmittance": [0.9, 0.8, 0.7]},
     "blend": {"type": "blendbsdf", "weight": 0.3, "bsdf_0": {"type": "diffuse", "reflectance": [0.7, 0.5, 0.3]},
               "bsdf_1": {"type": "roughconductor", "roughness": 0.2, "material": "Au"}},
     "blend_delta": {"type": "blendbsdf", "weight": 0.4, "bsdf_0": {"type": "diffuse", "reflectance": 0.6},
@@ -736,6 +738,12 @@ def test_null_and_dispatch_specialisation():
     assert np.allclose(out[:, :3], -wi, atol=1e-7)
     assert np.all(out[:, 3:6] == 1.0) and np.all(out[:, 6:10] == 1.0)
     assert np.all(b.eval("null", wi, -wi)[:, :4] == 0.0)
+    # polarizer and retarder (unpolarized variants): crossed straight through, 0.5 T and T, Dirac
+    for name, scale in (("polarizer", 0.5), ("retarder", 1.0)):
+        out = b.sample(name, wi, 256)
+        assert np.allclose(out[:, :3], -wi, atol=1e-7)
+        assert np.allclose(out[:, 3:6], scale * np.array([0.9, 0.8, 0.7]), atol=1e-6)
+        assert np.all(b.eval(name, wi, -wi)[:, :4] == 0.0)
     # a dispatcher specialised to {diffuse} treats any other model as black
     from bsdf_harness import k_eval
     D = registry.dispatch((registry.mask_of(["diffuse"]),))

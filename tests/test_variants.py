@@ -110,8 +110,9 @@ def test_variant_choice_and_refusals(tmp_path):
         describe(bad)
     with pytest.raises(ConfigError, match="unknown variant 'rbg'"):
         describe(dict(cfg, variant="rbg"))
-    with pytest.raises(ConfigError, match="not available yet"):
-        describe(dict(cfg, variant="spectral_polarized"))
+    describe(dict(cfg, variant="spectral_polarized"))        # the cbox renders polarized too (tests/test_polarization.py)
+    with pytest.raises(ConfigError, match="integrator 'volpath' is not available in variant 'spectral_polarized'"):
+        describe(dict(cfg, variant="spectral_polarized", scene=dict(cfg["scene"], integrator={"type": "volpath"})))
     # a variant is fixed per process once kernels consulted it (this process: rgb)
     variants.rgb()
     with pytest.raises(ConfigError, match="fixed per process"):
@@ -264,6 +265,8 @@ def child_checks(variant):
     out["dispersion"] = _dispersion_samples()
     out["dispersion_sellmeier"] = _dispersion_samples(SELLMEIER_GLASS)
     out["gold"] = _dispersion_samples(bsdf={"type": "conductor", "material": "Au"})
+    out["dispersion_rough"] = _dispersion_samples(bsdf={"type": "roughdielectric", "alpha": 1e-3, "int_ior": CAUCHY[0],
+                                                        "cauchy_b": CAUCHY[1]})
     parity = _parity_module()
     for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
         r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
@@ -349,6 +352,23 @@ def test_prism_dispersion_follows_snell_with_cauchy(spectral_report):
     assert np.allclose(wo[~refr], wi[~refr] * np.array([-1.0, -1.0, 1.0]), atol=1e-6)
     spread = A + B * (1.0 / 0.4 ** 2 - 1.0 / 0.7 ** 2) - A
     assert spread > 0.05                                            # the lanes really differ (400 vs 700 nm)
+
+
+def test_rough_dielectric_disperses_like_the_smooth_one(spectral_report):
+    """roughdielectric with a Cauchy IOR (α = 0.001, the microfacet normal sampled at the lobe's centre): the hero
+    wavelength refracts by Snell's law with η(λ0), the other two lanes end (weight × (3, 0, 0)), a smooth lobe."""
+    rows = np.array(spectral_report["dispersion_rough"], np.float64)
+    lam, wi, wo, w, delta = rows[:, :3], rows[:, 3:6], rows[:, 6:9], rows[:, 9:12], rows[:, 13]
+    A, B = CAUCHY
+    l_um = lam[:, 0] * 1e-3
+    eta = (A + B * (1.0 / l_um ** 2 - 1.0 / 0.5893 ** 2)) / 1.000277
+    eta = np.where(wi[:, 2] > 0, eta, 1.0 / eta)
+    refr = (wo[:, 2] * wi[:, 2] < 0) & (np.abs(w).sum(1) > 0)
+    assert refr.sum() >= 25
+    sin_i = np.hypot(wi[refr, 0], wi[refr, 1])
+    sin_t = np.hypot(wo[refr, 0], wo[refr, 1])
+    assert np.abs(sin_i - eta[refr] * sin_t).max() < 1e-4                    # not η(λ_D): 0.03 off at 400 nm
+    assert np.all(w[:, 1:] == 0.0) and np.all(delta == 0)
 
 
 def test_prism_dispersion_follows_snell_with_sellmeier(spectral_report):

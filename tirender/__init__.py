@@ -4,19 +4,21 @@ Public API::
 
     import tirender
     tirender.init("cpu")                          # optional; "auto" picks CUDA > GPU Vulkan > CPU
-    tirender.set_variant("spectral")              # optional, before rendering: rgb | mono | spectral
+    tirender.set_variant("spectral")              # optional, before rendering: rgb | mono | spectral |
+                                                  # spectral_polarized
     scene = tirender.load_scene("configs/cbox.yaml")
     img = tirender.render(scene, spp=64, seed=0)  # float32 (H, W, 3), linear RGB
     scene.params["red.reflectance"]               # numpy view of a named parameter
     grads = tirender.render_grad(scene, adjoint_image, spp=64, seed=1)   # PRB
     jv = tirender.render_forward(scene, {"red.reflectance": 1.0}, spp=64)   # forward mode: J v
+    S = tirender.render_stokes(scene, spp=64)     # (4, H, W, 3): Stokes S0..S3 (spectral_polarized)
 """
 from .backend import current_arch, init  # noqa: F401
 from .errors import ConfigError, TirenderError  # noqa: F401
 
 __version__ = "0.1.0"
 _API = ("load_scene", "render", "render_grad", "render_and_grad", "render_forward", "render_progressive",
-        "scene_from_config", "set_gradients")
+        "render_stokes", "scene_from_config", "set_gradients")
 
 
 def __getattr__(name):

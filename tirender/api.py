@@ -103,6 +103,18 @@ def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
     return registry.module(t).render(scene, spp, seed, sensor, progress, integrator=t)
 
 
+def render_stokes(scene, spp=None, seed=0, sensor=0, progress=True):
+    """The Stokes components S0..S3 of one sensor: float32 (4, H, W, 3) linear sRGB, row 0 at the top, in the
+    camera's frame (x = ray × up, as Mitsuba 3's ``stokes``): the path tracer with the scene's integrator
+    keys (max_depth, rr_depth, hide_emitters), a box filter. S1..S3 are 0 outside ``spectral_polarized``."""
+    from .integrators import stokes
+    spp, seed, sensor, progress = _check(spp=launch.DEFAULT_SPP if spp is None else spp, seed=seed, sensor=sensor,
+                                         progress=progress)
+    scene = _scene(scene)
+    spp, sensor = launch.check_args(scene, spp, sensor)
+    return stokes.render_stokes(scene, spp, seed, sensor, progress)
+
+
 def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrator=None, clear=False):
     """Add `spp` more samples (indices sample_offset..) to the film and return the running image
     (the interactive viewer: call with clear=True after the camera moved)."""

@@ -21,7 +21,7 @@ class _Parser(argparse.ArgumentParser):
 def _common(p):
     p.add_argument("--arch", default=None, help="auto | cpu | cuda | vulkan (default: config 'arch' or auto)")
     p.add_argument("--variant", default=None,
-                   help="rgb | mono | spectral: how light is represented (default: config 'variant', $TIRENDER_VARIANT "
+                   help="rgb | mono | spectral | spectral_polarized: how light is represented (default: config 'variant', $TIRENDER_VARIANT "
                         "or rgb; docs/variants.md)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set scene.integrator.max_depth=3")
@@ -142,22 +142,36 @@ def cmd_render(args):
     if rs["sensor"] >= nsens:
         raise ConfigError(f"sensor index must be < {nsens} (the scene has {nsens})", rs["sensor_file"],
                           rs["sensor_key"])
-    out = check_output_dir(rs["out"], rs["out_key"], rs["out_file"], names=("image.png", "image.exr", "image.npy"))
+    stokes = (rs["integrator"] or described[1]["type"]) == "stokes"
+    from .io.stokes import NAMES as STOKES_NAMES
+    out = check_output_dir(rs["out"], rs["out_key"], rs["out_file"],
+                           names=("image.png", "image.exr", "image.npy") + (STOKES_NAMES if stokes else ()))
     _check_arch(args, cfg)
     arch = _init(args, cfg)
     scene = scene_from_config(cfg, described)
-    from .api import render
+    from .api import render, render_stokes
     spp, sensor = rs["spp"], rs["sensor"]
     t0 = time.perf_counter()
-    img = render(scene, spp=spp, seed=rs["seed"], sensor=sensor, integrator=rs["integrator"])
+    if stokes:
+        S = render_stokes(scene, spp=spp, seed=rs["seed"], sensor=sensor)
+        img = S[0]
+    else:
+        img = render(scene, spp=spp, seed=rs["seed"], sensor=sensor, integrator=rs["integrator"])
     dt = time.perf_counter() - t0
     s = scene.sensors[sensor]
     from .io.images import save_image_set
-    write_outputs(lambda: save_image_set(out, img, "image"))
+
+    def write():
+        save_image_set(out, img, "image")
+        if stokes:
+            from .io.stokes import save_stokes_set
+            save_stokes_set(out, S)
+    write_outputs(write)
     ms = s.width * s.height * spp / dt / 1e6
     mean = [round(float(x), 6) for x in img.reshape(-1, 3).mean(0)]
     print(f"rendered {s.width}x{s.height} at {spp} spp on {arch} in {dt:.2f} s ({ms:.2f} Msamples/s, "
-          f"incl. compile on first use), mean RGB {mean} -> {os.path.join(out, 'image.png')} (.exr, .npy)")
+          f"incl. compile on first use), mean RGB {mean} -> {os.path.join(out, 'image.png')} (.exr, .npy)"
+          + (" and Stokes S0-S3 (S*.exr/.npy, stokes.npy, dolp.png, aolp.png, docp.png)" if stokes else ""))
     return 0
 
 

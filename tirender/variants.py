@@ -11,6 +11,12 @@ the walk ask this module, at compile time (``ti.static``), what a colour means:
                 Jakob & Hanika's sigmoid-polynomial model (spectra/upsample.py), RGB radiances are
                 D65-scaled (Mitsuba's ``d65``); the film receives linear sRGB computed through the CIE 1931
                 colour-matching functions (spectra/cie.py).
+    spectral_polarized
+                spectral, and each lane of a path also carries the product of the Mueller matrices of its
+                vertices (core/mueller.py, Mitsuba 2 §4.1): polarizing models (conductors, dielectrics,
+                polarizer, retarder) return Mueller matrices, the others depolarize (smooth lobes) or pass
+                polarization unchanged (Dirac lobes); emitters are unpolarized; the film records S0, the
+                ``stokes`` integrator all four Stokes components in the camera's frame.
 
 A variant is fixed per process before any kernel that depends on it compiles (as ``mitsuba.set_variant``;
 Taichi compiles a kernel once per specialisation): choose it with ``tirender.set_variant(name)``, the
@@ -37,8 +43,8 @@ from .core.math import vec3
 from .errors import ConfigError
 from .spectra import blackbody, cie, conductors, upsample
 
-NAMES = ("rgb", "mono", "spectral")
-PLANNED = ("spectral_polarized",)
+NAMES = ("rgb", "mono", "spectral", "spectral_polarized")
+PLANNED = ()
 LUMINANCE = (0.212671, 0.715160, 0.072169)      # Y of linear sRGB (ITU-R BT.709, as Mitsuba 3)
 
 _name = None
@@ -88,7 +94,15 @@ def rgb():
 
 
 def spectral():
-    return _static("spectral")
+    """Whether paths carry sampled wavelengths (spectral and spectral_polarized)."""
+    global _frozen
+    _frozen = True
+    return name() in ("spectral", "spectral_polarized")
+
+
+def polarized():
+    """Whether paths carry Mueller matrices (core/mueller.py; spectral_polarized)."""
+    return _static("spectral_polarized")
 
 
 def mono():
@@ -110,7 +124,7 @@ def check(v, file=None, key="variant"):
 
 def prepare():
     """Create the device tables the current variant needs (Python scope, after ti.init; Scene does it)."""
-    if name() == "spectral":
+    if name() in ("spectral", "spectral_polarized"):
         upsample.bind()
         cie.fields()
         conductors.fields()

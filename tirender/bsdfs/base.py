@@ -46,6 +46,16 @@ generates attached sampling (bsdfs/halfwarp.py; attached PRB's near-specular ver
         <d_out, f(wi, wo(π))> + k ln J(π) + <g_wo, wo(π)> into the pool; return its ∂/∂wi (and ∂/∂uv)
 
 A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` generates the rest.
+
+A polarizing model (spectral_polarized, core/mueller.py) also writes
+
+    mueller(p, wi, wo, delta) -> Mueller3    its Mueller matrix per lane for light arriving along −wo and
+                                             leaving along wi, in the implicit frames (mueller.stokes_basis)
+                                             of the local directions, at any scale (normalised to [0, 0] = 1
+                                             by the walk: the scalar part is f); delta: a Dirac lobe's sample
+
+and the decorators generate ``mueller_at(st, ctx, wi, wo, delta, inner)`` (composites write it themselves).
+Models without it depolarize (as Mitsuba's diffuse, plastic, thindielectric and principled).
 """
 import taichi as ti
 
@@ -203,8 +213,22 @@ def leaf(cls):
         setattr(cls, name, staticmethod(fn))
     if hasattr(cls, "warp"):
         _attached(cls)
+    _polarizing(cls)
     cls.COMPOSITE = False
     return cls
+
+
+def _polarizing(cls):
+    """``mueller_at`` from a model's pure ``mueller(p, wi, wo, delta)`` (module doc), if it has one."""
+    if not hasattr(cls, "mueller"):
+        return
+    fetch, mueller = cls.fetch, cls.mueller
+
+    @ti.func
+    def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
+        return mueller(fetch(st, ctx), wi, wo, delta)
+
+    cls.mueller_at = staticmethod(mueller_at)
 
 
 def _attached(cls):
@@ -359,6 +383,7 @@ def dirac(cls):
                      ("sample_at", sample_at), ("adjoint_at", adjoint_at), ("grad_dirs_at", grad_dirs_at),
                      ("dirac_dlog_at", dirac_dlog_at)):
         setattr(cls, name, staticmethod(fn))
+    _polarizing(cls)
     cls.COMPOSITE = False
     return cls
 

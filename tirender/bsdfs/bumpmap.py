@@ -136,6 +136,12 @@ class BumpMap:
 
     @staticmethod
     @ti.func
+    def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
+        n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
+        return perturbed.mueller(st, ctx, wi, wo, delta, inner, n, s, t)
+
+    @staticmethod
+    @ti.func
     def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
         _backprop(st, ctx, wi, wo, d_out, inner, True)
 

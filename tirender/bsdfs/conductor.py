@@ -8,6 +8,7 @@ differentiate Dirac lobes (as Mitsuba's prb): eval is 0, so is its adjoint.
 import taichi as ti
 
 from .. import variants
+from ..core import mueller as mu
 from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
@@ -60,6 +61,29 @@ def conductor_ior(st: ti.template(), ctx):
     return eta, k
 
 
+@ti.func
+def _reflection(cos_i, eta, k, none):
+    """One lane's Mueller matrix of reflection in the s/p frames (a perfect mirror, none = 1: η = 0, k = 1, as
+    Mitsuba's ``none``)."""
+    e = eta
+    kk = k
+    if none != 0:
+        e = 0.0
+        kk = 1.0
+    return mu.specular_reflection(cos_i, e, kk)
+
+
+@ti.func
+def conductor_mueller(p, wi, wo, n):
+    """spectral_polarized: reflection about the (micro)normal n by the complex Fresnel equations per lane
+    (Mitsuba 3's polarized conductor / roughconductor), light arriving along −wo and leaving along wi."""
+    c = wo.dot(n)
+    cs_out, cs_in = mu.interface_rotations(n, wi, wo)
+    return mu.rotate3(mu.Mueller3(m0=_reflection(c, p.eta[0], p.k[0], p.none),
+                                  m1=_reflection(c, p.eta[1], p.k[1], p.none),
+                                  m2=_reflection(c, p.eta[2], p.k[2], p.none)), cs_out, cs_in)
+
+
 @dirac
 class Conductor:
     NAME = "conductor"
@@ -95,3 +119,8 @@ class Conductor:
                 F = fresnel_conductor(wi[2], p.eta, p.k)
             s = BsdfSample(wo=reflect(wi), weight=p.specular * F, pdf=1.0, eta=1.0, delta=1, valid=1)
         return s
+
+    @staticmethod
+    @ti.func
+    def mueller(p, wi, wo, delta):
+        return conductor_mueller(p, wi, wo, vec3(0.0, 0.0, 1.0))

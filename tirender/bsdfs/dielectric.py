@@ -17,6 +17,7 @@ Sellmeier's formula instead, and its n(λ_D) is the rgb and mono variants' IOR.
 import taichi as ti
 
 from .. import variants
+from ..core import mueller as mu
 from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Ior, Key, Number, Texture, number
@@ -114,17 +115,53 @@ def sellmeier_eta(st: ti.template(), ctx, lam_nm):
     return ti.sqrt(ti.max(n2, 1e-6)) / const(st, ctx, EXT_IOR)
 
 
+@ti.func
+def dispersive_eta(st: ti.template(), ctx):
+    """(η, disperse): the row's relative IOR at the path's hero wavelength λ0 and 1 when it depends on λ (Cauchy
+    or Sellmeier constants, spectral variants), else (η at λ_D, 0). Rows laid out as ``dispersive_constants``."""
+    eta = const(st, ctx, ETA)
+    disperse = 0
+    if ti.static(variants.spectral()):
+        b = const(st, ctx, CAUCHY_B)
+        if b > 0.0:
+            lam_um = ctx.lam[0] * 1e-3
+            eta += b * (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D))
+            disperse = 1
+        elif const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0:
+            eta = sellmeier_eta(st, ctx, ctx.lam[0])
+            disperse = 1
+    return eta, disperse
+
+
+HERO_ONLY = vec3(3.0, 0.0, 0.0)   # a dispersive event: the hero wavelength goes on alone (module doc)
+
+
+DISPERSION_KEYS = (
+    Number("cauchy_b", default=0.0, lo=0.0, hi=1.0,
+           doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variants; "
+               "e.g. BK7 0.0042, dense flint 0.0135); 0: none"),
+    Sellmeier("sellmeier", default=None,
+              doc="Sellmeier dispersion (spectral variants): a glass (bk7, baf10, f2, sf11, fused_silica, caf2, "
+                  "sapphire) or [B1, B2, B3, C1, C2, C3], C in µm²; replaces int_ior (its value at 589.3 nm "
+                  "is the IOR of the rgb and mono variants)"))
+
+
+@ti.func
+def interface_mueller(eta, wi, wo, n):
+    """spectral_polarized: a dielectric interface η about the (micro)normal n — reflection when wi and wo lie
+    on the same side of it, else refraction — by the Fresnel amplitudes (Mitsuba 3's polarized dielectric),
+    in the implicit frames of −wo (in) and wi (out); the same matrix in every lane (η is the path's)."""
+    c = wo.dot(n)
+    m = mu.specular_transmission(c, eta)
+    if wi.dot(n) * c > 0.0:
+        m = mu.specular_reflection(c, eta, 0.0)
+    return mu.uniform3(mu.interface_to_implicit(m, n, wi, wo))
+
+
 @dirac
 class Dielectric(SmoothInterface):
     NAME = "dielectric"
-    KEYS = DIELECTRIC_KEYS + (
-        Number("cauchy_b", default=0.0, lo=0.0, hi=1.0,
-               doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variant; "
-                   "e.g. BK7 0.0042, dense flint 0.0135); 0: none"),
-        Sellmeier("sellmeier", default=None,
-                  doc="Sellmeier dispersion (spectral variant): a glass (bk7, baf10, f2, sf11, fused_silica, caf2, "
-                      "sapphire) or [B1, B2, B3, C1, C2, C3], C in µm²; replaces int_ior (its value at 589.3 nm "
-                      "is the IOR of the rgb and mono variants)"),)
+    KEYS = DIELECTRIC_KEYS + DISPERSION_KEYS
     Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float, disperse=ti.i32)
     constants = staticmethod(dispersive_constants)
     N_CONST = EXT_IOR + 1
@@ -132,17 +169,7 @@ class Dielectric(SmoothInterface):
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        eta = const(st, ctx, ETA)
-        disperse = 0
-        if ti.static(variants.spectral()):
-            b = const(st, ctx, CAUCHY_B)
-            if b > 0.0:
-                lam_um = ctx.lam[0] * 1e-3
-                eta += b * (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D))
-                disperse = 1
-            elif const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0:
-                eta = sellmeier_eta(st, ctx, ctx.lam[0])
-                disperse = 1
+        eta, disperse = dispersive_eta(st, ctx)
         return Dielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
                                  eta=eta, disperse=disperse)
 
@@ -175,5 +202,10 @@ class Dielectric(SmoothInterface):
             if s.pdf <= 0.0:
                 s.valid = 0
             if p.disperse:
-                s.weight *= vec3(3.0, 0.0, 0.0)    # the hero wavelength goes on alone (module doc)
+                s.weight *= HERO_ONLY
         return s
+
+    @staticmethod
+    @ti.func
+    def mueller(p, wi, wo, delta):
+        return interface_mueller(p.eta, wi, wo, vec3(0.0, 0.0, 1.0))

@@ -24,6 +24,7 @@ the emitter samples gathered on the masked surface on the way; tirender keeps th
 """
 import taichi as ti
 
+from ..core import mueller as mu
 from ..core.math import vec3
 from ..schema import Child, Texture
 from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, child, composite, slot_float,
@@ -65,6 +66,16 @@ class MaskBsdf:
             bs = inner.sample(st, child(st, ctx, 0), wi, ti.min(u1 / o, 0.99999994), u2)
             bs.pdf *= o
         return bs
+
+    @staticmethod
+    @ti.func
+    def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
+        """The pass-through (wo = −wi, a Dirac sample) keeps the light's polarization; the material's lobes have
+        the nested BSDF's Mueller matrix."""
+        res = mu.identity3()
+        if delta == 0 or wi.dot(wo) > -0.9999999:
+            res = inner.mueller(st, child(st, ctx, 0), wi, wo, delta, False)
+        return res
 
     @staticmethod
     @ti.func

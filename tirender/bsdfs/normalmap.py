@@ -118,6 +118,12 @@ class NormalMap:
 
     @staticmethod
     @ti.func
+    def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        return perturbed.mueller(st, ctx, wi, wo, delta, inner, n, s, t)
+
+    @staticmethod
+    @ti.func
     def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
         _backprop(st, ctx, wi, wo, d_out, inner, True)
 

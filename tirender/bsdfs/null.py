@@ -3,6 +3,7 @@ the boundary of a participating medium. sample gives wo = -wi, weight 1, pdf 1, 
 pdf are 0. Volume integrators cross it without counting a bounce (flag NULL)."""
 import taichi as ti
 
+from ..core import mueller as mu
 from ..core.math import vec3
 from .base import BOTH_SIDES, DELTA, NULL, TRANSMISSION, BsdfSample, dirac
 
@@ -23,3 +24,9 @@ class Null:
     @ti.func
     def sample(p, wi, u1, u2):
         return BsdfSample(wo=-wi, weight=vec3(1.0), pdf=1.0, eta=1.0, delta=1, valid=1)
+
+    @staticmethod
+    @ti.func
+    def mueller(p, wi, wo, delta):
+        """Light passes unchanged (spectral_polarized)."""
+        return mu.identity3()

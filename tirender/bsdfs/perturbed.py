@@ -20,6 +20,8 @@ direction whose side differs between the two frames (cos θo cos θo' <= 0) gets
 """
 import taichi as ti
 
+from ..core import mueller as mu
+
 from ..core.math import to_local, to_world, vec3
 from .base import child
 
@@ -122,3 +124,13 @@ def backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), n, s, 
             gi = to_world(s, t, n, gwi)
             go = to_world(s, t, n, gwo) + fd * gsw
     return gi, go, g_s, g_n
+
+
+@ti.func
+def mueller(st: ti.template(), ctx, wi, wo, delta, inner: ti.template(), n, s, t):
+    """spectral_polarized: the nested BSDF's Mueller matrices, computed in the perturbed frame (s, t, n) and
+    re-expressed in the implicit frames of the shading frame's directions."""
+    wip = to_local(s, t, n, wi)
+    wop = to_local(s, t, n, wo)
+    m = inner.mueller(st, child(st, ctx, 0), wip, wop, delta, False)
+    return mu.frame_change3(mu.normalized3(m), s, t, n, wip, wop)

@@ -13,6 +13,11 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
     D.adjoint(st, ctx, wi, wo, d_out)          scatter ∂<d_out, eval>/∂π into the gradient pool
     D.grad_dirs(st, ctx, wi, wo, d_out) -> (vec3, vec3)
     D.null_adjoint(st, ctx, d_log)             after a ``null`` sample: ∂ ln P_null/∂π · d_log
+    D.mueller(st, ctx, wi, wo, delta, smooth) -> Mueller3
+                                               spectral_polarized: the Mueller matrix per lane (local implicit
+                                               frames, any scale; bsdfs/base.py ``mueller``); models without
+                                               one depolarize (Mitsuba's diffuse, plastic, thindielectric);
+                                               smooth (compile-time): only directions of smooth lobes (NEE)
     D.dirac_normal(st, ctx, wi) -> vec3        the normal (local shading frame) Dirac lobes reflect and
                                                refract about: a normal map's n', else (0, 0, 1)
     D.dirac_normal_adjoint(st, ctx, wi, g) -> vec2
@@ -29,10 +34,11 @@ A tag outside the kernel's masks behaves as a black surface.
 """
 import taichi as ti
 
+from ..core import mueller as mu
 from ..core.math import vec2, vec3
 from ..registry import mask_of as _mask_of
 from ..registry import register
-from .base import invalid_sample
+from .base import SMOOTH, invalid_sample
 from .halfwarp import HalfWarp
 from .blendbsdf import BlendBsdf
 from .bumpmap import BumpMap
@@ -43,6 +49,7 @@ from .mask import MaskBsdf
 from .normalmap import NormalMap
 from .null import Null
 from .plastic import Plastic
+from .polarizer import Polarizer, Retarder
 from .principled import Principled
 from .roughconductor import RoughConductor
 from .roughdielectric import RoughDielectric
@@ -66,6 +73,8 @@ MODELS = (
     MaskBsdf,
     BumpMap,
     Principled,
+    Polarizer,
+    Retarder,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
@@ -167,6 +176,18 @@ def _make(levels):
                 if ti.static(hasattr(models[i], "null_adjoint_at")):
                     if t == models[i].TAG:
                         models[i].null_adjoint_at(st, ctx, d_log, inner)
+
+        @staticmethod
+        @ti.func
+        def mueller(st: ti.template(), ctx, wi, wo, delta, smooth: ti.template()):
+            res = mu.uniform3(mu.depolarizer(1.0))     # models without a Mueller matrix (as Mitsuba's)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "mueller_at") and (not smooth or models[i].COMPOSITE
+                                                                    or models[i].FLAGS & SMOOTH)):
+                    if t == models[i].TAG:
+                        res = models[i].mueller_at(st, ctx, wi, wo, delta, inner)
+            return res
 
         @staticmethod
         @ti.func

@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..schema import Bool, Choice, Texture
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
-from .conductor import CONDUCTOR_KEYS, MATERIAL, NONE, conductor_constants, conductor_ior
+from .conductor import CONDUCTOR_KEYS, MATERIAL, NONE, conductor_constants, conductor_ior, conductor_mueller
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
 from .microfacet import (half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
                          smith_g1)
@@ -172,3 +172,15 @@ class RoughConductor:
         if p.none == 0:
             dphi = dS.dot(fresnel_conductor_dcos(c, p.eta, p.k))
         return reflection_grad_dirs(wi, wo, h, hl, p.alpha, dS.dot(RoughConductor.fresnel(p, c)), dphi)
+
+    @staticmethod
+    @ti.func
+    def mueller(p, wi, wo, delta):
+        """Reflection about the half vector by the complex Fresnel equations (Mitsuba 3's polarized
+        roughconductor)."""
+        h = wi + wo
+        if h.norm_sqr() > 0.0:
+            h = h.normalized()
+        else:
+            h = vec3(0.0, 0.0, 1.0)
+        return conductor_mueller(p, wi, wo, h)

@@ -11,6 +11,8 @@ Transmission, η' = η (cos θi > 0) or 1/η, h = normalize(wi + η' wo) flipped
 F = fresnel_dielectric(wi·h, η). Sampling: h ~ D_wi' (wi' = wi flipped to +z), reflect with
 probability F, refract otherwise; pdf = D_wi'(h) * (F | 1-F) * |∂h/∂wo|;
 weight = (specular | transmittance η_ti²) * G1(wo, h); eta = 1 (reflection) or η_it.
+Dispersion (``cauchy_b`` or ``sellmeier``, spectral variants) as ``dielectric``: η is the path's hero wavelength
+λ0's, and eval and sample end the other two lanes (× (3, 0, 0)): every lane would scatter its own way.
 Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α (or α_u, α_v); analytic
 direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py).
 """
@@ -19,13 +21,15 @@ import taichi as ti
 from ..core.math import vec2, vec3
 from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf,
                    slot_rgb, slot_rgb_adjoint)
-from .dielectric import DIELECTRIC_KEYS, ETA, ior_constants
+from .dielectric import (DIELECTRIC_KEYS, DISPERSION_KEYS, EXT_IOR, HERO_ONLY, dispersive_constants, dispersive_eta,
+                         interface_mueller)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, pdf_visible_normal,
                          sample_visible_normal, smith_g1, smith_g1_grad)
 from .roughconductor import ANISO_KEYS, DISTRIBUTION, SAMPLE_VISIBLE, distribution_constant, fetch_alpha, fetch_alpha_adjoint
 
 _SPEC, _TRANS, _ALPHA, _AU, _AV = 0, 1, 2, 3, 4   # texture slots
+DIST = EXT_IOR + 1      # constant: the distribution (after dielectric's dispersive constants)
 
 
 @ti.func
@@ -63,20 +67,23 @@ def _transmission_factor(F, eta, wi, wo, m):
 @leaf
 class RoughDielectric:
     NAME = "roughdielectric"
-    KEYS = DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_KEYS[2:]
+    KEYS = (DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_KEYS[2:]
+            + DISPERSION_KEYS)
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=vec2, eta=float)
+    Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=vec2, eta=float, lanes=vec3)
+    N_CONST = DIST + 1
 
     @staticmethod
     def constants(values, file, key):
-        return ior_constants(values, file, key) + [distribution_constant(values, file, key)]
+        return dispersive_constants(values, file, key) + [distribution_constant(values, file, key)]
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
+        eta, disperse = dispersive_eta(st, ctx)
         return RoughDielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
-                                      alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, ETA + 1)),
-                                      eta=const(st, ctx, ETA))
+                                      alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, DIST)),
+                                      eta=eta, lanes=HERO_ONLY if disperse else vec3(1.0))
 
     @staticmethod
     @ti.func
@@ -97,7 +104,7 @@ class RoughDielectric:
                 res = p.specular * (F * dg / (4.0 * ti.abs(wi[2])))
             else:
                 res = p.transmittance * (_transmission_factor(F, eta, wi, wo, m) * dg)
-        return res
+        return res * p.lanes
 
     @staticmethod
     @ti.func
@@ -159,7 +166,7 @@ class RoughDielectric:
                 g1 = smith_g1(wo, m, p.alpha)
                 pd *= ti.abs(dwh)
                 if side_ok == 1 and g1 > 0.0 and pd > 0.0:
-                    s = BsdfSample(wo=wo, weight=weight * g1, pdf=pd, eta=ev, delta=0, valid=1)
+                    s = BsdfSample(wo=wo, weight=weight * g1 * p.lanes, pdf=pd, eta=ev, delta=0, valid=1)
         return s
 
     @staticmethod
@@ -172,8 +179,10 @@ class RoughDielectric:
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂(specular, transmittance, (α_u, α_v))."""
-        g = RoughDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), alpha=vec2(0.0), eta=0.0)
+        g = RoughDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), alpha=vec2(0.0), eta=0.0,
+                                   lanes=vec3(0.0))
         m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
+        d_out = d_out * p.lanes
         if ok:
             dg, ddg = DG_and_dalpha(wi, wo, m, p.alpha)
             F, cos_t, eta_it, eta_ti = fresnel_dielectric(wi.dot(m), p.eta)
@@ -195,6 +204,7 @@ class RoughDielectric:
         gwi = vec3(0.0)
         gwo = vec3(0.0)
         m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
+        d_out = d_out * p.lanes
         if ok:
             dim = wi.dot(m)
             dom = wo.dot(m)
@@ -233,3 +243,11 @@ class RoughDielectric:
             gwi += g_hv
             gwo += scale_wo * g_hv
         return gwi, gwo
+
+    @staticmethod
+    @ti.func
+    def mueller(p, wi, wo, delta):
+        """Reflection or refraction at the microfacet normal by the Fresnel amplitudes (spectral_polarized;
+        Mitsuba 3's roughdielectric does not polarize)."""
+        m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
+        return interface_mueller(p.eta, wi, wo, m)

@@ -7,6 +7,7 @@ Differentiable: through the nested BSDFs.
 """
 import taichi as ti
 
+from ..core import mueller as mu
 from ..core.math import vec3
 from ..schema import Child
 from .base import BOTH_SIDES, TRANSMISSION, composite, with_row
@@ -79,3 +80,13 @@ class TwoSided:
         c, s = _side(st, ctx, wi)
         gi, go = inner.grad_dirs(st, c, _flip(wi, s), _flip(wo, s), d_out)
         return _flip(gi, s), _flip(go, s)
+
+    @staticmethod
+    @ti.func
+    def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
+        """The side's Mueller matrix; on the back, computed in the mirrored frame and mirrored back."""
+        c, s = _side(st, ctx, wi)
+        m = inner.mueller(st, c, _flip(wi, s), _flip(wo, s), delta, False)
+        if s < 0.0:
+            m = mu.mirror_z3(m, wi, wo)
+        return m

@@ -26,7 +26,7 @@ from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
 NAMES = ("path", "direct", "prb")   # `direct` = path with max_depth <= 2; `prb` renders like path
-VARIANTS = ("rgb", "mono", "spectral")   # tirender/variants.py (other integrators: rgb only)
+VARIANTS = ("rgb", "mono", "spectral", "spectral_polarized")   # tirender/variants.py (others: rgb only)
 WALK_KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
                      exclude=((0, "it would render nothing, as in Mitsuba; 1: only directly visible emitters, "
                                   "-1: unbounded"),),

@@ -13,7 +13,8 @@ from ..bsdfs.registry import dispatch
 from . import kernels, path
 
 INTEGRATES = path.NAMES
-VARIANTS = path.VARIANTS
+VARIANTS = ("rgb", "mono", "spectral")   # not spectral_polarized: the replay's L_ind ∂f/f assumes scalar
+                                         # weights, Mueller products are not (Mitsuba 3's prb refuses it too)
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):

@@ -11,9 +11,9 @@ module below.
 from .. import variants
 from ..errors import ConfigError
 from ..schema import validate
-from . import aov, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, volpath
+from . import aov, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, stokes, volpath
 
-PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer)
+PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer, stokes)
 GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
 
 PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}

@@ -537,7 +537,16 @@ class _Importer:
         if t not in registry.PRIMAL:
             raise self.err(n, f"unsupported integrator '{t}' (tirender has: {', '.join(registry.NAMES)})")
         keys = self._keynames(registry.PRIMAL[t])
-        return dict({"type": t}, **self.props(n, "integrator", t, keys))
+        nested = {}
+        if t == "stokes":   # Mitsuba's stokes wraps the integrator it measures: here the path tracer
+            inner = [c for c in n.children if c.tag == "integrator"]
+            if inner:
+                it = self.attr(inner[0], "type")
+                if it != "path":
+                    raise self.err(inner[0], f"the stokes integrator measures a nested 'path' integrator here "
+                                             f"(got '{it}')")
+                nested = self.props(inner[0], "integrator", "path", keys)
+        return dict({"type": t}, **nested, **self.props(n, "integrator", t, keys, skip=("integrator",)))
 
 
 def load_xml(path, defines=None):

@@ -16,7 +16,9 @@ run it where ``adjoint_on`` says so.
 """
 import taichi as ti
 
-from ..core.math import vec3
+from .. import variants
+from ..core import mueller
+from ..core.math import mat3, vec3
 
 PRIMAL, REPLAY, RB, PRB = 0, 1, 2, 3
 
@@ -29,7 +31,9 @@ class PathState:
     left it and whether it was a Dirac lobe (1: no MIS for the next emitter hit); o, d: the current
     ray; active; medium: the medium the ray travels in (-1: vacuum); hero / r: the hero channel and
     the renormalised per-channel pdf ratios of spectral MIS in media; replay: 1 in the replay pass
-    (mode PRB)."""
+    (mode PRB); P: per lane, the product of the (normalised) Mueller matrices of the vertices so far, in the
+    implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
+    β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0)."""
     L: vec3
     beta: vec3
     eta: float
@@ -45,6 +49,8 @@ class PathState:
     r: vec3
     replay: ti.i32
     lam: vec3
+    P: mueller.Mueller3
+    S: mat3
 
 
 @ti.func
@@ -52,7 +58,8 @@ def camera_state(o, d, L_in, replay, lam):
     """A path of wavelengths lam (spectral variant; unused otherwise) leaving the camera at o along d (L_in:
     the primal radiance when replaying)."""
     return PathState(L=L_in, beta=vec3(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
-                     active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay, lam=lam)
+                     active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay, lam=lam, P=mueller.identity3(),
+                     S=mat3(0.0))
 
 
 @ti.func
@@ -78,6 +85,31 @@ def accumulate(mode: ti.template(), s: ti.template(), c):
             s.L += c
     else:
         s.L += c
+
+
+@ti.func
+def deliver(mode: ti.template(), s: ti.template(), c, col):
+    """Add light c (per lane) from an unpolarized source: L += c, or in spectral_polarized L += c · S0 and
+    S += c · (S1, S2, S3) with col (4×3) the Stokes vector per lane of a unit unpolarized source seen through
+    the path's Mueller product (mueller.column0 / through_column0; a dummy elsewhere)."""
+    if ti.static(variants.polarized()):
+        accumulate(mode, s, c * vec3(col[0, 0], col[0, 1], col[0, 2]))
+        if ti.static(mode == PRIMAL):
+            for k in ti.static(range(3)):
+                for i in ti.static(range(3)):
+                    s.S[k, i] += c[i] * col[k + 1, i]
+    else:
+        accumulate(mode, s, c)
+
+
+@ti.func
+def throughput(s):
+    """The path's unpolarized throughput per lane: β, times each lane's Mueller [0, 0] in spectral_polarized
+    (what Russian roulette weighs)."""
+    b = s.beta
+    if ti.static(variants.polarized()):
+        b = b * mueller.s00(s.P)
+    return b
 
 
 @ti.func

@@ -17,16 +17,20 @@ see state.py). All take the path state ``s`` by reference and update it.
         pass-through (``null``) sample, L_ind · ∂ ln P_null / ∂π (a mask's opacity).
     russian_roulette(s, sampler, rr_depth, rr_max) -> 1/q (or 1)
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
+In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
+the Stokes vector of unpolarized light through it, scatter multiplies it by the vertex's Mueller matrix.
 MIS weights, pdfs and RR probabilities are detached (treated as constants), as in the papers.
 """
 import taichi as ti
 
+from .. import variants
+from ..core import mueller
 from ..core.intersect import occluded
 from ..core.math import BIG, max3, mis_power, safe_div, vec3
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from . import vertex
-from .state import PRB, PRIMAL, REPLAY, accumulate, adjoint_on, replaying
+from .state import PRB, PRIMAL, REPLAY, accumulate, adjoint_on, deliver, replaying, throughput
 
 
 @ti.func
@@ -58,7 +62,10 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
         if s.depth > 0 or hide_emitters == 0:
             le = emitters.eval(st, em, q, s.lam)
             if max3(le) > 0.0:
-                accumulate(mode, s, s.beta * mis * le)
+                if ti.static(variants.polarized()):
+                    deliver(mode, s, s.beta * mis * le, mueller.column0(s.P))
+                else:
+                    accumulate(mode, s, s.beta * mis * le)
                 if ti.static(mode != PRIMAL):
                     if adjoint_on(mode, s, dL):
                         emitters.eval_adjoint(st, em, q, dL * s.beta * mis, s.lam)
@@ -104,7 +111,11 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     mis = 1.0
                     if ds.delta == 0:
                         mis = mis_power(ds.pdf, pdf_dir)
-                    accumulate(mode, s, s.beta * mis * f * T * ds.weight)
+                    if ti.static(variants.polarized()):
+                        n = vertex.mueller(st, bsdf, v, ds.d, 0, True)
+                        deliver(mode, s, s.beta * mis * f * T * ds.weight, mueller.through_column0(s.P, n))
+                    else:
+                        accumulate(mode, s, s.beta * mis * f * T * ds.weight)
                     if ds.delta == 0:
                         res_d = ds.d
                         res_w = s.beta * mis * T * ds.weight
@@ -138,6 +149,8 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
             elif replaying(mode, s) and bs.null == 1:
                 # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
                 vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
+        if ti.static(variants.polarized()):
+            s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))
         s.beta *= bs.weight
         s.eta *= bs.eta
         s.prev_p = v.p
@@ -151,7 +164,7 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
 @ti.func
 def russian_roulette(s: ti.template(), sampler: ti.template(), rr_depth, rr_max):
     """Russian roulette after a vertex (Mitsuba 3): returns the survival weight 1/q applied to β."""
-    beta_max = max3(s.beta)
+    beta_max = max3(throughput(s))
     rr_prob = ti.min(beta_max * s.eta * s.eta, rr_max)
     u_rr = sampler.next_1d()
     scale = 1.0

@@ -10,6 +10,7 @@ phase functions are sampled exactly (weight 1). ``bsdf`` is the scene's BSDF dis
 import taichi as ti
 
 from ..bsdfs.base import SMOOTH, BsdfCtx, BsdfSample, surface_ctx
+from ..core import mueller as mu
 from ..core.interaction import spawn_origin
 from ..core.math import to_local, to_world, vec3
 from ..media.phase import phase_eval, phase_eval_adjoint, phase_sample
@@ -103,3 +104,17 @@ def adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
         phase_eval_adjoint(st, v.medium, v.wi, d, weight.sum())
     else:
         bsdf.adjoint(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d), weight)
+
+
+@ti.func
+def mueller(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.template()):
+    """The vertex's Mueller matrix per lane (core/mueller.Mueller3) for light arriving along −d and leaving
+    towards the previous vertex, in the implicit Stokes frames of the world directions, normalised to
+    [0, 0] = 1 (the unpolarized value is the walk's f or weight); delta: the lobe was a Dirac one; smooth
+    (compile-time): d is an emitter sample (NEE), so only models with smooth lobes matter. Phase
+    functions: identity (media do not run in spectral_polarized)."""
+    res = mu.identity3()
+    if v.medium_event == 0:
+        wo = to_local(v.s, v.t, v.n, d)
+        res = mu.frame_change3(mu.normalized3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth)), v.s, v.t, v.n, v.wi, wo)
+    return res

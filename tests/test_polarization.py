@@ -1,0 +1,392 @@
+"""The spectral_polarized variant (issue 15; core/mueller.py, integrators/stokes.py, bsdfs/polarizer.py):
+Mueller algebra against the Fresnel equations, the analytic experiments the issue names (Malus's law, crossed
+polarizers, Brewster's angle, a quarter-wave plate), a two-sided mirror's back face, refusals, and Stokes
+S0–S3 against Mitsuba 3's scalar_spectral_polarized.
+
+The renders run in one child process in spectral_polarized (``python tests/test_polarization.py --child``,
+its report as JSON). Its scenes all hold the same set of models (a ``ZOO`` of small shapes outside every
+view), so the child compiles one Stokes kernel."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PARITY_XML = os.path.join(ROOT, "benchmarks", "parity", "scenes", "polarized.xml")
+PARITY = {"res": 32, "spp": 64, "seeds": 6}
+ETA = 1.5
+
+
+# ------------------------------------------------------------------------------------------- host side
+def _fresnel_np(cos_i, eta):
+    """Complex amplitudes (r_s, r_p) of a dielectric or conductor (eta complex), light from outside."""
+    eta = np.asarray(eta, complex)
+    sin2 = 1.0 - cos_i ** 2
+    cos_t = np.sqrt(1.0 - sin2 / eta ** 2 + 0j)
+    rs = (cos_i - eta * cos_t) / (cos_i + eta * cos_t)
+    rp = (eta * cos_i - cos_t) / (eta * cos_i + cos_t)
+    return rs, rp
+
+
+@pytest.fixture(scope="module")
+def mueller_kernels():
+    import taichi as ti
+    import tirender
+    tirender.init(arch="cpu")
+    from tirender.bsdfs.fresnel import fresnel_conductor, fresnel_dielectric
+    from tirender.core import mueller as mu
+    from tirender.core.math import vec3
+
+    n = 64
+    out = ti.Matrix.field(4, 4, ti.f32, shape=(3, n))
+    ref = ti.Vector.field(3, ti.f32, shape=n)
+    cosv = ti.field(ti.f32, shape=n)
+
+    @ti.kernel
+    def run(eta: ti.f32, k: ti.f32):
+        for i in range(n):
+            c = cosv[i]
+            out[0, i] = mu.specular_reflection(c, eta, k)
+            out[1, i] = mu.specular_transmission(c, eta)
+            out[2, i] = mu.rotator(c) @ mu.rotator(-c)
+            f, _, _, _ = fresnel_dielectric(c, eta)
+            ref[i] = vec3(f, fresnel_conductor(ti.abs(c), vec3(eta), vec3(k))[0], 0.0)
+
+    def call(cos, eta, k=0.0):
+        cosv.from_numpy(np.asarray(cos, np.float32))
+        run(eta, k)
+        return out.to_numpy(), ref.to_numpy()
+    return call, n
+
+
+def test_specular_reflection_is_the_fresnel_equations(mueller_kernels):
+    """M00 = (R_s + R_p)/2 (the unpolarized Fresnel value the walk uses), M01 = (R_s − R_p)/2, M22 = M33 =
+    √(R_s R_p) cos δ for a dielectric and a conductor; R_p = 0 at Brewster's angle."""
+    call, n = mueller_kernels
+    cos = np.linspace(0.02, 1.0, n)
+    for eta, k in ((ETA, 0.0), (0.2, 3.0)):
+        m, ref = call(cos, eta, k)
+        rs, rp = _fresnel_np(cos, eta + 1j * k)
+        Rs, Rp = np.abs(rs) ** 2, np.abs(rp) ** 2
+        R = m[0]
+        for got, want in ((R[:, 0, 0], 0.5 * (Rs + Rp)), (R[:, 0, 1], 0.5 * (Rs - Rp)),
+                          (np.hypot(R[:, 2, 2], R[:, 3, 2]), np.sqrt(Rs * Rp))):
+            assert np.abs(got - want).max() < 1e-4, (eta, np.abs(got - want).max())
+        assert np.allclose(R[:, 0, 0], ref[:, 0] if k == 0 else ref[:, 1], atol=2e-5)
+    mb, _ = call([np.cos(np.arctan(ETA))] * n, ETA)
+    assert abs(mb[0][0, 0, 0] - mb[0][0, 0, 1]) < 1e-6            # R_p = 0: reflected light is s-polarized
+
+
+def test_dielectric_reflection_plus_transmission_conserves_energy(mueller_kernels):
+    """R + T = 1 for every row of the unpolarized part (M00 and M01) from both sides, below the critical angle,
+    and rotators compose to the identity."""
+    call, n = mueller_kernels
+    for cos in (np.linspace(0.05, 1.0, n), -np.linspace(0.76, 1.0, n)):   # inside: sin θc = 1/1.5 ↔ cos 0.745
+        m, _ = call(cos, ETA)
+        assert np.allclose(m[0][:, 0, 0] + m[1][:, 0, 0], 1.0, atol=3e-5)
+        assert np.allclose(m[0][:, 0, 1] + m[1][:, 0, 1], 0.0, atol=3e-5)
+        assert np.allclose(m[2], np.eye(4)[None], atol=1e-5)
+        # a valid Mueller matrix keeps every Stokes vector physical: S0 >= |(S1, S2, S3)|
+        s = np.random.default_rng(0).normal(size=(200, 4))
+        s[:, 0] = np.linalg.norm(s[:, 1:], axis=1)
+        for M in (m[0], m[1]):
+            o = np.einsum("nij,kj->nki", M, s)
+            assert np.all(o[..., 0] >= np.linalg.norm(o[..., 1:], axis=-1) - 1e-4)
+
+
+def test_stokes_views(tmp_path):
+    """io/stokes.py: DoLP, AoLP and DoCP of known Stokes vectors, and the files written."""
+    from tirender.io.stokes import NAMES, angle_of_linear, degree_of_circular, degree_of_linear, save_stokes_set
+    S = np.zeros((4, 2, 3, 3), np.float32)
+    S[0] = 2.0
+    S[1, 0] = 1.0                         # row 0: half linearly polarized along x
+    S[2, 1] = -2.0                        # row 1: fully linear at −45°
+    S[3, 1, 2] = 2.0                      # pixel (1, 2): also circular (unphysical, but the views are ratios)
+    assert np.allclose(degree_of_linear(S)[0], 0.5) and np.allclose(degree_of_linear(S)[1], 1.0)
+    assert np.allclose(angle_of_linear(S)[0], 0.0) and np.allclose(angle_of_linear(S)[1], -np.pi / 4)
+    assert np.isclose(degree_of_circular(S)[1, 2], 1.0) and degree_of_circular(S)[0, 0] == 0.0
+    save_stokes_set(str(tmp_path), S)
+    assert all((tmp_path / n).is_file() for n in NAMES)
+    assert np.array_equal(np.load(tmp_path / "stokes.npy"), S)
+
+
+def test_polarizer_and_retarder_in_rgb_transmit_unpolarized_power():
+    """Outside spectral_polarized the elements are neutral filters (Mitsuba 3): a polarizer passes 0.5 T of
+    unpolarized light whatever its angle, a retarder T; the Stokes output's S1..S3 are 0."""
+    import tirender
+    tirender.init(arch="cpu")
+    from tirender import variants
+    if variants.name() != "rgb":
+        pytest.skip("the rgb variant's behaviour")
+    sc = tirender.load_scene(element_scene(0.0, 90.0, res=4, fov=5.0, integrator="path"))
+    img = tirender.render(sc, spp=2, seed=0, progress=False)
+    assert np.allclose(img, 0.25, atol=1e-6)
+    sc = tirender.load_scene(element_scene(0.0, 45.0, second="retarder", res=4, fov=5.0, integrator="path",
+                                           transmittance=0.5))
+    S = tirender.render_stokes(sc, spp=2, seed=0, progress=False)
+    assert np.allclose(S[0], 0.25, atol=1e-6) and np.all(S[1:] == 0.0)
+
+
+def test_mitsuba_xml_stokes_nests_path():
+    from tirender.config import load_config
+    from tirender.errors import ConfigError
+    cfg = load_config(PARITY_XML, defines={"res": "8", "spp": "4"})
+    assert cfg["scene"]["integrator"] == {"type": "stokes", "max_depth": 6}
+    bad = open(PARITY_XML).read().replace('<integrator type="path">', '<integrator type="volpath">')
+    p = os.path.join(os.path.dirname(PARITY_XML), "_bad_stokes.xml")
+    try:
+        with open(p, "w") as f:
+            f.write(bad)
+        with pytest.raises(ConfigError, match="nested 'path'"):
+            load_config(p, defines={"res": "8", "spp": "4"})
+    finally:
+        os.remove(p)
+
+
+# ------------------------------------------------------------------------------------------- scenes
+GOLD = {"type": "conductor", "material": "Au"}
+ZOO = {"polarizer": {"type": "polarizer"}, "retarder": {"type": "retarder"}, "dielectric": {"type": "dielectric"},
+       "conductor": GOLD, "roughconductor": {"type": "roughconductor"}, "diffuse": {"type": "diffuse"},
+       "twosided": {"type": "twosided", "bsdf": GOLD}}
+# the wrappers' child (extended lane: every wrapper expands the nested models' Mueller code, a long compile)
+WRAPPERS = {"conductor": GOLD, "diffuse": {"type": "diffuse"}, "plastic": {"type": "plastic"},
+            "twosided": {"type": "twosided", "bsdf": GOLD}, "mask": {"type": "mask", "opacity": 1.0, "bsdf": GOLD},
+            "blend": {"type": "blendbsdf", "weight": 0.0, "bsdf_0": GOLD, "bsdf_1": {"type": "diffuse"}},
+            "normalmap": {"type": "normalmap", "normalmap": [0.5, 0.5, 1.0], "bsdf": GOLD}}
+
+
+def _zoo(models=None):
+    """Small shapes behind the camera, one per model, so that every scene of a child compiles one kernel."""
+    out = []
+    for i, (name, b) in enumerate((models or ZOO).items()):
+        out.append({"id": f"zoo_{name}", "type": "rectangle", "bsdf": b,
+                    "to_world": [{"scale": 0.01}, {"translate": [50.0 + i, 50.0, 50.0]}]})
+    out.append({"id": "zoo_light", "type": "rectangle", "emitter": {"type": "area", "radiance": 0.0},
+                "to_world": [{"scale": 0.01}, {"translate": [40.0, 50.0, 50.0]}]})
+    return out
+
+
+def element_scene(theta1, theta2, second="polarizer", res=8, fov=1.0, integrator="stokes", transmittance=1.0,
+                  delta=90.0):
+    """A camera on the +z axis looking through two thin elements (the light meets the polarizer at z = 0.5 with
+    theta1 first, then ``second`` at z = 1 with theta2) at a white sky."""
+    el = {"type": second, "theta": theta2, "transmittance": transmittance}
+    if second == "retarder":
+        el["delta"] = delta
+    return {"integrator": {"type": integrator, "max_depth": 6},
+            "sensors": [{"fov": fov, "to_world": {"look_at": {"origin": [0, 0, 3], "target": [0, 0, 0], "up": [0, 1, 0]}},
+                         "film": {"width": res, "height": res, "filter": {"type": "box"}}}],
+            "shapes": [{"id": "p1", "type": "rectangle", "bsdf": {"type": "polarizer", "theta": theta1},
+                        "to_world": [{"scale": 2.0}, {"translate": [0, 0, 0.5]}]},
+                       {"id": "p2", "type": "rectangle", "bsdf": el, "to_world": [{"scale": 2.0}, {"translate": [0, 0, 1.0]}]}],
+            "emitters": [{"type": "constant", "radiance": 1.0}]}
+
+
+def _child_scene(sc, models=None):
+    sc = dict(sc)
+    sc["shapes"] = list(sc["shapes"]) + _zoo(models)
+    return sc
+
+
+def brewster_scene(flip=False, bsdf=None):
+    """A large glass plane (transmission off) seen at Brewster's angle under a white sky; flip: the plane turned
+    over (its back faces the camera)."""
+    tb = np.arctan(ETA)
+    o = [3.0 * np.sin(tb), 0.0, 3.0 * np.cos(tb)]
+    tw = [{"scale": 20.0}] + ([{"rotate": {"axis": [1, 0, 0], "angle": 180}}] if flip else [])
+    b = bsdf or {"type": "dielectric", "int_ior": ETA, "ext_ior": 1.0, "specular_transmittance": 0.0}
+    return {"integrator": {"type": "stokes", "max_depth": 4},
+            "sensors": [{"fov": 1.0, "to_world": {"look_at": {"origin": o, "target": [0, 0, 0], "up": [0, 0, 1]}},
+                         "film": {"width": 4, "height": 4, "filter": {"type": "box"}}}],
+            "shapes": [{"id": "plane", "type": "rectangle", "bsdf": b, "to_world": tw}],
+            "emitters": [{"type": "constant", "radiance": 1.0}]}
+
+
+# ------------------------------------------------------------------------------------------- the child
+def child():
+    import tirender
+    from tirender.errors import ConfigError
+    tirender.set_variant("spectral_polarized")
+    tirender.init(arch="cpu")
+    from tirender.io.stokes import degree_of_circular, degree_of_linear
+
+    def stokes(sc, spp=4, seed=0):
+        return tirender.render_stokes(tirender.load_scene(_child_scene(sc)), spp=spp, seed=seed, progress=False)
+
+    # the parity scene first: its tessellated spheres grow the scene storage, which the smaller scenes then share
+    # (one compile); Mitsuba's render is made by the parent
+    from tirender.config import load_config
+    cfg = load_config(PARITY_XML, defines={"res": str(PARITY["res"]), "spp": str(PARITY["spp"])})
+    cfg["scene"] = _child_scene(cfg["scene"])
+    psc = tirender.scene_from_config(cfg)
+    imgs = np.stack([tirender.render_stokes(psc, spp=PARITY["spp"], seed=100 + s, progress=False)
+                     for s in range(PARITY["seeds"])])
+    np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], "parity.npy"), imgs)
+    rep = {}
+    s0 = {}
+    for t2 in (0.0, 30.0, 60.0, 90.0):
+        S = stokes(element_scene(0.0, t2))
+        s0[t2] = float(S[0].mean())
+    rep["malus"] = {str(k): v for k, v in s0.items()}
+    neutral = element_scene(0.0, 0.0)
+    for sh in neutral["shapes"]:
+        sh["bsdf"]["polarizing"] = False
+    rep["malus_neutral"] = float(stokes(neutral)[0].mean())      # 0.25 of the sky at the same wavelengths
+    S = stokes(element_scene(0.0, 45.0, second="retarder", delta=90.0))
+    rep["qwp_docp"] = float(np.abs(degree_of_circular(S)).min())
+    rep["qwp_dolp"] = float(degree_of_linear(S).max())
+    S = stokes(element_scene(0.0, 22.5, second="retarder", delta=180.0))   # half-wave plate: 0° -> 45°
+    rep["hwp_s2"] = float((S[2].mean(-1) / S[0].mean(-1)).min())
+    front = stokes(brewster_scene(), spp=64)
+    tot = front.reshape(4, 1, -1, 3).mean(2, keepdims=True)           # the image's Stokes vector
+    rep["brewster_dolp"] = float(degree_of_linear(tot).min())
+    rep["brewster_pixel_dolp"] = float(degree_of_linear(front)[front[0].mean(-1) > 0].min())
+    rep["brewster_s0"] = float(front[0].mean())
+    a = stokes(brewster_scene(bsdf=ZOO["twosided"]))
+    b = stokes(brewster_scene(flip=True, bsdf=ZOO["twosided"]))
+    rep["twosided_diff"] = float(np.abs(a - b).max())
+    rep["twosided_dolp"] = float(degree_of_linear(a).mean())
+
+    errs = []
+    sc = tirender.load_scene(_child_scene(element_scene(0.0, 0.0, integrator="path")))
+    for call in (lambda: tirender.render(sc, spp=1, integrator="volpath", progress=False),
+                 lambda: tirender.render_grad(sc, np.ones((8, 8, 3), np.float32), spp=1, progress=False)):
+        try:
+            call()
+            errs.append("no error")
+        except ConfigError as e:
+            errs.append(str(e))
+    rep["refusals"] = errs
+    print(json.dumps(rep))
+
+
+def wrappers_child():
+    import tirender
+    tirender.set_variant("spectral_polarized")
+    tirender.init(arch="cpu")
+    from tirender.io.stokes import degree_of_linear
+
+    def stokes(bsdf):
+        sc = _child_scene(brewster_scene(bsdf=bsdf), WRAPPERS)
+        return tirender.render_stokes(tirender.load_scene(sc), spp=4, seed=0, progress=False)
+    gold = stokes(GOLD)
+    rep = {"wrappers": {k: float(np.abs(stokes(WRAPPERS[k]) - gold).max()) for k in ("twosided", "mask", "blend",
+                                                                                  "normalmap")},
+           "wrappers_scale": float(np.abs(gold[1:]).max()),
+           "depolarizers": {k: float(degree_of_linear(stokes(WRAPPERS[k])).max()) for k in ("diffuse", "plastic")}}
+    print(json.dumps(rep))
+
+
+def _run_child(flag, out_dir):
+    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
+    env.pop("TIRENDER_VARIANT", None)
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), flag], capture_output=True, text=True,
+                          timeout=1500, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rep = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(rep, indent=1))
+    return rep
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("polarized")
+
+
+@pytest.fixture(scope="module")
+def report(out_dir):
+    return _run_child("--child", out_dir)
+
+
+def test_malus_law_and_crossed_polarizers(report):
+    """Unpolarized light through two ideal polarizers: S0 ∝ cos²(θ2 − θ1) (Malus), half of the light when
+    parallel, and crossed ones transmit < 1e-4 of the parallel case."""
+    s0 = {float(k): v for k, v in report["malus"].items()}
+    assert abs(s0[0.0] / report["malus_neutral"] - 2.0) < 1e-4, (s0, report["malus_neutral"])   # half the sky
+    for t, v in s0.items():
+        assert abs(v / s0[0.0] - np.cos(np.radians(t)) ** 2) < 1e-4, (t, v)
+    assert s0[90.0] / s0[0.0] < 1e-4, s0
+
+
+def test_quarter_wave_plate_makes_circular_light(report):
+    """Linear light through a quarter-wave plate at 45°: |S3|/S0 >= 0.999, no linear part left."""
+    assert report["qwp_docp"] >= 0.999, report
+    assert report["qwp_dolp"] < 0.03, report
+
+
+def test_half_wave_plate_rotates_linear_light(report):
+    """A half-wave plate at 22.5° turns 0° linear light to 45°: S2/S0 = ±1."""
+    assert abs(report["hwp_s2"]) >= 0.999, report
+
+
+def test_brewster_reflection_is_s_polarized(report):
+    """A smooth dielectric seen at Brewster's angle reflects only the s component: DoLP >= 0.999 (the image's and
+    every lit pixel's), and S0 is R_s/2 of the white sky (R_s = 0.1479 for η = 1.5; the path picks reflection
+    with probability F, so S0 is a binomial estimate: 1024 samples, within 4 SE ≈ 25 %)."""
+    assert report["brewster_dolp"] >= 0.999 and report["brewster_pixel_dolp"] >= 0.999, report
+    rs, _ = _fresnel_np(np.cos(np.arctan(ETA)), ETA)
+    F = 0.5 * abs(rs) ** 2
+    assert abs(report["brewster_s0"] / F - 1.0) < 4 * np.sqrt((1 - F) / (F * 1024)), report
+
+
+def test_twosided_back_face_is_the_same_mirror(report):
+    """A two-sided gold mirror seen from its back (the plane turned over) gives the front face's Stokes images
+    (the mirrored frame's Mueller matrix is mirrored back, core/mueller.py mirror_z3); gold polarizes."""
+    assert report["twosided_diff"] < 1e-5, report
+    assert report["twosided_dolp"] > 0.05, report
+
+
+@pytest.mark.extended
+def test_wrappers_keep_the_nested_mueller_matrix(tmp_path):
+    """A gold mirror wrapped in twosided, an opaque mask, a blend of weight 0 and a flat normal map gives the bare
+    mirror's Stokes images; diffuse and plastic depolarize (as Mitsuba's)."""
+    report = _run_child("--wrappers-child", tmp_path)
+    assert report["wrappers_scale"] > 1e-3
+    for k, d in report["wrappers"].items():
+        assert d < 1e-5, (k, d)
+    for k, d in report["depolarizers"].items():
+        assert d < 1e-5, (k, d)
+
+
+def test_polarized_refusals_are_one_line(report):
+    r = report["refusals"]
+    assert "integrator 'volpath' is not available in variant 'spectral_polarized'" in r[0], r
+    assert "not available in variant 'spectral_polarized'" in r[1] and "prb" in r[1], r
+    assert all("\n" not in x for x in r)
+
+
+@pytest.mark.parity
+def test_stokes_parity_with_mitsuba(report, out_dir):
+    """benchmarks/parity/scenes/polarized.xml (a glass and a gold sphere, a rough aluminium floor, a diffuse
+    wall, area light and sky) rendered by tirender and by Mitsuba 3's scalar_spectral_polarized ``stokes``:
+    for each of S0..S3 the per-channel means within 4 combined standard errors and the image RMSE within 1.25×
+    the combined noise; S1 and S2 agree pixel by pixel in sign (correlation > 0.5)."""
+    pytest.importorskip("mitsuba")
+    import mitsuba as mi
+    mi.set_variant("scalar_spectral_polarized")
+    res, spp, k = PARITY["res"], PARITY["spp"], PARITY["seeds"]
+    scene = mi.load_file(PARITY_XML, res=str(res), spp=str(spp))
+    b = np.stack([np.array(mi.render(scene, seed=100 + s, spp=spp))[..., 3:].reshape(res, res, 4, 3)
+                  .transpose(2, 0, 1, 3) for s in range(k)])
+    a = np.load(os.path.join(out_dir, "parity.npy"))
+    for c in range(4):
+        ma, mb = a[:, c].reshape(k, -1, 3).mean(1), b[:, c].reshape(k, -1, 3).mean(1)
+        se = np.sqrt(ma.var(0, ddof=1) / k + mb.var(0, ddof=1) / k) + 1e-12
+        z = (ma.mean(0) - mb.mean(0)) / se
+        noise = np.sqrt(np.mean(a[:, c].var(0, ddof=1) / k + b[:, c].var(0, ddof=1) / k))
+        rmse = np.sqrt(np.mean((a[:, c].mean(0) - b[:, c].mean(0)) ** 2))
+        assert np.all(np.abs(z) <= 4) and rmse / noise <= 1.25, (c, ma.mean(0), mb.mean(0), z, rmse / noise)
+        if c in (1, 2):
+            corr = np.corrcoef(a[:, c].mean(0).mean(-1).ravel(), b[:, c].mean(0).mean(-1).ravel())[0, 1]
+            assert corr > 0.5, (c, corr)
+
+
+if __name__ == "__main__" and "--child" in sys.argv:
+    sys.path.insert(0, ROOT)
+    child()
+elif __name__ == "__main__" and "--wrappers-child" in sys.argv:
+    sys.path.insert(0, ROOT)
+    wrappers_child()

@@ -1,0 +1,83 @@
+"""Stokes output (Mitsuba 3 ``stokes``): the path tracer's radiance as its four Stokes components S0–S3,
+each a linear-sRGB image, in the camera's frame.
+
+The walk (integrators/path.py) carries the Stokes vector of each lane in the implicit frame of the ray
+(core/mueller.py); here it is rotated into the camera's frame — x axis ``d × up`` of the camera, as
+Mitsuba's stokes integrator — and each component goes through the variant's film conversion (spectral:
+CIE → sRGB). Outside ``spectral_polarized`` light is unpolarized: S1 = S2 = S3 = 0.
+
+    render_stokes(scene, spp, seed, sensor, progress) -> float32 (4, H, W, 3): S0..S3 (box filter: each
+    sample counts for its own pixel), row 0 at the top
+    render(...) -> S0 (the image; ``integrator: {type: stokes}``)
+
+Keys: those of ``path``. Not differentiable (PRB does not run in spectral_polarized, as in Mitsuba 3).
+"""
+import numpy as np
+import taichi as ti
+
+from .. import launch, variants
+from ..bsdfs.registry import dispatch
+from ..core import film, mueller
+from ..core.camera import camera_ray, pixel_sample
+from ..core.math import vec3
+from ..walk.state import PRIMAL, camera_state
+from . import path
+
+NAMES = ("stokes",)
+KEYS = path.WALK_KEYS
+VARIANTS = variants.NAMES
+
+
+@ti.func
+def _camera_rotation(st: ti.template(), cam, d):
+    """(cos 2θ, sin 2θ) of the rotation from the implicit frame of −d to the camera's (x = d × up)."""
+    r = mueller.rotate_stokes_basis(-d, mueller.stokes_basis(-d), d.cross(st.cam_up[cam]))
+    return r[1, 1], r[1, 2]
+
+
+@ti.kernel
+def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
+                  sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32,
+                  out: ti.types.ndarray(dtype=ti.f32, ndim=2)):
+    """out[pix, 3 c + j] += Σ over spp samples of S_c's linear sRGB channel j."""
+    w = st.cam_w[cam]
+    for pix in range(w * st.cam_h[cam]):
+        acc = ti.Matrix([[0.0, 0.0, 0.0] for _ in ti.static(range(4))])
+        for k in range(spp):
+            sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+            lam, lw = variants.sample_wavelengths(sampler)
+            o, d = camera_ray(st, cam, pos)
+            s = camera_state(o, d, vec3(0.0), 0, lam)
+            path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
+            S1 = vec3(s.S[0, 0], s.S[0, 1], s.S[0, 2])
+            S2 = vec3(s.S[1, 0], s.S[1, 1], s.S[1, 2])
+            S3 = vec3(s.S[2, 0], s.S[2, 1], s.S[2, 2])
+            c2, s2 = _camera_rotation(st, cam, d)
+            comps = [s.L, c2 * S1 + s2 * S2, c2 * S2 - s2 * S1, S3]
+            rgb = [film.nan_to_zero(variants.to_rgb(comps[c], lam, lw)) for c in ti.static(range(4))]
+            for c in ti.static(range(4)):
+                for j in ti.static(range(3)):
+                    acc[c, j] += rgb[c][j]
+        for c in ti.static(range(4)):
+            for j in ti.static(range(3)):
+                out[pix, 3 * c + j] += acc[c, j]
+
+
+def render_stokes(scene, spp, seed, sensor, progress=True, integrator=None):
+    """S0..S3 of sensor ``sensor``: float32 (4, H, W, 3) linear sRGB (module doc)."""
+    a = path.args(scene, integrator if integrator != "stokes" else "path")
+    st = scene.bind()
+    s = scene.sensors[sensor]
+    out = np.zeros((s.width * s.height, 12), np.float32)
+    bsdf = dispatch(scene.bsdf_levels)
+    seed = int(seed) & 0xFFFFFFFF
+    launch.sweep(scene, sensor, spp, "stokes", progress,
+                 lambda off, k: stokes_kernel(st, bsdf, scene.em_mask, sensor, k, off, seed, a.max_depth, a.rr_depth,
+                                              a.hide, out))
+    img = out.reshape(s.height, s.width, 4, 3).transpose(2, 0, 1, 3) / float(spp)
+    return np.ascontiguousarray(img, dtype=np.float32)
+
+
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
+    """S0, the image (progressive rendering is not offered: every call renders spp samples afresh)."""
+    return render_stokes(scene, spp, seed, sensor, progress, integrator)[0]
