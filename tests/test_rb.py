@@ -150,6 +150,7 @@ FIG2_PAIRS = [(0.03, 0.15), (0.05, 0.25), (0.1, 0.3), (0.1, 0.03), (0.15, 0.03),
 
 
 @pytest.mark.slow
+@pytest.mark.extended    # 1024-spp finite differences for 8 pairs: 1.5-2 min; the default lane checks RB on other scenes
 def test_fig2_enclosed_roughness_sign_prb_right_biased_rb_wrong():
     sc = tirender.load_scene(_enclosed_metal_scene())
     shp = sc.params["metal.roughness"].shape
