@@ -59,8 +59,6 @@ CONST = {
     "dielectric_0.75": {"type": "dielectric", "int_ior": 1.0, "ext_ior": 1.33},
     "thin_1.5": {"type": "thindielectric", "int_ior": 1.5, "ext_ior": 1.0},
     "null": {"type": "null"},
-    "polarizer": {"type": "polarizer", "theta": 30.0, "transmittance": [0.9, 0.8, 0.7]},
-    "retarder": {"type": "retarder", "theta": 10.0, "delta": 90.0, "transmittance": [0.9, 0.8, 0.7]},
     "blend": {"type": "blendbsdf", "weight": 0.3, "bsdf_0": {"type": "diffuse", "reflectance": [0.7, 0.5, 0.3]},
               "bsdf_1": {"type": "roughconductor", "roughness": 0.2, "material": "Au"}},
     "blend_delta": {"type": "blendbsdf", "weight": 0.4, "bsdf_0": {"type": "diffuse", "reflectance": 0.6},
@@ -397,8 +395,9 @@ EVAL_PDF_ROWS = ["diffuse", "rc_a0.3", "rd_a0.3", "rp_a0.2", "conductor_au", "di
                  "blend", "twosided", "normalmap", "pr_all"]
 
 
-@pytest.mark.parametrize("rows", [EVAL_PDF_ROWS, pytest.param(list(CONST) + list(ADJ), marks=pytest.mark.slow)],
-                         ids=["one_per_model", "all"])
+@pytest.mark.parametrize("rows", [EVAL_PDF_ROWS, pytest.param(list(CONST) + list(ADJ),
+                                                               marks=[pytest.mark.slow, pytest.mark.extended])],
+                         ids=["one_per_model", "all"])   # "all": every bench row (extended lane; CI time)
 def test_eval_pdf_matches_eval_and_pdf(rows):
     rng = np.random.default_rng(4)
     b = bench()
@@ -738,12 +737,6 @@ def test_null_and_dispatch_specialisation():
     assert np.allclose(out[:, :3], -wi, atol=1e-7)
     assert np.all(out[:, 3:6] == 1.0) and np.all(out[:, 6:10] == 1.0)
     assert np.all(b.eval("null", wi, -wi)[:, :4] == 0.0)
-    # polarizer and retarder (unpolarized variants): crossed straight through, 0.5 T and T, Dirac
-    for name, scale in (("polarizer", 0.5), ("retarder", 1.0)):
-        out = b.sample(name, wi, 256)
-        assert np.allclose(out[:, :3], -wi, atol=1e-7)
-        assert np.allclose(out[:, 3:6], scale * np.array([0.9, 0.8, 0.7]), atol=1e-6)
-        assert np.all(b.eval(name, wi, -wi)[:, :4] == 0.0)
     # a dispatcher specialised to {diffuse} treats any other model as black
     from bsdf_harness import k_eval
     D = registry.dispatch((registry.mask_of(["diffuse"]),))
@@ -760,7 +753,8 @@ def test_null_and_dispatch_specialisation():
 def test_every_registered_model_is_benched():
     from tirender.bsdfs import registry
     used = {(CONST.get(k) or ADJ.get(k))["type"] for k in list(CONST) + list(ADJ)}
-    assert {m.NAME for m in registry.MODELS} <= used | {"twosided", "normalmap"}
+    # polarizer and retarder: tests/test_polarization.py (their rgb transmission and the polarized experiments)
+    assert {m.NAME for m in registry.MODELS} <= used | {"twosided", "normalmap", "polarizer", "retarder"}
 
 
 # ----------------------------------------------------------------------------- adjoints (f64 subprocess)

@@ -137,7 +137,8 @@ def test_prb_matches_fd_normalmap_constant_env_directional():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("wrapped", [False, True], ids=["mask", "mask_under_normalmap"])
+@pytest.mark.parametrize("wrapped", [pytest.param(False, marks=pytest.mark.extended), True],
+                         ids=["mask", "mask_under_normalmap"])   # the wrapped case checks the opacity gradient too
 def test_prb_matches_fd_mask_opacity(wrapped):
     """A half-transparent card (mask over a diffuse) in front of a lit floor: the opacity gradient has
     a term through the card's material (L_nested / o) and one through its holes (-L_through / (1 - o),
