@@ -9,11 +9,12 @@ view), so the child compiles one Stokes kernel; the wrappers (twosided, mask, bl
 child in the extended lane (their kernel compiles for minutes)."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from child_util import run_child
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PARITY_XML = os.path.join(ROOT, "benchmarks", "parity", "scenes", "polarized.xml")
@@ -279,14 +280,7 @@ def wrappers_child():
 
 
 def _run_child(flag, out_dir):
-    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
-    env.pop("TIRENDER_VARIANT", None)
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), flag], capture_output=True, text=True,
-                          timeout=1500, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    rep = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(json.dumps(rep, indent=1))
-    return rep
+    return run_child(__file__, [flag], out_dir)
 
 
 @pytest.fixture(scope="module")

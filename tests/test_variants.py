@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from child_util import run_child
 from gradcheck_util import central_differences, max_rel_err
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -131,14 +132,7 @@ def test_cli_refuses_a_variant_in_one_line(tmp_path):
 
 # ------------------------------------------------------------------------------------------- children
 def _child(variant, out_dir):
-    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
-    env.pop("TIRENDER_VARIANT", None)        # the child chooses it with tirender.set_variant
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", variant], capture_output=True,
-                          text=True, timeout=1200, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(json.dumps(report, indent=1))
-    return report
+    return run_child(__file__, ["--child", variant], out_dir, timeout=1200)
 
 
 @pytest.fixture(scope="module")

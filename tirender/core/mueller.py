@@ -4,8 +4,8 @@
 A Stokes vector S = (S0, S1, S2, S3) is expressed in a reference frame: the direction of travel
 ``forward`` and a unit ``basis`` vector ⟂ forward (the x axis of the frame: S1 > 0 is light polarized along
 it, S2 > 0 along basis rotated by +45° about forward, S3 > 0 right circular). Every Mueller matrix maps a
-Stokes vector in an explicit incident frame to one in an explicit outgoing frame; ``rotate_mueller_basis``
-re-expresses it in other frames (the rotation about the direction of travel, ``rotator(θ)``). The implicit
+Stokes vector in an explicit incident frame to one in an explicit outgoing frame; ``rotate`` re-expresses
+it in other frames (rotations about the direction of travel, ``basis_rotation``; ``rotator(θ)`` as a matrix). The implicit
 frame of a world direction w is ``stokes_basis(w)`` (the first vector of ``coordinate_system(w)``), so that
 consecutive path vertices agree on the frame of the segment between them.
 
@@ -230,13 +230,6 @@ def rotate_stokes_basis(forward, basis_current, basis_target):
 
 
 @ti.func
-def rotate_mueller_basis(m, in_forward, in_current, in_target, out_forward, out_current, out_target):
-    """m re-expressed in the target frames of its input and output."""
-    return rotate(m, basis_rotation(out_forward, out_current, out_target),
-                  basis_rotation(in_forward, in_current, in_target))
-
-
-@ti.func
 def rotate_mueller_basis_collinear(m, forward, current, target):
     cs = basis_rotation(forward, current, target)
     return rotate(m, cs, cs)
@@ -280,12 +273,6 @@ def frame_change3(m3, s, t, n, wi, wo):
     cs_in = basis_rotation(from_w, s * bi[0] + t * bi[1] + n * bi[2], stokes_basis(from_w))
     cs_out = basis_rotation(wi_w, s * bo[0] + t * bo[1] + n * bo[2], stokes_basis(wi_w))
     return rotate3(m3, cs_out, cs_in)
-
-
-@ti.func
-def frame_change(m, s, t, n, wi, wo):
-    """frame_change3 of one matrix."""
-    return frame_change3(uniform3(m), s, t, n, wi, wo).m0
 
 
 @ti.func
@@ -345,16 +332,6 @@ def column0(a):
     """(S0, S1, S2, S3) per lane of the light a path of Mueller product a delivers from a unit unpolarized
     source: a 4×3 matrix (rows: Stokes components, columns: lanes)."""
     return ti.Matrix([[a.m0[r, 0], a.m1[r, 0], a.m2[r, 0]] for r in ti.static(range(4))])
-
-
-@ti.func
-def transmitted_s00(p, n):
-    """vec3: [0, 0] of p @ n per lane (a path's unpolarized transmission after one more element), without the
-    full products."""
-    res = vec3(0.0)
-    for r in ti.static(range(4)):
-        res += vec3(p.m0[0, r] * n.m0[r, 0], p.m1[0, r] * n.m1[r, 0], p.m2[0, r] * n.m2[r, 0])
-    return res
 
 
 @ti.func

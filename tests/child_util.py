@@ -1,0 +1,21 @@
+"""Tests that need another variant run a child process of their own file (a process holds one variant); the
+child prints its report as JSON on its last stdout line."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def run_child(script, args, out_dir, timeout=1500):
+    """Run ``python script *args`` from the repository root with TIRENDER_TEST_OUT=out_dir (and no
+    TIRENDER_VARIANT: the child chooses its variant) and return its JSON report."""
+    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
+    env.pop("TIRENDER_VARIANT", None)
+    proc = subprocess.run([sys.executable, os.path.abspath(script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(report, indent=1))
+    return report
