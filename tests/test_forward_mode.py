@@ -57,6 +57,23 @@ def test_forward_equals_reverse_box(box, pname):
     assert abs(fwd - rev) <= 2e-4 * abs(rev), (pname, fwd, rev)
 
 
+def test_method_forward_is_the_reverse_gradient(box):
+    """``method: forward`` (one forward pass per element, integrators/forward_gradient.py) gives PRB's gradient for
+    the same seed; only the named parameters are differentiated; too many elements are refused in one line."""
+    from tirender.errors import ConfigError
+    s = box.sensors[0]
+    w = np.random.default_rng(8).uniform(-1.0, 1.0, (s.height, s.width, 3)).astype(np.float32)
+    g_rev = tirender.render_grad(box, w, spp=8, seed=5, progress=False)
+    g_fwd = tirender.render_grad(box, w, spp=8, seed=5, progress=False, method="forward",
+                                 params=["red.reflectance", "lamp.intensity"])
+    for n in ("red.reflectance", "lamp.intensity"):
+        assert np.abs(g_rev[n]).max() > 1e-3
+        assert np.abs(g_fwd[n] - g_rev[n]).max() <= 2e-4 * np.abs(g_rev[n]).max(), (n, g_fwd[n], g_rev[n])
+    assert not np.any(g_fwd["floor.reflectance"])            # not asked for
+    with pytest.raises(ConfigError, match="one pass per parameter element: 108 elements"):
+        tirender.render_grad(box, w, spp=1, progress=False, method="forward", params=["floor.reflectance"])
+
+
 @pytest.mark.extended
 def test_forward_equals_reverse_several_parameters_at_once(glossy):
     rng = np.random.default_rng(6)

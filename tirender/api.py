@@ -126,18 +126,25 @@ def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrat
                                      sample_offset=sample_offset, clear=clear)
 
 
-def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", accumulate=False, progress=True):
+def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", accumulate=False, progress=True,
+                params=None):
     """Gradient of <adjoint_image, render(scene)> w.r.t. every scene parameter.
 
     adjoint_image: (H, W, 3) δy = ∂loss/∂image of the primal image; seed: the adjoint passes'
-    seed (use one different from the primal render's); method: ``prb`` (default) or an RB method.
-    Returns dict name -> numpy array shaped like the parameter. ``accumulate=True`` adds into the
-    current gradients (multi-view)."""
+    seed (use one different from the primal render's); method: ``prb`` (default), an RB method, or
+    ``forward`` (one forward-mode pass per element of ``params``: a few scalars, in every variant, e.g. a
+    polarizer's angle in spectral_polarized). params: the names to differentiate (default: all; the
+    reverse methods compute all in one pass either way). Returns dict name -> numpy array shaped like
+    the parameter. ``accumulate=True`` adds into the current gradients (multi-view)."""
     spp, seed, sensor, accumulate, progress = _check(spp=spp, seed=seed, sensor=sensor, accumulate=accumulate,
                                                      progress=progress)
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
-    fn = registry.gradient_driver(scene.integrator["type"], _method(method))
+    method = _method(method)
+    fn = registry.gradient_driver(scene.integrator["type"], method)
+    if method in registry.PER_PARAMETER:
+        return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress,
+                  params=None if params is None else list(params))
     return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
 
 

@@ -28,8 +28,13 @@ def _wrap(i, n, mode):
 
 
 @ti.func
-def _texel(st: ti.template(), base, w, c, x, y):
-    return pool.value(st, base + (y * w + x) * c, c)
+def _texel(st: ti.template(), base, w, c, x, y, tangent: ti.template()):
+    res = vec3(0.0)
+    if ti.static(tangent):
+        res = pool.direction(st, base + (y * w + x) * c, c)
+    else:
+        res = pool.value(st, base + (y * w + x) * c, c)
+    return res
 
 
 @ti.func
@@ -71,19 +76,31 @@ def _footprint(st: ti.template(), tid, uv_in):
 @ti.func
 def tex_eval(st: ti.template(), tid, uv):
     """Texture value at uv (vec3; 1-channel textures are replicated). tid < 0 gives 0."""
+    return _lookup(st, tid, uv, False)
+
+
+@ti.func
+def tex_eval_tangent(st: ti.template(), tid, uv):
+    """The tangent of tex_eval along forward mode's direction (st a core/pool.Tangent view): the same
+    interpolation of the direction's texels (the lookup is linear in them)."""
+    return _lookup(st, tid, uv, True)
+
+
+@ti.func
+def _lookup(st: ti.template(), tid, uv, tangent: ti.template()):
     res = vec3(0.0)
     if tid >= 0:
         base = st.tex_offset[tid]
         w = st.tex_w[tid]
         c = st.tex_c[tid]
         if w == 1 and st.tex_h[tid] == 1:
-            res = _texel(st, base, w, c, 0, 0)
+            res = _texel(st, base, w, c, 0, 0, tangent)
         else:
             x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
-            res = ((1.0 - fx) * (1.0 - fy)) * _texel(st, base, w, c, x0, y0) \
-                + (fx * (1.0 - fy)) * _texel(st, base, w, c, x1, y0) \
-                + ((1.0 - fx) * fy) * _texel(st, base, w, c, x0, y1) \
-                + (fx * fy) * _texel(st, base, w, c, x1, y1)
+            res = ((1.0 - fx) * (1.0 - fy)) * _texel(st, base, w, c, x0, y0, tangent) \
+                + (fx * (1.0 - fy)) * _texel(st, base, w, c, x1, y0, tangent) \
+                + ((1.0 - fx) * fy) * _texel(st, base, w, c, x0, y1, tangent) \
+                + (fx * fy) * _texel(st, base, w, c, x1, y1, tangent)
     return res
 
 
@@ -118,10 +135,10 @@ def tex_grad_uv(st: ti.template(), tid, uv):
         w = st.tex_w[tid]
         c = st.tex_c[tid]
         x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
-        f00 = _texel(st, base, w, c, x0, y0)
-        f10 = _texel(st, base, w, c, x1, y0)
-        f01 = _texel(st, base, w, c, x0, y1)
-        f11 = _texel(st, base, w, c, x1, y1)
+        f00 = _texel(st, base, w, c, x0, y0, False)
+        f10 = _texel(st, base, w, c, x1, y0, False)
+        f01 = _texel(st, base, w, c, x0, y1, False)
+        f11 = _texel(st, base, w, c, x1, y1, False)
         dup = ti.cast(w, float) * ((1.0 - fy) * (f10 - f00) + fy * (f11 - f01))
         dvp = ti.cast(st.tex_h[tid], float) * ((1.0 - fx) * (f01 - f00) + fx * (f11 - f10))
         A = st.tex_uvm[tid]

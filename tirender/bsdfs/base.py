@@ -55,13 +55,20 @@ A polarizing model (spectral_polarized, core/mueller.py) also writes
                                              by the walk: the scalar part is f); delta: a Dirac lobe's sample
 
 and the decorators generate ``mueller_at(st, ctx, wi, wo, delta, inner)`` (composites write it themselves).
-Models without it depolarize (as Mitsuba's diffuse, plastic, thindielectric and principled).
+Models without it depolarize (as Mitsuba's diffuse, plastic, thindielectric and principled). A model whose
+Mueller matrix depends on parameters lists their keys in ``MUELLER_KEYS`` and writes their tangent (forward
+mode in spectral_polarized, walk/state.py FORWARD):
+
+    fetch_tangent(st, ctx) -> Params                 the tangent of the differentiable fields (slot_*_tangent)
+    mueller_tangent(p, dp, wi, wo, delta) -> Mueller3  Σ_k ∂mueller/∂p_k · dp_k
+
+generating ``mueller_tangent_at(st, ctx, wi, wo, delta, inner)``.
 """
 import taichi as ti
 
 from .. import variants
 from ..core.math import vec2, vec3
-from ..textures import tex_eval, tex_eval_adjoint
+from ..textures import tex_eval, tex_eval_adjoint, tex_eval_tangent
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
 # ---- flags (per model, combined for composites; stored per BSDF as st.bsdf_flags) ----
@@ -156,6 +163,12 @@ def slot_float(st: ti.template(), ctx, k):
 
 
 @ti.func
+def slot_float_tangent(st: ti.template(), ctx, k):
+    """The tangent of slot_float along forward mode's direction (st a core/pool.Tangent view)."""
+    return tex_eval_tangent(st, st.bsdf_tex[ctx.b, k], ctx.uv)[0]
+
+
+@ti.func
 def slot_float_adjoint(st: ti.template(), ctx, k, d):
     tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, vec3(d, 0.0, 0.0))
 
@@ -229,6 +242,14 @@ def _polarizing(cls):
         return mueller(fetch(st, ctx), wi, wo, delta)
 
     cls.mueller_at = staticmethod(mueller_at)
+    if hasattr(cls, "mueller_tangent"):
+        fetch_tangent, mueller_tangent = cls.fetch_tangent, cls.mueller_tangent
+
+        @ti.func
+        def mueller_tangent_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
+            return mueller_tangent(fetch(st, ctx), fetch_tangent(st, ctx), wi, wo, delta)
+
+        cls.mueller_tangent_at = staticmethod(mueller_tangent_at)
 
 
 def _attached(cls):

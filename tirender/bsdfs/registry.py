@@ -18,6 +18,9 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
                                                frames, any scale; bsdfs/base.py ``mueller``); models without
                                                one depolarize (Mitsuba's diffuse, plastic, thindielectric);
                                                smooth (compile-time): only directions of smooth lobes (NEE)
+    D.mueller_tangent(st, ctx, wi, wo, delta, smooth) -> Mueller3
+                                               its tangent along forward mode's direction (models with
+                                               MUELLER_KEYS, top level only: composites give 0)
     D.dirac_normal(st, ctx, wi) -> vec3        the normal (local shading frame) Dirac lobes reflect and
                                                refract about: a normal map's n', else (0, 0, 1)
     D.dirac_normal_adjoint(st, ctx, wi, g) -> vec2
@@ -107,6 +110,9 @@ def _make(levels):
     class Dispatch:
         LEVELS = levels
         MODELS = models
+        # whether mueller_tangent can be non-zero (any lobe / smooth lobes): compile-time, for the walk
+        MUELLER_TANGENT = any(hasattr(m, "mueller_tangent_at") for m in models)
+        SMOOTH_MUELLER_TANGENT = any(hasattr(m, "mueller_tangent_at") and m.FLAGS & SMOOTH for m in models)
 
         @staticmethod
         @ti.func
@@ -191,6 +197,17 @@ def _make(levels):
 
         @staticmethod
         @ti.func
+        def mueller_tangent(st: ti.template(), ctx, wi, wo, delta, smooth: ti.template()):
+            res = mu.zero3()                          # models whose Mueller matrix has no parameters
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "mueller_tangent_at") and (not smooth or models[i].FLAGS & SMOOTH)):
+                    if t == models[i].TAG:
+                        res = models[i].mueller_tangent_at(st, ctx, wi, wo, delta, inner)
+            return res
+
+        @staticmethod
+        @ti.func
         def dirac_normal(st: ti.template(), ctx, wi):
             res = vec3(0.0, 0.0, 1.0)
             t = st.bsdf_type[ctx.b]
@@ -270,3 +287,16 @@ def _make(levels):
 
     Dispatch.__name__ = f"BsdfDispatch{levels}"
     return Dispatch
+
+
+def mueller_parameters(rows, textures):
+    """Pool parameter name -> (BSDF id, key, nested) of every texture that changes a Mueller matrix (the keys a model
+    lists in MUELLER_KEYS; rows: bsdfs.base.Row, textures: the scene description's, nested: under a composite)."""
+    nested = {c for r in rows for c in r.children}
+    out = {}
+    for i, r in enumerate(rows):
+        keys = [k for k in r.model.KEYS if getattr(k, "kind", None) == "texture"]
+        for k, t in zip(keys, r.tex):
+            if k.name in getattr(r.model, "MUELLER_KEYS", ()) and t >= 0:
+                out[textures[t].name] = (r.id, k.name, i in nested)
+    return out

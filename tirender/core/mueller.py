@@ -218,6 +218,43 @@ def rotate(m, cs_out, cs_in):
 
 
 @ti.func
+def _rotator_rows(m, cs, tangent: ti.template()):
+    """R m for the rotator R of cs = (cos 2θ, sin 2θ); tangent: R' m with R' = ∂R/∂(cos 2θ, sin 2θ) · cs (cs then
+    holds the tangent of (cos 2θ, sin 2θ)): rows 0 and 3 of R' are 0."""
+    r = m
+    if ti.static(tangent):
+        r = mat4(0.0)
+    for j in ti.static(range(4)):
+        r[1, j] = cs[0] * m[1, j] + cs[1] * m[2, j]
+        r[2, j] = -cs[1] * m[1, j] + cs[0] * m[2, j]
+    return r
+
+
+@ti.func
+def rotate_tangent(m, dm, cs_out, cs_in, dcs_out, dcs_in):
+    """The tangent of rotate(m, cs_out, cs_in) = R_out m R_inᵀ given the tangents dm, dcs_out, dcs_in:
+    R'_out m R_inᵀ + R_out dm R_inᵀ + R_out m R'_inᵀ."""
+    a = _rotator_rows(m, dcs_out, True) + _rotator_rows(dm, cs_out, False)
+    b = _rotator_rows(m, cs_out, False)
+    return _rotator_rows(a.transpose(), cs_in, False).transpose() + \
+        _rotator_rows(b.transpose(), dcs_in, True).transpose()
+
+
+@ti.func
+def rotation_rate(cs, dtheta):
+    """The tangent of (cos 2θ, sin 2θ) = cs when θ moves by dtheta."""
+    return 2.0 * dtheta * vec2(-cs[1], cs[0])
+
+
+@ti.func
+def linear_retarder_tangent(phase, dphase):
+    """The tangent of linear_retarder(phase) when the phase moves by dphase."""
+    s = ti.sin(phase) * dphase
+    c = ti.cos(phase) * dphase
+    return mat4([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -s, c], [0.0, 0.0, -c, -s]])
+
+
+@ti.func
 def rotate3(m3, cs_out, cs_in):
     return Mueller3(m0=rotate(m3.m0, cs_out, cs_in), m1=rotate(m3.m1, cs_out, cs_in), m2=rotate(m3.m2, cs_out, cs_in))
 
@@ -266,13 +303,26 @@ def interface_to_implicit(m, n, wi, wo):
 def frame_change3(m3, s, t, n, wi, wo):
     """Local Mueller matrices m3 (implicit frames of the local −wo and wi) -> the implicit frames of the same
     directions expressed in the parent frame (s, t, n) (Mitsuba's ``to_world_mueller``)."""
+    cs_out, cs_in = _frame_rotations(s, t, n, wi, wo)
+    return rotate3(m3, cs_out, cs_in)
+
+
+@ti.func
+def frame_change3_pair(m3, dm3, s, t, n, wi, wo):
+    """frame_change3 of m3 and of its tangent dm3 (the change is linear and does not depend on parameters)."""
+    cs_out, cs_in = _frame_rotations(s, t, n, wi, wo)
+    return rotate3(m3, cs_out, cs_in), rotate3(dm3, cs_out, cs_in)
+
+
+@ti.func
+def _frame_rotations(s, t, n, wi, wo):
     from_w = -(s * wo[0] + t * wo[1] + n * wo[2])
     wi_w = s * wi[0] + t * wi[1] + n * wi[2]
     bi = stokes_basis(-wo)
     bo = stokes_basis(wi)
     cs_in = basis_rotation(from_w, s * bi[0] + t * bi[1] + n * bi[2], stokes_basis(from_w))
     cs_out = basis_rotation(wi_w, s * bo[0] + t * bo[1] + n * bo[2], stokes_basis(wi_w))
-    return rotate3(m3, cs_out, cs_in)
+    return cs_out, cs_in
 
 
 @ti.func
@@ -304,6 +354,32 @@ def mirror_z3(m3, wi, wo):
 def normalized3(m3):
     """normalized of each lane."""
     return Mueller3(m0=normalized(m3.m0), m1=normalized(m3.m1), m2=normalized(m3.m2))
+
+
+@ti.func
+def normalized_tangent3(m3, dm3):
+    """(normalized3(m3), its tangent) given the tangent dm3 of m3: d(m / m00) = dm / m00 − m dm00 / m00²."""
+    return normalized3(m3), Mueller3(m0=_normalized_tangent(m3.m0, dm3.m0), m1=_normalized_tangent(m3.m1, dm3.m1),
+                                     m2=_normalized_tangent(m3.m2, dm3.m2))
+
+
+@ti.func
+def _normalized_tangent(m, dm):
+    r = mat4(0.0)
+    if m[0, 0] != 0.0:
+        r = (dm - m * (dm[0, 0] / m[0, 0])) / m[0, 0]
+    return r
+
+
+@ti.func
+def zero3():
+    return uniform3(mat4(0.0))
+
+
+@ti.func
+def add3(a, b):
+    """Lane-wise a + b."""
+    return Mueller3(m0=a.m0 + b.m0, m1=a.m1 + b.m1, m2=a.m2 + b.m2)
 
 
 @ti.func

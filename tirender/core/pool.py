@@ -60,6 +60,18 @@ class Tangent:
 
 
 @ti.func
+def direction(st: ti.template(), o, c):
+    """Forward mode's direction v at a value of C channels at offset o (st a Tangent view), as ``value`` reads
+    the parameter: the tangent of that value."""
+    v = vec3(0.0)
+    if c == 1:
+        v = vec3(st.tan_v[o])
+    else:
+        v = vec3(st.tan_v[o], st.tan_v[o + 1], st.tan_v[o + 2])
+    return v
+
+
+@ti.func
 def tangent_reset(st: ti.template()):
     """Zero this thread's tangent accumulator (forward mode; st a Tangent view)."""
     st.tan_acc[ti.global_thread_idx()] = 0.0

@@ -17,7 +17,9 @@ PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
     tangent_kernel(sample)  forward mode (tirender/forward.py): per sample the primal walk -> L, then
                             three replays with δL = e_c whose adjoint adds go to the thread's tangent
                             accumulator (core/pool.Tangent: <∂L_c/∂π, v>); the tangent (t_r, t_g, t_b)
-                            is splatted like radiance, so the film resolves to the image's J v
+                            is splatted like radiance, so the film resolves to the image's J v.
+                            In spectral_polarized (no replay: Mueller products are not invertible) one
+                            walk in FORWARD mode propagates the tangents instead (walk/state.py).
 All are cached per sample function, so each compiles once per specialisation.
 """
 import taichi as ti
@@ -26,7 +28,7 @@ from .. import variants
 from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec3
-from ..walk.state import PRB, PRIMAL
+from ..walk.state import FORWARD, PRB, PRIMAL
 
 _kernels = {}
 
@@ -59,7 +61,12 @@ def _kernel(sample, kind, wide):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)
                     o, d = camera_ray(st, cam, pos)
-                    if ti.static(kind == "tangent"):
+                    if ti.static(kind == "tangent" and variants.polarized()):
+                        tan = sample(st, bsdf, em, opts, FORWARD, o, d, lam, sampler, max_depth, rr_depth,
+                                     hide_emitters, vec3(0.0), vec3(0.0), 0)
+                        tan = variants.to_rgb(tan, lam, lw)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
+                    elif ti.static(kind == "tangent"):
                         sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
                         variants.sample_wavelengths(sampler_p)
                         L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth, hide_emitters,

@@ -21,7 +21,7 @@ from ..core.intersect import intersect
 from ..core.math import BIG
 from ..schema import Bool, Integer, Number
 from ..walk import steps, vertex
-from ..walk.state import camera_state
+from ..walk.state import camera_state, result
 from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
@@ -67,11 +67,11 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), mode: ti.template(), o, d,
            lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """Radiance of one camera path, or its replay from the primal radiance L_in (REPLAY, or PRB with
-    replay = 1); lam: the path's wavelengths (tirender/variants.py). (opts: unused; the signature of
+    replay = 1), or in FORWARD mode the tangent of its radiance; lam: the path's wavelengths (tirender/variants.py). (opts: unused; the signature of
     integrators/kernels.py)"""
     s = camera_state(o, d, L_in, replay, lam)
     walk(st, bsdf, em, mode, s, sampler, max_depth, rr_depth, hide_emitters, dL)
-    return s.L
+    return result(mode, s)
 
 
 def args(scene, integrator=None):

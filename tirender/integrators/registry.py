@@ -5,13 +5,16 @@ the scene's ``integrator:`` mapping) and ``render(scene, spp, seed, sensor, prog
 sample_offset, clear)``. A gradient module declares ``INTEGRATES`` (the types it differentiates)
 and ``METHODS`` (method -> ``fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)``),
 optionally ``JOINT`` (method -> a pass that returns (image, gradients)) and ``FORWARD`` (method ->
-forward mode ``fn(scene, directions, spp, seed, sensor, progress)`` -> the J v image). One line per
-module below.
+forward mode ``fn(scene, directions, spp, seed, sensor, progress)`` -> the J v image; ``FORWARD_VARIANTS``
+where it runs in more variants than the reverse methods). One line per module below. Method ``forward``
+(the gradient by forward passes, forward_gradient.py) exists wherever detached forward mode does.
 """
+from functools import partial
+
 from .. import variants
 from ..errors import ConfigError
 from ..schema import validate
-from . import aov, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, stokes, volpath
+from . import aov, forward_gradient, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, stokes, volpath
 
 PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer, stokes)
 GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
@@ -23,6 +26,15 @@ GRADIENT_VARIANTS = {(n, meth): getattr(m, "VARIANTS", ("rgb",)) for m in GRADIE
 JOINT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in getattr(m, "JOINT", {}).items()}
 FORWARD = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
            for meth, fn in getattr(m, "FORWARD", {}).items()}
+FORWARD_VARIANTS = {(n, meth): getattr(m, "FORWARD_VARIANTS", getattr(m, "VARIANTS", ("rgb",)))
+                    for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "FORWARD", {})}
+# method ``forward``: the gradient from detached forward mode, one pass per parameter element
+# (integrators/forward_gradient.py), wherever detached forward mode runs
+for (_n, _meth), _fn in list(FORWARD.items()):
+    if _meth == "prb":
+        GRADIENT[_n, "forward"] = partial(forward_gradient.render_grad, _fn)
+        GRADIENT_VARIANTS[_n, "forward"] = FORWARD_VARIANTS[_n, _meth]
+PER_PARAMETER = ("forward",)     # methods that take the names to differentiate (``params``)
 NAMES = tuple(PRIMAL)
 METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
 VOLUME = volpath.NAMES
@@ -77,8 +89,9 @@ def forward_driver(integrator, method):
 def _driver(table, integrator, method, what):
     fn = table.get((integrator, method))
     if fn is not None:
-        variants.require(f"gradient method '{method}' of integrator '{integrator}'",
-                         GRADIENT_VARIANTS.get((integrator, method), ("rgb",)), key="method")
+        allowed = (FORWARD_VARIANTS if table is FORWARD else GRADIENT_VARIANTS).get((integrator, method), ("rgb",))
+        variants.require(f"{'forward mode' if table is FORWARD else 'gradient method'} '{method}' of integrator "
+                         f"'{integrator}'", allowed, key="method")
     if fn is None:
         ok = [m for (n, m) in table if n == integrator]
         raise ConfigError(f"method '{method}' {what} the '{integrator}' integrator (available: {', '.join(ok) or 'none'})",

@@ -14,7 +14,7 @@ Config (section ``optimize:``; see docs/optimize.md)::
       spp_schedule: {double_every: 20, max: 64}
       lr_decay: {every: 100, factor: 0.5}   # step decay: every learning rate × factor^(iteration // every)
       views: [0, 1]                # sensors used (default: all)
-      method: prb                  # prb | prb_attached | rb | rb_biased | rb_pipelined | rb_biased_pipelined
+      method: prb                  # prb | prb_attached | rb | rb_biased | rb_pipelined | rb_biased_pipelined | forward
       tv: {weight: 0.01, params: [floor.reflectance]}
       multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}   # 3D grids: [[0, 32], [40, 64]]
       holdout: [6]                 # sensors only rendered for evaluation (start/end error vs truth)
@@ -45,7 +45,7 @@ from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
             "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay"}
-METHODS = ("prb", "prb_attached", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
+METHODS = ("prb", "prb_attached", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined", "forward")
 
 
 OPTIMIZER_KEYS = {

@@ -130,7 +130,7 @@ def evaluate_view(scene, task, target):
         img = render(scene, spp=task.spp, seed=view_seed(task.seed, task.it, v, 0), sensor=v, progress=False)
         lv, dy = loss_fn(img, target)
         g = render_grad(scene, dy / nv, spp=task.spp_grad, seed=view_seed(task.seed, task.it, v, 1), sensor=v,
-                        method=task.method, accumulate=False, progress=False)
+                        method=task.method, accumulate=False, progress=False, params=task.names)
     grads = {n: np.asarray(g[n], np.float64) for n in task.names}
     maxima = {n: float(np.abs(_finite(a)).max(initial=0.0)) for n, a in grads.items()}
     return ViewResult(v, float(lv), img, maxima, grads)

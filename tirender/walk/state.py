@@ -11,7 +11,13 @@ Modes (compile-time, ``ti.template()``):
     PRB     PRIMAL or REPLAY as the runtime flag ``s.replay`` says: the PRB kernel walks each path
             twice through one inlined walk (the primal pass, then its replay), which keeps its
             megakernel about half the size of a PRIMAL walk followed by a REPLAY walk.
-Steps compile their adjoint code only for modes that have one (``ti.static(mode != PRIMAL)``) and
+    FORWARD forward mode by tangent propagation (spectral_polarized, where no replay can recover the
+            Stokes vector still to come): one walk carries beside β and P their tangents dβ and dP along
+            the direction v of core/pool.Tangent, and accumulates the tangent dS of the path's Stokes
+            vector. dβ takes each vertex's <∂f/∂π, v> per lane from the models' adjoint code run into the
+            tangent sink; dP takes ∂M/∂π v of models with MUELLER_KEYS (polarizer, retarder). Detached
+            as PRB: pdfs, MIS weights, RR probabilities and Dirac lobes' weights are constants.
+Steps compile their adjoint code only for modes that have one (``ti.static(adjoint_mode(mode))``) and
 run it where ``adjoint_on`` says so.
 """
 import taichi as ti
@@ -20,7 +26,13 @@ from .. import variants
 from ..core import mueller
 from ..core.math import mat3, vec3
 
-PRIMAL, REPLAY, RB, PRB = 0, 1, 2, 3
+PRIMAL, REPLAY, RB, PRB, FORWARD = 0, 1, 2, 3, 4
+mat43 = ti.types.matrix(4, 3, float)
+
+
+def adjoint_mode(mode):
+    """Whether walks in this mode back-propagate (compile-time: REPLAY, RB, PRB)."""
+    return mode in (REPLAY, RB, PRB)
 
 
 @ti.dataclass
@@ -33,7 +45,8 @@ class PathState:
     the renormalised per-channel pdf ratios of spectral MIS in media; replay: 1 in the replay pass
     (mode PRB); P: per lane, the product of the (normalised) Mueller matrices of the vertices so far, in the
     implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
-    β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0)."""
+    β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0); FORWARD mode:
+    dbeta, dP the tangents of β and P, dS the tangent of (S0..S3) (rows) per lane (columns)."""
     L: vec3
     beta: vec3
     eta: float
@@ -51,6 +64,9 @@ class PathState:
     lam: vec3
     P: mueller.Mueller3
     S: mat3
+    dbeta: vec3
+    dP: mueller.Mueller3
+    dS: mat43
 
 
 @ti.func
@@ -59,7 +75,7 @@ def camera_state(o, d, L_in, replay, lam):
     the primal radiance when replaying)."""
     return PathState(L=L_in, beta=vec3(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
                      active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay, lam=lam, P=mueller.identity3(),
-                     S=mat3(0.0))
+                     S=mat3(0.0), dbeta=vec3(0.0), dP=mueller.zero3(), dS=mat43(0.0))
 
 
 @ti.func
@@ -94,12 +110,35 @@ def deliver(mode: ti.template(), s: ti.template(), c, col):
     the path's Mueller product (mueller.column0 / through_column0; a dummy elsewhere)."""
     if ti.static(variants.polarized()):
         accumulate(mode, s, c * vec3(col[0, 0], col[0, 1], col[0, 2]))
-        if ti.static(mode == PRIMAL):
+        if ti.static(mode == PRIMAL or mode == FORWARD):
             for k in ti.static(range(3)):
                 for i in ti.static(range(3)):
                     s.S[k, i] += c[i] * col[k + 1, i]
     else:
         accumulate(mode, s, c)
+
+
+@ti.func
+def deliver_tangent(s: ti.template(), c, dc, col, dcol):
+    """FORWARD mode: the tangent of deliver(c, col) given dc (per lane) and dcol (4×3, the tangent of col):
+    dS += dc · col + c · dcol (spectral_polarized), else dS[0] += dc."""
+    if ti.static(variants.polarized()):
+        for k in ti.static(range(4)):
+            for i in ti.static(range(3)):
+                s.dS[k, i] += dc[i] * col[k, i] + c[i] * dcol[k, i]
+    else:
+        for i in ti.static(range(3)):
+            s.dS[0, i] += dc[i]
+
+
+@ti.func
+def result(mode: ti.template(), s):
+    """What a camera path returns: its radiance L (still to come, replaying), or in FORWARD mode the tangent
+    of its radiance (S0)."""
+    res = s.L
+    if ti.static(mode == FORWARD):
+        res = vec3(s.dS[0, 0], s.dS[0, 1], s.dS[0, 2])
+    return res
 
 
 @ti.func

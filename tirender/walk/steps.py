@@ -19,18 +19,28 @@ see state.py). All take the path state ``s`` by reference and update it.
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
 In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
 the Stokes vector of unpolarized light through it, scatter multiplies it by the vertex's Mueller matrix.
+FORWARD mode (state.py) adds beside each of these its tangent: <∂Le/∂π, v>, <∂f/∂π, v> per lane from the
+models' adjoint code run into the thread's tangent sink (``_lanes``: one run per lane), ∂M/∂π v of the
+vertex's Mueller matrix.
 MIS weights, pdfs and RR probabilities are detached (treated as constants), as in the papers.
 """
 import taichi as ti
 
 from .. import variants
-from ..core import mueller
+from ..core import mueller, pool
 from ..core.intersect import occluded
 from ..core.math import BIG, max3, mis_power, safe_div, vec3
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from . import vertex
-from .state import PRB, PRIMAL, REPLAY, accumulate, adjoint_on, deliver, replaying, throughput
+from .state import (FORWARD, PRB, PRIMAL, REPLAY, accumulate, adjoint_mode, adjoint_on, deliver, deliver_tangent,
+                    replaying, throughput)
+
+
+@ti.func
+def _lane(c):
+    """The unit vector of lane c (a runtime index)."""
+    return vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0), ti.select(c == 2, 1.0, 0.0))
 
 
 @ti.func
@@ -66,7 +76,15 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
                     deliver(mode, s, s.beta * mis * le, mueller.column0(s.P))
                 else:
                     accumulate(mode, s, s.beta * mis * le)
-                if ti.static(mode != PRIMAL):
+                if ti.static(mode == FORWARD):
+                    dle = vec3(0.0)
+                    for c in range(3):          # a runtime loop: the emitter's adjoint inlined once
+                        pool.tangent_reset(st)
+                        emitters.eval_adjoint(st, em, q, _lane(c), s.lam)
+                        dle += _lane(c) * pool.tangent_value(st)
+                    deliver_tangent(s, s.beta * mis * le, mis * (s.dbeta * le + s.beta * dle), mueller.column0(s.P),
+                                    mueller.column0(s.dP))
+                if ti.static(adjoint_mode(mode)):
                     if adjoint_on(mode, s, dL):
                         emitters.eval_adjoint(st, em, q, dL * s.beta * mis, s.lam)
     return mis
@@ -111,7 +129,9 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     mis = 1.0
                     if ds.delta == 0:
                         mis = mis_power(ds.pdf, pdf_dir)
-                    if ti.static(variants.polarized()):
+                    if ti.static(mode == FORWARD):
+                        _nee_tangent(st, bsdf, em, s, v, ds, f, T, mis)
+                    elif ti.static(variants.polarized()):
                         n = vertex.mueller(st, bsdf, v, ds.d, 0, True)
                         deliver(mode, s, s.beta * mis * f * T * ds.weight, mueller.through_column0(s.P, n))
                     else:
@@ -119,7 +139,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     if ds.delta == 0:
                         res_d = ds.d
                         res_w = s.beta * mis * T * ds.weight
-                    if ti.static(mode != PRIMAL):
+                    if ti.static(adjoint_mode(mode)):
                         if adjoint_on(mode, s, dL):
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
                             if ti.static(biased):
@@ -129,6 +149,39 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight)
     return res_d, res_w
+
+
+@ti.func
+def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: ti.template(), v, ds, f, T, mis):
+    """FORWARD mode's NEE term c = β mis f T Le/pdf (through P N) and its tangent (T is constant: surfaces)."""
+    c = s.beta * mis * f * T * ds.weight
+    df = vec3(0.0)
+    dw = vec3(0.0)
+    for k in range(3):                  # runtime: the BSDF's and the emitter's adjoint code inlined once
+        e = _lane(k)
+        pool.tangent_reset(st)
+        vertex.adjoint(st, bsdf, v, ds.d, e)
+        df += e * pool.tangent_value(st)
+        pool.tangent_reset(st)
+        emitters.eval_adjoint(st, em, ds, e / ds.pdf, s.lam)
+        dw += e * pool.tangent_value(st)
+    dc = mis * T * (s.dbeta * f * ds.weight + s.beta * df * ds.weight + s.beta * f * dw)
+    if ti.static(variants.polarized() and vertex.has_mueller_tangent(bsdf, True)):
+        n, dn = vertex.mueller_tangent(st, bsdf, v, ds.d, 0, True)
+        col = mueller.through_column0(s.P, n)
+        deliver(FORWARD, s, c, col)
+        deliver_tangent(s, c, dc, col, mueller.through_column0(s.dP, n) + mueller.through_column0(s.P, dn))
+    elif ti.static(variants.polarized()):
+        n = vertex.mueller(st, bsdf, v, ds.d, 0, True)
+        col = mueller.through_column0(s.P, n)
+        deliver(FORWARD, s, c, col)
+        dcol = col * 0.0                                # dP = 0 without models of MUELLER_KEYS
+        if ti.static(vertex.has_mueller_tangent(bsdf, False)):
+            dcol = mueller.through_column0(s.dP, n)
+        deliver_tangent(s, c, dc, col, dcol)
+    else:
+        accumulate(FORWARD, s, c)
+        deliver_tangent(s, c, dc, c, c)
 
 
 @ti.func
@@ -149,7 +202,27 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
             elif replaying(mode, s) and bs.null == 1:
                 # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
                 vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
-        if ti.static(variants.polarized()):
+        if ti.static(mode == FORWARD):
+            # dβ' = dβ w + β dw: smooth lobes w = f / detach(pdf); a pass-through w ∝ P_null / detach(P_null)
+            dw = vec3(0.0)
+            if bs.delta == 0:
+                for k in range(3):
+                    e = _lane(k)
+                    pool.tangent_reset(st)
+                    vertex.adjoint(st, bsdf, v, bs.wo, e / bs.pdf)
+                    dw += e * pool.tangent_value(st)
+            elif bs.null == 1:
+                pool.tangent_reset(st)
+                vertex.null_adjoint(st, bsdf, v, 1.0)
+                dw = bs.weight * pool.tangent_value(st)
+            s.dbeta = s.dbeta * bs.weight + s.beta * dw
+            if ti.static(variants.polarized() and vertex.has_mueller_tangent(bsdf, False)):
+                m, dm = vertex.mueller_tangent(st, bsdf, v, bs.wo, bs.delta, False)
+                s.dP = mueller.add3(mueller.mul3(s.dP, m), mueller.mul3(s.P, dm))
+                s.P = mueller.mul3(s.P, m)
+            elif ti.static(variants.polarized()):
+                s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))   # dP stays 0
+        elif ti.static(variants.polarized()):
             s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))
         s.beta *= bs.weight
         s.eta *= bs.eta
@@ -172,6 +245,7 @@ def russian_roulette(s: ti.template(), sampler: ti.template(), rr_depth, rr_max)
         s.active = 0
     elif s.depth >= rr_depth:
         s.beta /= rr_prob
+        s.dbeta /= rr_prob               # FORWARD mode's tangent (0 otherwise)
         scale = 1.0 / rr_prob
         if u_rr >= rr_prob:
             s.active = 0

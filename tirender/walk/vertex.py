@@ -118,3 +118,23 @@ def mueller(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.temp
         wo = to_local(v.s, v.t, v.n, d)
         res = mu.frame_change3(mu.normalized3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth)), v.s, v.t, v.n, v.wi, wo)
     return res
+
+
+@ti.func
+def mueller_tangent(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.template()):
+    """(M, dM): ``mueller`` and its tangent along forward mode's direction (the parameters of models with
+    MUELLER_KEYS, bsdfs/base.py), both normalised and in the world's implicit frames (frame_change3 is linear)."""
+    res = mu.identity3()
+    dres = mu.zero3()
+    if v.medium_event == 0:
+        wo = to_local(v.s, v.t, v.n, d)
+        m, dm = mu.normalized_tangent3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth),
+                                       bsdf.mueller_tangent(st, v.ctx, v.wi, wo, delta, smooth))
+        res, dres = mu.frame_change3_pair(m, dm, v.s, v.t, v.n, v.wi, wo)
+    return res, dres
+
+
+def has_mueller_tangent(bsdf, smooth):
+    """Compile-time: whether mueller_tangent can be non-zero for the dispatcher's models (smooth: NEE's
+    directions only); the walk skips the tangent's algebra where it cannot."""
+    return bsdf.SMOOTH_MUELLER_TANGENT if smooth else bsdf.MUELLER_TANGENT
