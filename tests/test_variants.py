@@ -253,6 +253,7 @@ def child_checks(variant):
     out["furnace_mean"] = img.reshape(-1, 3).mean(0).tolist()
     out["furnace_se"] = (img.reshape(-1, 3).std(0) / np.sqrt(img.shape[0] * img.shape[1])).tolist()
     out["lamps"] = emitter_spectra_checks()
+    out["aov_albedo"] = tirender.render(_aov_box(), spp=64, seed=4, progress=False).tolist()
     if variant == "mono":
         out["grey_box"] = tirender.render(_grey_box(), spp=8, seed=3, progress=False).tolist()
         return out
@@ -277,6 +278,14 @@ def child_checks(variant):
     names = ["red.reflectance"] + [n for n in box.params.keys() if n.endswith("radiance")][:1]
     rows = gradcheck.check(box, names, spp=16, seeds=8, h_rel=0.02)
     out["gradcheck"] = [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
+    # the RB family: unbiased RB against central differences; the pipelined joint pass renders render's image
+    rows = gradcheck.check(box, names[:1], spp=16, seeds=8, h_rel=0.02, method="rb")
+    out["gradcheck_rb"] = [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
+    w = np.ones((16, 16, 3), np.float32)
+    joint, _ = tirender.render_and_grad(box, w, spp=4, seed=7, method="rb_biased_pipelined")
+    plain = tirender.render(box, spp=4, seed=7, progress=False)
+    out["rb_joint_diff"] = float(np.abs(joint - plain).max())
+    out["rb_joint_scale"] = float(np.abs(plain).max())
     # forward mode: the mean of J v along red.reflectance += h (1, 1, 1) against central differences
     v0 = box.params["red.reflectance"].copy()
     jv, fd = [], []
@@ -292,6 +301,36 @@ def child_checks(variant):
     out["forward"] = dict(jv=float(np.mean(jv)), fd=float(np.mean(fd)),
                           se=float(np.sqrt(np.var(jv, ddof=1) / 6 + np.var(fd, ddof=1) / 6)))
     return out
+
+
+def _aov_box():
+    import scenes
+    sc = scenes.cornell_like(w=16, max_depth=4)
+    sc["integrator"] = {"type": "aov", "aovs": ["albedo"]}
+    return sc
+
+
+def test_spectral_rb_gradients_and_joint_pass(spectral_report):
+    """Unbiased RB through the spectral upsampling against central differences; the pipelined joint pass draws
+    the wavelengths as ``render`` does, so its image is render's (same seed)."""
+    (r,) = spectral_report["gradcheck_rb"]
+    assert r["ok"] and abs(r["grad"]) > 5 * r["se"], r
+    assert spectral_report["rb_joint_diff"] <= 1e-5 * spectral_report["rb_joint_scale"], spectral_report
+
+
+def test_aov_albedo_in_every_variant(spectral_report, mono_report):
+    """The albedo AOV: mono is the luminance of rgb's exactly; spectral converges to rgb's (the upsampling's
+    round trip under D65, plus wavelength noise)."""
+    import tirender
+    from tirender.variants import LUMINANCE
+    rgb = tirender.render(_aov_box(), spp=64, seed=4, progress=False).astype(np.float64)
+    mono = np.array(mono_report["aov_albedo"])
+    assert np.allclose(mono, (rgb @ np.array(LUMINANCE))[..., None], rtol=1e-5, atol=1e-6)
+    spec = np.array(spectral_report["aov_albedo"])
+    se = spec.reshape(-1, 3).std(0) / np.sqrt(spec.shape[0] * spec.shape[1])
+    diff = spec.reshape(-1, 3).mean(0) - rgb.reshape(-1, 3).mean(0)
+    assert np.all(np.abs(diff) <= 4 * se + 2e-3), (diff, se)
+    assert np.abs(spec - rgb).mean() < 0.05
 
 
 def test_spectral_white_furnace(spectral_report):

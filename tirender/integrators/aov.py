@@ -1,9 +1,13 @@
 """Arbitrary output variables (Mitsuba 3 ``aov``): depth, shading normal, albedo, position, uv —
 the box-filtered mean over the pixel's samples. Albedo is Mitsuba's eval_diffuse_reflectance:
-π · f(n, n) |cos| at normal incidence (ρ for a diffuse BSDF)."""
+π · f(n, n) |cos| at normal incidence (ρ for a diffuse BSDF). In every variant: in mono the albedo is its
+luminance; in spectral each sample evaluates it at the path's wavelengths under a unit white (D65) light
+and the film's conversion gives its sRGB (the RGB input within the upsampling's round trip, plus
+wavelength noise); the geometric outputs do not depend on the variant."""
 import numpy as np
 import taichi as ti
 
+from .. import variants
 from ..bsdfs.base import surface_ctx
 from ..bsdfs.registry import dispatch
 from ..core.camera import camera_ray, pixel_sample
@@ -14,6 +18,7 @@ from ..schema import Choice
 
 AOVS = {"depth": 0, "normal": 1, "albedo": 2, "position": 3, "uv": 4}
 NAMES = ("aov",)
+VARIANTS = variants.NAMES
 
 
 class _Aovs(Choice):
@@ -37,7 +42,8 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
     for pix in range(w * st.cam_h[cam]):
         acc = vec3(0.0)
         for s in range(spp):
-            _, pos = pixel_sample(st, cam, pix, seed, s)
+            sampler, pos = pixel_sample(st, cam, pix, seed, s)
+            lam, lw = variants.sample_wavelengths(sampler)
             o, d = camera_ray(st, cam, pos)
             tri, t, b1, b2 = intersect(st, o, d, BIG)
             si = make_interaction(st, tri, t, b1, b2, o, d)
@@ -49,7 +55,8 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
                     v = si.n
                 elif code == 2:
                     n = vec3(0.0, 0.0, 1.0)
-                    v = PI * bsdf.eval(st, surface_ctx(st.shape_bsdf[si.shape], si, vec3(0.0)), n, n)
+                    f = PI * bsdf.eval(st, surface_ctx(st.shape_bsdf[si.shape], si, lam), n, n)
+                    v = variants.to_rgb(f * variants.emission(vec3(1.0), lam), lam, lw)
                 elif code == 3:
                     v = si.p
                 else:

@@ -28,12 +28,15 @@ Methods (``render_grad(method=...)``, ``optimize.method``):
 
 Detached like PRB: sampling densities, MIS weights and RR probabilities are constants. Dirac
 lobes get no BSDF adjoint (RB does not support them), adjoint radiance passes through them.
+Variants: rgb, mono and spectral (the path's wavelengths are drawn as ``render`` draws them, δL enters
+the lanes through the film's adjoint conversion, the joint pass splats the film's RGB); not
+spectral_polarized (δL scattered along one path is a scalar per lane, the light it meets a Stokes vector).
 """
 from functools import partial
 
 import taichi as ti
 
-from .. import launch
+from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film
 from ..core.camera import camera_ray, pixel_sample
@@ -43,12 +46,13 @@ from ..core.math import BIG, max3, vec3
 from ..core.rng import make_sampler
 from ..errors import ConfigError
 from ..walk import steps, vertex
-from ..walk.state import PRIMAL, RB, PathState, adjoint_on, camera_state
+from ..walk.state import PRIMAL, RB, adjoint_on, camera_state
 from . import path
 
 RB_METHODS = ("rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
 NEST_SEED_XOR = 0xA511E9B3  # the nested Li estimates use their own stream (seed ^ this, pixel, sample)
 INTEGRATES = path.NAMES
+VARIANTS = ("rgb", "mono", "spectral")
 
 
 def method_flags(method):
@@ -61,22 +65,26 @@ def method_flags(method):
 
 @ti.func
 def li_estimate(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sampler: ti.template(), depth0,
-                prev_p, prev_pdf, prev_delta, max_depth, rr_depth):
+                prev_p, prev_pdf, prev_delta, max_depth, rr_depth, lam):
     """Primal radiance arriving at prev_p from direction d: the path walk started at depth depth0,
-    its first emitter hit MIS-weighted against the NEE of the vertex prev_p (pdf prev_pdf)."""
-    s = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=depth0, prev_p=prev_p, prev_pdf=prev_pdf,
-                  prev_delta=prev_delta, o=o, d=d, active=1, medium=-1, hero=0, r=vec3(1.0), replay=0)
+    its first emitter hit MIS-weighted against the NEE of the vertex prev_p (pdf prev_pdf); lam: the
+    path's wavelengths."""
+    s = camera_state(o, d, vec3(0.0), 0, lam)
+    s.depth = depth0
+    s.prev_p = prev_p
+    s.prev_pdf = prev_pdf
+    s.prev_delta = prev_delta
     path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, 0, vec3(0.0))
     return s.L
 
 
 @ti.func
-def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sampler: ti.template(),
+def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, lam, sampler: ti.template(),
             nest: ti.template(), max_depth, rr_depth, hide_emitters, dL, biased: ti.template()):
-    """One RB adjoint path (adjoint radiance dL from the sensor along o, d). Consumes ``sampler``
-    exactly like ``path.sample`` and returns the path's primal radiance L (the joint pass splats it);
-    ``nest`` feeds the nested Li estimates (unbiased). dL = 0: primal only."""
-    s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
+    """One RB adjoint path of wavelengths lam (adjoint radiance dL per lane from the sensor along o, d).
+    Consumes ``sampler`` exactly like ``path.sample`` and returns the path's primal radiance L (the joint
+    pass splats it); ``nest`` feeds the nested Li estimates (unbiased). dL = 0: primal only."""
+    s = camera_state(o, d, vec3(0.0), 0, lam)
     # biased I: the BSDF-sampled term of the previous vertex, applied once its MIS weight is known
     pend = 0
     pend_w = vec3(0.0)
@@ -103,7 +111,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, sam
                     if adjoint_on(RB, s, dL) and bs.delta == 0:
                         # unbiased: nested primal estimate of Li(wo) (quadratic time)
                         li = li_estimate(st, bsdf, em, s.o, bs.wo, nest, depth_cur + 1, v.p, bs.pdf, bs.delta,
-                                         max_depth, rr_depth)
+                                         max_depth, rr_depth, s.lam)
                         if max3(li) > 0.0:
                             vertex.adjoint(st, bsdf, v, bs.wo, dL * beta_cur * li / bs.pdf)
                 rr_scale = steps.russian_roulette(s, sampler, rr_depth, path.RR_MAX)
@@ -127,13 +135,14 @@ def rb_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti
     for pix in range(st.cam_w[cam] * st.cam_h[cam]):
         for k in range(spp):
             sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
-            dL = film.gather_adjoint(st, cam, pos)
+            lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them
+            dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
             if joint == 1 or dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
                 o, d = camera_ray(st, cam, pos)
                 nest = make_sampler(seed ^ ti.u32(NEST_SEED_XOR), pix, sample_offset + k)
-                L = rb_walk(st, bsdf, em, o, d, sampler, nest, max_depth, rr_depth, hide_emitters, dL, biased)
+                L = rb_walk(st, bsdf, em, o, d, lam, sampler, nest, max_depth, rr_depth, hide_emitters, dL, biased)
                 if joint == 1:
-                    film.splat(st, cam, pos, film.nan_to_zero(L))
+                    film.splat(st, cam, pos, variants.to_rgb(film.nan_to_zero(L), lam, lw))
 
 
 def _gradient(scene, adjoint_image, spp, seed, sensor, accumulate, progress, method):
