@@ -28,6 +28,7 @@ Models and integrators that have no meaning (or no implementation yet) in a vari
 
 Device functions (all inline, compiled for the current variant):
     sample_wavelengths(sampler) -> (λ vec3 nm, w vec3 = 1/pdf)     draws one number in ``spectral`` only
+    secondary_terminated(λ) / terminate_secondary(λ)               dispersion: a path's lanes 1, 2 ended
     to_rgb(L, λ, w) -> vec3                                        the film's value of a path's radiance
     adjoint_from_rgb(δrgb, λ, w) -> vec3                           ∂<δrgb, to_rgb(L)>/∂L
     reflectance(rgb, λ) / reflectance_adjoint(rgb, λ, d)           a texture's RGB as the walk's colour
@@ -161,6 +162,23 @@ def sample_wavelengths(sampler: ti.template()):
                 ui -= 1.0
             lam[i], w[i] = cie.sample_wavelength(ti.min(ui, 0.99999994))
     return lam, w
+
+
+@ti.func
+def secondary_terminated(lam):
+    """Whether a path's secondary wavelengths were terminated by a dispersive event (they then equal λ0; sampled
+    wavelengths are distinct otherwise). Always False outside the spectral variants."""
+    res = False
+    if ti.static(spectral()):
+        res = lam[1] == lam[0] and lam[2] == lam[0]
+    return res
+
+
+@ti.func
+def terminate_secondary(lam):
+    """The wavelengths of a path after a dispersive event: λ0 in every lane (the lanes' throughput is 0 but their
+    lookups stay finite; the film converts with the wavelengths drawn at the camera)."""
+    return vec3(lam[0])
 
 
 @ti.func

@@ -84,7 +84,9 @@ class BsdfSample:
     """Result of BSDF sampling: wo (local), weight = eval/pdf (cosine included), pdf (solid angle;
     for Dirac lobes the discrete lobe probability), eta (relative IOR of the event, for Russian
     roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends), null (1:
-    a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta)."""
+    a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta), disperse (1: a
+    dispersive event ended the path's secondary wavelengths, weight × (3, 0, 0): the walk terminates them,
+    variants.terminate_secondary)."""
     wo: vec3
     weight: vec3
     pdf: float
@@ -92,6 +94,7 @@ class BsdfSample:
     delta: ti.i32
     valid: ti.i32
     null: ti.i32
+    disperse: ti.i32
 
 
 @ti.dataclass

@@ -9,8 +9,10 @@ Attached PRB: the lobe's probability moves with cos θi (``dlog``: ∂ ln F/∂c
 
 Dispersion (``cauchy_b`` > 0, spectral variant; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
 with λ in µm and λ_D = 0.5893 µm (``int_ior`` is the IOR at the sodium D line). Each lane of a path would
-refract its own way, so the interface scatters the first (hero) wavelength with its η and ends the other two
-lanes: weight × (3, 0, 0), which keeps the film's estimate Σ_i c(λ_i) L_i / 3 unbiased. In the rgb and mono
+refract its own way, so the first such interface of a path scatters the first (hero) wavelength with its η and
+ends the other two lanes: weight × (3, 0, 0), which keeps the film's estimate Σ_i c(λ_i) L_i / 3 unbiased; the
+sample says so (``BsdfSample.disperse``) and the walk terminates the secondary wavelengths (they become λ0:
+variants.terminate_secondary), so later dispersive interfaces of the path scatter λ0 without the factor. In the rgb and mono
 variants the IOR is η(λ_D). ``sellmeier`` (a named glass or six coefficients) gives η(λ) = n(λ) / ext_ior by
 Sellmeier's formula instead, and its n(λ_D) is the rgb and mono variants' IOR.
 """
@@ -117,8 +119,11 @@ def sellmeier_eta(st: ti.template(), ctx, lam_nm):
 
 @ti.func
 def dispersive_eta(st: ti.template(), ctx):
-    """(η, disperse): the row's relative IOR at the path's hero wavelength λ0 and 1 when it depends on λ (Cauchy
-    or Sellmeier constants, spectral variants), else (η at λ_D, 0). Rows laid out as ``dispersive_constants``."""
+    """(η, disperse): the row's relative IOR at the path's hero wavelength λ0 when it depends on λ (Cauchy or
+    Sellmeier constants, spectral variants), else η at λ_D; disperse = 1 when this event ends the secondary
+    wavelengths (a dispersive IOR and a path whose secondaries still live: variants.secondary_terminated; the
+    walk then terminates them, so that a path through a prism's two faces is weighted (3, 0, 0) once). Rows laid
+    out as ``dispersive_constants``."""
     eta = const(st, ctx, ETA)
     disperse = 0
     if ti.static(variants.spectral()):
@@ -130,6 +135,8 @@ def dispersive_eta(st: ti.template(), ctx):
         elif const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0:
             eta = sellmeier_eta(st, ctx, ctx.lam[0])
             disperse = 1
+        if variants.secondary_terminated(ctx.lam):
+            disperse = 0
     return eta, disperse
 
 
@@ -203,6 +210,7 @@ class Dielectric(SmoothInterface):
                 s.valid = 0
             if p.disperse:
                 s.weight *= HERO_ONLY
+                s.disperse = 1
         return s
 
     @staticmethod

@@ -166,7 +166,8 @@ class RoughDielectric:
                 g1 = smith_g1(wo, m, p.alpha)
                 pd *= ti.abs(dwh)
                 if side_ok == 1 and g1 > 0.0 and pd > 0.0:
-                    s = BsdfSample(wo=wo, weight=weight * g1 * p.lanes, pdf=pd, eta=ev, delta=0, valid=1)
+                    s = BsdfSample(wo=wo, weight=weight * g1 * p.lanes, pdf=pd, eta=ev, delta=0, valid=1,
+                                   disperse=ti.select(p.lanes[1] == 0.0, 1, 0))
         return s
 
     @staticmethod

@@ -14,7 +14,7 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
                                                             seen at a moving point or along a moving
                                                             direction (attached PRB); 0 for models
                                                             without ``eval_grad``
-    sample_ray(st, em, u_sel, u_pos, u_dir, center, radius) -> (e, o, d, n, uv, weight, pos_weight)
+    sample_ray(st, em, u_sel, u_pos, u_dir, center, radius, lam) -> (e, o, d, n, uv, weight, pos_weight)
                                                             emitted light (light tracing; base.py)
 """
 import taichi as ti
@@ -155,10 +155,12 @@ def eval_grad(st: ti.template(), em: ti.template(), q, w):
 
 
 @ti.func
-def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center, radius):
+def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center, radius, lam):
     """Pick an emitter uniformly with u_sel, then a ray of its light (the model's sample_ray): (e,
     o, d, n, uv, weight, pos_weight) with the selection probability 1/N in both weights (e = -1:
-    the scene has no emitter)."""
+    the scene has no emitter); the weight Le |cos| / pdf as the walk's colour at wavelengths lam
+    (through the emitter's spectrum: the models' RGB weights are Le times a scalar, and the conversion
+    is 1-homogeneous)."""
     n_em = st.info_i[0]
     e = -1
     o = vec3(0.0)
@@ -174,6 +176,6 @@ def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     o, d, nrm, uv, w, pw = MODELS[i].sample_ray(st, e, u_pos, u_dir, center, radius)
-        w = w * n_em * st.em_tint[e]
+        w = emission(st, e, w * n_em, lam)
         pw = pw * n_em
     return e, o, d, nrm, uv, w, pw

@@ -17,7 +17,10 @@ path). The film's pixel weights are those of spp · W · H uniform film samples
 
 ``max_depth`` counts segments of the whole path, camera connection included (2: direct
 illumination), as Mitsuba's; ``rr_depth``; ``hide_emitters``. Surfaces only (participating media
-are refused with one line).
+are refused with one line). Variants rgb, mono and spectral: a light path carries the wavelengths drawn
+first from its random stream (tirender/variants.py), its emitter's spectrum at them, and each splat goes
+through the film's conversion (spectral: white light through a dispersive prism splits on the screen,
+configs/prism_ptracer.yaml); its adjoints take the film's adjoint through the transposed conversion.
 
 Gradients (``render_grad``, method ``prb``): detached path replay for light paths. The loss of one
 path is Σ_k δ_k · c_k over its connections (δ_k: the adjoint image gathered through the filter at
@@ -43,7 +46,7 @@ import math
 
 import taichi as ti
 
-from .. import launch
+from .. import launch, variants
 from ..bsdfs.base import SMOOTH
 from ..bsdfs.registry import dispatch
 from ..core import film
@@ -59,6 +62,7 @@ from ..walk import attached, vertex
 from . import path
 
 NAMES = ("ptracer",)
+VARIANTS = ("rgb", "mono", "spectral")
 KEYS = path.WALK_KEYS
 RR_MAX = path.RR_MAX
 
@@ -72,10 +76,11 @@ def _offset(st: ti.template(), p, n, d):
 
 
 @ti.func
-def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.template(), grad: ti.template()):
+def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.template(), grad: ti.template(), lam,
+                 lw):
     """An emitter at infinity seen directly: a camera ray through a uniform film position that
     escapes splats its Le (the one-segment paths a light path cannot reach the pinhole with).
-    grad: scatter δ(pos) into Le instead."""
+    grad: scatter δ(pos) into Le instead. lam, lw: the path's wavelengths and their weights."""
     w = st.cam_w[cam]
     pos = vec2(pix % w, pix // w) + sampler.next_2d()
     e = st.info_i[1]
@@ -84,9 +89,21 @@ def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.tem
         if not occluded(st, o, d, BIG):
             q = env_record(e, o, d)
             if ti.static(grad):
-                emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos), vec3(0.0))
+                emitters.eval_adjoint(st, em, q, _adjoint(st, cam, pos, lam, lw), lam)
             else:
-                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q, vec3(0.0))))
+                _splat(st, cam, pos, emitters.eval(st, em, q, lam), lam, lw)
+
+
+@ti.func
+def _splat(st: ti.template(), cam, pos, c, lam, lw):
+    """Splat the walk's colour c (at wavelengths lam) at film position pos, through the film's conversion."""
+    film.splat_light(st, cam, pos, variants.to_rgb(film.nan_to_zero(c), lam, lw))
+
+
+@ti.func
+def _adjoint(st: ti.template(), cam, pos, lam, lw):
+    """The adjoint of a splat at pos per lane of the walk's colour (the film's adjoint, converted)."""
+    return variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
 
 
 @ti.func
@@ -116,7 +133,7 @@ def _connection_adjoint(st: ti.template(), cam, v, c, pos, to_cam, dist, imp):
 @ti.func
 def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, sampler: ti.template(), center,
                radius, max_depth, rr_depth, hide_emitters, grad: ti.template(), moving: ti.template(), mode, replay,
-               A_in, stop, lam_o, lam_d):
+               A_in, stop, lam_o, lam_d, lam, lw):
     """Trace one light path (see the module doc); returns (A, vertices, λo, λd). grad (compile
     time): False for PRIMAL, True for the gradient modes (chosen at run time: one inlined walk);
     moving (compile time): whether ATTACHED is compiled in (scenes with height fields).
@@ -129,20 +146,22 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
     with the geometry): walks to surface vertex `stop` (1: the first hit) and, given (λo, λd) = ∂loss
     /∂(origin, direction) of the ray leaving it (from the connections after it), returns those of the
     ray arriving at it, adding this vertex's own connection (its splat moves with the vertex) and
-    scattering the moving triangle's share into the heights. `vertices`: the surface hits of the path."""
+    scattering the moving triangle's share into the heights. `vertices`: the surface hits of the path.
+    lam, lw: the path's wavelengths and their weights (spectral; tirender/variants.py)."""
     A = vec3(0.0)
     R = A_in
     nv = 0
+    lam_p = lam          # the wavelengths the path's lookups use (dispersion terminates lanes 1, 2)
     stop_at = attached.Stop(valid=0)     # ATTACHED: the stop vertex and its adjoints
     u_sel = sampler.next_1d()
     u_pos = sampler.next_2d()
     u_dir = sampler.next_2d()
-    e, o, d, n, uv, beta, pos_w = emitters.sample_ray(st, em, u_sel, u_pos, u_dir, center, radius)
+    e, o, d, n, uv, beta, pos_w = emitters.sample_ray(st, em, u_sel, u_pos, u_dir, center, radius, lam)
     if e >= 0 and max3(beta) > 0.0:
         if ti.static(grad):
             if mode == DETACHED and replay == 1:   # the emitted light Le scales every connection of the path
                 q = DirectionSample(p=o, n=n, d=-d, dist=1.0, uv=uv, emitter=e, scale=1.0, delta=0)
-                emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q, vec3(0.0))), vec3(0.0))
+                emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q, lam)), lam)
         if pos_w > 0.0:
             if mode != ATTACHED:
                 if hide_emitters == 0:   # the surface emitter's point seen by the camera (one segment)
@@ -154,9 +173,9 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                             k = ti.abs(n.dot(to_cam)) * imp * pos_w
                             if ti.static(grad):
                                 if mode == DETACHED and replay == 1:
-                                    emitters.eval_adjoint(st, em, q, film.gather_adjoint(st, cam, pos) * k, vec3(0.0))
+                                    emitters.eval_adjoint(st, em, q, _adjoint(st, cam, pos, lam, lw) * k, lam)
                             else:
-                                film.splat_light(st, cam, pos, film.nan_to_zero(emitters.eval(st, em, q, vec3(0.0)) * k))
+                                _splat(st, cam, pos, emitters.eval(st, em, q, lam) * k, lam, lw)
             o = _offset(st, o, n, d)
         depth = 1          # segments from the emitter to the next vertex
         active = True
@@ -169,7 +188,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                 nv = depth
                 at_stop = ti.static(moving) and mode == ATTACHED and depth == stop
                 g_p = lam_o         # ATTACHED: the next ray's origin is this vertex
-                v = vertex.surface_vertex(st, si, d, vec3(0.0))        # v.wi: towards the light (local)
+                v = vertex.surface_vertex(st, si, d, lam_p)            # v.wi: towards the light (local)
                 cos_lg = ti.abs(d.dot(v.ng))
                 if (v.flags & SMOOTH) != 0 and depth + 1 <= max_depth and cos_lg > 0.0 and \
                         (mode != ATTACHED or at_stop):
@@ -184,7 +203,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                             c = film.nan_to_zero(beta * f * geo)
                             if ti.static(grad):
                                 if mode == DETACHED:
-                                    dk = film.gather_adjoint(st, cam, pos)
+                                    dk = _adjoint(st, cam, pos, lam, lw)
                                     if replay == 0:
                                         A += dk * c
                                     else:
@@ -192,9 +211,10 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                                         R -= dk * c
                                 elif ti.static(moving):
                                     if at_stop:
-                                        g_p += _connection_adjoint(st, cam, v, c, pos, to_cam, dist, imp)
+                                        g_p += _connection_adjoint(st, cam, v, variants.to_rgb(c, lam, lw), pos,
+                                                                   to_cam, dist, imp)
                             else:
-                                film.splat_light(st, cam, pos, c)
+                                _splat(st, cam, pos, c, lam, lw)
                 if depth + 1 >= max_depth:
                     active = False
                     if ti.static(moving):
@@ -226,6 +246,8 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                         # importance: no radiance compression at refraction (× η²); shading normals
                         corr = cos_ls * ti.abs(bs.wo.dot(v.ng)) / (cos_lg * cos_os)
                         beta *= bs.weight * (bs.eta * bs.eta * corr)
+                        if bs.disperse == 1:         # lanes 1, 2 ended (splats keep the camera's conversion)
+                            lam_p = variants.terminate_secondary(lam_p)
                         o = vertex.spawn(st, v, bs.wo)
                         d = bs.wo
                         depth += 1
@@ -265,8 +287,9 @@ def _kernel(grad, attached=False):
                 pix = i % npix
                 index = sample_offset + i // npix
                 sampler = make_sampler(seed, pix, index)
+                lam, lw = variants.sample_wavelengths(sampler)       # the path's wavelengths (spectral)
                 if hide_emitters == 0:
-                    _visible_env(st, em, cam, pix, sampler, grad)
+                    _visible_env(st, em, cam, pix, sampler, grad, lam, lw)
                 z = vec3(0.0)
                 if ti.static(grad):
                     # pass 0: the connections' adjoint sum A (and the path's vertices); pass 1: the RNG
@@ -284,7 +307,7 @@ def _kernel(grad, attached=False):
                         mode = DETACHED if p < 2 else ATTACHED
                         A_p, nv_p, lo_p, ld_p = light_path(st, bsdf, em, cam, s, center, radius, max_depth, rr_depth,
                                                            hide_emitters, True, attached, mode, p, A, nv - (p - 2),
-                                                           lam_o, lam_d)
+                                                           lam_o, lam_d, lam, lw)
                         if p == 0:
                             A = A_p
                             nv = nv_p
@@ -297,7 +320,7 @@ def _kernel(grad, attached=False):
                         p += 1
                 else:
                     light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters,
-                               False, False, PRIMAL, 0, z, 0, z, z)
+                               False, False, PRIMAL, 0, z, 0, z, z, lam, lw)
         _kernels[key] = trace
     return _kernels[key]
 

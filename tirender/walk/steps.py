@@ -225,6 +225,8 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
         elif ti.static(variants.polarized()):
             s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))
         s.beta *= bs.weight
+        if bs.disperse == 1:                 # a dispersive event ended lanes 1, 2 (bsdfs/dielectric.py)
+            s.lam = variants.terminate_secondary(s.lam)
         s.eta *= bs.eta
         s.prev_p = v.p
         s.prev_pdf = bs.pdf
