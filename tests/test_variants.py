@@ -19,7 +19,7 @@ from gradcheck_util import central_differences, max_rel_err
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 REF = os.path.join(ROOT, "tests", "data", "reference", "cbox_spectral", "cbox_spectral_spp1024.npy")
 PARITY_DIR = os.path.join(ROOT, "benchmarks", "parity", "scenes")
-PARITY_SCENES = ("diffuse_area", "point_directional", "conductor")
+PARITY_SCENES = ("diffuse_area", "point_directional", "conductor", "homogeneous", "heterogeneous")
 PARITY_DEFINES = {"res": "32", "spp": "16"}
 
 
@@ -102,7 +102,7 @@ def test_variant_choice_and_refusals(tmp_path):
     from tirender.errors import ConfigError
     cfg = load_config(os.path.join(ROOT, "configs", "cbox_spectral.yaml"))
     describe(cfg)                                            # checked for its own variant, in any process
-    for integ in ("volpath", "pssmlt"):
+    for integ in ("pssmlt", "coherent_mcmc"):
         bad = dict(cfg, scene=dict(cfg["scene"], integrator={"type": integ}))
         with pytest.raises(ConfigError, match=f"integrator '{integ}' is not available in variant 'spectral'"):
             describe(bad)
@@ -397,6 +397,35 @@ def test_aov_albedo_in_every_variant(spectral_report, mono_report):
     assert np.abs(spec - rgb).mean() < 0.05
 
 
+def volume_gradient_checks():
+    """prbvolpath in the spectral variant against central differences (correlated random numbers): a chromatic
+    homogeneous medium's σt and albedo (3 channels: the unbounded and reflectance upsamplings' adjoints) and a
+    grid medium's RGB albedo grid."""
+    import scenes
+    import tirender
+    from tirender import gradcheck
+    tirender.set_variant("spectral")
+    out = []
+    hom = scenes.smoke_scene("prbvolpath", w=12)
+    hom["media"]["smoke"] = {"type": "homogeneous", "sigma_t": [1.2, 0.6, 0.25], "albedo": [0.9, 0.7, 0.5],
+                             "phase": {"type": "hg", "g": 0.3}}
+    for spec, names in ((hom, ["smoke.sigma_t", "smoke.albedo"]), (scenes.smoke_scene("prbvolpath", w=12),
+                                                                  ["smoke.albedo"])):
+        rows = gradcheck.check(tirender.load_scene(spec), names, spp=16, seeds=8, h_rel=0.02)
+        out += [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
+    return out
+
+
+@pytest.mark.extended
+def test_spectral_prbvolpath_gradients_vs_finite_differences(tmp_path):
+    """Spectral media's gradients (extended lane: the spectral prbvolpath kernel compiles for about a minute; the
+    default lane checks spectral media's images against Mitsuba's scalar_spectral, test_spectral_parity_with_mitsuba)."""
+    rows = run_child(__file__, ["--volume-child"], tmp_path, timeout=1200)
+    assert len(rows) == 3
+    for r in rows:
+        assert r["ok"] and abs(r["grad"]) > 3 * r["se"], r
+
+
 def test_spectral_white_furnace(spectral_report):
     """A white diffuse plane under a white (D65) environment: every lane of every path carries D65, the film
     receives sRGB white — 1 per channel within the wavelength-sampling noise."""
@@ -678,7 +707,13 @@ def test_upsampling_adjoints_vs_central_differences_f64():
         assert r["cases"] >= 100 and r["max_rel_err"] <= 1e-5, (name, r)
 
 
-if __name__ == "__main__" and "--child" in sys.argv:
+if __name__ == "__main__" and "--volume-child" in sys.argv:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, ROOT)
+    import tirender.backend as backend
+    backend.init("cpu")
+    print(json.dumps(volume_gradient_checks()))
+elif __name__ == "__main__" and "--child" in sys.argv:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, ROOT)
     import tirender.backend as backend

@@ -21,6 +21,7 @@ from .. import launch
 from . import kernels, volpath
 
 INTEGRATES = volpath.NAMES
+VARIANTS = volpath.VARIANTS
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):

@@ -70,6 +70,7 @@ from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
+VARIANTS = ("rgb", "mono", "spectral")   # media read at the path's wavelengths (media/medium.py); not polarized
 KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
                            doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),
                     Integer("inscatter_points", default=8, lo=0, hi=64,
@@ -100,8 +101,8 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                 if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
                     inscatter_adjoint(st, em, vis, pick, s.medium, s.o,
                                       s.d, t_surf, s.beta, sampler, dL, max_depth - s.depth - 1,
-                                      rr_depth - s.depth - 1, s.hero)
-            sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, sampler, s.L, dL,
+                                      rr_depth - s.depth - 1, s.hero, s.lam)
+            sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, s.lam, sampler, s.L, dL,
                                        adjoint_on(mode, s, dL))
             rq = s.r * q
             mr = rq.sum() / 3.0
@@ -178,12 +179,12 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
                     wo, pdf = phase_sample(st, pick.m, pick.d, smp.next_2d())
                     s = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=0, prev_p=pick.x, prev_pdf=pdf,
                                   prev_delta=0, o=pick.x, d=wo, active=1, medium=pick.m, hero=pick.hero,
-                                  r=vec3(1.0), replay=0)
+                                  r=vec3(1.0), replay=0, lam=pick.lam)
                     md, rd, hide = pick.depth_left, pick.rr_left, 1
                     rounds = 2
         else:
             if max3(s.L) > 0.0:
-                med.sigma_t_adjoint(st, pick.m, pick.x, pick.c * (pick.W / pick.w) * s.L)
+                med.sigma_t_adjoint(st, pick.m, pick.x, pick.lam, pick.c * (pick.W / pick.w) * s.L)
         r += 1
     return L, depth
 

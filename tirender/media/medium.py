@@ -3,10 +3,14 @@ adjoint), bbox clipping, and the majorants of grid media (recomputed on the devi
 every render, since an optimiser changes the density in place).
 
 sigma_t(x) = scale * sigma(x) (the ``sigma_t`` volume of a homogeneous medium, the ``density``
-volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume; both RGB.
+volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume; both RGB, read as the walk's
+colour at the path's wavelengths ``lam`` (tirender/variants.py: as RGB, their luminance in mono, in the
+spectral variants flat spectra for 1 channel and upsampled spectra for 3: σ unbounded, the albedo a
+reflectance). Their adjoints take the lanes' derivatives back to the stored RGB values.
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import vec3
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS, MAJORANT_GRID
 from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
@@ -17,36 +21,103 @@ __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coe
 
 
 @ti.func
-def coefficients(st: ti.template(), m, p):
-    """(sigma_t, albedo) of medium m at world position p (RGB each)."""
+def _sigma(st: ti.template(), tid, rgb, lam):
+    """A σ volume's value as the walk's colour at wavelengths lam: RGB as stored (rgb); Y (mono); in the
+    spectral variants a 1-channel volume is a flat spectrum (exactly its value) and a 3-channel one the
+    unbounded upsampling k S(c(rgb/k), λ), k = 2 max(rgb) (≤ 2 max(rgb): update_majorants bounds it)."""
+    out = rgb
+    if ti.static(variants.spectral()):
+        if tid >= 0 and st.tex_c[tid] == 3:
+            out = variants.unbounded(rgb, lam)
+    elif ti.static(variants.mono()):
+        out = variants.unbounded(rgb, lam)
+    return out
+
+
+@ti.func
+def _sigma_adjoint(st: ti.template(), tid, rgb, lam, d):
+    """∂<d, _sigma(rgb, λ)>/∂rgb (a 1-channel volume's adjoint sums the lanes: grid_eval_adjoint)."""
+    g = d
+    if ti.static(variants.spectral()):
+        if tid >= 0 and st.tex_c[tid] == 3:
+            g = variants.unbounded_adjoint(rgb, lam, d)
+    elif ti.static(variants.mono()):
+        g = variants.unbounded_adjoint(rgb, lam, d)
+    return g
+
+
+@ti.func
+def _albedo(st: ti.template(), tid, rgb, lam):
+    """An albedo volume's value as the walk's colour: a reflectance (spectral: the smooth upsampling of 3
+    channels, 1 channel flat; mono: Y)."""
+    out = rgb
+    if ti.static(variants.spectral()):
+        if tid >= 0 and st.tex_c[tid] == 3:
+            out = variants.reflectance(rgb, lam)
+    elif ti.static(variants.mono()):
+        out = variants.reflectance(rgb, lam)
+    return out
+
+
+@ti.func
+def _albedo_adjoint(st: ti.template(), tid, rgb, lam, d):
+    g = d
+    if ti.static(variants.spectral()):
+        if tid >= 0 and st.tex_c[tid] == 3:
+            g = variants.reflectance_adjoint(rgb, lam, d)
+    elif ti.static(variants.mono()):
+        g = variants.reflectance_adjoint(rgb, lam, d)
+    return g
+
+
+@ti.func
+def coefficients(st: ti.template(), m, p, lam):
+    """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam."""
     u = to_local(st, m, p)
-    return grid_eval(st, st.med_sigma[m], u) * st.med_scale[m], grid_eval(st, st.med_albedo[m], u)
+    ts = st.med_sigma[m]
+    ta = st.med_albedo[m]
+    return _sigma(st, ts, grid_eval(st, ts, u), lam) * st.med_scale[m], _albedo(st, ta, grid_eval(st, ta, u), lam)
 
 
 @ti.func
-def coefficients_adjoint(st: ti.template(), m, p, d_sigma_t, d_albedo):
-    """Scatter d(objective)/d sigma_t and d/d albedo at p into the medium's volumes."""
+def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
+    """Scatter d(objective)/d sigma_t and d/d albedo (per lane) at p into the medium's volumes."""
     u = to_local(st, m, p)
-    grid_eval_adjoint(st, st.med_sigma[m], u, d_sigma_t * st.med_scale[m])
-    grid_eval_adjoint(st, st.med_albedo[m], u, d_albedo)
+    sigma_t_adjoint(st, m, p, lam, d_sigma_t)
+    ta = st.med_albedo[m]
+    if d_albedo[0] != 0.0 or d_albedo[1] != 0.0 or d_albedo[2] != 0.0:
+        rgb = vec3(0.0)
+        if ti.static(not variants.rgb()):
+            rgb = grid_eval(st, ta, u)
+        grid_eval_adjoint(st, ta, u, _albedo_adjoint(st, ta, rgb, lam, d_albedo))
 
 
 @ti.func
-def sigma_t_adjoint(st: ti.template(), m, p, d_sigma_t):
-    """Scatter d(objective)/d sigma_t at p into the medium's sigma_t / density volume only."""
-    grid_eval_adjoint(st, st.med_sigma[m], to_local(st, m, p), d_sigma_t * st.med_scale[m])
+def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
+    """Scatter d(objective)/d sigma_t (per lane) at p into the medium's sigma_t / density volume only."""
+    if d_sigma_t[0] != 0.0 or d_sigma_t[1] != 0.0 or d_sigma_t[2] != 0.0:
+        u = to_local(st, m, p)
+        ts = st.med_sigma[m]
+        rgb = vec3(0.0)
+        if ti.static(not variants.rgb()):
+            rgb = grid_eval(st, ts, u)
+        grid_eval_adjoint(st, ts, u, _sigma_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m]))
 
 
 @ti.func
-def homogeneous_coefficients(st: ti.template(), m):
-    """(sigma_t, albedo) of a homogeneous medium (1x1x1 volumes: no lookup code)."""
-    return const_eval(st, st.med_sigma[m]) * st.med_scale[m], const_eval(st, st.med_albedo[m])
+def homogeneous_coefficients(st: ti.template(), m, lam):
+    """(sigma_t, albedo) of a homogeneous medium (1x1x1 volumes: no lookup code) at wavelengths lam."""
+    ts = st.med_sigma[m]
+    ta = st.med_albedo[m]
+    return _sigma(st, ts, const_eval(st, ts), lam) * st.med_scale[m], _albedo(st, ta, const_eval(st, ta), lam)
 
 
 @ti.func
-def homogeneous_coefficients_adjoint(st: ti.template(), m, d_sigma_t, d_albedo):
-    const_eval_adjoint(st, st.med_sigma[m], d_sigma_t * st.med_scale[m])
-    const_eval_adjoint(st, st.med_albedo[m], d_albedo)
+def homogeneous_coefficients_adjoint(st: ti.template(), m, lam, d_sigma_t, d_albedo):
+    ts = st.med_sigma[m]
+    ta = st.med_albedo[m]
+    const_eval_adjoint(st, ts, _sigma_adjoint(st, ts, const_eval(st, ts), lam, d_sigma_t * st.med_scale[m]))
+    const_eval_adjoint(st, ta, _albedo_adjoint(st, ta, const_eval(st, ta), lam, d_albedo))
 
 
 @ti.func
@@ -107,4 +178,6 @@ def update_majorants(scene, st):
     have changed there); ``media.spec.host_majorant`` is the global bound, for checks."""
     for m, med in enumerate(scene.desc.media):
         if not med.flags & HOMOGENEOUS:
-            _cell_majorants(st, m, GRID_MAJORANT_MARGIN)
+            # spectral variants: a 3-channel density's upsampled spectrum reaches up to 2 max(rgb) (_sigma)
+            chromatic = variants.spectral() and scene.desc.textures[med.sigma].data.shape[-1] == 3
+            _cell_majorants(st, m, GRID_MAJORANT_MARGIN * (2.0 if chromatic else 1.0))

@@ -53,8 +53,8 @@ def _steps(st: ti.template(), m, t0, t1):
 
 
 @ti.func
-def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, hero, sampler: ti.template(), L, dL,
-                      adj):
+def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, hero, lam, sampler: ti.template(), L,
+                      dL, adj):
     """Free-flight sampling by ray marching in grid medium m (hero channel `hero`).
     Returns (scattered, t, w, q) like volpath.free_flight."""
     scattered = 0
@@ -73,7 +73,7 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
         sig_hit = vec3(0.0)
         alb_hit = vec3(0.0)
         while i < n and scattered == 0:
-            sig, alb = med.coefficients(st, m, o + (t0 + (i + jitter) * dt) * d)
+            sig, alb = med.coefficients(st, m, o + (t0 + (i + jitter) * dt) * d, lam)
             sk = hom.channel(sig, k)
             tk = hom.channel(tau, k)
             if sk > 0.0 and tk + sk * dt >= tau_target:
@@ -93,17 +93,18 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
             if adj:
                 g = dL * L
                 for j in range(i):   # steps crossed before the collision (all of them on escape)
-                    med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, -dt * g, vec3(0.0))
+                    med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, lam, -dt * g, vec3(0.0))
                 if scattered == 1:
                     med.coefficients_adjoint(
-                        st, m, o + (t0 + (i + jitter) * dt) * d,
+                        st, m, o + (t0 + (i + jitter) * dt) * d, lam,
                         safe_div(g, sig_hit) - dtt * g,
                         safe_div(g, alb_hit))
     return scattered, ts, w, q
 
 
 @ti.func
-def march_transmittance(st: ti.template(), mode: ti.template(), m, o, d, s, sampler: ti.template(), T_total, dT):
+def march_transmittance(st: ti.template(), mode: ti.template(), m, o, d, s, lam, sampler: ti.template(), T_total,
+                        dT):
     """exp(-sum_j sigma_t(x_j) dt) over the bbox-clipped segment [0, s) of grid medium m."""
     T = vec3(1.0)
     t0, t1 = med.clip_bbox(st, m, o, d, s)
@@ -113,10 +114,10 @@ def march_transmittance(st: ti.template(), mode: ti.template(), m, o, d, s, samp
         tau = vec3(0.0)
         for j in range(n):
             x = o + (t0 + (j + jitter) * dt) * d
-            sig, _ = med.coefficients(st, m, x)
+            sig, _ = med.coefficients(st, m, x, lam)
             tau += sig * dt
             if ti.static(mode == REPLAY):
-                med.coefficients_adjoint(st, m, x, -dt * dT * T_total, vec3(0.0))
+                med.coefficients_adjoint(st, m, x, lam, -dt * dT * T_total, vec3(0.0))
         T = ti.exp(-ti.min(tau, 80.0))
     return T
 
@@ -134,7 +135,7 @@ def target_medium(st: ti.template(), shape, d, ng, current):
 
 
 @ti.func
-def _optical_depth_adjoint(st: ti.template(), m, o, d, ta, tb, jitter, g):
+def _optical_depth_adjoint(st: ti.template(), m, o, d, ta, tb, jitter, g, lam):
     """Adjoint of the optical depth tau = int_ta^tb sigma_t(o + t d) dt of grid medium m: scatters
     d sigma_t(x) += g dt at stratified points x_j = o + (ta + (j + jitter) dt) d, QUADRATURE_VOXELS
     voxels apart (an unbiased estimate of the line integral of the trilinear weights for a uniform
@@ -144,7 +145,7 @@ def _optical_depth_adjoint(st: ti.template(), m, o, d, ta, tb, jitter, g):
         n = ti.max(1, ti.cast(ti.ceil((tb - ta) / (QUADRATURE_VOXELS * 2.0 * med.default_step(st, m))), ti.i32))
         dt = (tb - ta) / n
         for j in range(n):
-            med.sigma_t_adjoint(st, m, o + (ta + (j + jitter) * dt) * d, g * dt)
+            med.sigma_t_adjoint(st, m, o + (ta + (j + jitter) * dt) * d, lam, g * dt)
 
 
 @ti.func
@@ -234,7 +235,7 @@ def majorant_walk(st: ti.template(), m, o, d, t0, t1):
 
 @ti.func
 def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: ti.template(), m, o, d, tmax, hero,
-           sampler: ti.template(), L, dL, adj, T_total, dT):
+           lam, sampler: ti.template(), L, dL, adj, T_total, dT):
     """Null-collision tracking through grid medium m with its majorant mu on the bbox-clipped part of
     o + t d, t in [0, tmax): tentative collisions at exponential steps of rate mu, and at each x
       * delta tracking (ratio = False, free flights): real scattering with probability
@@ -262,7 +263,7 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
     alb_hit = vec3(0.0)
     if ti.static(ratio and mode == REPLAY):
         if t1 > t0:
-            _optical_depth_adjoint(st, m, o, d, t0, t1, sampler.next_1d(), -dT * T_total)
+            _optical_depth_adjoint(st, m, o, d, t0, t1, sampler.next_1d(), -dT * T_total, lam)
     elif t1 > t0:
         mw = majorant_walk(st, m, o, d, t0, t1)
         tracking = True
@@ -272,7 +273,7 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
                 tracking = False
             else:
                 x = o + t * d
-                sig, alb = med.coefficients(st, m, x)
+                sig, alb = med.coefficients(st, m, x, lam)
                 if ti.static(ratio):
                     w *= 1.0 - sig / mu
                     if max3(w) <= 0.0:
@@ -302,9 +303,9 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
                 g_sig = safe_div(g, sig_hit)
                 if ti.static(split):
                     g_sig = vec3(0.0)    # the in-scattering term: inscatter_adjoint
-                med.coefficients_adjoint(st, m, o + ts * d, g_sig, safe_div(g, alb_hit))
+                med.coefficients_adjoint(st, m, o + ts * d, lam, g_sig, safe_div(g, alb_hit))
             side = _side_stream(sampler)
-            _optical_depth_adjoint(st, m, o, d, t0, t_end, side.next_1d(), -g)
+            _optical_depth_adjoint(st, m, o, d, t0, t_end, side.next_1d(), -g, lam)
     return scattered, ts, w, q
 
 
@@ -320,7 +321,7 @@ def _homogeneous(st: ti.template(), est: ti.template(), m):
 
 
 @ti.func
-def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o, d, tmax, hero,
+def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o, d, tmax, hero, lam,
                 sampler: ti.template(), L, dL, adj):
     """Sample a real collision on o + t d, t in [0, tmax), in medium m, with hero channel `hero`.
     Returns (scattered, t, w, q): w the throughput factor, q the pdf ratios p_c / p_hero (RGB; see
@@ -332,7 +333,7 @@ def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o
     w = vec3(1.0)
     q = vec3(1.0)
     if _homogeneous(st, est, m):
-        sig, alb = med.homogeneous_coefficients(st, m)
+        sig, alb = med.homogeneous_coefficients(st, m, lam)
         t = hom.sample_distance(sig, hero, sampler.next_1d())
         g_s = vec3(0.0)
         g_a = vec3(0.0)
@@ -351,36 +352,36 @@ def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o
                     g_s = hom.escape_grads(tmax, L, dL)
         if ti.static(mode != PRIMAL):
             if adj:
-                med.homogeneous_coefficients_adjoint(st, m, g_s, g_a)
+                med.homogeneous_coefficients_adjoint(st, m, lam, g_s, g_a)
     elif ti.static(est.GRID and est.MARCH == MARCH):
-        scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, sampler, L, dL, adj)
+        scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, lam, sampler, L, dL, adj)
     elif ti.static(est.GRID):
-        scattered, ts, w, q = _track(st, mode, False, est.SPLIT > 0, m, o, d, tmax, hero, sampler, L, dL, adj,
+        scattered, ts, w, q = _track(st, mode, False, est.SPLIT > 0, m, o, d, tmax, hero, lam, sampler, L, dL, adj,
                                      vec3(0.0), vec3(0.0))
     return scattered, ts, w, q
 
 
 @ti.func
-def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), m, o, d, s,
+def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), m, o, d, s, lam,
                           sampler: ti.template(), T_total, dT):
     """Transmittance factor of medium m along o + t d, t in [0, s) (RGB). REPLAY: with the full
     shadow-ray transmittance T_total and its adjoint dT, scatter dT * dT_total/dsigma_t."""
     T = vec3(1.0)
     if _homogeneous(st, est, m):
-        sig, _ = med.homogeneous_coefficients(st, m)
+        sig, _ = med.homogeneous_coefficients(st, m, lam)
         T = hom.transmittance(sig, s)
         if ti.static(mode == REPLAY):
-            med.homogeneous_coefficients_adjoint(st, m, hom.escape_grads(s, T_total, dT), vec3(0.0))
+            med.homogeneous_coefficients_adjoint(st, m, lam, hom.escape_grads(s, T_total, dT), vec3(0.0))
     elif ti.static(est.GRID and est.MARCH == MARCH):
-        T = march_transmittance(st, mode, m, o, d, s, sampler, T_total, dT)
+        T = march_transmittance(st, mode, m, o, d, s, lam, sampler, T_total, dT)
     elif ti.static(est.GRID):
-        hit, t_end, T, q = _track(st, mode, True, False, m, o, d, s, 0, sampler, vec3(0.0), vec3(0.0), mode == REPLAY,
+        hit, t_end, T, q = _track(st, mode, True, False, m, o, d, s, 0, lam, sampler, vec3(0.0), vec3(0.0), mode == REPLAY,
                                   T_total, dT)
     return T
 
 
 @ti.func
-def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o, d, dist, medium,
+def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o, d, dist, medium, lam,
                   sampler: ti.template(), T_total, dT):
     """Transmittance (RGB) of the shadow ray o + t d, t in [0, dist), that starts in `medium`:
     media are crossed (ratio tracking / analytic), null interfaces switch the medium, any other
@@ -398,7 +399,7 @@ def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o,
         if tri >= 0:
             seg = t
         if m >= 0:
-            T *= segment_transmittance(st, mode, est, m, ray_o, d, seg, sampler, T_total, dT)
+            T *= segment_transmittance(st, mode, est, m, ray_o, d, seg, lam, sampler, T_total, dT)
         if tri < 0:
             going = False
         else:
@@ -449,6 +450,7 @@ class IndirectPick:
     depth_left: ti.i32
     rr_left: ti.i32
     hero: ti.i32
+    lam: vec3
     state: ti.u64
     inc: ti.u64
 
@@ -469,7 +471,7 @@ def indirect_stream(pick):
 
 @ti.func
 def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), pick: ti.template(), m, o, d,
-                      tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero):
+                      tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero, lam):
     """The in-scattering term of the density derivative of one flight segment o + t d, t in
     [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
 
@@ -504,7 +506,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
         while j < n:
             tj = t0 + (j + jitter) * dt
             while tc < tj:                      # ratio tracking of T(t0, t_j)
-                sig_c, _ = med.coefficients(st, m, o + tc * d)
+                sig_c, _ = med.coefficients(st, m, o + tc * d, lam)
                 T *= ti.max(1.0 - sig_c / mu, 0.0)
                 tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
             tm = max3(T)
@@ -519,20 +521,20 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                 j = n
             else:
                 x = o + tj * d
-                _, alb = med.coefficients(st, m, x)
+                _, alb = med.coefficients(st, m, x, lam)
                 c = dL * beta * T * alb * dt
                 Ls = vec3(0.0)
-                ds = emitters.sample_emitter(st, em, x, side.next_2d(), vec3(0.0))
+                ds = emitters.sample_emitter(st, em, x, side.next_2d(), lam)
                 if ds.emitter >= 0 and max3(ds.weight) > 0.0:
                     ph = phase_eval(st, m, d, ds.d)
                     if ph > 0.0:
                         dist = ds.dist
                         if dist < BIG:
                             dist = (ds.p - x).norm() * (1.0 - 1e-4)
-                        Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, side, vec3(0.0), vec3(0.0))
+                        Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, lam, side, vec3(0.0), vec3(0.0))
                         Ls += ph * Tsh * ds.weight
                 if max3(Ls) > 0.0:
-                    med.sigma_t_adjoint(st, m, x, c * Ls)
+                    med.sigma_t_adjoint(st, m, x, lam, c * Ls)
                 if j == j_ind and depth_left > 1:   # Ls,indirect (needs a vertex after x): a candidate
                     ci = c * n
                     wi = ti.abs(ci).sum()
@@ -547,6 +549,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                             pick.depth_left = depth_left
                             pick.rr_left = rr_left
                             pick.hero = hero
+                            pick.lam = lam
                             pick.state = side.state
                             pick.inc = side.inc
                 j += 1
@@ -575,6 +578,6 @@ class MediumVisibility:
                     m = s.medium
                     if v.medium_event == 0:
                         m = target_medium(st, v.shape, d, v.ng, s.medium)
-                    return transmittance(st, mode, Vis, so, d, dist, m, sampler, T_total, dT)
+                    return transmittance(st, mode, Vis, so, d, dist, m, s.lam, sampler, T_total, dT)
             cls._cache[key] = Vis
         return cls._cache[key]
