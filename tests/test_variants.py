@@ -124,7 +124,7 @@ def test_variant_choice_and_refusals(tmp_path):
 
 def test_cli_refuses_a_variant_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tirender", "render", os.path.join(ROOT, "configs", "cbox.yaml"),
-                        "--variant", "spectral", "--integrator", "volpath", "--out", str(tmp_path / "o")],
+                        "--variant", "spectral", "--integrator", "pssmlt", "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
