@@ -19,3 +19,16 @@ def run_child(script, args, out_dir, timeout=1500):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
     return report
+
+
+def error_messages(calls, error):
+    """The message of the ``error`` each of ``calls`` raises, "no error" where one raises none (a child's report of
+    its refusals)."""
+    out = []
+    for call in calls:
+        try:
+            call()
+            out.append("no error")
+        except error as e:
+            out.append(str(e))
+    return out

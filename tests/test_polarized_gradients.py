@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from child_util import run_child
+from child_util import error_messages, run_child
 from gradcheck_util import f64_child_report
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -165,17 +165,11 @@ def child():
     res = run_optimization(cfg, out=os.path.join(out, "opt"))
     rep["recovered"] = float(np.ravel(res["params"]["p1.theta"]["value"])[0])
     rep["loss"] = [res["initial_loss"], res["final_loss"]]
-    errs = []
     w = np.ones((RES, RES, 3), np.float32)
     nested = tirender.load_scene(scene(nested=True))
-    for call in (lambda: tirender.render_grad(sc, w, spp=1, progress=False),
-                 lambda: tirender.render_forward(nested, {"p1.bsdf.theta": 1.0}, spp=1, progress=False)):
-        try:
-            call()
-            errs.append("no error")
-        except ConfigError as e:
-            errs.append(str(e))
-    rep["refusals"] = errs
+    rep["refusals"] = error_messages(
+        (lambda: tirender.render_grad(sc, w, spp=1, progress=False),
+         lambda: tirender.render_forward(nested, {"p1.bsdf.theta": 1.0}, spp=1, progress=False)), ConfigError)
     print(json.dumps(rep))
 
 

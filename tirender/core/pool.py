@@ -24,13 +24,19 @@ from .math import vec3
 
 
 @ti.func
-def value(st: ti.template(), o, c):
+def _read(f: ti.template(), o, c):
+    """A value of c channels (1 or 3) at offset o of the pool-shaped field f, as RGB (1 channel replicated)."""
     v = vec3(0.0)
     if c == 1:
-        v = vec3(st.pool[o])
+        v = vec3(f[o])
     else:
-        v = vec3(st.pool[o], st.pool[o + 1], st.pool[o + 2])
+        v = vec3(f[o], f[o + 1], f[o + 2])
     return v
+
+
+@ti.func
+def value(st: ti.template(), o, c):
+    return _read(st.pool, o, c)
 
 
 @ti.data_oriented
@@ -63,12 +69,7 @@ class Tangent:
 def direction(st: ti.template(), o, c):
     """Forward mode's direction v at a value of C channels at offset o (st a Tangent view), as ``value`` reads
     the parameter: the tangent of that value."""
-    v = vec3(0.0)
-    if c == 1:
-        v = vec3(st.tan_v[o])
-    else:
-        v = vec3(st.tan_v[o], st.tan_v[o + 1], st.tan_v[o + 2])
-    return v
+    return _read(st.tan_v, o, c)
 
 
 @ti.func

@@ -21,52 +21,37 @@ __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coe
 
 
 @ti.func
-def _sigma(st: ti.template(), tid, rgb, lam):
-    """A σ volume's value as the walk's colour at wavelengths lam: RGB as stored (rgb); Y (mono); in the
-    spectral variants a 1-channel volume is a flat spectrum (exactly its value) and a 3-channel one the
-    unbounded upsampling k S(c(rgb/k), λ), k = 2 max(rgb) (≤ 2 max(rgb): update_majorants bounds it)."""
+def _colour(st: ti.template(), tid, rgb, lam, bounded: ti.template()):
+    """A medium volume's value as the walk's colour at wavelengths lam: RGB as stored (rgb); Y (mono); in the
+    spectral variants a 1-channel volume is a flat spectrum (exactly its value) and a 3-channel one upsampled —
+    an albedo (bounded) as a reflectance, a σ as an unbounded spectrum k S(c(rgb/k), λ), k = 2 max(rgb), which
+    can reach 2 max(rgb) (update_majorants bounds it)."""
     out = rgb
+    lift = True                     # mono: always (Y); spectral: 3-channel volumes only
     if ti.static(variants.spectral()):
-        if tid >= 0 and st.tex_c[tid] == 3:
-            out = variants.unbounded(rgb, lam)
-    elif ti.static(variants.mono()):
-        out = variants.unbounded(rgb, lam)
+        lift = tid >= 0 and st.tex_c[tid] == 3
+    if ti.static(variants.spectral() or variants.mono()):
+        if lift:
+            if ti.static(bounded):
+                out = variants.reflectance(rgb, lam)
+            else:
+                out = variants.unbounded(rgb, lam)
     return out
 
 
 @ti.func
-def _sigma_adjoint(st: ti.template(), tid, rgb, lam, d):
-    """∂<d, _sigma(rgb, λ)>/∂rgb (a 1-channel volume's adjoint sums the lanes: grid_eval_adjoint)."""
+def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template()):
+    """∂<d, _colour(rgb, λ)>/∂rgb (a 1-channel volume's adjoint sums the lanes: grid_eval_adjoint)."""
     g = d
+    lift = True
     if ti.static(variants.spectral()):
-        if tid >= 0 and st.tex_c[tid] == 3:
-            g = variants.unbounded_adjoint(rgb, lam, d)
-    elif ti.static(variants.mono()):
-        g = variants.unbounded_adjoint(rgb, lam, d)
-    return g
-
-
-@ti.func
-def _albedo(st: ti.template(), tid, rgb, lam):
-    """An albedo volume's value as the walk's colour: a reflectance (spectral: the smooth upsampling of 3
-    channels, 1 channel flat; mono: Y)."""
-    out = rgb
-    if ti.static(variants.spectral()):
-        if tid >= 0 and st.tex_c[tid] == 3:
-            out = variants.reflectance(rgb, lam)
-    elif ti.static(variants.mono()):
-        out = variants.reflectance(rgb, lam)
-    return out
-
-
-@ti.func
-def _albedo_adjoint(st: ti.template(), tid, rgb, lam, d):
-    g = d
-    if ti.static(variants.spectral()):
-        if tid >= 0 and st.tex_c[tid] == 3:
-            g = variants.reflectance_adjoint(rgb, lam, d)
-    elif ti.static(variants.mono()):
-        g = variants.reflectance_adjoint(rgb, lam, d)
+        lift = tid >= 0 and st.tex_c[tid] == 3
+    if ti.static(variants.spectral() or variants.mono()):
+        if lift:
+            if ti.static(bounded):
+                g = variants.reflectance_adjoint(rgb, lam, d)
+            else:
+                g = variants.unbounded_adjoint(rgb, lam, d)
     return g
 
 
@@ -76,7 +61,7 @@ def coefficients(st: ti.template(), m, p, lam):
     u = to_local(st, m, p)
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    return _sigma(st, ts, grid_eval(st, ts, u), lam) * st.med_scale[m], _albedo(st, ta, grid_eval(st, ta, u), lam)
+    return _colour(st, ts, grid_eval(st, ts, u), lam, False) * st.med_scale[m], _colour(st, ta, grid_eval(st, ta, u), lam, True)
 
 
 @ti.func
@@ -89,7 +74,7 @@ def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
         rgb = vec3(0.0)
         if ti.static(not variants.rgb()):
             rgb = grid_eval(st, ta, u)
-        grid_eval_adjoint(st, ta, u, _albedo_adjoint(st, ta, rgb, lam, d_albedo))
+        grid_eval_adjoint(st, ta, u, _colour_adjoint(st, ta, rgb, lam, d_albedo, True))
 
 
 @ti.func
@@ -101,7 +86,7 @@ def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
         rgb = vec3(0.0)
         if ti.static(not variants.rgb()):
             rgb = grid_eval(st, ts, u)
-        grid_eval_adjoint(st, ts, u, _sigma_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m]))
+        grid_eval_adjoint(st, ts, u, _colour_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m], False))
 
 
 @ti.func
@@ -109,15 +94,15 @@ def homogeneous_coefficients(st: ti.template(), m, lam):
     """(sigma_t, albedo) of a homogeneous medium (1x1x1 volumes: no lookup code) at wavelengths lam."""
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    return _sigma(st, ts, const_eval(st, ts), lam) * st.med_scale[m], _albedo(st, ta, const_eval(st, ta), lam)
+    return _colour(st, ts, const_eval(st, ts), lam, False) * st.med_scale[m], _colour(st, ta, const_eval(st, ta), lam, True)
 
 
 @ti.func
 def homogeneous_coefficients_adjoint(st: ti.template(), m, lam, d_sigma_t, d_albedo):
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    const_eval_adjoint(st, ts, _sigma_adjoint(st, ts, const_eval(st, ts), lam, d_sigma_t * st.med_scale[m]))
-    const_eval_adjoint(st, ta, _albedo_adjoint(st, ta, const_eval(st, ta), lam, d_albedo))
+    const_eval_adjoint(st, ts, _colour_adjoint(st, ts, const_eval(st, ts), lam, d_sigma_t * st.med_scale[m], False))
+    const_eval_adjoint(st, ta, _colour_adjoint(st, ta, const_eval(st, ta), lam, d_albedo, True))
 
 
 @ti.func
@@ -178,6 +163,6 @@ def update_majorants(scene, st):
     have changed there); ``media.spec.host_majorant`` is the global bound, for checks."""
     for m, med in enumerate(scene.desc.media):
         if not med.flags & HOMOGENEOUS:
-            # spectral variants: a 3-channel density's upsampled spectrum reaches up to 2 max(rgb) (_sigma)
+            # spectral variants: a 3-channel density's upsampled spectrum reaches up to 2 max(rgb) (_colour)
             chromatic = variants.spectral() and scene.desc.textures[med.sigma].data.shape[-1] == 3
             _cell_majorants(st, m, GRID_MAJORANT_MARGIN * (2.0 if chromatic else 1.0))

@@ -20,7 +20,7 @@ see state.py). All take the path state ``s`` by reference and update it.
 In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
 the Stokes vector of unpolarized light through it, scatter multiplies it by the vertex's Mueller matrix.
 FORWARD mode (state.py) adds beside each of these its tangent: <∂Le/∂π, v>, <∂f/∂π, v> per lane from the
-models' adjoint code run into the thread's tangent sink (``_lanes``: one run per lane), ∂M/∂π v of the
+models' adjoint code run into the thread's tangent sink (one run per lane, ``_lane``), ∂M/∂π v of the
 vertex's Mueller matrix.
 MIS weights, pdfs and RR probabilities are detached (treated as constants), as in the papers.
 """
@@ -166,18 +166,15 @@ def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: t
         emitters.eval_adjoint(st, em, ds, e / ds.pdf, s.lam)
         dw += e * pool.tangent_value(st)
     dc = mis * T * (s.dbeta * f * ds.weight + s.beta * df * ds.weight + s.beta * f * dw)
-    if ti.static(variants.polarized() and vertex.has_mueller_tangent(bsdf, True)):
+    if ti.static(variants.polarized()):
         n, dn = vertex.mueller_tangent(st, bsdf, v, ds.d, 0, True)
         col = mueller.through_column0(s.P, n)
         deliver(FORWARD, s, c, col)
-        deliver_tangent(s, c, dc, col, mueller.through_column0(s.dP, n) + mueller.through_column0(s.P, dn))
-    elif ti.static(variants.polarized()):
-        n = vertex.mueller(st, bsdf, v, ds.d, 0, True)
-        col = mueller.through_column0(s.P, n)
-        deliver(FORWARD, s, c, col)
-        dcol = col * 0.0                                # dP = 0 without models of MUELLER_KEYS
+        dcol = col * 0.0                                # dP and dN are 0 without models of MUELLER_KEYS
         if ti.static(vertex.has_mueller_tangent(bsdf, False)):
             dcol = mueller.through_column0(s.dP, n)
+            if ti.static(vertex.has_mueller_tangent(bsdf, True)):
+                dcol += mueller.through_column0(s.P, dn)
         deliver_tangent(s, c, dc, col, dcol)
     else:
         accumulate(FORWARD, s, c)
@@ -216,12 +213,11 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
                 vertex.null_adjoint(st, bsdf, v, 1.0)
                 dw = bs.weight * pool.tangent_value(st)
             s.dbeta = s.dbeta * bs.weight + s.beta * dw
-            if ti.static(variants.polarized() and vertex.has_mueller_tangent(bsdf, False)):
+            if ti.static(variants.polarized()):
                 m, dm = vertex.mueller_tangent(st, bsdf, v, bs.wo, bs.delta, False)
-                s.dP = mueller.add3(mueller.mul3(s.dP, m), mueller.mul3(s.P, dm))
+                if ti.static(vertex.has_mueller_tangent(bsdf, False)):     # otherwise dP stays 0
+                    s.dP = mueller.add3(mueller.mul3(s.dP, m), mueller.mul3(s.P, dm))
                 s.P = mueller.mul3(s.P, m)
-            elif ti.static(variants.polarized()):
-                s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))   # dP stays 0
         elif ti.static(variants.polarized()):
             s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))
         s.beta *= bs.weight

@@ -123,14 +123,18 @@ def mueller(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.temp
 @ti.func
 def mueller_tangent(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.template()):
     """(M, dM): ``mueller`` and its tangent along forward mode's direction (the parameters of models with
-    MUELLER_KEYS, bsdfs/base.py), both normalised and in the world's implicit frames (frame_change3 is linear)."""
+    MUELLER_KEYS, bsdfs/base.py), both normalised and in the world's implicit frames (frame_change3 is linear).
+    Without such models (``has_mueller_tangent``, compile-time) dM is 0 and no tangent code is compiled."""
     res = mu.identity3()
     dres = mu.zero3()
-    if v.medium_event == 0:
-        wo = to_local(v.s, v.t, v.n, d)
-        m, dm = mu.normalized_tangent3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth),
-                                       bsdf.mueller_tangent(st, v.ctx, v.wi, wo, delta, smooth))
-        res, dres = mu.frame_change3_pair(m, dm, v.s, v.t, v.n, v.wi, wo)
+    if ti.static(has_mueller_tangent(bsdf, smooth)):
+        if v.medium_event == 0:
+            wo = to_local(v.s, v.t, v.n, d)
+            m, dm = mu.normalized_tangent3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth),
+                                           bsdf.mueller_tangent(st, v.ctx, v.wi, wo, delta, smooth))
+            res, dres = mu.frame_change3_pair(m, dm, v.s, v.t, v.n, v.wi, wo)
+    else:
+        res = mueller(st, bsdf, v, d, delta, smooth)
     return res, dres
 
 
