@@ -82,6 +82,21 @@ def test_normalmap_gradients_vs_finite_differences(tmp_path, case):
     assert np.abs(det).max() == 0.0          # the normal map moves the path only: detached PRB sees nothing
 
 
+def test_ior_gradients_vs_finite_differences(tmp_path):
+    """A dielectric's IOR (int_ior, a pool parameter) moves the refracted paths through a glass slab over a textured
+    light and changes its Fresnel lobes: attached PRB against finite differences; detached PRB sees nothing."""
+    sc = _scene(tmp_path)
+    rng = np.random.default_rng(2)
+    wts = rng.uniform(0, 1, (32, 32, 3)).astype(np.float32)
+    for pname in ("inner.int_ior", "glass.int_ior"):
+        g, f = projected_gradients(sc, pname, np.ones(1, np.float32), wts, 16, [11, 12, 13, 14], [21, 22, 23], 1e-2,
+                                   method="prb_attached")
+        mg, mf, se = assert_agree(g, f, pname)
+        print(f"{pname}: attached {mg:.5g}, FD {mf:.5g} (3 SE {3 * se:.2g})")
+    det = tirender.render_grad(sc, wts, spp=4, seed=3, method="prb", progress=False)["inner.int_ior"]
+    assert np.abs(det).max() == 0.0
+
+
 def _rough_scene(tmp, case, w=24, dist="beckmann", light_scale=3.0):
     """A normal-mapped rough mirror (Beckmann α 0.05) reflecting a large textured light, or a
     normal-mapped rough glass slab (α 0.05, `dist`) over one; attached_roughness 0.1."""
@@ -304,7 +319,7 @@ def checks():
     def k_area_adj(x: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
         q = direction_record(st.shape_emitter[3], vec3(0.0), vec3(0.0, 0.0, 1.0), vec2(x[0], x[1]),
                              vec3(0.0, 0.0, -1.0), 1.0)
-        g_uv, g_d = emitters.eval_grad(st, em, q, vec3(w[0], w[1], w[2]))
+        g_uv, g_d = emitters.eval_grad(st, em, q, vec3(w[0], w[1], w[2]), vec3(0.0))
         out[0] = g_uv[0]
         out[1] = g_uv[1]
 
@@ -316,7 +331,8 @@ def checks():
     @ti.kernel
     def k_env_adj(x: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
         d = vec3(x[0], x[1], x[2]).normalized()
-        g_uv, g_d = emitters.eval_grad(st, em, env_record(st.info_i[1], vec3(0.0), d), vec3(w[0], w[1], w[2]))
+        g_uv, g_d = emitters.eval_grad(st, em, env_record(st.info_i[1], vec3(0.0), d), vec3(w[0], w[1], w[2]),
+                                      vec3(0.0))
         for i in ti.static(range(3)):
             out[i] = g_d[i]
 
@@ -360,6 +376,39 @@ def checks():
             fd = (k_val(b, c + 1e-6, refl) - k_val(b, c - 1e-6, refl)) / 2e-6
             errs.append(abs(k_dlog(b, c, refl) - fd) / max(abs(fd), 1e-3))
     out["Dirac lobe d ln value / d cos"] = {"max_rel_err": max(errs), "cases": len(errs)}
+
+    # (5) a dielectric's IOR parameter: Φ = k ln(P w) + g_r η_ti of the sampled lobe (both sides, both lobes)
+    @ti.kernel
+    def k_phi(c: ti.f64, refl: ti.i32, k: ti.f64, g_r: ti.f64) -> ti.f64:
+        wi = vec3(ti.sqrt(1.0 - c * c), 0.0, c)
+        bs = D.sample(st, BsdfCtx(b=rows["glass"], uv=vec2(0.5)), wi, 0.0 if refl == 1 else 0.999999, vec2(0.5))
+        res = 1e9                       # total internal reflection where refraction was asked for
+        if bs.valid == 1 and (refl == 1) == (bs.wo[2] * c > 0.0):
+            res = k * ti.log(bs.weight[0] * bs.pdf) + g_r / bs.eta
+        return res
+
+    @ti.kernel
+    def k_phi_adj(c: ti.f64, refl: ti.i32, k: ti.f64, g_r: ti.f64):
+        wi = vec3(ti.sqrt(1.0 - c * c), 0.0, c)
+        D.dirac_ior_adjoint(st, BsdfCtx(b=rows["glass"], uv=vec2(0.5)), wi, refl == 1, k, g_r)
+
+    ior0 = sc.params["glass.int_ior"].astype(np.float64).ravel()
+    errs = []
+    for c in np.concatenate([rng.uniform(0.1, 0.95, 40), -rng.uniform(0.1, 0.95, 50)]):
+        for refl in (1, 0):
+            k, g_r = rng.normal(size=2)
+
+            def phi(x):
+                sc.write_param_device("glass.int_ior", np.ascontiguousarray(x, np.float64))
+                return k_phi(c, refl, k, g_r)
+            fd = central_differences(phi, ior0)
+            if phi(ior0) >= 1e9 or not np.all(np.abs(fd) < 1e6):
+                continue
+            reset_gradients(st, grad_scale_for(10.0))
+            k_phi_adj(c, refl, k, g_r)
+            adj = read_gradients(sc, st)["glass.int_ior"].astype(np.float64).ravel()
+            errs.append(max_rel_err(adj, fd))
+    out["dielectric IOR: d (k ln(P w) + g_r eta_ti) / d int_ior"] = {"max_rel_err": max(errs), "cases": len(errs)}
     out.update(_halfwarp_checks(rng, tmp))
     return out
 
@@ -475,7 +524,7 @@ def _halfwarp_checks(rng, tmp):
 @pytest.mark.slow
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 12
+    assert len(report) == 13
     for name, r in report.items():
         assert r["cases"] >= 100, (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)

@@ -96,14 +96,15 @@ def _silhouette(w=24, shape="sphere"):
                                 "emitters": [{"type": "constant", "radiance": 1.0}], "shapes": [sh]})
 
 
-def _shadow(w=24):
+def _shadow(w=24, colours=False):
+    floor, cube = (0.8, 0.3) if not colours else ([0.8, 0.5, 0.2], [0.2, 0.3, 0.7])
     return tirender.load_scene({
         "integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
         "sensors": [camera([0, -2.5, 5], [0, 0, 0], fov=35, w=w, h=w, filt="gaussian")],
         "shapes": [
             {"id": "floor", "type": "rectangle", "to_world": [{"scale": 3}],
-             "bsdf": {"type": "diffuse", "reflectance": 0.8}},
-            {"id": "occ", "type": "cube", "differentiable": True, "bsdf": {"type": "diffuse", "reflectance": 0.3},
+             "bsdf": {"type": "diffuse", "reflectance": floor}},
+            {"id": "occ", "type": "cube", "differentiable": True, "bsdf": {"type": "diffuse", "reflectance": cube},
              "to_world": [{"scale": 0.4}, {"rotate": {"axis": [0, 0, 1], "angle": 20}}, {"translate": [0.2, 0, 1.0]}]},
             {"id": "light", "type": "rectangle", "emitter": {"type": "area", "radiance": 20.0},
              "to_world": [{"scale": 0.5}, {"rotate": {"axis": [1, 0, 0], "angle": 180}}, {"translate": [0, 0, 3]}]}]})
@@ -285,6 +286,41 @@ import test_geometry_gradients as t
 g = tirender.render_grad(t._shadow(w=16), t._weights(16), spp=4, seed=1, method="prb_attached", progress=False)
 print(json.dumps({{k: g[k].tolist() for k in ("occ.translation", "occ.uniform_scale", "occ.rotation")}}))
 """
+
+
+SPECTRAL_CHILD = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+import tirender
+tirender.set_variant("spectral")
+import test_geometry_gradients as t
+from gradcheck_util import projected_gradients
+sc = t._shadow(w=16, colours=True)
+u = np.array([0.0, 0.0, 1.0], np.float32)
+g, _ = projected_gradients(sc, "occ.translation", u, t._weights(16), 64, list(range(16)), [], 1e-2, method="prb_attached")
+_, f = projected_gradients(sc, "occ.translation", u, t._weights(16), 1024, [], list(range(100, 112)), 1e-2)
+print(json.dumps({{"g": g.tolist(), "f": f.tolist()}}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.extended     # a spectral child: two more megakernels to compile
+def test_spectral_shadow_gradient_vs_finite_differences():
+    """Geometry gradients (edge sampling, prb_attached) in the spectral variant: the edge samples' paths carry
+    wavelengths and the boundary terms go through the film's conversion; a cube over coloured surfaces moved
+    up, against central differences in a child process."""
+    import json
+    import subprocess
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(here))
+    env.pop("TIRENDER_VARIANT", None)
+    r = subprocess.run([sys.executable, "-c", SPECTRAL_CHILD.format(tests=here)], capture_output=True, text=True,
+                       env=env, timeout=1500)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    mg, mf, se = assert_agree(np.array(rep["g"]), np.array(rep["f"]), "spectral occ.translation")
+    print(f"spectral occ.translation: edge sampling {mg:.4g}, FD {mf:.4g} (3 SE {3 * se:.2g})")
 
 
 @pytest.mark.vulkan

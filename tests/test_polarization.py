@@ -19,6 +19,8 @@ from child_util import error_messages, run_child
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PARITY_XML = os.path.join(ROOT, "benchmarks", "parity", "scenes", "polarized.xml")
 PARITY = {"res": 32, "spp": 64, "seeds": 6}
+MEDIUM_XML = os.path.join(ROOT, "benchmarks", "parity", "scenes", "polarized_medium.xml")
+MEDIUM = {"res": 32, "spp": 32, "seeds": 4}
 ETA = 1.5
 
 
@@ -137,12 +139,14 @@ def test_mitsuba_xml_stokes_nests_path():
     from tirender.errors import ConfigError
     cfg = load_config(PARITY_XML, defines={"res": "8", "spp": "4"})
     assert cfg["scene"]["integrator"] == {"type": "stokes", "max_depth": 6}
-    bad = open(PARITY_XML).read().replace('<integrator type="path">', '<integrator type="volpath">')
+    cfg = load_config(MEDIUM_XML, defines={"res": "8", "spp": "4"})
+    assert cfg["scene"]["integrator"] == {"type": "stokes", "max_depth": 8}     # nested volpath: media's walk
+    bad = open(PARITY_XML).read().replace('<integrator type="path">', '<integrator type="ptracer">')
     p = os.path.join(os.path.dirname(PARITY_XML), "_bad_stokes.xml")
     try:
         with open(p, "w") as f:
             f.write(bad)
-        with pytest.raises(ConfigError, match="nested 'path'"):
+        with pytest.raises(ConfigError, match="nested 'path' or 'volpath'"):
             load_config(p, defines={"res": "8", "spp": "4"})
     finally:
         os.remove(p)
@@ -249,7 +253,7 @@ def child():
 
     sc = tirender.load_scene(_child_scene(element_scene(0.0, 0.0, integrator="path")))
     rep["refusals"] = error_messages(
-        (lambda: tirender.render(sc, spp=1, integrator="volpath", progress=False),
+        (lambda: tirender.render(sc, spp=1, integrator="pssmlt", progress=False),
          lambda: tirender.render_grad(sc, np.ones((8, 8, 3), np.float32), spp=1, progress=False)), ConfigError)
     print(json.dumps(rep))
 
@@ -335,7 +339,7 @@ def test_wrappers_keep_the_nested_mueller_matrix(tmp_path):
 
 def test_polarized_refusals_are_one_line(report):
     r = report["refusals"]
-    assert "integrator 'volpath' is not available in variant 'spectral_polarized'" in r[0], r
+    assert "integrator 'pssmlt' is not available in variant 'spectral_polarized'" in r[0], r
     assert "not available in variant 'spectral_polarized'" in r[1] and "prb" in r[1], r
     assert all("\n" not in x for x in r)
 
@@ -346,14 +350,20 @@ def test_stokes_parity_with_mitsuba(report, out_dir):
     wall, area light and sky) rendered by tirender and by Mitsuba 3's scalar_spectral_polarized ``stokes``:
     for each of S0..S3 the per-channel means within 4 combined standard errors and the image RMSE within 1.25×
     the combined noise; S1 and S2 agree pixel by pixel in sign (correlation > 0.5)."""
+    _compare_stokes(np.load(os.path.join(out_dir, "parity.npy")), PARITY_XML, PARITY)
+
+
+def _compare_stokes(a, xml, p):
+    """tirender's Stokes images a (seeds, 4, H, W, 3) against Mitsuba 3's scalar_spectral_polarized render of xml
+    (the same seeds): per component, means within 4 combined standard errors, RMSE within 1.25x the combined noise,
+    S1 and S2 correlated pixel by pixel (> 0.5)."""
     pytest.importorskip("mitsuba")
     import mitsuba as mi
     mi.set_variant("scalar_spectral_polarized")
-    res, spp, k = PARITY["res"], PARITY["spp"], PARITY["seeds"]
-    scene = mi.load_file(PARITY_XML, res=str(res), spp=str(spp))
+    res, spp, k = p["res"], p["spp"], p["seeds"]
+    scene = mi.load_file(xml, res=str(res), spp=str(spp))
     b = np.stack([np.array(mi.render(scene, seed=100 + s, spp=spp))[..., 3:].reshape(res, res, 4, 3)
                   .transpose(2, 0, 1, 3) for s in range(k)])
-    a = np.load(os.path.join(out_dir, "parity.npy"))
     for c in range(4):
         ma, mb = a[:, c].reshape(k, -1, 3).mean(1), b[:, c].reshape(k, -1, 3).mean(1)
         se = np.sqrt(ma.var(0, ddof=1) / k + mb.var(0, ddof=1) / k) + 1e-12
@@ -366,7 +376,36 @@ def test_stokes_parity_with_mitsuba(report, out_dir):
             assert corr > 0.5, (c, corr)
 
 
-if __name__ == "__main__" and "--child" in sys.argv:
+def medium_child():
+    import tirender
+    tirender.set_variant("spectral_polarized")
+    tirender.init(arch="cpu")
+    from tirender.config import load_config
+    sc = tirender.scene_from_config(load_config(MEDIUM_XML, defines={"res": str(MEDIUM["res"]),
+                                                                     "spp": str(MEDIUM["spp"])}))
+    imgs = np.stack([tirender.render_stokes(sc, spp=MEDIUM["spp"], seed=100 + s, progress=False)
+                     for s in range(MEDIUM["seeds"])])
+    np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], "medium.npy"), imgs)
+    s0 = tirender.render(sc, spp=MEDIUM["spp"], seed=100, integrator="volpath", progress=False)
+    print(json.dumps({"render_vs_stokes": float(np.abs(s0 - imgs[0, 0]).max()), "scale": float(np.abs(s0).max())}))
+
+
+@pytest.mark.slow
+@pytest.mark.extended    # a second polarized megakernel with media (about a minute of compilation)
+@pytest.mark.parity
+def test_polarized_medium_parity_with_mitsuba(tmp_path):
+    """Participating media in spectral_polarized (benchmarks/parity/scenes/polarized_medium.xml: fog in a glass
+    sphere, a gold sphere, rough aluminium; stokes measuring volpath): S0..S3 against Mitsuba 3's
+    scalar_spectral_polarized as the parity scene's; volpath's image is the Stokes S0 (same random numbers)."""
+    rep = run_child(__file__, ["--medium-child"], tmp_path)
+    assert rep["render_vs_stokes"] <= 1e-5 * rep["scale"], rep
+    _compare_stokes(np.load(os.path.join(tmp_path, "medium.npy")), MEDIUM_XML, MEDIUM)
+
+
+if __name__ == "__main__" and "--medium-child" in sys.argv:
+    sys.path.insert(0, ROOT)
+    medium_child()
+elif __name__ == "__main__" and "--child" in sys.argv:
     sys.path.insert(0, ROOT)
     child()
 elif __name__ == "__main__" and "--wrappers-child" in sys.argv:

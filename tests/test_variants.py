@@ -112,7 +112,7 @@ def test_variant_choice_and_refusals(tmp_path):
     with pytest.raises(ConfigError, match="unknown variant 'rbg'"):
         describe(dict(cfg, variant="rbg"))
     describe(dict(cfg, variant="spectral_polarized"))        # the cbox renders polarized too (tests/test_polarization.py)
-    for integ in ("volpath", "ptracer"):
+    for integ in ("coherent_mcmc", "ptracer"):
         with pytest.raises(ConfigError, match=f"integrator '{integ}' is not available in variant 'spectral_polarized'"):
             describe(dict(cfg, variant="spectral_polarized", scene=dict(cfg["scene"], integrator={"type": integ})))
     # a variant is fixed per process once kernels consulted it (this process: rgb)
@@ -271,9 +271,12 @@ def prism_path_totals():
     cfg = load_config(os.path.join(ROOT, "configs", "prism.yaml"))
     cfg["scene"]["sensors"][0]["film"].update(width=64, height=40)
     out = {}
-    for name, b in (("dispersive", 0.0135), ("plain", 0.0)):
+    for name, b in (("dispersive", 0.0135), ("plain", None)):
         c = copy.deepcopy(cfg)
-        c["scene"]["bsdfs"]["flint"]["cauchy_b"] = b
+        if b is None:
+            del c["scene"]["bsdfs"]["flint"]["cauchy_b"]
+        else:
+            c["scene"]["bsdfs"]["flint"]["cauchy_b"] = b
         img = tirender.render(tirender.scene_from_config(c), spp=32, seed=2, progress=False)
         out[name] = float(img.astype(np.float64).sum())
     return out

@@ -248,6 +248,24 @@ class Ior(Key):
         return "IOR (number > 0 or a name)"
 
 
+class IorTexture(Texture):
+    """A differentiable index of refraction: a number > 0 or a material name (``Ior.IORS``), held as a
+    one-channel constant texture, i.e. the pool parameter ``<id>.<param>`` (one value: IOR bitmaps are
+    refused)."""
+
+    def __init__(self, name, default=REQUIRED, doc="", aliases=()):
+        super().__init__(name, 1, default=default, lo=0.01, hi=100.0, doc=doc, aliases=aliases, raw=True)
+
+    def parse(self, v, file, key):
+        if isinstance(v, dict):
+            raise ConfigError("expected a number or an IOR name (an IOR is one value, not a bitmap)", file, key)
+        v = Ior(self.name).parse(v, file, key) if isinstance(v, str) else v
+        return float(super().parse(v, file, key))
+
+    def describe(self):
+        return f"IOR (number in [{self.lo:g}, {self.hi:g}] or a name; differentiable)"
+
+
 class String(Key):
     kind = "string"
 

@@ -5,9 +5,12 @@ eval / pdf are 0 (Dirac lobes). sample picks reflection with probability F = Fre
     reflection: wo = reflect(wi), pdf = F,     weight = specular,                  eta = 1
     refraction: wo = refract(...), pdf = 1-F,  weight = transmittance * eta_ti²,   eta = eta_it
 (radiance mode: the 1/η² solid-angle compression of radiance is in the weight); delta = 1.
-Attached PRB: the lobe's probability moves with cos θi (``dlog``: ∂ ln F/∂cos or ∂ ln(1 - F)/∂cos).
+Attached PRB: the lobe's probability moves with cos θi (``dlog``: ∂ ln F/∂cos or ∂ ln(1 - F)/∂cos), and with
+η, as do the weight and the refracted direction (``dirac_ior_adjoint_at``: into the parameters ``int_ior`` and
+``cauchy_b``, one-channel textures of the ``dielectric`` model; roughdielectric's and thindielectric's IORs are
+constants). Detached PRB differentiates no Dirac lobe.
 
-Dispersion (``cauchy_b`` > 0, spectral variant; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
+Dispersion (``cauchy_b`` given (``dielectric``) or > 0 (``roughdielectric``), spectral variants; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
 with λ in µm and λ_D = 0.5893 µm (``int_ior`` is the IOR at the sodium D line). Each lane of a path would
 refract its own way, so the first such interface of a path scatters the first (hero) wavelength with its η and
 ends the other two lanes: weight × (3, 0, 0), which keeps the film's estimate Σ_i c(λ_i) L_i / 3 unbiased; the
@@ -22,9 +25,10 @@ from .. import variants
 from ..core import mueller as mu
 from ..core.math import vec3
 from ..errors import ConfigError
-from ..schema import Ior, Key, Number, Texture, number
-from .base import BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_rgb
-from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect, refract
+from ..schema import Ior, IorTexture, Key, Number, Texture, number
+from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_float,
+                   slot_float_adjoint, slot_rgb)
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect, refract
 from .ior import GLASSES
 from .ior import sellmeier as sellmeier_np
 
@@ -118,6 +122,12 @@ def sellmeier_eta(st: ti.template(), ctx, lam_nm):
 
 
 @ti.func
+def has_sellmeier(st: ti.template(), ctx):
+    """Whether the row (laid out as ``dispersive_constants``) holds a Sellmeier glass."""
+    return const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0
+
+
+@ti.func
 def dispersive_eta(st: ti.template(), ctx):
     """(η, disperse): the row's relative IOR at the path's hero wavelength λ0 when it depends on λ (Cauchy or
     Sellmeier constants, spectral variants), else η at λ_D; disperse = 1 when this event ends the secondary
@@ -132,7 +142,7 @@ def dispersive_eta(st: ti.template(), ctx):
             lam_um = ctx.lam[0] * 1e-3
             eta += b * (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D))
             disperse = 1
-        elif const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0:
+        elif has_sellmeier(st, ctx):
             eta = sellmeier_eta(st, ctx, ctx.lam[0])
             disperse = 1
         if variants.secondary_terminated(ctx.lam):
@@ -165,18 +175,63 @@ def interface_mueller(eta, wi, wo, n):
     return mu.uniform3(mu.interface_to_implicit(m, n, wi, wo))
 
 
+_IOR, _CAUCHY = 2, 3   # texture slots of ``dielectric``: int_ior, cauchy_b (-1: not given)
+
+
+def _dielectric_constants(values, file, key):
+    """``dispersive_constants`` with CAUCHY_B a switch: 1 when the ``cauchy_b`` texture is given (its value,
+    0 included, then makes η depend on λ in the spectral variants: a coefficient that can be optimised from 0)."""
+    b = values.get("cauchy_b")
+    if b is not None and values.get("sellmeier") is not None:
+        raise ConfigError("give either cauchy_b or sellmeier, not both", file, f"{key}.sellmeier")
+    c = dispersive_constants(dict(values, cauchy_b=0.0), file, key)
+    c[CAUCHY_B] = 0.0 if b is None else 1.0
+    return c
+
+
+@ti.func
+def _eta(st: ti.template(), ctx):
+    """(η, disperse, ∂η/∂B) of a ``dielectric`` row: η = int_ior / ext_ior, + B (1/λ0² − 1/λ_D²) / ext_ior with a
+    Cauchy texture in the spectral variants (∂η/∂B: that factor, else 0); a Sellmeier glass as
+    ``dispersive_eta`` (not differentiable: ∂η/∂B = 0 and int_ior unused)."""
+    ext = const(st, ctx, EXT_IOR)
+    eta = slot_float(st, ctx, _IOR) / ext
+    db = 0.0
+    disperse = 0
+    if has_sellmeier(st, ctx):
+        eta, disperse = dispersive_eta(st, ctx)
+    elif ti.static(variants.spectral()):
+        if const(st, ctx, CAUCHY_B) > 0.0:
+            lam_um = ctx.lam[0] * 1e-3
+            db = (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D)) / ext
+            eta += slot_float(st, ctx, _CAUCHY) * db
+            disperse = 0 if variants.secondary_terminated(ctx.lam) else 1
+    return eta, disperse, db
+
+
+DIELECTRIC_IOR_KEYS = (
+    IorTexture("int_ior", default=1.5046, doc="interior IOR (BK7 glass; at 589.3 nm where dispersive); a "
+                                              "differentiable parameter (attached PRB: refraction and Fresnel)"),
+    DIELECTRIC_KEYS[3],
+    Texture("cauchy_b", 1, default=None, lo=0.0, hi=1.0, raw=True,
+            doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variants; "
+                "e.g. BK7 0.0042, dense flint 0.0135; given, even 0, the IOR depends on λ); a differentiable "
+                "parameter (attached PRB)"),
+    DISPERSION_KEYS[1])
+
+
 @dirac
 class Dielectric(SmoothInterface):
     NAME = "dielectric"
-    KEYS = DIELECTRIC_KEYS + DISPERSION_KEYS
+    KEYS = DIELECTRIC_KEYS[:2] + DIELECTRIC_IOR_KEYS
     Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float, disperse=ti.i32)
-    constants = staticmethod(dispersive_constants)
+    constants = staticmethod(_dielectric_constants)
     N_CONST = EXT_IOR + 1
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        eta, disperse = dispersive_eta(st, ctx)
+        eta, disperse, db = _eta(st, ctx)
         return Dielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
                                  eta=eta, disperse=disperse)
 
@@ -193,6 +248,40 @@ class Dielectric(SmoothInterface):
         elif r_i < 1.0:
             res = -dF / (1.0 - r_i)
         return vec3(res)
+
+    @staticmethod
+    @ti.func
+    def dlog_eta(eta, wi, reflected):
+        """(∂ ln(P w)/∂η, ∂η_ti/∂η) of the sampled lobe: P = F, w = 1 (reflection) or P = 1 − F,
+        w ∝ η_ti² (refraction, radiance compression); η_ti is the refracted direction's IOR ratio."""
+        cos_i = wi[2]
+        r_i, cos_t, eta_it, eta_ti = fresnel_dielectric(cos_i, eta)
+        dF = fresnel_dielectric_deta(cos_i, eta)
+        dlw = 0.0
+        dr = 0.0
+        if reflected:
+            if r_i > 0.0:
+                dlw = dF / r_i
+        elif r_i < 1.0:
+            outside = cos_i >= 0.0
+            dlw = -dF / (1.0 - r_i) + (-2.0 / eta if outside else 2.0 / eta)
+            dr = -eta_ti * eta_ti if outside else 1.0
+        return dlw, dr
+
+    @staticmethod
+    @ti.func
+    def dirac_ior_adjoint_at(st: ti.template(), ctx, wi, reflected, k, g_r, inner: ti.template()):
+        """Attached PRB: scatter into int_ior and cauchy_b the derivative of k ln(P w) + g_r η_ti of the sampled
+        lobe (k: δL times the radiance still to come, summed over lanes; g_r: ∂loss/∂η_ti of the refracted
+        direction, walk/attached.scatter_adjoint)."""
+        eta, disperse, db = _eta(st, ctx)
+        if not has_sellmeier(st, ctx):
+            dlw, dr = Dielectric.dlog_eta(eta, wi, reflected)
+            g = k * dlw + g_r * dr                       # ∂/∂η
+            slot_float_adjoint(st, ctx, _IOR, g / const(st, ctx, EXT_IOR))
+            if ti.static(variants.spectral()):
+                if const(st, ctx, CAUCHY_B) > 0.0:
+                    slot_float_adjoint(st, ctx, _CAUCHY, g * db)
 
     @staticmethod
     @ti.func

@@ -12,6 +12,8 @@ fresnel_dielectric(cos_theta_i, eta) -> (F, cos_theta_t, eta_it, eta_ti)
 fresnel_conductor(cos_theta_i, eta: vec3, k: vec3) -> vec3
     Unpolarized reflectance of a conductor with complex IOR eta + i k (per RGB channel),
     for cos_theta_i >= 0.
+fresnel_dielectric_dcos / fresnel_dielectric_deta(cos_theta_i, eta) -> float
+    ∂F/∂cos θi and ∂F/∂η of fresnel_dielectric's F (attached PRB).
 fresnel_diffuse_reflectance(eta) -> float
     Mitsuba's fitted diffuse (hemispherically averaged, cosine weighted) Fresnel
     reflectance "Fdr" (Egan & Hilgeman 1973 for eta < 1, d'Eon & Irving 2011 otherwise).
@@ -128,6 +130,27 @@ def fresnel_dielectric_dcos(cos_theta_i, eta):
         da_s = 2.0 * e * (ct * dci - ci * dct) / (ds * ds)
         da_p = 2.0 * e * (ci * dct - ct * dci) / (dp * dp)
         res = a_s * da_s + a_p * da_p
+    return res
+
+
+@ti.func
+def fresnel_dielectric_deta(cos_theta_i, eta):
+    """∂F/∂η of fresnel_dielectric's F w.r.t. the relative IOR η (interior / exterior); 0 under total
+    internal reflection and at grazing incidence."""
+    outside, eta_it, eta_ti, ct2, ci = _snell(cos_theta_i, eta)
+    res = 0.0
+    if ct2 > 0.0 and ci > 0.0:
+        ct = ti.sqrt(ct2)
+        e = eta_it
+        dct = (1.0 - ci * ci) / (e * e * e * ct)      # ∂cos θt/∂η_it (cos²θt = 1 − sin²θi / η_it²)
+        ds = ci + e * ct
+        dp = ct + e * ci
+        a_s = (ci - e * ct) / ds
+        a_p = (ct - e * ci) / dp
+        da_s = -2.0 * ci * (ct + e * dct) / (ds * ds)
+        da_p = 2.0 * ci * (e * dct - ct) / (dp * dp)
+        de = 1.0 if outside else -1.0 / (eta * eta)   # ∂η_it/∂η
+        res = (a_s * da_s + a_p * da_p) * de
     return res
 
 

@@ -154,6 +154,13 @@ class NormalMap:
 
     @staticmethod
     @ti.func
+    def dirac_ior_adjoint_at(st: ti.template(), ctx, wi, reflected, k, g_r, inner: ti.template()):
+        """The nested BSDF's, at cos θi = wi · n' (the perturbed frame)."""
+        c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
+        inner.dirac_ior_adjoint(st, child(st, ctx, 0), to_local(s, t, n, wi), reflected, k, g_r)
+
+    @staticmethod
+    @ti.func
     def attached_alpha_at(st: ti.template(), ctx, wi, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
         return inner.attached_alpha(st, child(st, ctx, 0), to_local(s, t, n, wi))

@@ -27,6 +27,10 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
                                                scatter ∂<g, n'>/∂π (normal-map texels) into the pool and
                                                return ∂<g, n'>/∂uv (the map seen at a moving point;
                                                attached PRB, integrators/prb_attached.py)
+    D.dirac_ior_adjoint(st, ctx, wi, reflected, k, g_r)
+                                               scatter ∂/∂π of k ln(P w) + g_r η_ti of the sampled Dirac
+                                               lobe (P its probability, w its weight, η_ti its refraction
+                                               ratio) into the pool: a dielectric's IOR parameters
     D.attached_alpha(st, ctx, wi) -> float     the lobe roughness of a model with attached sampling
                                                (microfacet models, under normal maps), else -1
     D.attached_record(st, ctx, wi, wo) -> HalfWarp    D.attached_warp(st, ctx, wi, hw) -> (wo, ln J)
@@ -238,6 +242,15 @@ def _make(levels):
                     if t == models[i].TAG:
                         res = models[i].dirac_dlog_at(st, ctx, wi, reflected, inner)
             return res
+
+        @staticmethod
+        @ti.func
+        def dirac_ior_adjoint(st: ti.template(), ctx, wi, reflected, k, g_r):
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "dirac_ior_adjoint_at")):
+                    if t == models[i].TAG:
+                        models[i].dirac_ior_adjoint_at(st, ctx, wi, reflected, k, g_r, inner)
 
         @staticmethod
         @ti.func

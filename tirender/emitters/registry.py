@@ -10,7 +10,7 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
     eval(st, em, q, lam) -> vec3 / eval_adjoint(st, em, q, d_le, lam)
     emission(st, e, rgb, lam) / emission_adjoint(...)      an emitter's RGB value through its spectrum
                                                             (Row.spectrum: RGB, black body, uniform)
-    eval_grad(st, em, q, w) -> (vec2, vec3)                 ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
+    eval_grad(st, em, q, w, lam) -> (vec2, vec3)            ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
                                                             seen at a moving point or along a moving
                                                             direction (attached PRB); 0 for models
                                                             without ``eval_grad``
@@ -140,17 +140,21 @@ def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le, lam):
 
 
 @ti.func
-def eval_grad(st: ti.template(), em: ti.template(), q, w):
+def eval_grad(st: ti.template(), em: ti.template(), q, w, lam):
     """(∂/∂uv, ∂/∂d) of <w, Le(q)> (textured area lights: the radiance texture's slope at q.uv;
-    environment maps: its slope along the direction q.d)."""
+    environment maps: its slope along the direction q.d); w per lane of the walk's colour at
+    wavelengths lam (taken to the emitter's RGB through its spectrum's adjoint)."""
     g_uv = ti.Vector([0.0, 0.0], dt=float)
     g_d = vec3(0.0)
     if q.emitter >= 0:
+        w_rgb = w * st.em_tint[q.emitter]
+        if ti.static(not variants.rgb()):
+            w_rgb = emission_adjoint(st, q.emitter, eval_rgb(st, em, q), lam, w)
         t = st.em_type[q.emitter]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG) and hasattr(MODELS[i], "eval_grad")):
                 if t == MODELS[i].TAG:
-                    g_uv, g_d = MODELS[i].eval_grad(st, q.emitter, q, w * st.em_tint[q.emitter])
+                    g_uv, g_d = MODELS[i].eval_grad(st, q.emitter, q, w_rgb)
     return g_uv, g_d
 
 

@@ -27,6 +27,7 @@ are assumed to keep their copies together (transforms always do).
 import numpy as np
 import taichi as ti
 
+from .. import variants
 from ..core import film, pool
 from ..core.camera import camera_connect_adjoint, camera_ray
 from ..core.intersect import occluded
@@ -201,6 +202,7 @@ def _kernel(kind="adjoint"):
             for j in range(n_samples):
                 sampler = make_sampler(seed ^ ti.u32(SEED_MIX), j, 0)
                 k, r = _pick_table(tab.cdf, n_edges, sampler.next_1d())
+                lam, lw = variants.sample_wavelengths(sampler)   # both sides' paths carry them
                 a = tab.a[k]
                 ab = tab.b[k] - a
                 la = ab.norm()
@@ -216,9 +218,10 @@ def _kernel(kind="adjoint"):
                             sgn = 1.0 - 2.0 * side      # + then -
                             o, d = camera_ray(st, cam, x + (sgn * EPS_PIXELS) * nrm)
                             sp = make_sampler(seed ^ ti.u32(SEED_MIX), j, 1)   # shared by both sides
-                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, vec3(0.0), sp, max_depth, rr_depth, hide_emitters,
+                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, lam, sp, max_depth, rr_depth, hide_emitters,
                                             vec3(0.0), vec3(0.0), 0)
                             diff -= sgn * film.nan_to_zero(L)         # L⁻ - L⁺
+                        diff = variants.to_rgb(diff, lam, lw)        # the film's RGB (linear in L)
                         o, d = camera_ray(st, cam, x)
                         tau = _line_param(o, d, tab.x0[k], tab.x1[k])
                         X = tab.x0[k] + tau * (tab.x1[k] - tab.x0[k])
@@ -366,7 +369,7 @@ def secondary_edges(scene):
 
 @ti.func
 def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti.template(), v, beta_dL,
-              sampler: ti.template(), depth_left, rr_depth, moving):
+              sampler: ti.template(), depth_left, rr_depth, moving, lam):
     """The boundary term of the radiance scattered at surface vertex v (direction space, Li et al.
     2018 §5): one edge x(τ) = x0 + τ e sampled by length (over every candidate edge if the vertex
     itself moves — ``moving`` —, else over the moving ones), kept if it is a discontinuity seen
@@ -376,8 +379,8 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
         ∂/∂π ∫ g dω  ∋  (g⁻ - g⁺) n_E · (∂x/∂π - ∂p/∂π) |(I - ωωᵀ) e| / (r² p(edge, τ))
 
     The x part goes to the edge's vertices (moving meshes), the p part is returned (∂/∂p, to go
-    back along the path). beta_dL: δL β at the vertex; depth_left: the segments a path from it may
-    still take."""
+    back along the path). beta_dL: δL β at the vertex (per lane of the path's wavelengths lam);
+    depth_left: the segments a path from it may still take."""
     g_p = vec3(0.0)
     n_e = tab.info_i[1]
     total = tab.info_f[1]
@@ -417,7 +420,7 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                     f, _pdf = vertex.eval_pdf(st, bsdf, v, d2)
                     if max3(f) > 0.0:
                         sp = base.copy()
-                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, vec3(0.0), sp, depth_left,
+                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, lam, sp, depth_left,
                                         rr_depth, 0, vec3(0.0), vec3(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() * total / (r * r * le)

@@ -38,10 +38,14 @@ Held fixed (documented limits): the radiance leaving a vertex sampled with a non
 position and incident direction move, the value it sends towards the camera is treated as
 constant — the terms the paper's regularised Jacobian inverse would carry), occlusion changes and
 the discontinuities a moving sample crosses. Surfaces only (media are refused with one line).
+
+Variants rgb, mono and spectral: the wavelengths are drawn as the render kernel draws them, δL enters
+the lanes through the film's adjoint conversion, and a dielectric's IOR and Cauchy coefficient are
+differentiated at its vertices (the refracted direction, the Fresnel lobes: bsdfs/dielectric.py).
 """
 import taichi as ti
 
-from .. import launch
+from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
@@ -61,7 +65,7 @@ INTEGRATES = ("path", "prb")
 @ti.func
 def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), o, d,
               sampler: ti.template(), max_depth, rr_depth, hide_emitters, attached_alpha, dL, L_total, stop, lam_o,
-              lam_d, le_next, ekey):
+              lam_d, le_next, ekey, lam):
     """Walk the camera path (o, d) exactly as path.walk does (the same steps and random numbers, PRIMAL)
     to segment `stop` (0: the whole path) and, given (λo, λd) of the ray leaving the vertex it reaches,
     return (segments walked, first moving segment (0: none), λo, λd of the ray arriving there, le).
@@ -73,8 +77,9 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     geo: an edges.SecondaryTable when the scene has differentiable meshes (0: none, compiled out):
     then every non-Dirac vertex also carries (λo) back, its own terms' frame derivatives
     (walk/attached.local_adjoint) and its secondary-visibility boundary term (edges.secondary,
-    random numbers from ekey = (seed, pixel, sample))."""
-    s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
+    random numbers from ekey = (seed, pixel, sample)). lam: the path's wavelengths (tirender/variants.py;
+    sampler has drawn them already)."""
+    s = camera_state(o, d, vec3(0.0), 0, lam)
     seg = 0
     first = 0
     stop_at = attached.Stop(valid=0)
@@ -95,7 +100,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                 if prev_rough == 1:
                     le_out = (1.0 - mis) * s.beta * emitters.eval(st, em, q, s.lam)
                     mis = 1.0
-                gu, gd = emitters.eval_grad(st, em, q, dL * s.beta * mis)
+                gu, gd = emitters.eval_grad(st, em, q, dL * s.beta * mis, s.lam)
                 g_uv = gu
                 ld_out = gd          # an escape: the environment's slope along the ray
         steps.emission(st, em, PRIMAL, s, si, hide_emitters, dL)
@@ -129,12 +134,15 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                 if s.active and bs.delta == 1:     # the next ray leaves from p along wo(d, n_d)
                     nd = attached.lobe_normal(st, bsdf, v)
                     g_p = lam_o
-                    g_d, g_nd = attached.scatter_adjoint(v, nd, d_in, bs, lam_d)
+                    g_d, g_nd, g_r = attached.scatter_adjoint(v, nd, d_in, bs, lam_d)
                     if bs.null == 0:
                         # the lobe's value (Fresnel weight or choice probability) moves with cos θi = -d·n_d:
-                        # the radiance still to come times ∂ ln value/∂cos θi
+                        # the radiance still to come times ∂ ln value/∂cos θi; a dielectric's IOR moves it and
+                        # (g_r) the refracted direction
                         reflected = bs.wo.dot(v.ng) * d_in.dot(v.ng) < 0.0
-                        g_cos = (dL * (L_total - s.L) * bsdf.dirac_dlog(st, v.ctx, v.wi, reflected)).sum()
+                        K = dL * (L_total - s.L)
+                        bsdf.dirac_ior_adjoint(st, v.ctx, v.wi, reflected, K.sum(), g_r)
+                        g_cos = (K * bsdf.dirac_dlog(st, v.ctx, v.wi, reflected)).sum()
                         g_d -= g_cos * nd
                         g_nd -= g_cos * d_in
                     g_n, gu = attached.lobe_normal_adjoint(st, bsdf, v, tri, g_nd)
@@ -170,7 +178,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                         es = make_sampler(ekey[0] ^ (ti.u32(edges.SEED_MIX2) + ti.u32(0x9E3779B9) * ti.cast(seg, ti.u32)),
                                           ekey[1], ekey[2])
                         g_p += edges.secondary(st, bsdf, em, geo, v, dL * beta_in, es, max_depth - seg,
-                                               ti.max(rr_depth - seg, 1), moving)
+                                               ti.max(rr_depth - seg, 1), moving, v.ctx.lam)
                 stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
                                         g_n=g_n, g_uv=g_uv, g_d=g_d)
                 s.active = 0
@@ -183,15 +191,17 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
 
 @ti.func
 def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), cam, pix, seed,
-                    index, o, d, dL, max_depth, rr_depth, hide_emitters, attached_alpha):
-    """Back-propagate adjoint radiance dL through camera sample `index` of pixel `pix` (ray o, d):
-    detached PRB's primal walk and replay, then the attached passes (module doc; geo: see replay_to)."""
+                    index, o, d, lam, dL, max_depth, rr_depth, hide_emitters, attached_alpha):
+    """Back-propagate adjoint radiance dL (per lane) through camera sample `index` of pixel `pix` (ray o, d,
+    wavelengths lam): detached PRB's primal walk and replay, then the attached passes (module doc; geo: see
+    replay_to)."""
     # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
     L = vec3(0.0)
     L_total = vec3(0.0)
     for replay in range(2):
         sampler_p, pos_p = pixel_sample(st, cam, pix, seed, index)
-        L = path.sample(st, bsdf, em, 0, PRB, o, d, vec3(0.0), sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
+        variants.sample_wavelengths(sampler_p)
+        L = path.sample(st, bsdf, em, 0, PRB, o, d, lam, sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
         if replay == 0:
             L_total = L
     # pass 2: count the segments; passes 3, ...: segment n, n - 1, ..., first Dirac
@@ -203,9 +213,11 @@ def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), g
     j = 0
     while j >= 0:
         sampler_a, pos_a = pixel_sample(st, cam, pix, seed, index)
+        variants.sample_wavelengths(sampler_a)
         ns, fs, lo, ld, le = replay_to(st, bsdf, em, geo, o, d, sampler_a, max_depth, rr_depth, hide_emitters,
                                        attached_alpha, dL, L_total, j, lam_o, lam_d, le_next,
-                                       ti.Vector([ti.cast(seed, ti.u32), ti.cast(pix, ti.u32), ti.cast(index, ti.u32)], dt=ti.u32))
+                                       ti.Vector([ti.cast(seed, ti.u32), ti.cast(pix, ti.u32), ti.cast(index, ti.u32)], dt=ti.u32),
+                                       lam)
         if j == 0:
             n_seg = ns
             first = fs
@@ -236,6 +248,7 @@ def _kernel(kind="replay", wide=False):
                 acc = film.local_zero()
                 for k in range(spp):
                     sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them
                     o, d = camera_ray(st, cam, pos)
                     if ti.static(kind == "tangent"):
                         tan = vec3(0.0)
@@ -243,14 +256,15 @@ def _kernel(kind="replay", wide=False):
                             dL = vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
                                       ti.select(c == 2, 1.0, 0.0))
                             pool.tangent_reset(st)
-                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, dL,
+                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                             tan += dL * pool.tangent_value(st)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
+                        tan = variants.to_rgb(film.nan_to_zero(tan), lam, lw)    # J v of the lanes -> the film's RGB
+                        film.local_splat(st, cam, pix % w, pix // w, pos, tan, acc, False, wide)
                     else:
-                        dL = film.gather_adjoint(st, cam, pos)
+                        dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
                         if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, dL,
+                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                 if ti.static(kind == "tangent"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
@@ -311,6 +325,8 @@ def render_forward(scene, directions, spp, seed, sensor, progress):
     return launch.forward_pass(scene, directions, spp, seed, sensor, progress, run,
                                boundary if scene.deformables else None)
 
+
+VARIANTS = ("rgb", "mono", "spectral")   # tirender/variants.py; not spectral_polarized (prb.py: the replay)
 
 METHODS = {"prb_attached": render_grad}
 FORWARD = {"prb_attached": render_forward}

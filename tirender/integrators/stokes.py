@@ -1,7 +1,7 @@
 """Stokes output (Mitsuba 3 ``stokes``): the path tracer's radiance as its four Stokes components S0–S3,
 each a linear-sRGB image, in the camera's frame.
 
-The walk (integrators/path.py) carries the Stokes vector of each lane in the implicit frame of the ray
+The walk (integrators/path.py, or volpath.py with media) carries the Stokes vector of each lane in the implicit frame of the ray
 (core/mueller.py); here it is rotated into the camera's frame — x axis ``d × up`` of the camera, as
 Mitsuba's stokes integrator — and each component goes through the variant's film conversion (spectral:
 CIE → sRGB). Outside ``spectral_polarized`` light is unpolarized: S1 = S2 = S3 = 0.
@@ -9,6 +9,9 @@ CIE → sRGB). Outside ``spectral_polarized`` light is unpolarized: S1 = S2 = S3
     render_stokes(scene, spp, seed, sensor, progress) -> float32 (4, H, W, 3): S0..S3 (box filter: each
     sample counts for its own pixel), row 0 at the top
     render(...) -> S0 (the image; ``integrator: {type: stokes}``)
+
+Scenes with participating media are walked by volpath's walk (delta tracking; ``volpath_raymarch`` as the
+measured integrator: ray marching); phase functions leave the Stokes vector unchanged (as Mitsuba 3's).
 
 Keys: those of ``path``. Not differentiable (PRB does not run in spectral_polarized, as in Mitsuba 3).
 """
@@ -21,7 +24,7 @@ from ..core import film, mueller
 from ..core.camera import camera_ray, pixel_sample
 from ..core.math import vec3
 from ..walk.state import PRIMAL, camera_state
-from . import path
+from . import path, volpath
 
 NAMES = ("stokes",)
 KEYS = path.WALK_KEYS
@@ -36,10 +39,11 @@ def _camera_rotation(st: ti.template(), cam, d):
 
 
 @ti.kernel
-def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, spp: ti.i32,
-                  sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32,
+def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), cam: ti.i32,
+                  spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32,
                   out: ti.types.ndarray(dtype=ti.f32, ndim=2)):
-    """out[pix, 3 c + j] += Σ over spp samples of S_c's linear sRGB channel j."""
+    """out[pix, 3 c + j] += Σ over spp samples of S_c's linear sRGB channel j (vis: 0 for the path tracer's walk,
+    else the volume walk's medium estimators, integrators/volpath.py)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
         acc = ti.Matrix([[0.0, 0.0, 0.0] for _ in ti.static(range(4))])
@@ -48,7 +52,10 @@ def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam
             lam, lw = variants.sample_wavelengths(sampler)
             o, d = camera_ray(st, cam, pos)
             s = camera_state(o, d, vec3(0.0), 0, lam)
-            path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
+            if ti.static(isinstance(vis, int)):
+                path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
+            else:
+                volpath.walk_primal(st, bsdf, em, vis, s, sampler, max_depth, rr_depth, hide)
             S1 = vec3(s.S[0, 0], s.S[0, 1], s.S[0, 2])
             S2 = vec3(s.S[1, 0], s.S[1, 1], s.S[1, 2])
             S3 = vec3(s.S[2, 0], s.S[2, 1], s.S[2, 2])
@@ -65,14 +72,21 @@ def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam
 
 def render_stokes(scene, spp, seed, sensor, progress=True, integrator=None):
     """S0..S3 of sensor ``sensor``: float32 (4, H, W, 3) linear sRGB (module doc)."""
-    a = path.args(scene, integrator if integrator != "stokes" else "path")
+    name = integrator or scene.integrator["type"]
     st = scene.bind()
+    if scene.desc.media or name in volpath.NAMES:      # the volume walk (delta tracking or ray marching)
+        a = volpath.args(scene, name if name in volpath.NAMES else "volpath")
+        volpath.prepare(scene, st, a)
+        bsdf, em = volpath.kernel_dispatch(scene)
+        vis = a.vis
+    else:
+        a = path.args(scene, integrator if integrator != "stokes" else "path")
+        bsdf, em, vis = dispatch(scene.bsdf_levels), scene.em_mask, 0
     s = scene.sensors[sensor]
     out = np.zeros((s.width * s.height, 12), np.float32)
-    bsdf = dispatch(scene.bsdf_levels)
     seed = int(seed) & 0xFFFFFFFF
     launch.sweep(scene, sensor, spp, "stokes", progress,
-                 lambda off, k: stokes_kernel(st, bsdf, scene.em_mask, sensor, k, off, seed, a.max_depth, a.rr_depth,
+                 lambda off, k: stokes_kernel(st, bsdf, em, vis, sensor, k, off, seed, a.max_depth, a.rr_depth,
                                               a.hide, out))
     img = out.reshape(s.height, s.width, 4, 3).transpose(2, 0, 1, 3) / float(spp)
     return np.ascontiguousarray(img, dtype=np.float32)

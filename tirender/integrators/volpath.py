@@ -49,7 +49,7 @@ from types import SimpleNamespace
 
 import taichi as ti
 
-from .. import backend, launch
+from .. import backend, launch, variants
 from ..bsdfs.base import NULL
 from ..bsdfs.registry import dispatch, mask_of
 from ..core.interaction import make_interaction, spawn_origin
@@ -70,7 +70,8 @@ from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
-VARIANTS = ("rgb", "mono", "spectral")   # media read at the path's wavelengths (media/medium.py); not polarized
+VARIANTS = variants.NAMES   # media read at the path's wavelengths (media/medium.py); phase functions keep the
+#                             Stokes vector (walk/vertex.mueller), as Mitsuba 3's
 KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
                            doc="volpath_raymarch: step in world units (0: half the smallest voxel)"),
                     Integer("inscatter_points", default=8, lo=0, hi=64,
@@ -187,6 +188,16 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
                 med.sigma_t_adjoint(st, pick.m, pick.x, pick.lam, pick.c * (pick.W / pick.w) * s.L)
         r += 1
     return L, depth
+
+
+@ti.func
+def walk_primal(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), s: ti.template(),
+                sampler: ti.template(), max_depth, rr_depth, hide_emitters):
+    """Continue camera state s as ``trace`` does in mode PRIMAL (the same random numbers): the walk for
+    integrators that read the state itself (integrators/stokes.py: the Stokes vector)."""
+    s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)
+    pick = no_pick()
+    walk(st, bsdf, em, PRIMAL, vis, s, sampler, max_depth, rr_depth, hide_emitters, vec3(0.0), pick)
 
 
 @ti.func

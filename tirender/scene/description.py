@@ -559,7 +559,6 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     b = _Builder(file, base_dir)
     b.variant = variant or variants.name()
     if spec.get("media") is not None:
-        variants.require("participating media", ("rgb", "mono", "spectral"), file, "media", variant=b.variant)
         from ..media.spec import set_media_specs
         set_media_specs(b, spec["media"], file)
     sens = spec.get("sensors", [spec["sensor"]] if "sensor" in spec else [{}])

@@ -538,14 +538,14 @@ class _Importer:
             raise self.err(n, f"unsupported integrator '{t}' (tirender has: {', '.join(registry.NAMES)})")
         keys = self._keynames(registry.PRIMAL[t])
         nested = {}
-        if t == "stokes":   # Mitsuba's stokes wraps the integrator it measures: here the path tracer
-            inner = [c for c in n.children if c.tag == "integrator"]
+        if t == "stokes":   # Mitsuba's stokes wraps the integrator it measures: here the path tracer (or, in
+            inner = [c for c in n.children if c.tag == "integrator"]     # scenes with media, volpath's walk)
             if inner:
                 it = self.attr(inner[0], "type")
-                if it != "path":
-                    raise self.err(inner[0], f"the stokes integrator measures a nested 'path' integrator here "
-                                             f"(got '{it}')")
-                nested = self.props(inner[0], "integrator", "path", keys)
+                if it not in ("path", "volpath"):
+                    raise self.err(inner[0], f"the stokes integrator measures a nested 'path' or 'volpath' integrator "
+                                             f"here (got '{it}')")
+                nested = self.props(inner[0], "integrator", it, keys)
         return dict({"type": t}, **nested, **self.props(n, "integrator", t, keys, skip=("integrator",)))
 
 

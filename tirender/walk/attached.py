@@ -68,12 +68,14 @@ def lobe_normal_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, g_nd):
 
 @ti.func
 def scatter_adjoint(v, nd, d, bs, lam_d):
-    """(∂/∂d, ∂/∂n_d) of <lam_d, wo> for the world direction wo sampled at v from direction of
-    travel d: Dirac reflection (about the lobe normal n_d, see lobe_normal) and refraction (Snell,
-    relative IOR 1 / bs.eta) move with d and n_d; a pass-through (null) lobe keeps wo = d; other
-    lobes sample wo in the local frame, held fixed in world space (detached)."""
+    """(∂/∂d, ∂/∂n_d, ∂/∂η_ti) of <lam_d, wo> for the world direction wo sampled at v from direction
+    of travel d: Dirac reflection (about the lobe normal n_d, see lobe_normal) and refraction (Snell,
+    IOR ratio η_ti = 1 / bs.eta) move with d and n_d (refraction also with η_ti: a dielectric's
+    ``dirac_ior_adjoint`` takes it on); a pass-through (null) lobe keeps wo = d; other lobes sample wo
+    in the local frame, held fixed in world space (detached)."""
     g_d = vec3(0.0)
     g_n = vec3(0.0)
+    g_r = 0.0
     if bs.valid == 1 and bs.delta == 1:
         if bs.null == 1:
             g_d = lam_d
@@ -81,10 +83,10 @@ def scatter_adjoint(v, nd, d, bs, lam_d):
             g_d, g_n = reflect_adjoint(d, nd, lam_d)
         else:
             sgn = 1.0 if d.dot(nd) < 0.0 else -1.0
-            gd, gnf, _ge = refract_adjoint(d, nd * sgn, 1.0 / bs.eta, lam_d)
+            gd, gnf, g_r = refract_adjoint(d, nd * sgn, 1.0 / bs.eta, lam_d)
             g_d = gd
             g_n = gnf * sgn
-    return g_d, g_n
+    return g_d, g_n, g_r
 
 
 @ti.func

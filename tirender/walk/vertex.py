@@ -112,7 +112,8 @@ def mueller(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.temp
     towards the previous vertex, in the implicit Stokes frames of the world directions, normalised to
     [0, 0] = 1 (the unpolarized value is the walk's f or weight); delta: the lobe was a Dirac one; smooth
     (compile-time): d is an emitter sample (NEE), so only models with smooth lobes matter. Phase
-    functions: identity (media do not run in spectral_polarized)."""
+    functions: identity (their value is a scalar, as Mitsuba 3's unpolarized phase functions: the Stokes
+    vector passes unchanged)."""
     res = mu.identity3()
     if v.medium_event == 0:
         wo = to_local(v.s, v.t, v.n, d)
