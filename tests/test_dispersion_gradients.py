@@ -5,7 +5,7 @@ integrators/prb_attached.py) in the spectral variant, in a child process (a proc
   gradients w.r.t. ``cauchy_b`` and ``int_ior`` against central differences of full renders with correlated
   random numbers (the bars move with η(λ): h small, the image is far from linear in it);
 * the optimiser recovers the dispersion coefficient from a target render (start: a crown glass's B);
-* one-line refusals: an IOR bitmap, a negative Cauchy coefficient.
+* one-line refusals: an unknown IOR name, a negative Cauchy coefficient.
 The f64 check of the IOR adjoint itself, and detached PRB's zero gradient (rgb), are in tests/test_attached_prb.py.
 The child compiles two spectral megakernels (render, attached replay), which the optimiser reuses."""
 import copy
@@ -54,7 +54,7 @@ def child():
     rep["recovered"] = float(np.ravel(res["params"]["glass.cauchy_b"]["value"])[0])
     # refusals
     bad = copy.deepcopy(_config())
-    bad["scene"]["bsdfs"]["glass"]["int_ior"] = {"type": "bitmap", "data": [[1.5]]}
+    bad["scene"]["bsdfs"]["glass"]["int_ior"] = "unobtainium"
     negative = copy.deepcopy(_config())
     negative["scene"]["bsdfs"]["glass"]["cauchy_b"] = -0.01
     rep["refusals"] = error_messages((lambda: tirender.scene_from_config(bad),
@@ -80,8 +80,8 @@ def test_optimizer_recovers_the_dispersion(report):
 
 
 def test_refusals_are_one_line(report):
-    bitmap, negative = report["refusals"]
-    assert "int_ior" in bitmap and "bitmap" in bitmap and "\n" not in bitmap, bitmap
+    name, negative = report["refusals"]
+    assert "int_ior" in name and "unknown IOR 'unobtainium'" in name and "\n" not in name, name
     assert "cauchy_b" in negative and "out of range" in negative and "\n" not in negative, negative
 
 

@@ -710,7 +710,40 @@ def test_upsampling_adjoints_vs_central_differences_f64():
         assert r["cases"] >= 100 and r["max_rel_err"] <= 1e-5, (name, r)
 
 
-if __name__ == "__main__" and "--volume-child" in sys.argv:
+def mcmc_checks():
+    """Mono child: the grey box by path, pssmlt and coherent_mcmc (image means and their noise)."""
+    import tirender
+    tirender.set_variant("mono")
+    sc = tirender.load_scene(_grey_box())
+    out = {}
+    for integ in ("path", "pssmlt", "coherent_mcmc"):
+        imgs = [tirender.render(sc, spp=64, seed=s, integrator=integ, progress=False) for s in range(4)]
+        m = np.array([i.reshape(-1, 3).mean(0) for i in imgs])
+        out[integ] = {"mean": m.mean(0).tolist(), "se": (m.std(0, ddof=1) / 2).tolist(),
+                      "grey": float(max(np.abs(i[..., 0] - i[..., 1]).max() for i in imgs))}
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.extended       # a mono child compiling the Markov-chain kernels
+def test_mcmc_in_mono(tmp_path):
+    """pssmlt and coherent_mcmc run in mono: grey images whose mean agrees with the path tracer's."""
+    rep = run_child(__file__, ["--mcmc-child"], tmp_path)
+    ref = rep["path"]
+    for integ in ("pssmlt", "coherent_mcmc"):
+        r = rep[integ]
+        assert r["grey"] == 0.0, (integ, r)
+        se = np.hypot(r["se"][0], ref["se"][0])
+        assert abs(r["mean"][0] - ref["mean"][0]) <= 4 * se + 0.01 * ref["mean"][0], (integ, r, ref)
+
+
+if __name__ == "__main__" and "--mcmc-child" in sys.argv:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, ROOT)
+    import tirender.backend as backend
+    backend.init("cpu")
+    print(json.dumps(mcmc_checks()))
+elif __name__ == "__main__" and "--volume-child" in sys.argv:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, ROOT)
     import tirender.backend as backend

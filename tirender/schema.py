@@ -249,21 +249,20 @@ class Ior(Key):
 
 
 class IorTexture(Texture):
-    """A differentiable index of refraction: a number > 0 or a material name (``Ior.IORS``), held as a
-    one-channel constant texture, i.e. the pool parameter ``<id>.<param>`` (one value: IOR bitmaps are
-    refused)."""
+    """A differentiable index of refraction: a number > 0, a material name (``Ior.IORS``) or a one-channel bitmap
+    (read raw: a spatially varying IOR), i.e. the pool parameter ``<id>.<param>``."""
 
     def __init__(self, name, default=REQUIRED, doc="", aliases=()):
         super().__init__(name, 1, default=default, lo=0.01, hi=100.0, doc=doc, aliases=aliases, raw=True)
 
     def parse(self, v, file, key):
         if isinstance(v, dict):
-            raise ConfigError("expected a number or an IOR name (an IOR is one value, not a bitmap)", file, key)
+            return super().parse(v, file, key)
         v = Ior(self.name).parse(v, file, key) if isinstance(v, str) else v
         return float(super().parse(v, file, key))
 
     def describe(self):
-        return f"IOR (number in [{self.lo:g}, {self.hi:g}] or a name; differentiable)"
+        return f"IOR (number in [{self.lo:g}, {self.hi:g}], a name or a scalar texture; differentiable)"
 
 
 class String(Key):

@@ -178,24 +178,28 @@ def interface_mueller(eta, wi, wo, n):
 _IOR, _CAUCHY = 2, 3   # texture slots of ``dielectric``: int_ior, cauchy_b (-1: not given)
 
 
-def _dielectric_constants(values, file, key):
-    """``dispersive_constants`` with CAUCHY_B a switch: 1 when the ``cauchy_b`` texture is given (its value,
-    0 included, then makes η depend on λ in the spectral variants: a coefficient that can be optimised from 0)."""
+def interface_constants(values, file, key):
+    """``dispersive_constants`` of the models whose IOR is a parameter (DIELECTRIC_IOR_KEYS), with CAUCHY_B a
+    switch: 1 when the ``cauchy_b`` texture is given (its value, 0 included, then makes η depend on λ in the
+    spectral variants: a coefficient that can be optimised from 0)."""
     b = values.get("cauchy_b")
     if b is not None and values.get("sellmeier") is not None:
         raise ConfigError("give either cauchy_b or sellmeier, not both", file, f"{key}.sellmeier")
-    c = dispersive_constants(dict(values, cauchy_b=0.0), file, key)
+    ior = values["int_ior"]
+    c = dispersive_constants(dict(values, cauchy_b=0.0, int_ior=ior if not isinstance(ior, dict) else
+                                  values["ext_ior"]), file, key)
     c[CAUCHY_B] = 0.0 if b is None else 1.0
     return c
 
 
 @ti.func
-def _eta(st: ti.template(), ctx):
-    """(η, disperse, ∂η/∂B) of a ``dielectric`` row: η = int_ior / ext_ior, + B (1/λ0² − 1/λ_D²) / ext_ior with a
-    Cauchy texture in the spectral variants (∂η/∂B: that factor, else 0); a Sellmeier glass as
-    ``dispersive_eta`` (not differentiable: ∂η/∂B = 0 and int_ior unused)."""
+def interface_eta(st: ti.template(), ctx, ior_slot: ti.template(), cauchy_slot: ti.template()):
+    """(η, disperse, ∂η/∂B) of a row laid out as ``interface_constants`` whose int_ior and cauchy_b are texture
+    slots ior_slot and cauchy_slot: η = int_ior / ext_ior, + B (1/λ0² − 1/λ_D²) / ext_ior with a Cauchy texture in
+    the spectral variants (∂η/∂B: that factor, else 0); a Sellmeier glass as ``dispersive_eta`` (not
+    differentiable: ∂η/∂B = 0 and int_ior unused)."""
     ext = const(st, ctx, EXT_IOR)
-    eta = slot_float(st, ctx, _IOR) / ext
+    eta = slot_float(st, ctx, ior_slot) / ext
     db = 0.0
     disperse = 0
     if has_sellmeier(st, ctx):
@@ -204,19 +208,31 @@ def _eta(st: ti.template(), ctx):
         if const(st, ctx, CAUCHY_B) > 0.0:
             lam_um = ctx.lam[0] * 1e-3
             db = (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D)) / ext
-            eta += slot_float(st, ctx, _CAUCHY) * db
+            eta += slot_float(st, ctx, cauchy_slot) * db
             disperse = 0 if variants.secondary_terminated(ctx.lam) else 1
     return eta, disperse, db
 
 
+@ti.func
+def interface_eta_adjoint(st: ti.template(), ctx, ior_slot: ti.template(), cauchy_slot: ti.template(), g):
+    """Scatter g ∂η/∂(int_ior, cauchy_b) into the pool (g = ∂loss/∂η; nothing for a Sellmeier glass)."""
+    if not has_sellmeier(st, ctx):
+        eta, disperse, db = interface_eta(st, ctx, ior_slot, cauchy_slot)
+        slot_float_adjoint(st, ctx, ior_slot, g / const(st, ctx, EXT_IOR))
+        if ti.static(variants.spectral()):
+            if const(st, ctx, CAUCHY_B) > 0.0:
+                slot_float_adjoint(st, ctx, cauchy_slot, g * db)
+
+
 DIELECTRIC_IOR_KEYS = (
     IorTexture("int_ior", default=1.5046, doc="interior IOR (BK7 glass; at 589.3 nm where dispersive); a "
-                                              "differentiable parameter (attached PRB: refraction and Fresnel)"),
+                                              "differentiable parameter (dielectric: attached PRB; roughdielectric: "
+                                              "PRB)"),
     DIELECTRIC_KEYS[3],
     Texture("cauchy_b", 1, default=None, lo=0.0, hi=1.0, raw=True,
             doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variants; "
                 "e.g. BK7 0.0042, dense flint 0.0135; given, even 0, the IOR depends on λ); a differentiable "
-                "parameter (attached PRB)"),
+                "parameter"),
     DISPERSION_KEYS[1])
 
 
@@ -225,13 +241,13 @@ class Dielectric(SmoothInterface):
     NAME = "dielectric"
     KEYS = DIELECTRIC_KEYS[:2] + DIELECTRIC_IOR_KEYS
     Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float, disperse=ti.i32)
-    constants = staticmethod(_dielectric_constants)
+    constants = staticmethod(interface_constants)
     N_CONST = EXT_IOR + 1
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        eta, disperse, db = _eta(st, ctx)
+        eta, disperse, db = interface_eta(st, ctx, _IOR, _CAUCHY)
         return Dielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
                                  eta=eta, disperse=disperse)
 
@@ -274,14 +290,9 @@ class Dielectric(SmoothInterface):
         """Attached PRB: scatter into int_ior and cauchy_b the derivative of k ln(P w) + g_r η_ti of the sampled
         lobe (k: δL times the radiance still to come, summed over lanes; g_r: ∂loss/∂η_ti of the refracted
         direction, walk/attached.scatter_adjoint)."""
-        eta, disperse, db = _eta(st, ctx)
-        if not has_sellmeier(st, ctx):
-            dlw, dr = Dielectric.dlog_eta(eta, wi, reflected)
-            g = k * dlw + g_r * dr                       # ∂/∂η
-            slot_float_adjoint(st, ctx, _IOR, g / const(st, ctx, EXT_IOR))
-            if ti.static(variants.spectral()):
-                if const(st, ctx, CAUCHY_B) > 0.0:
-                    slot_float_adjoint(st, ctx, _CAUCHY, g * db)
+        eta, disperse, db = interface_eta(st, ctx, _IOR, _CAUCHY)
+        dlw, dr = Dielectric.dlog_eta(eta, wi, reflected)
+        interface_eta_adjoint(st, ctx, _IOR, _CAUCHY, k * dlw + g_r * dr)
 
     @staticmethod
     @ti.func

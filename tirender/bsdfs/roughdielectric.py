@@ -13,22 +13,23 @@ probability F, refract otherwise; pdf = D_wi'(h) * (F | 1-F) * |∂h/∂wo|;
 weight = (specular | transmittance η_ti²) * G1(wo, h); eta = 1 (reflection) or η_it.
 Dispersion (``cauchy_b`` or ``sellmeier``, spectral variants) as ``dielectric``: η is the path's hero wavelength
 λ0's, and eval and sample end the other two lanes (× (3, 0, 0)): every lane would scatter its own way.
-Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α (or α_u, α_v); analytic
-direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py).
+Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α (or α_u, α_v), int_ior and cauchy_b
+(through F, the generalized half vector and Q; the sampling's pdf is detached as every model's); analytic
+direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py; the warp itself holds η fixed).
 """
 import taichi as ti
 
 from ..core.math import vec2, vec3
 from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf,
                    slot_rgb, slot_rgb_adjoint)
-from .dielectric import (DIELECTRIC_KEYS, DISPERSION_KEYS, EXT_IOR, HERO_ONLY, dispersive_constants, dispersive_eta,
-                         interface_mueller)
-from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
+from .dielectric import (DIELECTRIC_IOR_KEYS, DIELECTRIC_KEYS, EXT_IOR, HERO_ONLY, interface_constants, interface_eta,
+                         interface_eta_adjoint, interface_mueller)
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect_m, refract_m
 from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, pdf_visible_normal,
                          sample_visible_normal, smith_g1, smith_g1_grad)
 from .roughconductor import ANISO_KEYS, DISTRIBUTION, SAMPLE_VISIBLE, distribution_constant, fetch_alpha, fetch_alpha_adjoint
 
-_SPEC, _TRANS, _ALPHA, _AU, _AV = 0, 1, 2, 3, 4   # texture slots
+_SPEC, _TRANS, _ALPHA, _AU, _AV, _IOR, _CAUCHY = 0, 1, 2, 3, 4, 5, 6   # texture slots
 DIST = EXT_IOR + 1      # constant: the distribution (after dielectric's dispersive constants)
 
 
@@ -64,23 +65,80 @@ def _transmission_factor(F, eta, wi, wo, m):
     return res
 
 
+@ti.func
+def _f_grads(p, wi, wo, d_out):
+    """∂<d_out, f>/∂wi, ∂/∂wo and ∂/∂η (the relative IOR p.eta) through m = ±normalize(wi + (1|η') wo), F(wi·m, η),
+    D(m), G1(wi, m) G1(wo, m) and the 1/|cos θi| (reflection) or the transmission factor Q (whose denominator
+    (wi·m + η' wo·m)² also holds η'); d_out per lane (the dispersion's lane factors applied here)."""
+    gwi = vec3(0.0)
+    gwo = vec3(0.0)
+    geta = 0.0
+    m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
+    d_out = d_out * p.lanes
+    if ok:
+        dim = wi.dot(m)
+        dom = wo.dot(m)
+        F, cos_t, eta_it, eta_ti = fresnel_dielectric(dim, p.eta)
+        dF = fresnel_dielectric_dcos(dim, p.eta)
+        dFe = fresnel_dielectric_deta(dim, p.eta)
+        d = D(m, p.alpha)
+        gi = smith_g1(wi, m, p.alpha)
+        go = smith_g1(wo, m, p.alpha)
+        gg = gi * go
+        g_m = vec3(0.0)
+        scale_wo = 1.0
+        geta_prime = 0.0             # ∂/∂η' at fixed m (the transmission factor's denominator)
+        if refl:
+            c0 = d_out.dot(p.specular)
+            k = 1.0 / (4.0 * ti.abs(wi[2]))
+            ac = c0 * dF * d * gg * k                      # ∂f/∂(wi·m)
+            g_m = ac * wi + (c0 * F * gg * k) * D_grad(m, p.alpha)
+            gwi = ac * m + (c0 * F * d * go * k) * smith_g1_grad(wi, m, p.alpha)
+            gwi[2] += -c0 * F * d * gg * k / wi[2]
+            gwo = (c0 * F * d * gi * k) * smith_g1_grad(wo, m, p.alpha)
+            geta = c0 * dFe * d * gg * k
+        else:
+            scale_wo = eta
+            c0 = d_out.dot(p.transmittance)
+            den = dim + eta * dom
+            den2 = den * den * wi[2]
+            if den2 != 0.0:
+                q = (1.0 - F) * dim * dom / den2
+                aq = ti.abs(q)
+                w = c0 * d * gg * ti.select(q >= 0.0, 1.0, -1.0)
+                dq_dim = (-dF * dim * dom + (1.0 - F) * dom) / den2 - 2.0 * q / den
+                dq_dom = (1.0 - F) * dim / den2 - 2.0 * q * eta / den
+                g_m = (c0 * aq * gg) * D_grad(m, p.alpha) + w * (dq_dim * wi + dq_dom * wo)
+                gwi = (w * dq_dim) * m + (c0 * aq * d * go) * smith_g1_grad(wi, m, p.alpha)
+                gwi[2] += -w * q / wi[2]
+                gwo = (w * dq_dom) * m + (c0 * aq * d * gi) * smith_g1_grad(wo, m, p.alpha)
+                geta = -w * dim * dom / den2 * dFe         # through F(wi·m, η) at fixed m
+                geta_prime = -2.0 * w * q * dom / den
+        g_hv = sgn * normalize_backprop(g_m, m, hl)
+        gwi += g_hv
+        gwo += scale_wo * g_hv
+        if not refl:
+            # η' = η (arriving from outside) or 1/η; hv = wi + η' wo
+            geta += (geta_prime + g_hv.dot(wo)) * (1.0 if wi[2] > 0.0 else -eta * eta)
+    return gwi, gwo, geta
+
+
 @leaf
 class RoughDielectric:
     NAME = "roughdielectric"
-    KEYS = (DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_KEYS[2:]
-            + DISPERSION_KEYS)
+    KEYS = DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_IOR_KEYS
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
     Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=vec2, eta=float, lanes=vec3)
     N_CONST = DIST + 1
 
     @staticmethod
     def constants(values, file, key):
-        return dispersive_constants(values, file, key) + [distribution_constant(values, file, key)]
+        return interface_constants(values, file, key) + [distribution_constant(values, file, key)]
 
     @staticmethod
     @ti.func
     def fetch(st: ti.template(), ctx):
-        eta, disperse = dispersive_eta(st, ctx)
+        eta, disperse, db = interface_eta(st, ctx, _IOR, _CAUCHY)
         return RoughDielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
                                       alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, DIST)),
                                       eta=eta, lanes=HERO_ONLY if disperse else vec3(1.0))
@@ -91,6 +149,7 @@ class RoughDielectric:
         slot_rgb_adjoint(st, ctx, _SPEC, g.specular)
         slot_rgb_adjoint(st, ctx, _TRANS, g.transmittance)
         fetch_alpha_adjoint(st, ctx, _ALPHA, _AU, _AV, g.alpha)
+        interface_eta_adjoint(st, ctx, _IOR, _CAUCHY, g.eta)
 
     @staticmethod
     @ti.func
@@ -179,10 +238,12 @@ class RoughDielectric:
     @staticmethod
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
-        """∂<d_out, f>/∂(specular, transmittance, (α_u, α_v))."""
+        """∂<d_out, f>/∂(specular, transmittance, (α_u, α_v), η)."""
         g = RoughDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), alpha=vec2(0.0), eta=0.0,
                                    lanes=vec3(0.0))
         m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
+        gwi, gwo, geta = _f_grads(p, wi, wo, d_out)
+        g.eta = geta
         d_out = d_out * p.lanes
         if ok:
             dg, ddg = DG_and_dalpha(wi, wo, m, p.alpha)
@@ -200,49 +261,8 @@ class RoughDielectric:
     @staticmethod
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
-        """∂<d_out, f>/∂wi, ∂/∂wo through m = ±normalize(wi + (1|η') wo), F(wi·m), D(m),
-        G1(wi, m) G1(wo, m) and the 1/|cos θi| (reflection) or the transmission factor Q."""
-        gwi = vec3(0.0)
-        gwo = vec3(0.0)
-        m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
-        d_out = d_out * p.lanes
-        if ok:
-            dim = wi.dot(m)
-            dom = wo.dot(m)
-            F, cos_t, eta_it, eta_ti = fresnel_dielectric(dim, p.eta)
-            dF = fresnel_dielectric_dcos(dim, p.eta)
-            d = D(m, p.alpha)
-            gi = smith_g1(wi, m, p.alpha)
-            go = smith_g1(wo, m, p.alpha)
-            gg = gi * go
-            g_m = vec3(0.0)
-            scale_wo = 1.0
-            if refl:
-                c0 = d_out.dot(p.specular)
-                k = 1.0 / (4.0 * ti.abs(wi[2]))
-                ac = c0 * dF * d * gg * k                      # ∂f/∂(wi·m)
-                g_m = ac * wi + (c0 * F * gg * k) * D_grad(m, p.alpha)
-                gwi = ac * m + (c0 * F * d * go * k) * smith_g1_grad(wi, m, p.alpha)
-                gwi[2] += -c0 * F * d * gg * k / wi[2]
-                gwo = (c0 * F * d * gi * k) * smith_g1_grad(wo, m, p.alpha)
-            else:
-                scale_wo = eta
-                c0 = d_out.dot(p.transmittance)
-                den = dim + eta * dom
-                den2 = den * den * wi[2]
-                if den2 != 0.0:
-                    q = (1.0 - F) * dim * dom / den2
-                    aq = ti.abs(q)
-                    w = c0 * d * gg * ti.select(q >= 0.0, 1.0, -1.0)
-                    dq_dim = (-dF * dim * dom + (1.0 - F) * dom) / den2 - 2.0 * q / den
-                    dq_dom = (1.0 - F) * dim / den2 - 2.0 * q * eta / den
-                    g_m = (c0 * aq * gg) * D_grad(m, p.alpha) + w * (dq_dim * wi + dq_dom * wo)
-                    gwi = (w * dq_dim) * m + (c0 * aq * d * go) * smith_g1_grad(wi, m, p.alpha)
-                    gwi[2] += -w * q / wi[2]
-                    gwo = (w * dq_dom) * m + (c0 * aq * d * gi) * smith_g1_grad(wo, m, p.alpha)
-            g_hv = sgn * normalize_backprop(g_m, m, hl)
-            gwi += g_hv
-            gwo += scale_wo * g_hv
+        """∂<d_out, f>/∂wi, ∂/∂wo (``_f_grads``)."""
+        gwi, gwo, geta = _f_grads(p, wi, wo, d_out)
         return gwi, gwo
 
     @staticmethod

@@ -42,6 +42,8 @@ from ..walk.state import PRIMAL, camera_state
 from . import path
 
 NAMES = ("pssmlt", "coherent_mcmc")
+VARIANTS = ("rgb", "mono")   # spectral: the target (the luminance of the wavelengths' RGB) nears 0 where the RGB
+#                              does not, which the fixed-point splat bound (SPLAT_BOUND) cannot hold
 KEYS = path.WALK_KEYS + (
     Integer("chains", default=0, lo=0, hi=1 << 22,
             doc="pssmlt / coherent_mcmc: Markov chains run in parallel (0: 32 per CPU thread, 16384 on a GPU; "
