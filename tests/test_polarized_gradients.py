@@ -154,6 +154,12 @@ def child():
         fd = (ip - im) / (2 * h)
         rep["fd"][name] = {"max_diff": float(np.abs(jv - fd).max()), "max_fd": float(np.abs(fd).max()),
                            "sum_jv": float(jv.sum()), "sum_fd": float(fd.sum())}
+        if name in ("floor.reflectance", "light.radiance"):    # reverse mode (PRB) of the same path estimator
+            wts = np.random.default_rng(5).uniform(0, 1, jv.shape)
+            g = tirender.render_grad(sc, wts.astype(np.float32), spp=spp, seed=seed, progress=False)
+            rep.setdefault("reverse", {})[name] = [float((g[name].astype(np.float64) * u).sum()),
+                                                  float((wts * jv).sum())]
+            rep["reverse_keys"] = sorted(g)
     rep["deterministic"] = bool(np.array_equal(tirender.render_forward(sc, {"p1.theta": 1.0}, spp=2, seed=9, progress=False),
                                                tirender.render_forward(sc, {"p1.theta": 1.0}, spp=2, seed=9, progress=False)))
     # the inverse problem: the analyser's angle from a render at 30 degrees, starting at 65
@@ -168,7 +174,7 @@ def child():
     w = np.ones((RES, RES, 3), np.float32)
     nested = tirender.load_scene(scene(nested=True))
     rep["refusals"] = error_messages(
-        (lambda: tirender.render_grad(sc, w, spp=1, progress=False),
+        (lambda: tirender.render_grad(sc, w, spp=1, progress=False, params=["floor.reflectance", "p1.theta"]),
          lambda: tirender.render_forward(nested, {"p1.bsdf.theta": 1.0}, spp=1, progress=False)), ConfigError)
     print(json.dumps(rep))
 
@@ -191,9 +197,19 @@ def test_optimizer_recovers_a_polarizer_angle(report):
     assert abs(report["recovered"] - 30.0) < 1.0, report["recovered"]
 
 
+def test_prb_equals_forward_mode_for_parameters_of_scalar_values(report):
+    """Reverse mode (PRB) in spectral_polarized: for parameters that leave Mueller matrices alone (a reflectance,
+    an emitter's radiance) <PRB gradient, v> equals <w, J v> of forward mode with the same seed (the same detached
+    path estimator, float rounding); the angles are left out of PRB's result."""
+    for name, (rev, fwd) in report["reverse"].items():
+        assert abs(rev - fwd) <= 1e-3 * abs(fwd) and abs(fwd) > 1e-2, (name, rev, fwd)
+    keys = report["reverse_keys"]
+    assert "floor.reflectance" in keys and "p1.theta" not in keys and "plate.delta" not in keys, keys
+
+
 def test_refusals_are_one_line(report):
     prb, nested = report["refusals"]
-    assert "'prb'" in prb and "spectral_polarized" in prb and "\n" not in prb, prb
+    assert "'p1.theta'" in prb and "Mueller matrix" in prb and "forward" in prb and "\n" not in prb, prb
     assert "nested in a composite" in nested and "p1.bsdf.theta" in nested and "\n" not in nested, nested
 
 

@@ -135,7 +135,9 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     ``forward`` (one forward-mode pass per element of ``params``: a few scalars, in every variant, e.g. a
     polarizer's angle in spectral_polarized). params: the names to differentiate (default: all; the
     reverse methods compute all in one pass either way). Returns dict name -> numpy array shaped like
-    the parameter. ``accumulate=True`` adds into the current gradients (multi-view)."""
+    the parameter. ``accumulate=True`` adds into the current gradients (multi-view). In spectral_polarized,
+    ``prb`` leaves out the parameters that change Mueller matrices (polarizer / retarder angles: method
+    ``forward``), and refuses them in ``params``."""
     spp, seed, sensor, accumulate, progress = _check(spp=spp, seed=seed, sensor=sensor, accumulate=accumulate,
                                                      progress=progress)
     scene = _scene(scene)
@@ -145,6 +147,7 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     if method in registry.PER_PARAMETER:
         return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress,
                   params=None if params is None else list(params))
+    registry.check_reverse_params(scene, params)
     return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
 
 

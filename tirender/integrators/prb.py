@@ -16,20 +16,43 @@ from ..errors import ConfigError
 from . import kernels, path
 
 INTEGRATES = path.NAMES
-VARIANTS = ("rgb", "mono", "spectral")   # not spectral_polarized: the replay's L_ind ∂f/f assumes scalar
-                                         # weights, Mueller products are not (Mitsuba 3's prb refuses it too)
-FORWARD_VARIANTS = variants.NAMES        # spectral_polarized: tangent propagation (walk/state.py FORWARD)
+VARIANTS = variants.NAMES           # spectral_polarized: parameters that leave Mueller matrices alone (below)
+FORWARD_VARIANTS = variants.NAMES   # spectral_polarized: tangent propagation (walk/state.py FORWARD)
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
-    """Gradient of <adjoint_image, render(scene)> w.r.t. every parameter (dict name -> array)."""
+    """Gradient of <adjoint_image, render(scene)> w.r.t. every parameter (dict name -> array).
+
+    spectral_polarized: the camera records S0, and a contribution's S0 is its scalar value (β f Le, what the
+    parameters of every model but the polarizing elements' angles scale) times row 0 of the path's Mueller
+    product, so the replay's L_ind ∂f/f holds with L_ind the S0 still to come and each adjoint weighted by its
+    contribution's S0 factor (walk/steps.py). Parameters that change a Mueller matrix (models' MUELLER_KEYS:
+    polarizer and retarder angles) would need the Stokes vector still to come, which a replay cannot recover
+    (Mueller products are not invertible after a polarizer; Mitsuba 3's prb refuses the variant): they are left
+    out of the result (``check_params`` refuses asking for them; method ``forward`` differentiates them)."""
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
     kernel = kernels.replay_kernel(path.sample)
 
     def run(st, cam, sd, off, k):
         kernel(st, bsdf, scene.em_mask, 0, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
-    return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
+    g = launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
+    if variants.polarized():
+        for name in mueller_parameters(scene.desc.bsdfs, scene.desc.textures):
+            g.pop(name, None)
+    return g
+
+
+def check_params(scene, params):
+    """Reverse mode in spectral_polarized: refuse (one line) parameters that change a Mueller matrix."""
+    if not variants.polarized() or params is None:
+        return
+    mp = mueller_parameters(scene.desc.bsdfs, scene.desc.textures)
+    for name in params:
+        hit = mp.get(scene.params.resolve(name))
+        if hit is not None:
+            raise ConfigError(f"'{name}' changes the Mueller matrix of BSDF '{hit[0]}': reverse-mode gradients in "
+                              f"spectral_polarized hold Mueller matrices fixed; use method 'forward' for it", key=name)
 
 
 def render_forward(scene, directions, spp, seed, sensor, progress):

@@ -35,6 +35,7 @@ for (_n, _meth), _fn in list(FORWARD.items()):
         GRADIENT[_n, "forward"] = partial(forward_gradient.render_grad, _fn)
         GRADIENT_VARIANTS[_n, "forward"] = FORWARD_VARIANTS[_n, _meth]
 PER_PARAMETER = ("forward",)     # methods that take the names to differentiate (``params``)
+check_reverse_params = prb.check_params   # reverse methods: names a variant cannot differentiate (spectral_polarized)
 NAMES = tuple(PRIMAL)
 METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
 VOLUME = volpath.NAMES

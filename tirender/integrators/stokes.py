@@ -13,7 +13,7 @@ CIE → sRGB). Outside ``spectral_polarized`` light is unpolarized: S1 = S2 = S3
 Scenes with participating media are walked by volpath's walk (delta tracking; ``volpath_raymarch`` as the
 measured integrator: ray marching); phase functions leave the Stokes vector unchanged (as Mitsuba 3's).
 
-Keys: those of ``path``. Not differentiable (PRB does not run in spectral_polarized, as in Mitsuba 3).
+Keys: those of ``path``. Not differentiable (S1–S3; the image S0 is, with ``path`` and ``prb`` or ``forward``).
 """
 import numpy as np
 import taichi as ti

@@ -18,7 +18,8 @@ see state.py). All take the path state ``s`` by reference and update it.
     russian_roulette(s, sampler, rr_depth, rr_max) -> 1/q (or 1)
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
 In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
-the Stokes vector of unpolarized light through it, scatter multiplies it by the vertex's Mueller matrix.
+the Stokes vector of unpolarized light through it, scatter multiplies it by the vertex's Mueller matrix; reverse-
+mode adjoints weight each contribution by its S0 factor (Mueller matrices held fixed, integrators/prb.py).
 FORWARD mode (state.py) adds beside each of these its tangent: <∂Le/∂π, v>, <∂f/∂π, v> per lane from the
 models' adjoint code run into the thread's tangent sink (one run per lane, ``_lane``), ∂M/∂π v of the
 vertex's Mueller matrix.
@@ -86,8 +87,20 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
                                     mueller.column0(s.dP))
                 if ti.static(adjoint_mode(mode)):
                     if adjoint_on(mode, s, dL):
-                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis, s.lam)
+                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis * _s0_weight(mueller.column0(s.P)),
+                                              s.lam)
     return mis
+
+
+@ti.func
+def _s0_weight(col):
+    """spectral_polarized: the camera's S0 per lane of unpolarized light seen through the path's Mueller product
+    (row 0 of col, a mueller.column0 / through_column0), the factor of a contribution's S0 that reverse-mode
+    adjoints carry (Mueller matrices are held fixed); 1 in the other variants."""
+    w = vec3(1.0)
+    if ti.static(variants.polarized()):
+        w = vec3(col[0, 0], col[0, 1], col[0, 2])
+    return w
 
 
 class SurfaceVisibility:
@@ -129,11 +142,13 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     mis = 1.0
                     if ds.delta == 0:
                         mis = mis_power(ds.pdf, pdf_dir)
+                    s0 = vec3(1.0)              # spectral_polarized: the S0 factor of the contribution
                     if ti.static(mode == FORWARD):
                         _nee_tangent(st, bsdf, em, s, v, ds, f, T, mis)
                     elif ti.static(variants.polarized()):
-                        n = vertex.mueller(st, bsdf, v, ds.d, 0, True)
-                        deliver(mode, s, s.beta * mis * f * T * ds.weight, mueller.through_column0(s.P, n))
+                        col = mueller.through_column0(s.P, vertex.mueller(st, bsdf, v, ds.d, 0, True))
+                        deliver(mode, s, s.beta * mis * f * T * ds.weight, col)
+                        s0 = _s0_weight(col)
                     else:
                         accumulate(mode, s, s.beta * mis * f * T * ds.weight)
                     if ds.delta == 0:
@@ -144,10 +159,10 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
                             if ti.static(biased):
                                 li = vec3(1.0 / ds.pdf)    # RB biased I: Li := 1
-                            vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li)
-                            emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf, s.lam)
+                            vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
+                            emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
                             vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
-                                              dL * s.beta * mis * f * ds.weight)
+                                              dL * s.beta * mis * f * ds.weight * s0)
     return res_d, res_w
 
 
