@@ -388,7 +388,19 @@ def medium_child():
                      for s in range(MEDIUM["seeds"])])
     np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], "medium.npy"), imgs)
     s0 = tirender.render(sc, spp=MEDIUM["spp"], seed=100, integrator="volpath", progress=False)
-    print(json.dumps({"render_vs_stokes": float(np.abs(s0 - imgs[0, 0]).max()), "scale": float(np.abs(s0).max())}))
+    rep = {"render_vs_stokes": float(np.abs(s0 - imgs[0, 0]).max()), "scale": float(np.abs(s0).max())}
+    # prbvolpath in spectral_polarized: the medium's albedo and sigma_t against central differences (correlated
+    # random numbers; delta tracking's decisions make sigma_t's differences noisy: a larger h)
+    from gradcheck_util import projected_gradients
+    cfg = load_config(MEDIUM_XML, defines={"res": "16", "spp": "16"})
+    cfg["scene"]["integrator"] = {"type": "prbvolpath", "max_depth": 8}
+    gsc = tirender.scene_from_config(cfg)
+    wts = np.random.default_rng(2).uniform(0, 1, (16, 16, 3)).astype(np.float32)
+    rep["media"] = {}
+    for name, h, spp in (("milk.albedo", 1e-2, 64), ("milk.sigma_t", 5e-2, 128)):
+        g, f = projected_gradients(gsc, name, np.ones(3, np.float32), wts, spp, list(range(8)), list(range(20, 28)), h)
+        rep["media"][name] = {"g": g.tolist(), "f": f.tolist()}
+    print(json.dumps(rep))
 
 
 @pytest.mark.slow
@@ -397,14 +409,20 @@ def medium_child():
 def test_polarized_medium_parity_with_mitsuba(tmp_path):
     """Participating media in spectral_polarized (benchmarks/parity/scenes/polarized_medium.xml: fog in a glass
     sphere, a gold sphere, rough aluminium; stokes measuring volpath): S0..S3 against Mitsuba 3's
-    scalar_spectral_polarized as the parity scene's; volpath's image is the Stokes S0 (same random numbers)."""
+    scalar_spectral_polarized as the parity scene's; volpath's image is the Stokes S0 (same random numbers);
+    prbvolpath's gradients of the fog's albedo and sigma_t against central differences."""
+    from gradcheck_util import assert_agree
     rep = run_child(__file__, ["--medium-child"], tmp_path)
     assert rep["render_vs_stokes"] <= 1e-5 * rep["scale"], rep
+    for name, r in rep["media"].items():
+        mg, mf, se = assert_agree(np.array(r["g"]), np.array(r["f"]), name)
+        print(f"{name}: prbvolpath {mg:.5g}, FD {mf:.5g} (3 SE {3 * se:.2g})")
     _compare_stokes(np.load(os.path.join(tmp_path, "medium.npy")), MEDIUM_XML, MEDIUM)
 
 
 if __name__ == "__main__" and "--medium-child" in sys.argv:
     sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     medium_child()
 elif __name__ == "__main__" and "--child" in sys.argv:
     sys.path.insert(0, ROOT)

@@ -36,7 +36,13 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
 
     def run(st, cam, sd, off, k):
         kernel(st, bsdf, scene.em_mask, 0, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
-    g = launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
+    return without_mueller_parameters(scene, launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate,
+                                                                  progress, "gradient", run))
+
+
+def without_mueller_parameters(scene, g):
+    """A reverse-mode result g (dict name -> array) without the parameters that change Mueller matrices, which it
+    does not differentiate (spectral_polarized; unchanged elsewhere)."""
     if variants.polarized():
         for name in mueller_parameters(scene.desc.bsdfs, scene.desc.textures):
             g.pop(name, None)

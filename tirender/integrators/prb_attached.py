@@ -326,7 +326,7 @@ def render_forward(scene, directions, spp, seed, sensor, progress):
                                boundary if scene.deformables else None)
 
 
-VARIANTS = ("rgb", "mono", "spectral")   # tirender/variants.py; not spectral_polarized (prb.py: the replay)
+VARIANTS = ("rgb", "mono", "spectral")   # not spectral_polarized: the attached terms would move Mueller frames too
 
 METHODS = {"prb_attached": render_grad}
 FORWARD = {"prb_attached": render_forward}

@@ -15,13 +15,17 @@ Distances are sampled with the (detached) majorant and never differentiated. Mem
 spp and path length.
 
 Gradients: density / sigma_t grids and constants, albedo (grids and constants), HG g, plus every
-surface parameter path.py differentiates (BSDFs, normal maps, emitters).
+surface parameter path.py differentiates (BSDFs, normal maps, emitters). spectral_polarized: as prb.py, every
+parameter but the Mueller matrices' (phase functions keep the Stokes vector; the in-scattering adjoint's direct
+light carries its S0 factor and its indirect path starts from the main path's Mueller product).
 """
 from .. import launch
 from . import kernels, volpath
+from .prb import without_mueller_parameters
 
 INTEGRATES = volpath.NAMES
-VARIANTS = ("rgb", "mono", "spectral")   # not spectral_polarized (integrators/prb.py: the replay)
+VARIANTS = volpath.VARIANTS   # spectral_polarized: what the Mueller matrices leave alone (integrators/prb.py)
+FORWARD_VARIANTS = ("rgb", "mono", "spectral")   # the tangent replay; polarized forward mode has no media steps
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
@@ -34,7 +38,8 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
 
     def run(st, cam, sd, off, k):
         kernel(st, bsdf, em, a.vis, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
-    return launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
+    return without_mueller_parameters(scene, launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate,
+                                                                  progress, "gradient", run))
 
 
 def render_forward(scene, directions, spp, seed, sensor, progress):

@@ -102,7 +102,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                 if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
                     inscatter_adjoint(st, em, vis, pick, s.medium, s.o,
                                       s.d, t_surf, s.beta, sampler, dL, max_depth - s.depth - 1,
-                                      rr_depth - s.depth - 1, s.hero, s.lam)
+                                      rr_depth - s.depth - 1, s.hero, s.lam, s.P)
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, s.lam, sampler, s.L, dL,
                                        adjoint_on(mode, s, dL))
             rq = s.r * q
@@ -180,7 +180,7 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
                     wo, pdf = phase_sample(st, pick.m, pick.d, smp.next_2d())
                     s = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=0, prev_p=pick.x, prev_pdf=pdf,
                                   prev_delta=0, o=pick.x, d=wo, active=1, medium=pick.m, hero=pick.hero,
-                                  r=vec3(1.0), replay=0, lam=pick.lam)
+                                  r=vec3(1.0), replay=0, lam=pick.lam, P=pick.P)
                     md, rd, hide = pick.depth_left, pick.rr_left, 1
                     rounds = 2
         else:

@@ -25,7 +25,9 @@ d albedo_c / albedo_c at the colliding step; transmittance d T_c = -dt T_c d sig
 """
 import taichi as ti
 
+from .. import variants
 from ..bsdfs.base import NULL
+from ..core import mueller
 from ..core.intersect import intersect
 from ..core.math import BIG, max3, safe_div, vec3
 from ..core.rng import PCG32
@@ -440,7 +442,9 @@ class IndirectPick:
     (one indirect path per camera path, walked after the replay by the same inlined walk; see
     volpath.trace). x, d: the point and the flight direction; m: its medium; c: dL beta T alpha n dt
     (per channel, the quadrature weight of the point); depth_left, rr_left: max_depth and rr_depth
-    of the indirect path (counted from the main path); state, inc: its random stream."""
+    of the indirect path (counted from the main path); state, inc: its random stream; P: the main path's
+    Mueller product at the point (spectral_polarized: the indirect path starts from it, so that what it
+    finds is the camera's S0)."""
     x: vec3
     d: vec3
     m: ti.i32
@@ -453,6 +457,7 @@ class IndirectPick:
     lam: vec3
     state: ti.u64
     inc: ti.u64
+    P: mueller.Mueller3
 
 
 @ti.func
@@ -471,7 +476,7 @@ def indirect_stream(pick):
 
 @ti.func
 def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), pick: ti.template(), m, o, d,
-                      tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero, lam):
+                      tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero, lam, P):
     """The in-scattering term of the density derivative of one flight segment o + t d, t in
     [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
 
@@ -491,8 +496,13 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
     indirect path per camera path, walked after the replay: volpath.trace). All random numbers
     come from a side stream: the path's are untouched. Unbiased for any est.SPLIT >= 1 (the
     quadrature, the ratio-tracking product and the Ls estimates are independent unbiased
-    estimates)."""
+    estimates). P: the path's Mueller product (spectral_polarized: phase functions keep the Stokes vector, so
+    the direct light's S0 factor is row 0 of P's first column; the indirect path starts from P)."""
     side = _side_stream(sampler)
+    s0 = vec3(1.0)
+    if ti.static(variants.polarized()):
+        col = mueller.column0(P)
+        s0 = vec3(col[0, 0], col[0, 1], col[0, 2])
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
     if t1 > t0 and t1 < BIG:
         n = est.SPLIT
@@ -534,7 +544,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                         Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, lam, side, vec3(0.0), vec3(0.0))
                         Ls += ph * Tsh * ds.weight
                 if max3(Ls) > 0.0:
-                    med.sigma_t_adjoint(st, m, x, lam, c * Ls)
+                    med.sigma_t_adjoint(st, m, x, lam, c * Ls * s0)
                 if j == j_ind and depth_left > 1:   # Ls,indirect (needs a vertex after x): a candidate
                     ci = c * n
                     wi = ti.abs(ci).sum()
@@ -552,6 +562,8 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                             pick.lam = lam
                             pick.state = side.state
                             pick.inc = side.inc
+                            if ti.static(variants.polarized()):
+                                pick.P = P
                 j += 1
 
 
