@@ -7,10 +7,10 @@ eval / pdf are 0 (Dirac lobes). sample picks reflection with probability F = Fre
 (radiance mode: the 1/η² solid-angle compression of radiance is in the weight); delta = 1.
 Attached PRB: the lobe's probability moves with cos θi (``dlog``: ∂ ln F/∂cos or ∂ ln(1 - F)/∂cos), and with
 η, as do the weight and the refracted direction (``dirac_ior_adjoint_at``: into the parameters ``int_ior`` and
-``cauchy_b``, one-channel textures of the ``dielectric`` model; roughdielectric's and thindielectric's IORs are
-constants). Detached PRB differentiates no Dirac lobe.
+``cauchy_b``, one-channel textures of ``dielectric`` and ``roughdielectric``; thindielectric's IOR is a
+constant). Detached PRB differentiates no Dirac lobe.
 
-Dispersion (``cauchy_b`` given (``dielectric``) or > 0 (``roughdielectric``), spectral variants; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
+Dispersion (``cauchy_b`` given, spectral variants; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
 with λ in µm and λ_D = 0.5893 µm (``int_ior`` is the IOR at the sodium D line). Each lane of a path would
 refract its own way, so the first such interface of a path scatters the first (hero) wavelength with its η and
 ends the other two lanes: weight × (3, 0, 0), which keeps the film's estimate Σ_i c(λ_i) L_i / 3 unbiased; the
@@ -25,7 +25,7 @@ from .. import variants
 from ..core import mueller as mu
 from ..core.math import vec3
 from ..errors import ConfigError
-from ..schema import Ior, IorTexture, Key, Number, Texture, number
+from ..schema import Ior, IorTexture, Key, Texture, number
 from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_float,
                    slot_float_adjoint, slot_rgb)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect, refract
@@ -34,7 +34,7 @@ from .ior import sellmeier as sellmeier_np
 
 _SPEC, _TRANS = 0, 1   # texture slots
 ETA = 0                # constant: relative IOR int_ior / ext_ior
-CAUCHY_B = 1           # constant (dielectric): Cauchy B / ext_ior, µm²
+CAUCHY_B = 1           # constant: 1 when a cauchy_b texture is given (interface_constants)
 SELLMEIER = 2          # constants 2..7 (dielectric): Sellmeier B1 B2 B3 C1 C2 C3 (all 0: none)
 EXT_IOR = 8            # constant (dielectric): ext_ior
 LAMBDA_D = 0.5893      # µm: the wavelength at which int_ior is given (sodium D line)
@@ -96,21 +96,6 @@ class SmoothInterface:
                                       eta=const(st, ctx, ETA))
 
 
-def dispersive_constants(values, file, key):
-    """[η at λ_D, B / ext_ior, Sellmeier B1 B2 B3 C1 C2 C3, ext_ior] (dielectric). With ``sellmeier``, η at λ_D
-    comes from it (the rgb and mono variants' IOR), so ``int_ior`` must not also be given."""
-    s = values.get("sellmeier")
-    if s is None:
-        return ior_constants(values, file, key) + [values["cauchy_b"] / values["ext_ior"]] + [0.0] * 6 + \
-            [values["ext_ior"]]
-    if values["cauchy_b"] > 0.0:
-        raise ConfigError("give either cauchy_b or sellmeier, not both", file, f"{key}.sellmeier")
-    if values["int_ior"] != DIELECTRIC_KEYS[2].default:
-        raise ConfigError("with sellmeier the IOR comes from the glass: leave int_ior out", file, f"{key}.int_ior")
-    eta_d = float(sellmeier_np(s, LAMBDA_D * 1e3))
-    return ior_constants(dict(values, int_ior=eta_d), file, key) + [0.0] + list(s) + [values["ext_ior"]]
-
-
 @ti.func
 def sellmeier_eta(st: ti.template(), ctx, lam_nm):
     """n(λ) / ext_ior of the row's Sellmeier glass (λ in nm)."""
@@ -123,44 +108,17 @@ def sellmeier_eta(st: ti.template(), ctx, lam_nm):
 
 @ti.func
 def has_sellmeier(st: ti.template(), ctx):
-    """Whether the row (laid out as ``dispersive_constants``) holds a Sellmeier glass."""
+    """Whether the row (laid out as ``interface_constants``) holds a Sellmeier glass."""
     return const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0
-
-
-@ti.func
-def dispersive_eta(st: ti.template(), ctx):
-    """(η, disperse): the row's relative IOR at the path's hero wavelength λ0 when it depends on λ (Cauchy or
-    Sellmeier constants, spectral variants), else η at λ_D; disperse = 1 when this event ends the secondary
-    wavelengths (a dispersive IOR and a path whose secondaries still live: variants.secondary_terminated; the
-    walk then terminates them, so that a path through a prism's two faces is weighted (3, 0, 0) once). Rows laid
-    out as ``dispersive_constants``."""
-    eta = const(st, ctx, ETA)
-    disperse = 0
-    if ti.static(variants.spectral()):
-        b = const(st, ctx, CAUCHY_B)
-        if b > 0.0:
-            lam_um = ctx.lam[0] * 1e-3
-            eta += b * (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D))
-            disperse = 1
-        elif has_sellmeier(st, ctx):
-            eta = sellmeier_eta(st, ctx, ctx.lam[0])
-            disperse = 1
-        if variants.secondary_terminated(ctx.lam):
-            disperse = 0
-    return eta, disperse
 
 
 HERO_ONLY = vec3(3.0, 0.0, 0.0)   # a dispersive event: the hero wavelength goes on alone (module doc)
 
 
-DISPERSION_KEYS = (
-    Number("cauchy_b", default=0.0, lo=0.0, hi=1.0,
-           doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variants; "
-               "e.g. BK7 0.0042, dense flint 0.0135); 0: none"),
-    Sellmeier("sellmeier", default=None,
+SELLMEIER_KEY = Sellmeier("sellmeier", default=None,
               doc="Sellmeier dispersion (spectral variants): a glass (bk7, baf10, f2, sf11, fused_silica, caf2, "
                   "sapphire) or [B1, B2, B3, C1, C2, C3], C in µm²; replaces int_ior (its value at 589.3 nm "
-                  "is the IOR of the rgb and mono variants)"))
+                  "is the IOR of the rgb and mono variants)")
 
 
 @ti.func
@@ -179,37 +137,47 @@ _IOR, _CAUCHY = 2, 3   # texture slots of ``dielectric``: int_ior, cauchy_b (-1:
 
 
 def interface_constants(values, file, key):
-    """``dispersive_constants`` of the models whose IOR is a parameter (DIELECTRIC_IOR_KEYS), with CAUCHY_B a
-    switch: 1 when the ``cauchy_b`` texture is given (its value, 0 included, then makes η depend on λ in the
-    spectral variants: a coefficient that can be optimised from 0)."""
-    b = values.get("cauchy_b")
-    if b is not None and values.get("sellmeier") is not None:
+    """[η at λ_D, Cauchy switch, Sellmeier B1 B2 B3 C1 C2 C3, ext_ior] of the models with DIELECTRIC_IOR_KEYS. The
+    switch (CAUCHY_B) is 1 when the ``cauchy_b`` texture is given (its value, 0 included, then makes η depend on λ
+    in the spectral variants: a coefficient that can be optimised from 0). With ``sellmeier``, η at λ_D comes from
+    the glass (the rgb and mono variants' IOR), so ``int_ior`` must not also be given."""
+    b, s, ext = values.get("cauchy_b"), values.get("sellmeier"), values["ext_ior"]
+    ior = values["int_ior"] if not isinstance(values["int_ior"], dict) else ext   # a bitmap: checked per texel
+    if s is None:
+        return ior_constants(dict(values, int_ior=ior), file, key) + [0.0 if b is None else 1.0] + [0.0] * 6 + [ext]
+    if b is not None:
         raise ConfigError("give either cauchy_b or sellmeier, not both", file, f"{key}.sellmeier")
-    ior = values["int_ior"]
-    c = dispersive_constants(dict(values, cauchy_b=0.0, int_ior=ior if not isinstance(ior, dict) else
-                                  values["ext_ior"]), file, key)
-    c[CAUCHY_B] = 0.0 if b is None else 1.0
-    return c
+    if values["int_ior"] != DIELECTRIC_KEYS[2].default:
+        raise ConfigError("with sellmeier the IOR comes from the glass: leave int_ior out", file, f"{key}.int_ior")
+    eta_d = float(sellmeier_np(s, LAMBDA_D * 1e3))     # the rgb and mono variants' IOR
+    return ior_constants(dict(values, int_ior=eta_d), file, key) + [0.0] + list(s) + [ext]
 
 
 @ti.func
 def interface_eta(st: ti.template(), ctx, ior_slot: ti.template(), cauchy_slot: ti.template()):
     """(η, disperse, ∂η/∂B) of a row laid out as ``interface_constants`` whose int_ior and cauchy_b are texture
     slots ior_slot and cauchy_slot: η = int_ior / ext_ior, + B (1/λ0² − 1/λ_D²) / ext_ior with a Cauchy texture in
-    the spectral variants (∂η/∂B: that factor, else 0); a Sellmeier glass as ``dispersive_eta`` (not
-    differentiable: ∂η/∂B = 0 and int_ior unused)."""
+    the spectral variants (∂η/∂B: that factor, else 0); a Sellmeier glass's n(λ0) / ext_ior (n(λ_D) in rgb and
+    mono; not differentiable: int_ior unused). λ0 is the path's hero wavelength; disperse = 1 when this event ends
+    the secondary wavelengths (a λ-dependent η and a path whose secondaries still live: the walk then terminates
+    them, so that a path through a prism's two faces is weighted (3, 0, 0) once)."""
     ext = const(st, ctx, EXT_IOR)
     eta = slot_float(st, ctx, ior_slot) / ext
     db = 0.0
     disperse = 0
     if has_sellmeier(st, ctx):
-        eta, disperse = dispersive_eta(st, ctx)
+        eta = const(st, ctx, ETA)
+        if ti.static(variants.spectral()):
+            eta = sellmeier_eta(st, ctx, ctx.lam[0])
+            disperse = 1
     elif ti.static(variants.spectral()):
         if const(st, ctx, CAUCHY_B) > 0.0:
             lam_um = ctx.lam[0] * 1e-3
             db = (1.0 / (lam_um * lam_um) - 1.0 / (LAMBDA_D * LAMBDA_D)) / ext
             eta += slot_float(st, ctx, cauchy_slot) * db
-            disperse = 0 if variants.secondary_terminated(ctx.lam) else 1
+            disperse = 1
+    if variants.secondary_terminated(ctx.lam):      # the path's secondary wavelengths already ended
+        disperse = 0
     return eta, disperse, db
 
 
@@ -233,7 +201,7 @@ DIELECTRIC_IOR_KEYS = (
             doc="Cauchy dispersion B in µm²: η(λ) = int_ior + B (1/λ² − 1/0.5893²), λ in µm (spectral variants; "
                 "e.g. BK7 0.0042, dense flint 0.0135; given, even 0, the IOR depends on λ); a differentiable "
                 "parameter"),
-    DISPERSION_KEYS[1])
+    SELLMEIER_KEY)
 
 
 @dirac
