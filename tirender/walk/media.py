@@ -37,7 +37,7 @@ from ..media import homogeneous as hom
 from ..media import medium as med
 from ..media.phase import phase_eval
 from ..scene.storage import INFO_MARCH_STEP
-from .state import PRIMAL, REPLAY
+from .state import PRIMAL, REPLAY, s0_weight
 
 DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
 INSCATTER_RR = 0.1           # inscatter_adjoint's default roulette threshold on T(t_j) (integrator.inscatter_rr)
@@ -499,10 +499,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
     estimates). P: the path's Mueller product (spectral_polarized: phase functions keep the Stokes vector, so
     the direct light's S0 factor is row 0 of P's first column; the indirect path starts from P)."""
     side = _side_stream(sampler)
-    s0 = vec3(1.0)
-    if ti.static(variants.polarized()):
-        col = mueller.column0(P)
-        s0 = vec3(col[0, 0], col[0, 1], col[0, 2])
+    s0 = s0_weight(mueller.column0(P))
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
     if t1 > t0 and t1 < BIG:
         n = est.SPLIT

@@ -104,12 +104,23 @@ def accumulate(mode: ti.template(), s: ti.template(), c):
 
 
 @ti.func
+def s0_weight(col):
+    """Row 0 of col (4×3: the Stokes vector per lane of a unit unpolarized source seen through the path's Mueller
+    product, mueller.column0 / through_column0): the camera's S0 factor of a contribution in spectral_polarized,
+    which ``deliver`` adds to L and reverse-mode adjoints carry (Mueller matrices held fixed); 1 elsewhere."""
+    w = vec3(1.0)
+    if ti.static(variants.polarized()):
+        w = vec3(col[0, 0], col[0, 1], col[0, 2])
+    return w
+
+
+@ti.func
 def deliver(mode: ti.template(), s: ti.template(), c, col):
     """Add light c (per lane) from an unpolarized source: L += c, or in spectral_polarized L += c · S0 and
     S += c · (S1, S2, S3) with col (4×3) the Stokes vector per lane of a unit unpolarized source seen through
     the path's Mueller product (mueller.column0 / through_column0; a dummy elsewhere)."""
     if ti.static(variants.polarized()):
-        accumulate(mode, s, c * vec3(col[0, 0], col[0, 1], col[0, 2]))
+        accumulate(mode, s, c * s0_weight(col))
         if ti.static(mode == PRIMAL or mode == FORWARD):
             for k in ti.static(range(3)):
                 for i in ti.static(range(3)):

@@ -19,7 +19,7 @@ see state.py). All take the path state ``s`` by reference and update it.
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
 In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
 the Stokes vector of unpolarized light through it, scatter multiplies it by the vertex's Mueller matrix; reverse-
-mode adjoints weight each contribution by its S0 factor (Mueller matrices held fixed, integrators/prb.py).
+mode adjoints weight each contribution by its S0 factor (state.s0_weight; Mueller matrices held fixed, integrators/prb.py).
 FORWARD mode (state.py) adds beside each of these its tangent: <∂Le/∂π, v>, <∂f/∂π, v> per lane from the
 models' adjoint code run into the thread's tangent sink (one run per lane, ``_lane``), ∂M/∂π v of the
 vertex's Mueller matrix.
@@ -35,7 +35,7 @@ from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from . import vertex
 from .state import (FORWARD, PRB, PRIMAL, REPLAY, accumulate, adjoint_mode, adjoint_on, deliver, deliver_tangent,
-                    replaying, throughput)
+                    replaying, s0_weight, throughput)
 
 
 @ti.func
@@ -87,20 +87,9 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
                                     mueller.column0(s.dP))
                 if ti.static(adjoint_mode(mode)):
                     if adjoint_on(mode, s, dL):
-                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis * _s0_weight(mueller.column0(s.P)),
+                        emitters.eval_adjoint(st, em, q, dL * s.beta * mis * s0_weight(mueller.column0(s.P)),
                                               s.lam)
     return mis
-
-
-@ti.func
-def _s0_weight(col):
-    """spectral_polarized: the camera's S0 per lane of unpolarized light seen through the path's Mueller product
-    (row 0 of col, a mueller.column0 / through_column0), the factor of a contribution's S0 that reverse-mode
-    adjoints carry (Mueller matrices are held fixed); 1 in the other variants."""
-    w = vec3(1.0)
-    if ti.static(variants.polarized()):
-        w = vec3(col[0, 0], col[0, 1], col[0, 2])
-    return w
 
 
 class SurfaceVisibility:
@@ -148,7 +137,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                     elif ti.static(variants.polarized()):
                         col = mueller.through_column0(s.P, vertex.mueller(st, bsdf, v, ds.d, 0, True))
                         deliver(mode, s, s.beta * mis * f * T * ds.weight, col)
-                        s0 = _s0_weight(col)
+                        s0 = s0_weight(col)
                     else:
                         accumulate(mode, s, s.beta * mis * f * T * ds.weight)
                     if ds.delta == 0:
