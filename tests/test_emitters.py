@@ -20,7 +20,7 @@ def _sample_env(st: ti.template(), e: ti.i32, u: ti.types.ndarray(), d_out: ti.t
         ds = Envmap.sample_direction(st, e, vec3(0.0), vec2(u[k, 0], u[k, 1]))
         for c in ti.static(range(3)):
             d_out[k, c] = ds.d[c]
-            w_out[k, c] = ds.weight[c]
+            w_out[k, c] = ds.weight_rgb[c]
             le_eval[k, c] = Envmap.eval(st, e, env_record(e, vec3(0.0), ds.d))[c]
         pdf_out[k] = ds.pdf
         pdf_eval[k] = Envmap.pdf_direction(st, e, vec3(0.0), env_record(e, vec3(0.0), ds.d))

@@ -327,7 +327,7 @@ def test_brewster_reflection_is_s_polarized(report):
 def test_wrappers_keep_the_nested_mueller_matrix(tmp_path):
     """A gold mirror wrapped in twosided, an opaque mask, a blend of weight 0 and a flat normal map gives the bare
     mirror's Stokes images, and so does a two-sided one seen from its back (the plane turned over: the mirrored
-    frame's Mueller matrix is mirrored back, core/mueller.py mirror_z3); gold polarizes; diffuse and plastic
+    frame's Mueller matrix is mirrored back, core/mueller.py mirror_z_lanes); gold polarizes; diffuse and plastic
     depolarize (as Mitsuba's)."""
     report = _run_child("--wrappers-child", tmp_path)
     assert report["twosided_diff"] < 1e-5 and report["twosided_dolp"] > 0.05, report

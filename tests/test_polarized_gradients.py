@@ -1,7 +1,7 @@
 """Derivatives in spectral_polarized (issue 15): forward mode by tangent propagation (walk/state.py FORWARD).
 
 * f64: the polarizer's and retarder's hand-written Mueller tangents (∂M/∂θ, ∂M/∂δ, bsdfs/polarizer.py) and the
-  normalisation's tangent (core/mueller.normalized_tangent3) against central differences of their primal
+  normalisation's tangent (core/mueller.normalized_tangent_lanes) against central differences of their primal
   (child process, fp = f64; ``python tests/test_polarized_gradients.py --f64`` by hand);
 * renders (child process in spectral_polarized, ``--child``): J v of a polarizer's angle, a retarder's delay, a
   diffuse reflectance and an area light's radiance against central differences of full renders with the same
@@ -62,8 +62,8 @@ def checks():
     @ti.kernel
     def norm(tangent: ti.i32, h: ti.f64):
         for i in range(n):
-            m = mu.uniform3(m_in[0, i] + h * m_in[1, i])
-            a, da = mu.normalized_tangent3(m, mu.uniform3(m_in[1, i]))
+            m = mu.uniform_lanes(m_in[0, i] + h * m_in[1, i])
+            a, da = mu.normalized_tangent_lanes(m, mu.uniform_lanes(m_in[1, i]))
             out[0, i] = a.m2
             if tangent == 1:
                 out[0, i] = da.m0

@@ -44,8 +44,8 @@ def _sample(st: ti.template(), x: ti.types.ndarray(), w: ti.types.ndarray(), le:
     for k in range(x.shape[0]):
         ds = Spot.sample_direction(st, 0, vec3(x[k, 0], x[k, 1], x[k, 2]), vec2(0.5))
         for c in ti.static(range(3)):
-            le[k, c] = ds.le[c]
-        out[k] = ds.le.dot(vec3(w[k, 0], w[k, 1], w[k, 2]))
+            le[k, c] = ds.le_rgb[c]
+        out[k] = ds.le_rgb.dot(vec3(w[k, 0], w[k, 1], w[k, 2]))
 
 
 @ti.kernel

@@ -178,6 +178,7 @@ def _dispersion_samples(glass=None, bsdf=None):
     and reflection events."""
     import taichi as ti
     import tirender
+    from tirender import variants
     from tirender.bsdfs.base import BsdfCtx
     from tirender.bsdfs.registry import dispatch
     from tirender.core.math import vec2, vec3
@@ -194,13 +195,18 @@ def _dispersion_samples(glass=None, bsdf=None):
     @ti.kernel
     def k(st: ti.template(), D: ti.template(), b: ti.i32, inp: ti.types.ndarray(), out: ti.types.ndarray()):
         for i in range(out.shape[0]):
+            lam = variants.spec(inp[i, 2])          # the path's lanes: λ0, λ1, then λ2 in the others
+            lam[0] = inp[i, 0]
+            lam[1] = inp[i, 1]
             ctx = BsdfCtx(b=b, uv=vec2(0.5), dpdu=vec3(1.0, 0.0, 0.0), dpdv=vec3(0.0, 1.0, 0.0),
-                          ng=vec3(0.0, 0.0, 1.0), lam=vec3(inp[i, 0], inp[i, 1], inp[i, 2]))
+                          ng=vec3(0.0, 0.0, 1.0), lam=lam)
             wi = vec3(inp[i, 3], inp[i, 4], inp[i, 5])
             s = D.sample(st, ctx, wi, inp[i, 6], vec2(0.5))
             for c in ti.static(range(3)):
                 out[i, c] = s.wo[c]
                 out[i, 3 + c] = s.weight[c]
+            for c in ti.static(range(3, variants.lanes())):     # the fourth lane ends as the second and third
+                out[i, 5] = ti.max(ti.abs(out[i, 5]), ti.abs(s.weight[c]))
             out[i, 6] = s.pdf
             out[i, 7] = s.delta
 
@@ -639,52 +645,63 @@ def f64_checks():
     variants.prepare()
     out = {}
 
+    n = variants.lanes()                         # the walk's lanes (4 wavelengths)
+    lane_w = [1.3, 0.7, 2.0, 1.1][:n]            # the film's weights 1/pdf per lane
+
     @ti.kernel
     def val(which: ti.i32, x: ti.types.ndarray(), l: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
         rgb = vec3(x[0], x[1], x[2])
-        lv = vec3(l[0], l[1], l[2])
-        v = vec3(0.0)
-        if which == 0:
-            v = variants.reflectance(rgb, lv)
-        elif which == 1:
-            v = variants.emission(rgb, lv)
-        elif which == 2:
-            v = variants.unbounded(rgb, lv)
-        elif which == 3:
-            v = variants.to_rgb(rgb, lv, vec3(1.3, 0.7, 2.0))
+        L = ti.Vector([x[i] for i in ti.static(range(n))])
+        lv = ti.Vector([l[i] for i in ti.static(range(n))])
+        gs = ti.Vector([g[i] for i in ti.static(range(n))])
+        res = 0.0
+        if which == 3:
+            res = variants.to_rgb(L, lv, ti.Vector(lane_w)).dot(vec3(g[0], g[1], g[2]))
         else:
-            v = variants.emission_spectrum(rgb, lv, which - 4, 4100.0)
-        return v.dot(vec3(g[0], g[1], g[2]))
+            v = variants.spec(0.0)
+            if which == 0:
+                v = variants.reflectance(rgb, lv)
+            elif which == 1:
+                v = variants.emission(rgb, lv)
+            elif which == 2:
+                v = variants.unbounded(rgb, lv)
+            else:
+                v = variants.emission_spectrum(rgb, lv, which - 4, 4100.0)
+            res = v.dot(gs)
+        return res
 
     @ti.kernel
     def adj(which: ti.i32, x: ti.types.ndarray(), l: ti.types.ndarray(), g: ti.types.ndarray(),
             o: ti.types.ndarray()):
         rgb = vec3(x[0], x[1], x[2])
-        lv = vec3(l[0], l[1], l[2])
-        d = vec3(g[0], g[1], g[2])
-        r = vec3(0.0)
-        if which == 0:
-            r = variants.reflectance_adjoint(rgb, lv, d)
-        elif which == 1:
-            r = variants.emission_adjoint(rgb, lv, d)
-        elif which == 2:
-            r = variants.unbounded_adjoint(rgb, lv, d)
-        elif which == 3:
-            r = variants.adjoint_from_rgb(d, lv, vec3(1.3, 0.7, 2.0))
+        lv = ti.Vector([l[i] for i in ti.static(range(n))])
+        d = ti.Vector([g[i] for i in ti.static(range(n))])
+        if which == 3:
+            r = variants.adjoint_from_rgb(vec3(g[0], g[1], g[2]), lv, ti.Vector(lane_w))
+            for i in ti.static(range(n)):
+                o[i] = r[i]
         else:
-            r = variants.emission_spectrum_adjoint(rgb, lv, which - 4, 4100.0, d)
-        for i in ti.static(range(3)):
-            o[i] = r[i]
+            r = vec3(0.0)
+            if which == 0:
+                r = variants.reflectance_adjoint(rgb, lv, d)
+            elif which == 1:
+                r = variants.emission_adjoint(rgb, lv, d)
+            elif which == 2:
+                r = variants.unbounded_adjoint(rgb, lv, d)
+            else:
+                r = variants.emission_spectrum_adjoint(rgb, lv, which - 4, 4100.0, d)
+            for i in ti.static(range(3)):
+                o[i] = r[i]
 
     for which, name, scale in ((0, "reflectance", 1.0), (1, "emission (D65)", 20.0), (2, "unbounded (eta, k)", 3.0),
                                (3, "film: lanes -> sRGB", 5.0), (4, "emitter spectrum: RGB (D65)", 20.0),
                                (5, "emitter spectrum: black body", 2.0), (6, "emitter spectrum: uniform", 4.0)):
         errs = []
         while len(errs) < 100:
-            x = rng.uniform(0.03, 0.97, 3) * scale
-            l = rng.uniform(365.0, 825.0, 3)
-            g = rng.normal(size=3)
-            a = np.zeros(3)
+            x = rng.uniform(0.03, 0.97, n) * scale       # an RGB value (x[:3]), or the lanes' radiance (film)
+            l = rng.uniform(365.0, 825.0, n)
+            g = rng.normal(size=n)
+            a = np.zeros(n)
             adj(which, x, l, g, a)
             fd = central_differences(lambda y: val(which, y, l, g), x, 1e-7 * scale)
             fd2 = central_differences(lambda y: val(which, y, l, g), x, 2e-7 * scale)

@@ -5,9 +5,9 @@ the walk ask this module, at compile time (``ti.static``), what a colour means:
     rgb         the three channels are linear sRGB (the default).
     mono        one luminance channel (Y of the sRGB inputs), carried in all three lanes of the walk's
                 colour vector; images are grey (R = G = B = Y).
-    spectral    the three lanes are radiance at three wavelengths per path, sampled over 360–830 nm with
-                Mitsuba 3's sech² density for RGB content (the first λ by importance, the other two shifted
-                by 1/3 in sample space: hero-wavelength style); RGB reflectances become smooth spectra by
+    spectral    the walk's colour has four lanes: radiance at four wavelengths per path, sampled over
+                360–830 nm with Mitsuba 3's sech² density for RGB content (the first λ by importance, the
+                others shifted by 1/4 in sample space: hero-wavelength style, as Mitsuba's spectral variants); RGB reflectances become smooth spectra by
                 Jakob & Hanika's sigmoid-polynomial model (spectra/upsample.py), RGB radiances are
                 D65-scaled (Mitsuba's ``d65``); the film receives linear sRGB computed through the CIE 1931
                 colour-matching functions (spectra/cie.py).
@@ -26,12 +26,20 @@ CLI. Asking for another variant after kernels consulted the current one is one C
 Models and integrators that have no meaning (or no implementation yet) in a variant are refused by
 ``require`` with one line naming them.
 
+The walk's colour type (``Spectrum``) has ``lanes()`` channels: 3 in rgb and mono, 4 in the spectral variants.
+It is picked when kernels compile: device code builds colours with ``spec(x)`` (every lane x) or
+``spec_zero()``, and structs with Spectrum members are declared with ``struct(name=SPECTRUM, ...)`` (built on first
+use for the current variant). Geometry stays ``vec3``; textures and parameters stay RGB (``vec3``): the functions
+below lift an RGB value to the walk's colour and bring adjoints back to RGB.
+
 Device functions (all inline, compiled for the current variant):
-    sample_wavelengths(sampler) -> (λ vec3 nm, w vec3 = 1/pdf)     draws one number in ``spectral`` only
-    secondary_terminated(λ) / terminate_secondary(λ)               dispersion: a path's lanes 1, 2 ended
+    spec(x) / spec_zero() -> Spectrum                              a colour with every lane x / 0
+    sample_wavelengths(sampler) -> (λ, w = 1/pdf), Spectrum nm      draws one number in ``spectral`` only
+    secondary_terminated(λ) / terminate_secondary(λ)               dispersion: a path's secondary lanes ended
     to_rgb(L, λ, w) -> vec3                                        the film's value of a path's radiance
-    adjoint_from_rgb(δrgb, λ, w) -> vec3                           ∂<δrgb, to_rgb(L)>/∂L
-    reflectance(rgb, λ) / reflectance_adjoint(rgb, λ, d)           a texture's RGB as the walk's colour
+    adjoint_from_rgb(δrgb, λ, w) -> Spectrum                       ∂<δrgb, to_rgb(L)>/∂L
+    reflectance(rgb, λ) / reflectance_adjoint(rgb, λ, d)           a texture's RGB as the walk's colour (vec3 → Spectrum;
+                                                                   the adjoint Spectrum → vec3)
     emission(rgb, λ) / emission_adjoint(rgb, λ, d)                 an emitter's RGB radiance likewise
     unbounded(rgb, λ) / unbounded_adjoint(rgb, λ, d)               an RGB value outside [0,1] (IOR tables)
 """
@@ -110,6 +118,64 @@ def mono():
     return _static("mono")
 
 
+def lanes():
+    """Channels of the walk's colour (compile time): 4 wavelengths per path in the spectral variants, 3 otherwise."""
+    return 4 if spectral() else 3
+
+
+_spectrum_types = {}
+
+
+def spectrum_type():
+    """The walk's colour type of the current variant: ``ti.types.vector(lanes(), float)``."""
+    n = lanes()
+    if n not in _spectrum_types:
+        _spectrum_types[n] = ti.types.vector(n, float)
+    return _spectrum_types[n]
+
+
+SPECTRUM = "Spectrum"      # a struct member of the walk's colour type (``struct``)
+
+
+class struct:
+    """A Taichi struct type whose ``SPECTRUM`` members take the current variant's lane count, built on first use
+    (a variant is chosen after import, before kernels compile). As a class attribute it resolves on access
+    (``D.Params(...)`` in device code is the real struct type); elsewhere device code calls it like the type
+    (``BsdfSample(wo=..., ...)``: the call runs at compile time and returns the struct value)."""
+
+    _is_taichi_function = False     # Taichi's AST transformer: a compile-time callable, not an external function
+
+    def __init__(self, name=None, **members):
+        self.name = name
+        self.members = members
+        self._types = {}
+
+    def __call__(self, *args, **kwargs):
+        return self.type()(*args, **kwargs)
+
+    def type(self):
+        n = lanes()
+        if n not in self._types:
+            self._types[n] = ti.types.struct(**{k: (spectrum_type() if v is SPECTRUM else
+                                                    v.type() if isinstance(v, struct) else v)
+                                                for k, v in self.members.items()})
+        return self._types[n]
+
+    def __get__(self, obj, owner=None):
+        return self.type()
+
+
+@ti.func
+def spec(x):
+    """The walk's colour with every lane x."""
+    return ti.Vector([x] * ti.static(lanes()), float)
+
+
+@ti.func
+def spec_zero():
+    return spec(0.0)
+
+
 def require(what, variants, file=None, key=None, variant=None):
     """One ConfigError unless ``variant`` (default: the current one) is in ``variants`` (what: e.g.
     "integrator 'volpath'")."""
@@ -151,13 +217,14 @@ def _lum(rgb):
 
 @ti.func
 def sample_wavelengths(sampler: ti.template()):
-    """(λ, w): three wavelengths of one path (nm) and their weights 1/pdf (spectral; zeros / ones otherwise)."""
-    lam = vec3(0.0)
-    w = vec3(1.0)
+    """(λ, w): the lanes() wavelengths of one path (nm) and their weights 1/pdf (spectral; zeros / ones otherwise):
+    one number u, lane i at u + i / lanes() (mod 1) through the importance density."""
+    lam = spec(0.0)
+    w = spec(1.0)
     if ti.static(spectral()):
         u = sampler.next_1d()
-        for i in ti.static(range(3)):
-            ui = u + i / 3.0
+        for i in ti.static(range(lanes())):
+            ui = u + i / ti.static(float(lanes()))
             if ui >= 1.0:
                 ui -= 1.0
             lam[i], w[i] = cie.sample_wavelength(ti.min(ui, 0.99999994))
@@ -170,7 +237,9 @@ def secondary_terminated(lam):
     wavelengths are distinct otherwise). Always False outside the spectral variants."""
     res = False
     if ti.static(spectral()):
-        res = lam[1] == lam[0] and lam[2] == lam[0]
+        res = True
+        for i in ti.static(range(1, lanes())):
+            res = res and lam[i] == lam[0]
     return res
 
 
@@ -178,57 +247,65 @@ def secondary_terminated(lam):
 def terminate_secondary(lam):
     """The wavelengths of a path after a dispersive event: λ0 in every lane (the lanes' throughput is 0 but their
     lookups stay finite; the film converts with the wavelengths drawn at the camera)."""
-    return vec3(lam[0])
+    return spec(lam[0])
 
 
 @ti.func
 def to_rgb(L, lam, w):
-    """Linear sRGB of a path's radiance L: Σ_i srgb̄(λ_i) L_i w_i / 3 (spectral), (Y, Y, Y) (mono), L (rgb)."""
-    out = L
+    """Linear sRGB (vec3) of a path's radiance L: Σ_i srgb̄(λ_i) L_i w_i / n over its n = lanes() wavelengths
+    (spectral), (Y, Y, Y) (mono), L (rgb)."""
+    out = vec3(0.0)
     if ti.static(spectral()):
         srgb = ti.static(_srgb_bar())
-        out = vec3(0.0)
-        for i in ti.static(range(3)):
-            out += cie.table_lerp(srgb, lam[i]) * (L[i] * w[i] / 3.0)
+        for i in ti.static(range(lanes())):
+            out += cie.table_lerp(srgb, lam[i]) * (L[i] * w[i] / ti.static(float(lanes())))
+    else:
+        out = L
     return out
 
 
 @ti.func
 def adjoint_from_rgb(d_rgb, lam, w):
-    """δL_i = ∂<d_rgb, to_rgb(L)>/∂L_i (the adjoint radiance of each lane)."""
-    out = d_rgb
+    """δL_i = ∂<d_rgb, to_rgb(L)>/∂L_i (the adjoint radiance of each lane; d_rgb vec3 → Spectrum)."""
+    out = spec(0.0)
     if ti.static(spectral()):
         srgb = ti.static(_srgb_bar())
-        for i in ti.static(range(3)):
-            out[i] = cie.table_lerp(srgb, lam[i]).dot(d_rgb) * w[i] / 3.0
+        for i in ti.static(range(lanes())):
+            out[i] = cie.table_lerp(srgb, lam[i]).dot(d_rgb) * w[i] / ti.static(float(lanes()))
+    else:
+        out = d_rgb
     return out
 
 
 @ti.func
 def reflectance(rgb, lam):
-    """A reflectance-like RGB value (texture, constant) as the walk's colour at wavelengths lam."""
-    out = rgb
+    """A reflectance-like RGB value (texture, constant; vec3) as the walk's colour (Spectrum) at wavelengths lam."""
+    out = spec(0.0)
     if ti.static(spectral()):
         sc = ti.static(_up().scale)
         xy = ti.static(_up().xy)
         co = ti.static(_up().coeffs)
-        out = upsample.reflectance3(sc, xy, co, rgb, lam)
+        out = upsample.reflectance_lanes(sc, xy, co, rgb, lam)
     elif ti.static(mono()):
-        out = vec3(_lum(rgb))
+        out = spec(_lum(rgb))
+    else:
+        out = rgb
     return out
 
 
 @ti.func
 def reflectance_adjoint(rgb, lam, d):
-    """∂<d, reflectance(rgb, λ)>/∂rgb."""
-    g = d
+    """∂<d, reflectance(rgb, λ)>/∂rgb (d Spectrum → vec3)."""
+    g = vec3(0.0)
     if ti.static(spectral()):
         sc = ti.static(_up().scale)
         xy = ti.static(_up().xy)
         co = ti.static(_up().coeffs)
-        g = upsample.reflectance3_adjoint(sc, xy, co, rgb, lam, d)
+        g = upsample.reflectance_lanes_adjoint(sc, xy, co, rgb, lam, d)
     elif ti.static(mono()):
         g = vec3(LUMINANCE) * d.sum()
+    else:
+        g = d
     return g
 
 
@@ -239,12 +316,12 @@ def _scaled(rgb, lam, d65: ti.template()):
     xy = ti.static(_up().xy)
     co = ti.static(_up().coeffs)
     d65t = ti.static(_d65())
-    out = vec3(0.0)
+    out = spec(0.0)
     k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
     if k > 0.0:
-        out = upsample.reflectance3(sc, xy, co, rgb / k, lam) * k
+        out = upsample.reflectance_lanes(sc, xy, co, rgb / k, lam) * k
         if ti.static(d65):
-            for i in ti.static(range(3)):
+            for i in ti.static(range(lanes())):
                 out[i] *= cie.table_lerp(d65t, lam[i])
     return out
 
@@ -267,10 +344,10 @@ def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
         u = rgb / k
         dd = d
         if ti.static(d65):
-            for i in ti.static(range(3)):
+            for i in ti.static(range(lanes())):
                 dd[i] *= cie.table_lerp(d65t, lam[i])
-        s = upsample.reflectance3(sc, xy, co, u, lam)
-        gu = upsample.reflectance3_adjoint(sc, xy, co, u, lam, dd)      # ∂<dd, s(u)>/∂u
+        s = upsample.reflectance_lanes(sc, xy, co, u, lam)
+        gu = upsample.reflectance_lanes_adjoint(sc, xy, co, u, lam, dd)      # ∂<dd, s(u)>/∂u
         # ∂u_a/∂rgb_b = δ_ab / k − 2 u_a δ_bm / k ;  ∂k/∂rgb_b = 2 δ_bm
         g = gu
         g[m] += 2.0 * (dd.dot(s) - gu.dot(u))
@@ -280,22 +357,26 @@ def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
 @ti.func
 def _lift(rgb, lam, d65: ti.template()):
     """An unbounded RGB value as the walk's colour: k S(c(rgb/k), λ) [D65(λ)] (spectral), Y (mono), rgb."""
-    out = rgb
+    out = spec(0.0)
     if ti.static(spectral()):
         out = _scaled(rgb, lam, d65)
     elif ti.static(mono()):
-        out = vec3(_lum(rgb))
+        out = spec(_lum(rgb))
+    else:
+        out = rgb
     return out
 
 
 @ti.func
 def _lift_adjoint(rgb, lam, d, d65: ti.template()):
     """∂<d, _lift(rgb, λ)>/∂rgb."""
-    g = d
+    g = vec3(0.0)
     if ti.static(spectral()):
         g = _scaled_adjoint(rgb, lam, d, d65)
     elif ti.static(mono()):
         g = vec3(LUMINANCE) * d.sum()
+    else:
+        g = d
     return g
 
 
@@ -317,17 +398,17 @@ SPECTRUM_UNIFORM = 2      # rgb upsampled without D65 (``uniform``: a flat spect
 
 
 @ti.func
-def _planck3(lam, T):
-    return vec3(blackbody.planck_ti(lam[0], T), blackbody.planck_ti(lam[1], T), blackbody.planck_ti(lam[2], T))
+def _planck(lam, T):
+    return ti.Vector([blackbody.planck_ti(lam[i], T) for i in ti.static(range(lanes()))], float)
 
 
 @ti.func
 def emission_spectrum(rgb, lam, kind, T):
     """An emitter's value rgb as radiance at wavelengths lam under its spectrum kind (SPECTRUM_*; T: the
     black body's temperature in K). Spectral variant only."""
-    out = vec3(0.0)
+    out = spec(0.0)
     if kind == SPECTRUM_BLACKBODY:
-        out = _scaled(rgb, lam, False) * _planck3(lam, T)
+        out = _scaled(rgb, lam, False) * _planck(lam, T)
     elif kind == SPECTRUM_UNIFORM:
         out = _scaled(rgb, lam, False)
     else:
@@ -340,7 +421,7 @@ def emission_spectrum_adjoint(rgb, lam, kind, T, d):
     """∂<d, emission_spectrum(rgb, λ, kind, T)>/∂rgb."""
     g = vec3(0.0)
     if kind == SPECTRUM_BLACKBODY:
-        g = _scaled_adjoint(rgb, lam, d * _planck3(lam, T), False)
+        g = _scaled_adjoint(rgb, lam, d * _planck(lam, T), False)
     elif kind == SPECTRUM_UNIFORM:
         g = _scaled_adjoint(rgb, lam, d, False)
     else:

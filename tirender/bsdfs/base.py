@@ -15,9 +15,9 @@ and the Taichi functions the dispatch (``registry.py``) calls at a shading point
 shading frame (z = shading normal; ``wi`` towards the previous vertex, ``wo`` the sampled or
 evaluated direction, both pointing away from the surface; Mitsuba 3 conventions):
 
-    eval_at(st, ctx, wi, wo, inner)            -> vec3   f(wi, wo) |cos θo|
+    eval_at(st, ctx, wi, wo, inner)            -> Spectrum f(wi, wo) |cos θo|
     pdf_at(st, ctx, wi, wo, inner)             -> float  solid-angle density of sample_at (0: Dirac)
-    eval_pdf_at(st, ctx, wi, wo, inner)        -> (vec3, float)
+    eval_pdf_at(st, ctx, wi, wo, inner)        -> (Spectrum, float)
     sample_at(st, ctx, wi, u1, u2, inner)      -> BsdfSample (weight = eval / pdf)
     adjoint_at(st, ctx, wi, wo, d_out, inner)  scatter ∂<d_out, eval_at>/∂π into the gradient pool
     grad_dirs_at(st, ctx, wi, wo, d_out, inner) -> (vec3, vec3)  ∂<d_out, eval_at>/∂wi, ∂/∂wo
@@ -27,7 +27,8 @@ evaluated direction, both pointing away from the surface; Mitsuba 3 conventions)
 
 ``inner`` is the dispatcher of the next nesting level (composites call their children through it).
 A *leaf* model writes only pure functions of its own compact parameter record ``Params`` (a
-``ti.types.struct`` holding just what it uses) and ``@leaf`` generates the ``*_at`` functions:
+``variants.struct`` holding just what it uses; colours are ``variants.SPECTRUM``, the walk's colour of the
+variant) and ``@leaf`` generates the ``*_at`` functions:
 
     fetch(st, ctx) -> Params             texture lookups of its slots + its constants
     fetch_adjoint(st, ctx, g: Params)    scatter a Params gradient into its texture slots
@@ -49,7 +50,7 @@ A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` genera
 
 A polarizing model (spectral_polarized, core/mueller.py) also writes
 
-    mueller(p, wi, wo, delta) -> Mueller3    its Mueller matrix per lane for light arriving along −wo and
+    mueller(p, wi, wo, delta) -> MuellerLanes    its Mueller matrix per lane for light arriving along −wo and
                                              leaving along wi, in the implicit frames (mueller.stokes_basis)
                                              of the local directions, at any scale (normalised to [0, 0] = 1
                                              by the walk: the scalar part is f); delta: a Dirac lobe's sample
@@ -60,7 +61,7 @@ Mueller matrix depends on parameters lists their keys in ``MUELLER_KEYS`` and wr
 mode in spectral_polarized, walk/state.py FORWARD):
 
     fetch_tangent(st, ctx) -> Params                 the tangent of the differentiable fields (slot_*_tangent)
-    mueller_tangent(p, dp, wi, wo, delta) -> Mueller3  Σ_k ∂mueller/∂p_k · dp_k
+    mueller_tangent(p, dp, wi, wo, delta) -> MuellerLanes  Σ_k ∂mueller/∂p_k · dp_k
 
 generating ``mueller_tangent_at(st, ctx, wi, wo, delta, inner)``.
 """
@@ -69,6 +70,7 @@ import taichi as ti
 from .. import variants
 from ..core.math import vec2, vec3
 from ..textures import tex_eval, tex_eval_adjoint, tex_eval_tangent
+from ..variants import spec
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
 # ---- flags (per model, combined for composites; stored per BSDF as st.bsdf_flags) ----
@@ -79,36 +81,20 @@ TRANSMISSION = 8   # can transmit through the surface
 NULL = 16          # index-matched interface: the path passes unchanged (media boundaries)
 
 
-@ti.dataclass
-class BsdfSample:
-    """Result of BSDF sampling: wo (local), weight = eval/pdf (cosine included), pdf (solid angle;
-    for Dirac lobes the discrete lobe probability), eta (relative IOR of the event, for Russian
-    roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends), null (1:
-    a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta), disperse (1: a
-    dispersive event ended the path's secondary wavelengths, weight × (3, 0, 0): the walk terminates them,
-    variants.terminate_secondary)."""
-    wo: vec3
-    weight: vec3
-    pdf: float
-    eta: float
-    delta: ti.i32
-    valid: ti.i32
-    null: ti.i32
-    disperse: ti.i32
+# Result of BSDF sampling: wo (local), weight = eval/pdf (Spectrum, cosine included), pdf (solid angle;
+# for Dirac lobes the discrete lobe probability), eta (relative IOR of the event, for Russian
+# roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends), null (1:
+# a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta), disperse (1: a
+# dispersive event ended the path's secondary wavelengths, weight × (n, 0, …, 0) for n lanes: the walk terminates
+# them, variants.terminate_secondary).
+BsdfSample = variants.struct("BsdfSample", wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=float, delta=ti.i32,
+                             valid=ti.i32, null=ti.i32, disperse=ti.i32)
 
-
-@ti.dataclass
-class BsdfCtx:
-    """A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
-    texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
-    (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
-    (nm, spectral variant; tirender/variants.py) at which colour slots are evaluated."""
-    b: ti.i32
-    uv: vec2
-    dpdu: vec3
-    dpdv: vec3
-    ng: vec3
-    lam: vec3
+# A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
+# texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
+# (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
+# (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated.
+BsdfCtx = variants.struct("BsdfCtx", b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM)
 
 
 @ti.func
@@ -142,9 +128,11 @@ def slot_rgb(st: ti.template(), ctx, k):
 @ti.func
 def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
     tex = st.bsdf_tex[ctx.b, k]
-    d_rgb = d
+    d_rgb = vec3(0.0)
     if ti.static(not variants.rgb()):
         d_rgb = variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d)
+    else:
+        d_rgb = d
     tex_eval_adjoint(st, tex, ctx.uv, d_rgb)
 
 
@@ -318,11 +306,11 @@ def one_sided(cls):
     one-sided BRDFs): its pure functions may assume so (``sample`` is called for cos θi > 0 and
     checks its own wo)."""
     f, pdf, sample, f_adjoint, f_grad_dirs = cls.f, cls.pdf, cls.sample, cls.f_adjoint, cls.f_grad_dirs
-    Params = cls.Params
+    params = next(c.__dict__["Params"] for c in cls.__mro__ if "Params" in c.__dict__)   # a variants.struct
 
     @ti.func
     def f_(p, wi, wo):
-        res = vec3(0.0)
+        res = spec(0.0)
         if wi[2] > 0.0 and wo[2] > 0.0:
             res = f(p, wi, wo)
         return res
@@ -343,7 +331,7 @@ def one_sided(cls):
 
     @ti.func
     def f_adjoint_(p, wi, wo, d_out):
-        g = Params()
+        g = params()
         if wi[2] > 0.0 and wo[2] > 0.0:
             g = f_adjoint(p, wi, wo, d_out)
         return g
@@ -374,14 +362,14 @@ def dirac(cls):
 
     @ti.func
     def dirac_dlog_at(st: ti.template(), ctx, wi, reflected, inner: ti.template()):
-        res = vec3(0.0)
+        res = spec(0.0)
         if ti.static(has_dlog):
             res = dlog(fetch(st, ctx), wi, reflected)
         return res
 
     @ti.func
     def eval_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        return vec3(0.0)
+        return spec(0.0)
 
     @ti.func
     def pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
@@ -389,7 +377,7 @@ def dirac(cls):
 
     @ti.func
     def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        return vec3(0.0), 0.0
+        return spec(0.0), 0.0
 
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):

@@ -9,8 +9,8 @@ Differentiable: weight (scalar texture, gradient <δ, f_1 - f_0>) and both child
 import taichi as ti
 
 from ..core import mueller as mu
-from ..core.math import vec3
 from ..schema import Child, Texture
+from ..variants import spec
 from .base import DELTA, child, composite, invalid_sample, slot_float, slot_float_adjoint
 
 _W = 0  # texture slot: weight
@@ -74,20 +74,20 @@ class BlendBsdf:
         w = _weight(st, ctx)
         c0 = child(st, ctx, 0)
         c1 = child(st, ctx, 1)
-        a0 = vec3(1.0 - w)
-        a1 = vec3(w)
+        a0 = spec(1.0 - w)
+        a1 = spec(w)
         if delta == 0:
             a0 *= inner.eval(st, c0, wi, wo)
             a1 *= inner.eval(st, c1, wi, wo)
         else:
             if st.bsdf_flags[c0.b] & DELTA == 0:
-                a0 = vec3(0.0)
+                a0 = spec(0.0)
             if st.bsdf_flags[c1.b] & DELTA == 0:
-                a1 = vec3(0.0)
-        n0 = mu.normalized3(inner.mueller(st, c0, wi, wo, delta, False))
-        n1 = mu.normalized3(inner.mueller(st, c1, wi, wo, delta, False))
-        return mu.Mueller3(m0=a0[0] * n0.m0 + a1[0] * n1.m0, m1=a0[1] * n0.m1 + a1[1] * n1.m1,
-                           m2=a0[2] * n0.m2 + a1[2] * n1.m2)
+                a1 = spec(0.0)
+        n0 = mu.normalized_lanes(inner.mueller(st, c0, wi, wo, delta, False))
+        n1 = mu.normalized_lanes(inner.mueller(st, c1, wi, wo, delta, False))
+        return mu.from_lanes(a0[0] * n0.m0 + a1[0] * n1.m0, a0[1] * n0.m1 + a1[1] * n1.m1,
+                             a0[2] * n0.m2 + a1[2] * n1.m2, a0[3] * n0.m3 + a1[3] * n1.m3)
 
     @staticmethod
     @ti.func

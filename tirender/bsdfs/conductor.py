@@ -13,6 +13,7 @@ from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
 from ..spectra import conductors
+from ..variants import SPECTRUM, spec, struct
 from .base import DELTA, BsdfSample, const, const_rgb, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect
 from .ior import CONDUCTORS
@@ -54,7 +55,7 @@ def conductor_ior(st: ti.template(), ctx):
         table = ti.static(conductors.fields())
         row = ti.cast(const(st, ctx, MATERIAL), ti.i32)
         if row >= 0:
-            for i in ti.static(range(3)):
+            for i in ti.static(range(variants.lanes())):
                 ek = conductors.eta_k(table, row, ctx.lam[i])
                 eta[i] = ek[0]
                 k[i] = ek[1]
@@ -79,9 +80,10 @@ def conductor_mueller(p, wi, wo, n):
     (Mitsuba 3's polarized conductor / roughconductor), light arriving along −wo and leaving along wi."""
     c = wo.dot(n)
     cs_out, cs_in = mu.interface_rotations(n, wi, wo)
-    return mu.rotate3(mu.Mueller3(m0=_reflection(c, p.eta[0], p.k[0], p.none),
-                                  m1=_reflection(c, p.eta[1], p.k[1], p.none),
-                                  m2=_reflection(c, p.eta[2], p.k[2], p.none)), cs_out, cs_in)
+    return mu.rotate_lanes(mu.from_lanes(_reflection(c, p.eta[0], p.k[0], p.none),
+                                         _reflection(c, p.eta[1], p.k[1], p.none),
+                                         _reflection(c, p.eta[2], p.k[2], p.none),
+                                         _reflection(c, p.eta[3], p.k[3], p.none)), cs_out, cs_in)
 
 
 @dirac
@@ -89,7 +91,7 @@ class Conductor:
     NAME = "conductor"
     KEYS = CONDUCTOR_KEYS
     FLAGS = DELTA
-    Params = ti.types.struct(specular=vec3, eta=vec3, k=vec3, none=ti.i32)
+    Params = struct(specular=SPECTRUM, eta=SPECTRUM, k=SPECTRUM, none=ti.i32)
 
     constants = staticmethod(conductor_constants)
 
@@ -104,7 +106,7 @@ class Conductor:
     @ti.func
     def dlog(p, wi, reflected):
         """∂ ln F/∂cos θi per channel (0 for ``material: none``: F = 1)."""
-        res = vec3(0.0)
+        res = spec(0.0)
         if p.none == 0 and wi[2] > 0.0:
             res = fresnel_conductor_dcos(wi[2], p.eta, p.k) / ti.max(fresnel_conductor(wi[2], p.eta, p.k), 1e-20)
         return res
@@ -114,7 +116,7 @@ class Conductor:
     def sample(p, wi, u1, u2):
         s = invalid_sample()
         if wi[2] > 0.0:
-            F = vec3(1.0)
+            F = spec(1.0)
             if p.none == 0:
                 F = fresnel_conductor(wi[2], p.eta, p.k)
             s = BsdfSample(wo=reflect(wi), weight=p.specular * F, pdf=1.0, eta=1.0, delta=1, valid=1)

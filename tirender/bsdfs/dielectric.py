@@ -13,7 +13,7 @@ constant). Detached PRB differentiates no Dirac lobe.
 Dispersion (``cauchy_b`` given, spectral variants; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
 with λ in µm and λ_D = 0.5893 µm (``int_ior`` is the IOR at the sodium D line). Each lane of a path would
 refract its own way, so the first such interface of a path scatters the first (hero) wavelength with its η and
-ends the other two lanes: weight × (3, 0, 0), which keeps the film's estimate Σ_i c(λ_i) L_i / 3 unbiased; the
+ends the other lanes: weight × (n, 0, …, 0) for n lanes, which keeps the film's estimate Σ_i c(λ_i) L_i / n unbiased; the
 sample says so (``BsdfSample.disperse``) and the walk terminates the secondary wavelengths (they become λ0:
 variants.terminate_secondary), so later dispersive interfaces of the path scatter λ0 without the factor. In the rgb and mono
 variants the IOR is η(λ_D). ``sellmeier`` (a named glass or six coefficients) gives η(λ) = n(λ) / ext_ior by
@@ -26,6 +26,7 @@ from ..core import mueller as mu
 from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Ior, IorTexture, Key, Texture, number
+from ..variants import SPECTRUM, spec, struct
 from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_float,
                    slot_float_adjoint, slot_rgb)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect, refract
@@ -86,7 +87,7 @@ class SmoothInterface:
     thindielectric): reflectance and transmittance scales, the relative IOR."""
     KEYS = DIELECTRIC_KEYS
     FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float)
+    Params = struct(specular=SPECTRUM, transmittance=SPECTRUM, eta=float)
     constants = staticmethod(ior_constants)
 
     @staticmethod
@@ -112,7 +113,13 @@ def has_sellmeier(st: ti.template(), ctx):
     return const(st, ctx, SELLMEIER) + const(st, ctx, SELLMEIER + 1) + const(st, ctx, SELLMEIER + 2) > 0.0
 
 
-HERO_ONLY = vec3(3.0, 0.0, 0.0)   # a dispersive event: the hero wavelength goes on alone (module doc)
+@ti.func
+def hero_only():
+    """A dispersive event's lane weights: the hero wavelength goes on alone, (n, 0, …, 0) for n lanes (module doc)."""
+    n = ti.static(float(variants.lanes()))
+    w = spec(0.0)
+    w[0] = n
+    return w
 
 
 SELLMEIER_KEY = Sellmeier("sellmeier", default=None,
@@ -130,7 +137,7 @@ def interface_mueller(eta, wi, wo, n):
     m = mu.specular_transmission(c, eta)
     if wi.dot(n) * c > 0.0:
         m = mu.specular_reflection(c, eta, 0.0)
-    return mu.uniform3(mu.interface_to_implicit(m, n, wi, wo))
+    return mu.uniform_lanes(mu.interface_to_implicit(m, n, wi, wo))
 
 
 _IOR, _CAUCHY = 2, 3   # texture slots of ``dielectric``: int_ior, cauchy_b (-1: not given)
@@ -160,7 +167,7 @@ def interface_eta(st: ti.template(), ctx, ior_slot: ti.template(), cauchy_slot: 
     the spectral variants (∂η/∂B: that factor, else 0); a Sellmeier glass's n(λ0) / ext_ior (n(λ_D) in rgb and
     mono; not differentiable: int_ior unused). λ0 is the path's hero wavelength; disperse = 1 when this event ends
     the secondary wavelengths (a λ-dependent η and a path whose secondaries still live: the walk then terminates
-    them, so that a path through a prism's two faces is weighted (3, 0, 0) once)."""
+    them, so that a path through a prism's two faces is weighted (n, 0, …, 0) once)."""
     ext = const(st, ctx, EXT_IOR)
     eta = slot_float(st, ctx, ior_slot) / ext
     db = 0.0
@@ -208,7 +215,7 @@ DIELECTRIC_IOR_KEYS = (
 class Dielectric(SmoothInterface):
     NAME = "dielectric"
     KEYS = DIELECTRIC_KEYS[:2] + DIELECTRIC_IOR_KEYS
-    Params = ti.types.struct(specular=vec3, transmittance=vec3, eta=float, disperse=ti.i32)
+    Params = struct(specular=SPECTRUM, transmittance=SPECTRUM, eta=float, disperse=ti.i32)
     constants = staticmethod(interface_constants)
     N_CONST = EXT_IOR + 1
 
@@ -231,7 +238,7 @@ class Dielectric(SmoothInterface):
                 res = dF / r_i
         elif r_i < 1.0:
             res = -dF / (1.0 - r_i)
-        return vec3(res)
+        return spec(res)
 
     @staticmethod
     @ti.func
@@ -277,7 +284,7 @@ class Dielectric(SmoothInterface):
             if s.pdf <= 0.0:
                 s.valid = 0
             if p.disperse:
-                s.weight *= HERO_ONLY
+                s.weight *= hero_only()
                 s.disperse = 1
         return s
 

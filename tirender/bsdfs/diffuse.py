@@ -7,6 +7,7 @@ import taichi as ti
 from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_cosine_hemisphere_pdf
 from ..schema import Texture
+from ..variants import SPECTRUM, struct
 from .base import SMOOTH, BsdfSample, invalid_sample, one_sided, slot_rgb, slot_rgb_adjoint
 
 _RHO = 0  # texture slot of the reflectance
@@ -17,7 +18,7 @@ class Diffuse:
     NAME = "diffuse"
     KEYS = (Texture("reflectance", 3, default=0.5, lo=0.0, hi=1.0, doc="albedo ρ"),)
     FLAGS = SMOOTH
-    Params = ti.types.struct(reflectance=vec3)
+    Params = struct(reflectance=SPECTRUM)
 
     @staticmethod
     @ti.func

@@ -25,8 +25,8 @@ the emitter samples gathered on the masked surface on the way; tirender keeps th
 import taichi as ti
 
 from ..core import mueller as mu
-from ..core.math import vec3
 from ..schema import Child, Texture
+from ..variants import spec
 from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, child, composite, slot_float,
                    slot_float_adjoint)
 
@@ -61,7 +61,7 @@ class MaskBsdf:
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
         o = _opacity(st, ctx)
-        bs = BsdfSample(wo=-wi, weight=vec3(1.0), pdf=1.0 - o, eta=1.0, delta=1, valid=1, null=1)
+        bs = BsdfSample(wo=-wi, weight=spec(1.0), pdf=1.0 - o, eta=1.0, delta=1, valid=1, null=1)
         if u1 < o:
             bs = inner.sample(st, child(st, ctx, 0), wi, ti.min(u1 / o, 0.99999994), u2)
             bs.pdf *= o
@@ -72,7 +72,7 @@ class MaskBsdf:
     def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
         """The pass-through (wo = −wi, a Dirac sample) keeps the light's polarization; the material's lobes have
         the nested BSDF's Mueller matrix."""
-        res = mu.identity3()
+        res = mu.identity_lanes()
         if delta == 0 or wi.dot(wo) > -0.9999999:
             res = inner.mueller(st, child(st, ctx, 0), wi, wo, delta, False)
         return res

@@ -4,7 +4,7 @@ pdf are 0. Volume integrators cross it without counting a bounce (flag NULL)."""
 import taichi as ti
 
 from ..core import mueller as mu
-from ..core.math import vec3
+from ..variants import spec, struct
 from .base import BOTH_SIDES, DELTA, NULL, TRANSMISSION, BsdfSample, dirac
 
 
@@ -13,7 +13,7 @@ class Null:
     NAME = "null"
     KEYS = ()
     FLAGS = DELTA | NULL | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(none=ti.i32)
+    Params = struct(none=ti.i32)
 
     @staticmethod
     @ti.func
@@ -23,10 +23,10 @@ class Null:
     @staticmethod
     @ti.func
     def sample(p, wi, u1, u2):
-        return BsdfSample(wo=-wi, weight=vec3(1.0), pdf=1.0, eta=1.0, delta=1, valid=1)
+        return BsdfSample(wo=-wi, weight=spec(1.0), pdf=1.0, eta=1.0, delta=1, valid=1)
 
     @staticmethod
     @ti.func
     def mueller(p, wi, wo, delta):
         """Light passes unchanged (spectral_polarized)."""
-        return mu.identity3()
+        return mu.identity_lanes()

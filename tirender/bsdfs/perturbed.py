@@ -23,6 +23,7 @@ import taichi as ti
 from ..core import mueller as mu
 
 from ..core.math import to_local, to_world, vec3
+from ..variants import spec
 from .base import child
 
 
@@ -66,7 +67,7 @@ def fold_t(g_s, g_t, g_n, s, n):
 @ti.func
 def eval_pdf(st: ti.template(), ctx, wi, wo, inner: ti.template(), n, s, t, shadow):
     wop = to_local(s, t, n, wo)
-    f = vec3(0.0)
+    f = spec(0.0)
     p = 0.0
     if wo[2] * wop[2] > 0.0:
         f, p = inner.eval_pdf(st, child(st, ctx, 0), to_local(s, t, n, wi), wop)
@@ -133,4 +134,4 @@ def mueller(st: ti.template(), ctx, wi, wo, delta, inner: ti.template(), n, s, t
     wip = to_local(s, t, n, wi)
     wop = to_local(s, t, n, wo)
     m = inner.mueller(st, child(st, ctx, 0), wip, wop, delta, False)
-    return mu.frame_change3(mu.normalized3(m), s, t, n, wip, wop)
+    return mu.frame_change_lanes(mu.normalized_lanes(m), s, t, n, wip, wop)

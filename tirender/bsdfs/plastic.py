@@ -21,6 +21,7 @@ import taichi as ti
 from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..schema import Bool, Ior, Texture
+from ..variants import SPECTRUM, spec, struct
 from .base import DELTA, SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_rgb, slot_rgb_adjoint
 from .dielectric import ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect
@@ -32,7 +33,7 @@ ETA, FDR_INT, NONLINEAR = 0, 1, 2   # constants
 @ti.func
 def _rho_eff(p):
     """(ρ', ∂ρ'/∂ρ): ρ / (1 - Fdr_int), or ρ / (1 - ρ Fdr_int) when nonlinear."""
-    den = 1.0 - p.fdr_int * ti.select(p.nonlinear > 0, p.reflectance, vec3(1.0))
+    den = 1.0 - p.fdr_int * ti.select(p.nonlinear > 0, p.reflectance, spec(1.0))
     den = ti.max(den, 1e-8)
     drho = ti.select(p.nonlinear > 0, 1.0 / (den * den), 1.0 / den)
     return p.reflectance / den, drho
@@ -68,7 +69,7 @@ class Plastic:
             Ior("ext_ior", default=1.000277, doc="exterior IOR (air)"),
             Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift: ρ / (1 - ρ Fdr_int)"))
     FLAGS = SMOOTH | DELTA
-    Params = ti.types.struct(reflectance=vec3, specular=vec3, eta=float, fdr_int=float, nonlinear=ti.i32)
+    Params = struct(reflectance=SPECTRUM, specular=SPECTRUM, eta=float, fdr_int=float, nonlinear=ti.i32)
 
     @staticmethod
     def constants(values, file, key):

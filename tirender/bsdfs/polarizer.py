@@ -26,6 +26,7 @@ import taichi as ti
 from ..core import mueller as mu
 from ..core.math import vec2, vec3
 from ..schema import Bool, Texture
+from ..variants import SPECTRUM, spec, struct
 from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_float,
                    slot_float_tangent, slot_rgb)
 
@@ -74,7 +75,7 @@ class Polarizer:
             Bool("polarizing", default=True, doc="false: a neutral 0.5 T absorber"))
     FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
     MUELLER_KEYS = ("theta",)      # parameters that change the Mueller matrix (mueller_tangent differentiates them)
-    Params = ti.types.struct(transmittance=vec3, theta=float, polarizing=ti.i32)
+    Params = struct(transmittance=SPECTRUM, theta=float, polarizing=ti.i32)
     N_CONST = 1
 
     @staticmethod
@@ -91,7 +92,7 @@ class Polarizer:
     @ti.func
     def fetch_tangent(st: ti.template(), ctx):
         """The tangent of the differentiable Params along forward mode's direction (theta, radians)."""
-        return Polarizer.Params(transmittance=vec3(0.0), theta=slot_float_tangent(st, ctx, _THETA) * RAD,
+        return Polarizer.Params(transmittance=spec(0.0), theta=slot_float_tangent(st, ctx, _THETA) * RAD,
                                 polarizing=ti.cast(const(st, ctx, POLARIZING), ti.i32))
 
     @staticmethod
@@ -106,7 +107,7 @@ class Polarizer:
         if p.polarizing != 0:
             eff_t, rate = _polarizer_axis(p.theta, wi)     # wi: the direction light travels
             m = mu.rotate_mueller_basis_collinear(mu.linear_polarizer(1.0), wi, eff_t, mu.stokes_basis(wi))
-        return mu.uniform3(m)
+        return mu.uniform_lanes(m)
 
     @staticmethod
     @ti.func
@@ -119,7 +120,7 @@ class Polarizer:
             dcs = mu.rotation_rate(cs, -rate * dp.theta)
             lp = mu.linear_polarizer(1.0)
             dm = mu.rotate_tangent(lp, mu.mat4(0.0), cs, cs, dcs, dcs)
-        return mu.uniform3(dm)
+        return mu.uniform_lanes(dm)
 
 
 @ti.func
@@ -141,7 +142,7 @@ class Retarder:
                                 "plate; differentiable like theta)", default=90.0))
     FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
     MUELLER_KEYS = ("theta", "delta")
-    Params = ti.types.struct(transmittance=vec3, theta=float, delta=float)
+    Params = struct(transmittance=SPECTRUM, theta=float, delta=float)
 
     @staticmethod
     @ti.func
@@ -152,7 +153,7 @@ class Retarder:
     @staticmethod
     @ti.func
     def fetch_tangent(st: ti.template(), ctx):
-        return Retarder.Params(transmittance=vec3(0.0), theta=slot_float_tangent(st, ctx, _THETA) * RAD,
+        return Retarder.Params(transmittance=spec(0.0), theta=slot_float_tangent(st, ctx, _THETA) * RAD,
                                delta=slot_float_tangent(st, ctx, _DELTA) * RAD)
 
     @staticmethod
@@ -165,7 +166,7 @@ class Retarder:
     def mueller(p, wi, wo, delta):
         theta_e, phase, side, cs = _retarder_parts(p, wi)
         m = mu.rotated_element(theta_e, mu.linear_retarder(phase))
-        return mu.uniform3(mu.rotate(m, cs, cs))
+        return mu.uniform_lanes(mu.rotate(m, cs, cs))
 
     @staticmethod
     @ti.func
@@ -177,4 +178,4 @@ class Retarder:
         r = mu.linear_retarder(phase)
         dr = mu.linear_retarder_tangent(phase, dp.delta * ti.abs(wi[2]))
         dm = mu.rotate_tangent(r, dr, ce, ce, dce, dce)
-        return mu.uniform3(mu.rotate(dm, cs, cs))
+        return mu.uniform_lanes(mu.rotate(dm, cs, cs))

@@ -35,6 +35,7 @@ from ..core.math import INV_PI, PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
 from ..schema import Number, Texture
+from ..variants import SPECTRUM, spec, struct
 from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
@@ -283,7 +284,7 @@ class Principled:
             Number("clearcoat_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the clearcoat"),
             Number("diffuse_reflectance_sampling_rate", default=1.0, lo=0.0, doc="sampling rate of the diffuse"))
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(base_color=vec3, roughness=float, anisotropic=float, metallic=float, spec_trans=float,
+    Params = struct(base_color=SPECTRUM, roughness=float, anisotropic=float, metallic=float, spec_trans=float,
                              spec_tint=float, sheen=float, sheen_tint=float, clearcoat=float, clearcoat_gloss=float,
                              eta=float, has_trans=ti.i32, sr_spec=float, sr_cc=float, sr_diff=float)
 
@@ -318,7 +319,7 @@ class Principled:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        val, _ = Principled.core(p, wi, wo, vec3(1.0))
+        val, _ = Principled.core(p, wi, wo, spec(1.0))
         return val
 
     @staticmethod
@@ -412,8 +413,8 @@ class Principled:
     @ti.func
     def core(p, wi, wo, d):
         """(f(wi, wo), ∂<d, f>/∂p): eval and adjoint share this one code path."""
-        val = vec3(0.0)
-        g = Principled.Params(base_color=vec3(0.0), roughness=0.0, anisotropic=0.0, metallic=0.0,
+        val = spec(0.0)
+        g = Principled.Params(base_color=spec(0.0), roughness=0.0, anisotropic=0.0, metallic=0.0,
                               spec_trans=0.0, spec_tint=0.0, sheen=0.0, sheen_tint=0.0, clearcoat=0.0,
                               clearcoat_gloss=0.0, eta=0.0, has_trans=0, sr_spec=0.0, sr_cc=0.0, sr_diff=0.0)
         ci = wi[2]
@@ -451,7 +452,7 @@ class Principled:
                     g.spec_tint += DG * k * (1.0 - m) * d.dot(s_t - F)
                     g.base_color += DG * k * (1.0 - w) * (m * d + (1.0 - m) * t * r0 * _tint_vjp(c, lum, d))
                 else:
-                    val += vec3(bsdf * F * DG * k)
+                    val += spec(bsdf * F * DG * k)
                     sd = d.sum()
                     gdg += bsdf * F * k * sd
                     g.metallic += -s_ * F * DG * k * sd
@@ -476,7 +477,7 @@ class Principled:
                 dcc, ddcc = _gtr1(wh, 0.1 + (0.001 - 0.1) * p.clearcoat_gloss)
                 gcc = _smith_ggx1(wi, wh, 0.25) * _smith_ggx1(wo, wh, 0.25)
                 q = 0.25 * fcc * gcc * ti.abs(co)
-                val += vec3(p.clearcoat * q * dcc)
+                val += spec(p.clearcoat * q * dcc)
                 sd = d.sum()
                 g.clearcoat += q * dcc * sd
                 g.clearcoat_gloss += p.clearcoat * q * ddcc * (0.001 - 0.1) * sd

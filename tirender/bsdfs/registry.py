@@ -13,12 +13,12 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
     D.adjoint(st, ctx, wi, wo, d_out)          scatter ∂<d_out, eval>/∂π into the gradient pool
     D.grad_dirs(st, ctx, wi, wo, d_out) -> (vec3, vec3)
     D.null_adjoint(st, ctx, d_log)             after a ``null`` sample: ∂ ln P_null/∂π · d_log
-    D.mueller(st, ctx, wi, wo, delta, smooth) -> Mueller3
+    D.mueller(st, ctx, wi, wo, delta, smooth) -> MuellerLanes
                                                spectral_polarized: the Mueller matrix per lane (local implicit
                                                frames, any scale; bsdfs/base.py ``mueller``); models without
                                                one depolarize (Mitsuba's diffuse, plastic, thindielectric);
                                                smooth (compile-time): only directions of smooth lobes (NEE)
-    D.mueller_tangent(st, ctx, wi, wo, delta, smooth) -> Mueller3
+    D.mueller_tangent(st, ctx, wi, wo, delta, smooth) -> MuellerLanes
                                                its tangent along forward mode's direction (models with
                                                MUELLER_KEYS, top level only: composites give 0)
     D.dirac_normal(st, ctx, wi) -> vec3        the normal (local shading frame) Dirac lobes reflect and
@@ -45,6 +45,7 @@ from ..core import mueller as mu
 from ..core.math import vec2, vec3
 from ..registry import mask_of as _mask_of
 from ..registry import register
+from ..variants import spec
 from .base import SMOOTH, invalid_sample
 from .halfwarp import HalfWarp
 from .blendbsdf import BlendBsdf
@@ -121,7 +122,7 @@ def _make(levels):
         @staticmethod
         @ti.func
         def eval(st: ti.template(), ctx, wi, wo):
-            res = vec3(0.0)
+            res = spec(0.0)
             t = st.bsdf_type[ctx.b]
             for i in ti.static(range(len(models))):
                 if t == models[i].TAG:
@@ -141,7 +142,7 @@ def _make(levels):
         @staticmethod
         @ti.func
         def eval_pdf(st: ti.template(), ctx, wi, wo):
-            f = vec3(0.0)
+            f = spec(0.0)
             p = 0.0
             t = st.bsdf_type[ctx.b]
             for i in ti.static(range(len(models))):
@@ -190,7 +191,7 @@ def _make(levels):
         @staticmethod
         @ti.func
         def mueller(st: ti.template(), ctx, wi, wo, delta, smooth: ti.template()):
-            res = mu.uniform3(mu.depolarizer(1.0))     # models without a Mueller matrix (as Mitsuba's)
+            res = mu.uniform_lanes(mu.depolarizer(1.0))     # models without a Mueller matrix (as Mitsuba's)
             t = st.bsdf_type[ctx.b]
             for i in ti.static(range(len(models))):
                 if ti.static(hasattr(models[i], "mueller_at") and (not smooth or models[i].COMPOSITE
@@ -202,7 +203,7 @@ def _make(levels):
         @staticmethod
         @ti.func
         def mueller_tangent(st: ti.template(), ctx, wi, wo, delta, smooth: ti.template()):
-            res = mu.zero3()                          # models whose Mueller matrix has no parameters
+            res = mu.zero_lanes()                          # models whose Mueller matrix has no parameters
             t = st.bsdf_type[ctx.b]
             for i in ti.static(range(len(models))):
                 if ti.static(hasattr(models[i], "mueller_tangent_at") and (not smooth or models[i].FLAGS & SMOOTH)):
@@ -235,7 +236,7 @@ def _make(levels):
         @staticmethod
         @ti.func
         def dirac_dlog(st: ti.template(), ctx, wi, reflected):
-            res = vec3(0.0)
+            res = spec(0.0)
             t = st.bsdf_type[ctx.b]
             for i in ti.static(range(len(models))):
                 if ti.static(hasattr(models[i], "dirac_dlog_at")):

@@ -22,6 +22,7 @@ import taichi as ti
 from ..core.math import vec2, vec3
 from ..errors import ConfigError
 from ..schema import Bool, Choice, Texture
+from ..variants import SPECTRUM, spec, struct
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .conductor import CONDUCTOR_KEYS, MATERIAL, NONE, conductor_constants, conductor_ior, conductor_mueller
@@ -99,7 +100,7 @@ class RoughConductor:
     NAME = "roughconductor"
     KEYS = CONDUCTOR_KEYS[:1] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + CONDUCTOR_KEYS[1:]
     FLAGS = SMOOTH
-    Params = ti.types.struct(specular=vec3, alpha=vec2, eta=vec3, k=vec3, none=ti.i32)
+    Params = struct(specular=SPECTRUM, alpha=vec2, eta=SPECTRUM, k=SPECTRUM, none=ti.i32)
 
     constants = staticmethod(rough_conductor_constants)
 
@@ -119,7 +120,7 @@ class RoughConductor:
     @staticmethod
     @ti.func
     def fresnel(p, c):
-        F = vec3(1.0)
+        F = spec(1.0)
         if p.none == 0:
             F = fresnel_conductor(c, p.eta, p.k)
         return F

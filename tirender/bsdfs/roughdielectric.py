@@ -12,7 +12,7 @@ F = fresnel_dielectric(wi·h, η). Sampling: h ~ D_wi' (wi' = wi flipped to +z),
 probability F, refract otherwise; pdf = D_wi'(h) * (F | 1-F) * |∂h/∂wo|;
 weight = (specular | transmittance η_ti²) * G1(wo, h); eta = 1 (reflection) or η_it.
 Dispersion (``cauchy_b`` or ``sellmeier``, spectral variants) as ``dielectric``: η is the path's hero wavelength
-λ0's, and eval and sample end the other two lanes (× (3, 0, 0)): every lane would scatter its own way.
+λ0's, and eval and sample end the other lanes (× (n, 0, …, 0)): every lane would scatter its own way.
 Differentiable: specular_reflectance, specular_transmittance (RGB), roughness α (or α_u, α_v), int_ior and cauchy_b
 (through F, the generalized half vector and Q; the sampling's pdf is detached as every model's); analytic
 direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py; the warp itself holds η fixed).
@@ -20,9 +20,10 @@ direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py; the warp 
 import taichi as ti
 
 from ..core.math import vec2, vec3
+from ..variants import SPECTRUM, spec, struct
 from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf,
                    slot_rgb, slot_rgb_adjoint)
-from .dielectric import (DIELECTRIC_IOR_KEYS, DIELECTRIC_KEYS, EXT_IOR, HERO_ONLY, interface_constants, interface_eta,
+from .dielectric import (DIELECTRIC_IOR_KEYS, DIELECTRIC_KEYS, EXT_IOR, hero_only, interface_constants, interface_eta,
                          interface_eta_adjoint, interface_mueller)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect_m, refract_m
 from .microfacet import (D, D_grad, DG_and_dalpha, G, normalize_backprop, pdf_visible_normal,
@@ -128,7 +129,7 @@ class RoughDielectric:
     NAME = "roughdielectric"
     KEYS = DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_IOR_KEYS
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
-    Params = ti.types.struct(specular=vec3, transmittance=vec3, alpha=vec2, eta=float, lanes=vec3)
+    Params = struct(specular=SPECTRUM, transmittance=SPECTRUM, alpha=vec2, eta=float, lanes=SPECTRUM)
     N_CONST = DIST + 1
 
     @staticmethod
@@ -141,7 +142,7 @@ class RoughDielectric:
         eta, disperse, db = interface_eta(st, ctx, _IOR, _CAUCHY)
         return RoughDielectric.Params(specular=slot_rgb(st, ctx, _SPEC), transmittance=slot_rgb(st, ctx, _TRANS),
                                       alpha=fetch_alpha(st, ctx, _ALPHA, _AU, _AV, const(st, ctx, DIST)),
-                                      eta=eta, lanes=HERO_ONLY if disperse else vec3(1.0))
+                                      eta=eta, lanes=hero_only() if disperse else spec(1.0))
 
     @staticmethod
     @ti.func
@@ -154,7 +155,7 @@ class RoughDielectric:
     @staticmethod
     @ti.func
     def f(p, wi, wo):
-        res = vec3(0.0)
+        res = spec(0.0)
         m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
         if ok:
             dg = D(m, p.alpha) * G(wi, wo, m, p.alpha)
@@ -199,7 +200,7 @@ class RoughDielectric:
                 dim = wi.dot(m)
                 F, cos_t, eta_it, eta_ti = fresnel_dielectric(dim, p.eta)
                 wo = vec3(0.0)
-                weight = vec3(0.0)
+                weight = spec(0.0)
                 pd = 0.0
                 dwh = 0.0
                 side_ok = 0
@@ -239,8 +240,8 @@ class RoughDielectric:
     @ti.func
     def f_adjoint(p, wi, wo, d_out):
         """∂<d_out, f>/∂(specular, transmittance, (α_u, α_v), η)."""
-        g = RoughDielectric.Params(specular=vec3(0.0), transmittance=vec3(0.0), alpha=vec2(0.0), eta=0.0,
-                                   lanes=vec3(0.0))
+        g = RoughDielectric.Params(specular=spec(0.0), transmittance=spec(0.0), alpha=vec2(0.0), eta=0.0,
+                                   lanes=spec(0.0))
         m, hl, sgn, refl, eta, ok = _half(p, wi, wo)
         gwi, gwo, geta = _f_grads(p, wi, wo, d_out)
         g.eta = geta

@@ -30,6 +30,7 @@ import taichi as ti
 from ..core.math import INV_PI, vec2, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..schema import Bool, Ior, Texture
+from ..variants import SPECTRUM, spec, struct
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float, slot_float_adjoint, slot_rgb,
                    slot_rgb_adjoint)
 from .dielectric import ior_constants
@@ -67,7 +68,7 @@ def _lerp_gather(st: ti.template(), ctx, x):
 @ti.func
 def _rho_eff(p):
     """(ρ', ∂ρ'/∂ρ) of the diffuse base: ρ / (1 - R_int), or ρ / (1 - ρ R_int) when nonlinear."""
-    den = 1.0 - p.r_int * ti.select(p.nonlinear > 0, p.reflectance, vec3(1.0))
+    den = 1.0 - p.r_int * ti.select(p.nonlinear > 0, p.reflectance, spec(1.0))
     den = ti.max(den, 1e-8)
     rho = p.reflectance / den
     drho = ti.select(p.nonlinear > 0, 1.0 / (den * den), 1.0 / den)
@@ -108,7 +109,7 @@ class RoughPlastic:
             Bool("nonlinear", default=False, doc="Mitsuba's nonlinear color shift: ρ / (1 - ρ R_int)"))
     FLAGS = SMOOTH
     N_CONST = TABLE + ROUGH_TRANSMITTANCE_RES
-    Params = ti.types.struct(reflectance=vec3, specular=vec3, alpha=vec2, eta=float, r_int=float,
+    Params = struct(reflectance=SPECTRUM, specular=SPECTRUM, alpha=vec2, eta=float, r_int=float,
                              nonlinear=ti.i32, t_i=float, dt_i=float, t_o=float, dt_o=float)
 
     @staticmethod

@@ -88,5 +88,5 @@ class TwoSided:
         c, s = _side(st, ctx, wi)
         m = inner.mueller(st, c, _flip(wi, s), _flip(wo, s), delta, False)
         if s < 0.0:
-            m = mu.mirror_z3(m, wi, wo)
+            m = mu.mirror_z_lanes(m, wi, wo)
         return m

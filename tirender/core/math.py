@@ -35,8 +35,9 @@ def luminance(c):
 
 
 @ti.func
-def max3(c):
-    return ti.max(c[0], ti.max(c[1], c[2]))
+def max_component(c):
+    """The largest component of a vector (any size: a colour of any lane count)."""
+    return c.max()
 
 
 @ti.func

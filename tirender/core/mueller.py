@@ -12,22 +12,26 @@ consecutive path vertices agree on the frame of the segment between them.
 A BSDF's Mueller matrix maps light arriving along −wo (frame ``stokes_basis(-wo)``) to light leaving along
 wi (frame ``stokes_basis(wi)``), wi and wo local directions pointing away from the surface.
 
-``Mueller3``: one 4×4 matrix per wavelength lane of the walk (m0, m1, m2). All functions are ``@ti.func``s in
+``MuellerLanes``: one 4×4 matrix per wavelength lane of the walk (m0 … m3). All functions are ``@ti.func``s in
 Taichi's default float type; angles in radians.
 """
 import taichi as ti
 
-from .math import coordinate_system, vec2, vec3
+from .math import coordinate_system, vec2, vec3, vec4
 
 mat4 = ti.types.matrix(4, 4, float)
 
 
+LANES = 4     # wavelengths per path of spectral_polarized (variants.lanes()): one Mueller matrix each
+
+
 @ti.dataclass
-class Mueller3:
-    """Three Mueller matrices, one per wavelength lane."""
+class MuellerLanes:
+    """One Mueller matrix per wavelength lane of the walk (spectral_polarized: four)."""
     m0: mat4
     m1: mat4
     m2: mat4
+    m3: mat4
 
 
 @ti.func
@@ -36,14 +40,20 @@ def identity():
 
 
 @ti.func
-def identity3():
-    return Mueller3(m0=identity(), m1=identity(), m2=identity())
+def identity_lanes():
+    return uniform_lanes(identity())
 
 
 @ti.func
-def uniform3(m):
+def uniform_lanes(m):
     """The same matrix in every lane."""
-    return Mueller3(m0=m, m1=m, m2=m)
+    return MuellerLanes(m0=m, m1=m, m2=m, m3=m)
+
+
+@ti.func
+def from_lanes(a, b, c, d):
+    """Lanes 0..3 from four matrices."""
+    return MuellerLanes(m0=a, m1=b, m2=c, m3=d)
 
 
 @ti.func
@@ -255,8 +265,9 @@ def linear_retarder_tangent(phase, dphase):
 
 
 @ti.func
-def rotate3(m3, cs_out, cs_in):
-    return Mueller3(m0=rotate(m3.m0, cs_out, cs_in), m1=rotate(m3.m1, cs_out, cs_in), m2=rotate(m3.m2, cs_out, cs_in))
+def rotate_lanes(m3, cs_out, cs_in):
+    return MuellerLanes(m0=rotate(m3.m0, cs_out, cs_in), m1=rotate(m3.m1, cs_out, cs_in),
+                        m2=rotate(m3.m2, cs_out, cs_in), m3=rotate(m3.m3, cs_out, cs_in))
 
 
 @ti.func
@@ -300,18 +311,18 @@ def interface_to_implicit(m, n, wi, wo):
 
 
 @ti.func
-def frame_change3(m3, s, t, n, wi, wo):
+def frame_change_lanes(m3, s, t, n, wi, wo):
     """Local Mueller matrices m3 (implicit frames of the local −wo and wi) -> the implicit frames of the same
     directions expressed in the parent frame (s, t, n) (Mitsuba's ``to_world_mueller``)."""
     cs_out, cs_in = _frame_rotations(s, t, n, wi, wo)
-    return rotate3(m3, cs_out, cs_in)
+    return rotate_lanes(m3, cs_out, cs_in)
 
 
 @ti.func
-def frame_change3_pair(m3, dm3, s, t, n, wi, wo):
-    """frame_change3 of m3 and of its tangent dm3 (the change is linear and does not depend on parameters)."""
+def frame_change_lanes_pair(m3, dm3, s, t, n, wi, wo):
+    """frame_change_lanes of m3 and of its tangent dm3 (the change is linear and does not depend on parameters)."""
     cs_out, cs_in = _frame_rotations(s, t, n, wi, wo)
-    return rotate3(m3, cs_out, cs_in), rotate3(dm3, cs_out, cs_in)
+    return rotate_lanes(m3, cs_out, cs_in), rotate_lanes(dm3, cs_out, cs_in)
 
 
 @ti.func
@@ -337,7 +348,7 @@ def _flip_s2s3(m):
 
 
 @ti.func
-def mirror_z3(m3, wi, wo):
+def mirror_z_lanes(m3, wi, wo):
     """m3 computed for the z-mirrored directions (wi', wo') = (Fwi, Fwo), F = diag(1, 1, −1) (a two-sided model's
     back face) -> the implicit frames of wi, wo. A mirror swaps the frames' handedness: S2, S3 change sign."""
     fwi = vec3(wi[0], wi[1], -wi[2])
@@ -346,21 +357,23 @@ def mirror_z3(m3, wi, wo):
     bo = stokes_basis(fwi)
     cs_in = basis_rotation(-wo, vec3(bi[0], bi[1], -bi[2]), stokes_basis(-wo))
     cs_out = basis_rotation(wi, vec3(bo[0], bo[1], -bo[2]), stokes_basis(wi))
-    return Mueller3(m0=rotate(_flip_s2s3(m3.m0), cs_out, cs_in), m1=rotate(_flip_s2s3(m3.m1), cs_out, cs_in),
-                    m2=rotate(_flip_s2s3(m3.m2), cs_out, cs_in))
+    return MuellerLanes(m0=rotate(_flip_s2s3(m3.m0), cs_out, cs_in), m1=rotate(_flip_s2s3(m3.m1), cs_out, cs_in),
+                        m2=rotate(_flip_s2s3(m3.m2), cs_out, cs_in), m3=rotate(_flip_s2s3(m3.m3), cs_out, cs_in))
 
 
 @ti.func
-def normalized3(m3):
+def normalized_lanes(m3):
     """normalized of each lane."""
-    return Mueller3(m0=normalized(m3.m0), m1=normalized(m3.m1), m2=normalized(m3.m2))
+    return MuellerLanes(m0=normalized(m3.m0), m1=normalized(m3.m1), m2=normalized(m3.m2), m3=normalized(m3.m3))
 
 
 @ti.func
-def normalized_tangent3(m3, dm3):
-    """(normalized3(m3), its tangent) given the tangent dm3 of m3: d(m / m00) = dm / m00 − m dm00 / m00²."""
-    return normalized3(m3), Mueller3(m0=_normalized_tangent(m3.m0, dm3.m0), m1=_normalized_tangent(m3.m1, dm3.m1),
-                                     m2=_normalized_tangent(m3.m2, dm3.m2))
+def normalized_tangent_lanes(m3, dm3):
+    """(normalized_lanes(m3), its tangent) given the tangent dm3 of m3: d(m / m00) = dm / m00 − m dm00 / m00²."""
+    return normalized_lanes(m3), MuellerLanes(m0=_normalized_tangent(m3.m0, dm3.m0),
+                                              m1=_normalized_tangent(m3.m1, dm3.m1),
+                                              m2=_normalized_tangent(m3.m2, dm3.m2),
+                                              m3=_normalized_tangent(m3.m3, dm3.m3))
 
 
 @ti.func
@@ -372,14 +385,14 @@ def _normalized_tangent(m, dm):
 
 
 @ti.func
-def zero3():
-    return uniform3(mat4(0.0))
+def zero_lanes():
+    return uniform_lanes(mat4(0.0))
 
 
 @ti.func
-def add3(a, b):
+def add_lanes(a, b):
     """Lane-wise a + b."""
-    return Mueller3(m0=a.m0 + b.m0, m1=a.m1 + b.m1, m2=a.m2 + b.m2)
+    return MuellerLanes(m0=a.m0 + b.m0, m1=a.m1 + b.m1, m2=a.m2 + b.m2, m3=a.m3 + b.m3)
 
 
 @ti.func
@@ -392,32 +405,33 @@ def normalized(m):
 
 
 @ti.func
-def mul3(a, b):
+def mul_lanes(a, b):
     """Lane-wise product a @ b."""
-    return Mueller3(m0=a.m0 @ b.m0, m1=a.m1 @ b.m1, m2=a.m2 @ b.m2)
+    return MuellerLanes(m0=a.m0 @ b.m0, m1=a.m1 @ b.m1, m2=a.m2 @ b.m2, m3=a.m3 @ b.m3)
 
 
 @ti.func
 def s00(a):
-    """vec3 of each lane's [0, 0] (the unpolarized transmission)."""
-    return vec3(a.m0[0, 0], a.m1[0, 0], a.m2[0, 0])
+    """vec4 of each lane's [0, 0] (the unpolarized transmission)."""
+    return vec4(a.m0[0, 0], a.m1[0, 0], a.m2[0, 0], a.m3[0, 0])
 
 
 @ti.func
 def column0(a):
     """(S0, S1, S2, S3) per lane of the light a path of Mueller product a delivers from a unit unpolarized
-    source: a 4×3 matrix (rows: Stokes components, columns: lanes)."""
-    return ti.Matrix([[a.m0[r, 0], a.m1[r, 0], a.m2[r, 0]] for r in ti.static(range(4))])
+    source: a 4×4 matrix (rows: Stokes components, columns: lanes)."""
+    return ti.Matrix([[a.m0[r, 0], a.m1[r, 0], a.m2[r, 0], a.m3[r, 0]] for r in ti.static(range(4))])
 
 
 @ti.func
 def through_column0(p, n):
-    """column0(p @ n) without the full products (4×3)."""
-    out = ti.Matrix([[0.0, 0.0, 0.0] for _ in ti.static(range(4))])
+    """column0(p @ n) without the full products (4×4: Stokes components × lanes)."""
+    out = mat4(0.0)
     for r in ti.static(range(4)):
         for c in ti.static(range(4)):
             out[r, 0] += p.m0[r, c] * n.m0[c, 0]
             out[r, 1] += p.m1[r, c] * n.m1[c, 0]
             out[r, 2] += p.m2[r, c] * n.m2[c, 0]
+            out[r, 3] += p.m3[r, c] * n.m3[c, 0]
     return out
 

@@ -52,8 +52,8 @@ class Area:
         ds.uv = uv
         if cos_e > 0.0 and dist > 0.0:
             ds.pdf = dist2 / (cos_e * st.em_area[e])
-            ds.le = slot(st, e, _RADIANCE, uv)
-            ds.weight = ds.le / ds.pdf
+            ds.le_rgb = slot(st, e, _RADIANCE, uv)
+            ds.weight_rgb = ds.le_rgb / ds.pdf
         return ds
 
     @staticmethod

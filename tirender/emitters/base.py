@@ -23,6 +23,7 @@ d is the direction of travel towards the emitter (the ray direction), p/n/uv the
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import BIG, PI, coordinate_system, vec2, vec3
 from ..core.warp import square_to_uniform_disk_concentric
 from ..textures import tex_eval, tex_eval_adjoint
@@ -32,28 +33,18 @@ DELTA = 2       # a Dirac in position or direction (point, directional): never h
 INFINITE = 4    # the environment: found by rays that escape (at most one per scene)
 
 
-@ti.dataclass
-class DirectionSample:
-    """Emitter sample (or hit) seen from a reference point.
-
-    p, n: point on the emitter and its normal; d: unit direction ref -> p (the direction of travel);
-    dist: distance (BIG for infinite emitters); pdf: solid-angle density (incl. the emitter-selection
-    probability once returned by the registry); delta: 1 for point/directional; weight: Le / pdf
-    (0 if invalid); le: emitted radiance Le (RGB); emitter: index (-1: none); uv: texture
-    coordinates of the radiance lookup; scale: factor between the radiance texture and Le
-    (1/dist² for point lights, 1 otherwise).
-    """
-    p: vec3
-    n: vec3
-    d: vec3
-    dist: float
-    pdf: float
-    delta: ti.i32
-    weight: vec3
-    le: vec3
-    emitter: ti.i32
-    uv: vec2
-    scale: float
+# Emitter sample (or hit) seen from a reference point.
+#
+# p, n: point on the emitter and its normal; d: unit direction ref -> p (the direction of travel);
+# dist: distance (BIG for infinite emitters); pdf: solid-angle density (incl. the emitter-selection
+# probability once returned by the registry); delta: 1 for point/directional; weight_rgb: Le / pdf and le_rgb:
+# the emitted radiance Le in the emitter's RGB (what models write; 0 if invalid); weight, le: the same as the
+# walk's colour (Spectrum; filled by the registry's sample_emitter); emitter: index (-1: none); uv: texture
+# coordinates of the radiance lookup; scale: factor between the radiance texture and Le (1/dist² for point
+# lights, 1 otherwise).
+DirectionSample = variants.struct("DirectionSample", p=vec3, n=vec3, d=vec3, dist=float, pdf=float, delta=ti.i32,
+                                  weight_rgb=vec3, le_rgb=vec3, weight=variants.SPECTRUM, le=variants.SPECTRUM,
+                                  emitter=ti.i32, uv=vec2, scale=float)
 
 
 @ti.func
@@ -79,7 +70,7 @@ def infinite_ray(ds, u_pos, center, radius):
     o = center - d * radius + s * q[0] + t * q[1]
     w = vec3(0.0)
     if ds.pdf > 0.0:
-        w = ds.le * (PI * radius * radius / ds.pdf)
+        w = ds.le_rgb * (PI * radius * radius / ds.pdf)
     return o, d, w
 
 

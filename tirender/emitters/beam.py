@@ -52,8 +52,8 @@ class Beam(DeltaEmitter):
             s, tt = coordinate_system(a)
             inside = ti.abs(lateral.dot(s)) <= r and ti.abs(lateral.dot(tt)) <= r
         if not (t > 0.0 and inside):
-            ds.le = vec3(0.0)
-            ds.weight = vec3(0.0)
+            ds.le_rgb = vec3(0.0)
+            ds.weight_rgb = vec3(0.0)
         return ds
 
     @staticmethod

@@ -26,8 +26,8 @@ class Constant:
         ds.p = ref_p + d * 1e6
         ds.uv = vec2(0.5)
         ds.pdf = INV_FOUR_PI
-        ds.le = slot(st, e, _RADIANCE, ds.uv)
-        ds.weight = ds.le / ds.pdf
+        ds.le_rgb = slot(st, e, _RADIANCE, ds.uv)
+        ds.weight_rgb = ds.le_rgb / ds.pdf
         return ds
 
     @staticmethod

@@ -32,8 +32,8 @@ class Directional(DeltaEmitter):
         ds.dist = BIG
         ds.p = ref_p + ds.d * 1e6
         ds.uv = vec2(0.5)
-        ds.le = slot(st, e, _IRRADIANCE, ds.uv)
-        ds.weight = ds.le
+        ds.le_rgb = slot(st, e, _IRRADIANCE, ds.uv)
+        ds.weight_rgb = ds.le_rgb
         return ds
 
     @staticmethod

@@ -217,8 +217,8 @@ class Envmap:
             pdf_uv = _bilerp(st, vert, w, col, row, tx, ty) / ti.max(st.env_dist[base + 2], 1e-30)
             ds.pdf = pdf_uv / (2.0 * PI * PI * st_)
         if ds.pdf > 0.0:
-            ds.le = tex_eval(st, tid, ds.uv)
-            ds.weight = ds.le / ds.pdf
+            ds.le_rgb = tex_eval(st, tid, ds.uv)
+            ds.weight_rgb = ds.le_rgb / ds.pdf
         return ds
 
     @staticmethod

@@ -25,8 +25,8 @@ class Point(DeltaEmitter):
         ds, dist2 = point_source(st, e, ref_p)
         if ds.dist > 0.0:
             ds.scale = 1.0 / dist2
-            ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
-            ds.weight = ds.le
+            ds.le_rgb = slot(st, e, _INTENSITY, ds.uv) * ds.scale
+            ds.weight_rgb = ds.le_rgb
         return ds
 
     @staticmethod

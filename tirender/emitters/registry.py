@@ -7,7 +7,7 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
 
     sample_emitter(st, em, ref_p, u) -> DirectionSample    (emitter = -1: none)
     pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
-    eval(st, em, q, lam) -> vec3 / eval_adjoint(st, em, q, d_le, lam)
+    eval(st, em, q, lam) -> Spectrum / eval_adjoint(st, em, q, d_le, lam)
     emission(st, e, rgb, lam) / emission_adjoint(...)      an emitter's RGB value through its spectrum
                                                             (Row.spectrum: RGB, black body, uniform)
     eval_grad(st, em, q, w, lam) -> (vec2, vec3)            ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
@@ -22,6 +22,7 @@ import taichi as ti
 from .. import variants
 from ..core.math import vec3
 from ..registry import mask_of, register
+from ..variants import spec
 from .area import Area
 from .base import DELTA, INFINITE, SURFACE, DirectionSample
 from .beam import Beam
@@ -63,8 +64,8 @@ def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
                 if t == MODELS[i].TAG:
                     ds = MODELS[i].sample_direction(st, e, ref_p, ur)
         ds.pdf = ds.pdf / n
-        ds.weight = emission(st, e, ds.weight * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
-        ds.le = emission(st, e, ds.le, lam)
+        ds.weight = emission(st, e, ds.weight_rgb * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
+        ds.le = emission(st, e, ds.le_rgb, lam)
     return ds
 
 
@@ -73,7 +74,7 @@ def emission(st: ti.template(), e, rgb, lam):
     """Emitter e's radiance value rgb (its texture's RGB: W m⁻² sr⁻¹, or the unit of its slot) as the
     walk's colour at wavelengths lam, through the emitter's spectrum (``Row.spectrum``: RGB, black body or
     uniform; the RGB and mono variants multiply by the spectrum's sRGB ``st.em_tint[e]``)."""
-    out = vec3(0.0)
+    out = spec(0.0)
     if ti.static(variants.spectral()):
         out = variants.emission_spectrum(rgb, lam, st.em_spec[e], st.em_temp[e])
     else:
@@ -130,13 +131,13 @@ def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le, lam):
         if ti.static(variants.spectral()):
             rgb = eval_rgb(st, em, q)
             if ti.max(rgb[0], rgb[1], rgb[2]) <= 0.0:
-                rgb = q.le                  # a Dirac emitter's sampled record (the upsampling's Jacobian is 0-homogeneous)
-        d_le = emission_adjoint(st, q.emitter, rgb, lam, d_le)   # (rgb, mono: linear, rgb unused)
+                rgb = q.le_rgb              # a Dirac emitter's sampled record
+        d_rgb = emission_adjoint(st, q.emitter, rgb, lam, d_le)   # (rgb, mono: linear, rgb unused)
         t = st.em_type[q.emitter]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
-                    MODELS[i].eval_adjoint(st, q.emitter, q, d_le)
+                    MODELS[i].eval_adjoint(st, q.emitter, q, d_rgb)
 
 
 @ti.func
@@ -147,8 +148,10 @@ def eval_grad(st: ti.template(), em: ti.template(), q, w, lam):
     g_uv = ti.Vector([0.0, 0.0], dt=float)
     g_d = vec3(0.0)
     if q.emitter >= 0:
-        w_rgb = w * st.em_tint[q.emitter]
-        if ti.static(not variants.rgb()):
+        w_rgb = vec3(0.0)
+        if ti.static(variants.rgb()):
+            w_rgb = w * st.em_tint[q.emitter]
+        else:
             w_rgb = emission_adjoint(st, q.emitter, eval_rgb(st, em, q), lam, w)
         t = st.em_type[q.emitter]
         for i in ti.static(range(len(MODELS))):
@@ -172,6 +175,7 @@ def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center
     nrm = vec3(0.0)
     uv = ti.Vector([0.5, 0.5], dt=float)
     w = vec3(0.0)
+    ws = spec(0.0)
     pw = 0.0
     if n_em > 0:
         e = ti.min(ti.cast(u_sel * n_em, ti.i32), n_em - 1)
@@ -180,6 +184,6 @@ def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     o, d, nrm, uv, w, pw = MODELS[i].sample_ray(st, e, u_pos, u_dir, center, radius)
-        w = emission(st, e, w * n_em, lam)
+        ws = emission(st, e, w * n_em, lam)
         pw = pw * n_em
-    return e, o, d, nrm, uv, w, pw
+    return e, o, d, nrm, uv, ws, pw

@@ -93,8 +93,8 @@ class Spot(DeltaEmitter):
         ds, dist2 = point_source(st, e, ref_p)
         if ds.dist > 0.0:
             ds.scale = Spot.falloff(st, e, -ds.d.dot(st.em_dir[e])) / dist2
-            ds.le = slot(st, e, _INTENSITY, ds.uv) * ds.scale
-            ds.weight = ds.le
+            ds.le_rgb = slot(st, e, _INTENSITY, ds.uv) * ds.scale
+            ds.weight_rgb = ds.le_rgb
         return ds
 
     @staticmethod

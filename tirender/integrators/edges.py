@@ -31,8 +31,9 @@ from .. import variants
 from ..core import film, pool
 from ..core.camera import camera_connect_adjoint, camera_ray
 from ..core.intersect import occluded
-from ..core.math import max3, vec2, vec3
+from ..core.math import max_component, vec2, vec3
 from ..core.rng import make_sampler
+from ..variants import spec
 from ..walk import vertex
 from ..walk.state import PRIMAL
 from . import path
@@ -213,15 +214,15 @@ def _kernel(kind="adjoint"):
                     if ti.static(kind == "adjoint"):
                         dL = film.gather_adjoint(st, cam, x)
                     if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                        diff = vec3(0.0)
+                        diff_l = spec(0.0)
                         for side in range(2):          # a run-time loop: one inlined path
                             sgn = 1.0 - 2.0 * side      # + then -
                             o, d = camera_ray(st, cam, x + (sgn * EPS_PIXELS) * nrm)
                             sp = make_sampler(seed ^ ti.u32(SEED_MIX), j, 1)   # shared by both sides
                             L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, lam, sp, max_depth, rr_depth, hide_emitters,
-                                            vec3(0.0), vec3(0.0), 0)
-                            diff -= sgn * film.nan_to_zero(L)         # L⁻ - L⁺
-                        diff = variants.to_rgb(diff, lam, lw)        # the film's RGB (linear in L)
+                                            spec(0.0), spec(0.0), 0)
+                            diff_l -= sgn * film.nan_to_zero(L)       # L⁻ - L⁺
+                        diff = variants.to_rgb(diff_l, lam, lw)      # the film's RGB (linear in L)
                         o, d = camera_ray(st, cam, x)
                         tau = _line_param(o, d, tab.x0[k], tab.x1[k])
                         X = tab.x0[k] + tau * (tab.x1[k] - tab.x0[k])
@@ -412,16 +413,16 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
             om = w / r
             o = vertex.spawn(st, v, om)
             if not occluded(st, o, om, (x - o).norm() * (1.0 - 1e-3)):
-                diff = vec3(0.0)
+                diff = spec(0.0)
                 base = sampler.copy()
                 for side in range(2):                  # a run-time loop: one inlined path
                     sgn = 1.0 - 2.0 * side              # + then -
                     d2 = (om + (sgn * EPS_DIR) * nE).normalized()
                     f, _pdf = vertex.eval_pdf(st, bsdf, v, d2)
-                    if max3(f) > 0.0:
+                    if max_component(f) > 0.0:
                         sp = base.copy()
                         L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, lam, sp, depth_left,
-                                        rr_depth, 0, vec3(0.0), vec3(0.0), 0)
+                                        rr_depth, 0, spec(0.0), spec(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() * total / (r * r * le)
                 if tab.slot0[k] >= 0:

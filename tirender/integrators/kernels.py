@@ -27,7 +27,7 @@ import taichi as ti
 from .. import variants
 from ..core import film, pool
 from ..core.camera import camera_ray, pixel_sample
-from ..core.math import vec3
+from ..variants import spec
 from ..walk.state import FORWARD, PRB, PRIMAL
 
 _kernels = {}
@@ -63,45 +63,45 @@ def _kernel(sample, kind, wide):
                     o, d = camera_ray(st, cam, pos)
                     if ti.static(kind == "tangent" and variants.polarized()):
                         tan = sample(st, bsdf, em, opts, FORWARD, o, d, lam, sampler, max_depth, rr_depth,
-                                     hide_emitters, vec3(0.0), vec3(0.0), 0)
-                        tan = variants.to_rgb(tan, lam, lw)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
+                                     hide_emitters, spec(0.0), spec(0.0), 0)
+                        tan_rgb = variants.to_rgb(tan, lam, lw)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
                     elif ti.static(kind == "tangent"):
                         sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
                         variants.sample_wavelengths(sampler_p)
                         L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth, hide_emitters,
-                                   vec3(0.0), vec3(1.0), 0)
-                        tan = vec3(0.0)
-                        if L[0] == L[0] and L[1] == L[1] and L[2] == L[2]:
-                            for c in range(3):          # a runtime loop: one inlined replay, not three
-                                dL = vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
-                                          ti.select(c == 2, 1.0, 0.0))
+                                   spec(0.0), spec(1.0), 0)
+                        tan = spec(0.0)
+                        if L.sum() == L.sum():      # no NaN lane
+                            for c in range(ti.static(variants.lanes())):     # a runtime loop: one inlined replay per lane
+                                dL = ti.Vector([ti.select(c == i, 1.0, 0.0) for i in ti.static(range(variants.lanes()))],
+                                               float)
                                 pool.tangent_reset(st)
                                 sampler_r, pos_r = pixel_sample(st, cam, pix, seed, sample_offset + k)
                                 variants.sample_wavelengths(sampler_r)
                                 sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_r, max_depth, rr_depth, hide_emitters,
                                        L, dL, 1)
                                 tan += dL * pool.tangent_value(st)
-                        tan = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan), acc, False, wide)
+                        tan_rgb = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
+                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
                     elif ti.static(kind == "replay"):
                         dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
-                        if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                        if dL.max() != 0.0 or dL.min() != 0.0:
                             # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
                             # δL back-propagated (one walk body, mode PRB, runs both passes)
-                            L = vec3(0.0)
+                            L = spec(0.0)
                             for replay in range(2):
                                 sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
                                 variants.sample_wavelengths(sampler_p)
                                 L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth,
                                            hide_emitters, L, dL, replay)
-                                if not (L[0] == L[0] and L[1] == L[1] and L[2] == L[2]):
+                                if not (L.sum() == L.sum()):
                                     break
                     else:
                         L = sample(st, bsdf, em, opts, PRIMAL, o, d, lam, sampler, max_depth, rr_depth, hide_emitters,
-                                   vec3(0.0), vec3(0.0), 0)
-                        L = variants.to_rgb(film.nan_to_zero(L), lam, lw)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, L, acc, False, wide)
+                                   spec(0.0), spec(0.0), 0)
+                        rgb = variants.to_rgb(film.nan_to_zero(L), lam, lw)
+                        film.local_splat(st, cam, pix % w, pix // w, pos, rgb, acc, False, wide)
                 if ti.static(kind != "replay"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)
         _kernels[sample, kind, wide] = pixels

@@ -34,10 +34,11 @@ from .. import backend, launch
 from ..bsdfs.registry import dispatch
 from ..core import film, pss
 from ..core.camera import camera_ray, pixel_sample
-from ..core.math import vec2, vec3
+from ..core.math import vec2
 from ..errors import ConfigError
 from ..progress import Progress
 from ..schema import Choice, Integer, Number
+from ..variants import spec
 from ..walk.state import PRIMAL, camera_state
 from . import path
 
@@ -81,8 +82,8 @@ def evaluate(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, smp
     u = smp.next_2d()
     pos = vec2(u[0] * st.cam_w[cam], u[1] * st.cam_h[cam])
     o, d = camera_ray(st, cam, pos)
-    s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
-    path.walk(st, bsdf, em, PRIMAL, s, smp, max_depth, rr_depth, hide_emitters, vec3(0.0))
+    s = camera_state(o, d, spec(0.0), 0, spec(0.0))
+    path.walk(st, bsdf, em, PRIMAL, s, smp, max_depth, rr_depth, hide_emitters, spec(0.0))
     return film.nan_to_zero(s.L), pos, s.depth + 1
 
 
@@ -373,8 +374,8 @@ def _walk_lengths(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam
             for j in range(width):
                 sampler, pos = pixel_sample(st, cam, pix, seed, g * width + j)
                 o, d = camera_ray(st, cam, pos)
-                s = camera_state(o, d, vec3(0.0), 0, vec3(0.0))
-                path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
+                s = camera_state(o, d, spec(0.0), 0, spec(0.0))
+                path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, spec(0.0))
                 busy += s.depth + 1
                 longest = ti.max(longest, s.depth + 1)
             total += longest * width

@@ -55,6 +55,7 @@ from ..core.rng import make_sampler
 from ..core.math import BIG, safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..errors import ConfigError
+from ..variants import spec
 from ..walk import attached, steps, vertex
 from ..walk.state import PRB, PRIMAL, camera_state
 from . import edges, path
@@ -79,13 +80,13 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     (walk/attached.local_adjoint) and its secondary-visibility boundary term (edges.secondary,
     random numbers from ekey = (seed, pixel, sample)). lam: the path's wavelengths (tirender/variants.py;
     sampler has drawn them already)."""
-    s = camera_state(o, d, vec3(0.0), 0, lam)
+    s = camera_state(o, d, spec(0.0), 0, lam)
     seg = 0
     first = 0
     stop_at = attached.Stop(valid=0)
     lo_out = vec3(0.0)
     ld_out = vec3(0.0)
-    le_out = vec3(0.0)
+    le_out = spec(0.0)
     prev_rough = 0
     moving = 0           # a vertex so far lies on a differentiable mesh: the vertices from there on move
     while s.active:
@@ -152,9 +153,9 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                     # radiance still to come, which is proportional to the weight f J / p
                     g_p = lam_o
                     K = dL * (L_total - s.L + le_next)
-                    d_out = K * safe_div(vec3(1.0), bs.weight * bs.pdf)
+                    d_out = K * safe_div(spec(1.0), bs.weight * bs.pdf)
                     # these replace detached PRB's terms of this vertex: ∂f/∂π / f of the sample, and NEE's
-                    vertex.adjoint(st, bsdf, v, bs.wo, -dL * (L_total - s.L) * safe_div(vec3(1.0), bs.weight * bs.pdf))
+                    vertex.adjoint(st, bsdf, v, bs.wo, -dL * (L_total - s.L) * safe_div(spec(1.0), bs.weight * bs.pdf))
                     vertex.adjoint(st, bsdf, v, nee_d, -dL * nee_w)
                     g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, tri, d_in, bs.wo, d_out, K.sum(),
                                                                   lam_d)
@@ -168,10 +169,10 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                         if bs.valid == 1:
                             K = dL * (L_total - s.L)
                             gd1, gn1 = attached.local_adjoint(st, bsdf, v, tri, d_in, bs.wo,
-                                                              K * safe_div(vec3(1.0), bs.weight * bs.pdf))
+                                                              K * safe_div(spec(1.0), bs.weight * bs.pdf))
                             g_d += gd1
                             g_n += gn1
-                        if nee_w[0] != 0.0 or nee_w[1] != 0.0 or nee_w[2] != 0.0:
+                        if nee_w.max() != 0.0 or nee_w.min() != 0.0:
                             gd2, gn2 = attached.local_adjoint(st, bsdf, v, tri, d_in, nee_d, dL * nee_w)
                             g_d += gd2
                             g_n += gn2
@@ -196,8 +197,8 @@ def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), g
     wavelengths lam): detached PRB's primal walk and replay, then the attached passes (module doc; geo: see
     replay_to)."""
     # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
-    L = vec3(0.0)
-    L_total = vec3(0.0)
+    L = spec(0.0)
+    L_total = spec(0.0)
     for replay in range(2):
         sampler_p, pos_p = pixel_sample(st, cam, pix, seed, index)
         variants.sample_wavelengths(sampler_p)
@@ -209,7 +210,7 @@ def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), g
     first = 0
     lam_o = vec3(0.0)
     lam_d = vec3(0.0)
-    le_next = vec3(0.0)
+    le_next = spec(0.0)
     j = 0
     while j >= 0:
         sampler_a, pos_a = pixel_sample(st, cam, pix, seed, index)
@@ -251,19 +252,19 @@ def _kernel(kind="replay", wide=False):
                     lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them
                     o, d = camera_ray(st, cam, pos)
                     if ti.static(kind == "tangent"):
-                        tan = vec3(0.0)
-                        for c in range(3):              # a runtime loop: one inlined body, not three
-                            dL = vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
-                                      ti.select(c == 2, 1.0, 0.0))
+                        tan = spec(0.0)
+                        for c in range(ti.static(variants.lanes())):     # a runtime loop: one inlined body per lane
+                            dL = ti.Vector([ti.select(c == i, 1.0, 0.0) for i in ti.static(range(variants.lanes()))],
+                                           float)
                             pool.tangent_reset(st)
                             backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                             tan += dL * pool.tangent_value(st)
-                        tan = variants.to_rgb(film.nan_to_zero(tan), lam, lw)    # J v of the lanes -> the film's RGB
-                        film.local_splat(st, cam, pix % w, pix // w, pos, tan, acc, False, wide)
+                        tan_rgb = variants.to_rgb(film.nan_to_zero(tan), lam, lw)    # J v of the lanes -> the film's RGB
+                        film.local_splat(st, cam, pix % w, pix // w, pos, tan_rgb, acc, False, wide)
                     else:
                         dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
-                        if dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
+                        if dL.max() != 0.0 or dL.min() != 0.0:
                             backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                 if ti.static(kind == "tangent"):

@@ -53,11 +53,12 @@ from ..core import film
 from ..core.camera import camera_connect, camera_connect_adjoint, camera_ray
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect, occluded
-from ..core.math import BIG, max3, safe_div, to_local, vec2, vec3
+from ..core.math import BIG, max_component, safe_div, to_local, vec2, vec3
 from ..core.rng import make_sampler
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from ..errors import ConfigError
+from ..variants import spec
 from ..walk import attached, vertex
 from . import path
 
@@ -148,16 +149,16 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
     ray arriving at it, adding this vertex's own connection (its splat moves with the vertex) and
     scattering the moving triangle's share into the heights. `vertices`: the surface hits of the path.
     lam, lw: the path's wavelengths and their weights (spectral; tirender/variants.py)."""
-    A = vec3(0.0)
+    A = spec(0.0)
     R = A_in
     nv = 0
-    lam_p = lam          # the wavelengths the path's lookups use (dispersion terminates lanes 1, 2)
+    lam_p = lam          # the wavelengths the path's lookups use (dispersion terminates the secondary lanes)
     stop_at = attached.Stop(valid=0)     # ATTACHED: the stop vertex and its adjoints
     u_sel = sampler.next_1d()
     u_pos = sampler.next_2d()
     u_dir = sampler.next_2d()
     e, o, d, n, uv, beta, pos_w = emitters.sample_ray(st, em, u_sel, u_pos, u_dir, center, radius, lam)
-    if e >= 0 and max3(beta) > 0.0:
+    if e >= 0 and max_component(beta) > 0.0:
         if ti.static(grad):
             if mode == DETACHED and replay == 1:   # the emitted light Le scales every connection of the path
                 q = DirectionSample(p=o, n=n, d=-d, dist=1.0, uv=uv, emitter=e, scale=1.0, delta=0)
@@ -199,7 +200,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                         # f* |ω_C·n_s| with pbrt's shading-normal correction = f* |ω_L·n_s| |ω_C·n_g| / |ω_L·n_g|
                         geo = ti.abs(to_cam.dot(v.ng)) / cos_lg * imp
                         so = vertex.spawn(st, v, to_cam)
-                        if max3(f) > 0.0 and _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
+                        if max_component(f) > 0.0 and _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
                             c = film.nan_to_zero(beta * f * geo)
                             if ti.static(grad):
                                 if mode == DETACHED:
@@ -234,7 +235,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                     cos_ls = ti.abs(v.wi[2])
                     if not active:
                         pass
-                    elif bs.valid == 0 or max3(bs.weight) <= 0.0 or cos_os <= 0.0:
+                    elif bs.valid == 0 or max_component(bs.weight) <= 0.0 or cos_os <= 0.0:
                         active = False
                     else:
                         if ti.static(grad):
@@ -242,17 +243,17 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                                 # the connections still to come scale with the adjoint BSDF sampled here,
                                 # f*(ω_L -> ω_o) = f(ω_o, ω_L): R ∂ln f* (its value: f(ω_o, ω_L) |cos θ_L|)
                                 fs, _p = bsdf.eval_pdf(st, v.ctx, wo, v.wi)
-                                bsdf.adjoint(st, v.ctx, wo, v.wi, R * safe_div(vec3(1.0), fs))
+                                bsdf.adjoint(st, v.ctx, wo, v.wi, R * safe_div(spec(1.0), fs))
                         # importance: no radiance compression at refraction (× η²); shading normals
                         corr = cos_ls * ti.abs(bs.wo.dot(v.ng)) / (cos_lg * cos_os)
                         beta *= bs.weight * (bs.eta * bs.eta * corr)
-                        if bs.disperse == 1:         # lanes 1, 2 ended (splats keep the camera's conversion)
+                        if bs.disperse == 1:         # secondary lanes ended (splats keep the camera's conversion)
                             lam_p = variants.terminate_secondary(lam_p)
                         o = vertex.spawn(st, v, bs.wo)
                         d = bs.wo
                         depth += 1
                         u_rr = sampler.next_1d()
-                        bmax = max3(beta)
+                        bmax = max_component(beta)
                         if not bmax > 0.0:
                             active = False
                         elif depth >= rr_depth:
@@ -296,7 +297,7 @@ def _kernel(grad, attached=False):
                     # reset, the same path replayed, detached scatter; passes 2, ...: attached, vertex
                     # nv, nv - 1, ..., 1 (scenes with moving geometry). One inlined walk, run per pass.
                     saved = sampler.copy()
-                    A = vec3(0.0)
+                    A = spec(0.0)
                     nv = 0
                     lam_o = vec3(0.0)
                     lam_d = vec3(0.0)
@@ -312,7 +313,7 @@ def _kernel(grad, attached=False):
                             A = A_p
                             nv = nv_p
                             n_pass = 2 + (nv if ti.static(attached) else 0)
-                            if not (max3(ti.abs(A)) > 0.0 and A[0] == A[0] and A[1] == A[1] and A[2] == A[2]):
+                            if not (max_component(ti.abs(A)) > 0.0 and A.sum() == A.sum()):
                                 p += 1        # nothing to scatter detached
                         elif p >= 2:
                             lam_o = lo_p
@@ -320,7 +321,7 @@ def _kernel(grad, attached=False):
                         p += 1
                 else:
                     light_path(st, bsdf, em, cam, sampler, center, radius, max_depth, rr_depth, hide_emitters,
-                               False, False, PRIMAL, 0, z, 0, z, z, lam, lw)
+                               False, False, PRIMAL, 0, spec(0.0), 0, z, z, lam, lw)
         _kernels[key] = trace
     return _kernels[key]
 

@@ -42,9 +42,10 @@ from ..core import film
 from ..core.camera import camera_ray, pixel_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, max3, vec3
+from ..core.math import BIG, max_component, vec3
 from ..core.rng import make_sampler
 from ..errors import ConfigError
+from ..variants import spec
 from ..walk import steps, vertex
 from ..walk.state import PRIMAL, RB, adjoint_on, camera_state
 from . import path
@@ -69,12 +70,12 @@ def li_estimate(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d,
     """Primal radiance arriving at prev_p from direction d: the path walk started at depth depth0,
     its first emitter hit MIS-weighted against the NEE of the vertex prev_p (pdf prev_pdf); lam: the
     path's wavelengths."""
-    s = camera_state(o, d, vec3(0.0), 0, lam)
+    s = camera_state(o, d, spec(0.0), 0, lam)
     s.depth = depth0
     s.prev_p = prev_p
     s.prev_pdf = prev_pdf
     s.prev_delta = prev_delta
-    path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, 0, vec3(0.0))
+    path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, 0, spec(0.0))
     return s.L
 
 
@@ -84,10 +85,10 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, lam
     """One RB adjoint path of wavelengths lam (adjoint radiance dL per lane from the sensor along o, d).
     Consumes ``sampler`` exactly like ``path.sample`` and returns the path's primal radiance L (the joint
     pass splats it); ``nest`` feeds the nested Li estimates (unbiased). dL = 0: primal only."""
-    s = camera_state(o, d, vec3(0.0), 0, lam)
+    s = camera_state(o, d, spec(0.0), 0, lam)
     # biased I: the BSDF-sampled term of the previous vertex, applied once its MIS weight is known
     pend = 0
-    pend_w = vec3(0.0)
+    pend_w = spec(0.0)
     pend_wo = vec3(0.0)
     pend_v = vertex.Vertex(medium_event=0)
     while s.active:
@@ -112,7 +113,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, lam
                         # unbiased: nested primal estimate of Li(wo) (quadratic time)
                         li = li_estimate(st, bsdf, em, s.o, bs.wo, nest, depth_cur + 1, v.p, bs.pdf, bs.delta,
                                          max_depth, rr_depth, s.lam)
-                        if max3(li) > 0.0:
+                        if max_component(li) > 0.0:
                             vertex.adjoint(st, bsdf, v, bs.wo, dL * beta_cur * li / bs.pdf)
                 rr_scale = steps.russian_roulette(s, sampler, rr_depth, path.RR_MAX)
                 if ti.static(biased):

@@ -22,7 +22,7 @@ from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, mueller
 from ..core.camera import camera_ray, pixel_sample
-from ..core.math import vec3
+from ..variants import spec
 from ..walk.state import PRIMAL, camera_state
 from . import path, volpath
 
@@ -51,14 +51,14 @@ def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis
             sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
             lam, lw = variants.sample_wavelengths(sampler)
             o, d = camera_ray(st, cam, pos)
-            s = camera_state(o, d, vec3(0.0), 0, lam)
+            s = camera_state(o, d, spec(0.0), 0, lam)
             if ti.static(isinstance(vis, int)):
-                path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, vec3(0.0))
+                path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, spec(0.0))
             else:
                 volpath.walk_primal(st, bsdf, em, vis, s, sampler, max_depth, rr_depth, hide)
-            S1 = vec3(s.S[0, 0], s.S[0, 1], s.S[0, 2])
-            S2 = vec3(s.S[1, 0], s.S[1, 1], s.S[1, 2])
-            S3 = vec3(s.S[2, 0], s.S[2, 1], s.S[2, 2])
+            S1 = ti.Vector([s.S[0, i] for i in ti.static(range(variants.lanes()))], float)
+            S2 = ti.Vector([s.S[1, i] for i in ti.static(range(variants.lanes()))], float)
+            S3 = ti.Vector([s.S[2, i] for i in ti.static(range(variants.lanes()))], float)
             c2, s2 = _camera_rotation(st, cam, d)
             comps = [s.L, c2 * S1 + s2 * S2, c2 * S2 - s2 * S1, S3]
             rgb = [film.nan_to_zero(variants.to_rgb(comps[c], lam, lw)) for c in ti.static(range(4))]

@@ -54,7 +54,7 @@ from ..bsdfs.base import NULL
 from ..bsdfs.registry import dispatch, mask_of
 from ..core.interaction import make_interaction, spawn_origin
 from ..core.intersect import intersect
-from ..core.math import BIG, max3, vec3
+from ..core.math import BIG, max_component, vec3
 from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
 from ..media import medium as med
@@ -65,6 +65,7 @@ from ..walk.media import (DELTA, INSCATTER_RR, MARCH, MAX_CROSSINGS, MediumVisib
                           indirect_stream, inscatter_adjoint, no_pick, target_medium, tracked)
 from ..media.phase import phase_sample
 from ..core.rng import PCG32
+from ..variants import spec
 from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state
 from . import kernels, path
 
@@ -80,6 +81,13 @@ KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
                     Number("inscatter_rr", default=INSCATTER_RR, lo=0.0, hi=1.0,
                            doc="prbvolpath: Russian roulette on the transmittance at those points below this "
                                "value (0: off; unbiased either way, skips dense media's faint points)"))
+
+
+@ti.func
+def _hero(sampler: ti.template()):
+    """The path's hero channel (the lane whose σt samples distances), uniform over the lanes."""
+    n = ti.static(variants.lanes())
+    return ti.min(ti.cast(sampler.next_1d() * n, ti.i32), n - 1)
 
 
 @ti.func
@@ -106,16 +114,16 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, s.lam, sampler, s.L, dL,
                                        adjoint_on(mode, s, dL))
             rq = s.r * q
-            mr = rq.sum() / 3.0
+            mr = rq.sum() / ti.static(float(variants.lanes()))
             if mr > 0.0:
                 s.beta *= w / mr
                 s.r = rq / mr
             else:
-                s.beta = vec3(0.0)
+                s.beta = spec(0.0)
             scattered = sc
             if sc == 1:
                 xs = s.o + ts * s.d
-            if max3(s.beta) <= 0.0:
+            if max_component(s.beta) <= 0.0:
                 s.active = 0
         real = 0                 # 1: a real vertex here (medium scattering or a non-null surface)
         if s.active and scattered == 1:
@@ -162,10 +170,10 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
     density gradient at the point."""
     ti.static_assert(mode == PRIMAL or mode == PRB, "volpath walks in mode PRIMAL or PRB (walk/state.py)")
     s = camera_state(o, d, L_in, replay, lam)
-    s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)   # the channel that samples distances
+    s.hero = _hero(sampler)   # the channel that samples distances
     pick = no_pick()
     smp = PCG32(state=sampler.state, inc=sampler.inc)
-    L, depth = vec3(0.0), 0
+    L, depth = spec(0.0), 0
     md, rd, hide = max_depth, rr_depth, hide_emitters
     rounds = 1
     r = 0
@@ -178,13 +186,13 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
                 if s.replay != 0 and pick.W > 0.0:     # the indirect path from the picked point
                     smp = indirect_stream(pick)
                     wo, pdf = phase_sample(st, pick.m, pick.d, smp.next_2d())
-                    s = PathState(L=vec3(0.0), beta=vec3(1.0), eta=1.0, depth=0, prev_p=pick.x, prev_pdf=pdf,
+                    s = PathState(L=spec(0.0), beta=spec(1.0), eta=1.0, depth=0, prev_p=pick.x, prev_pdf=pdf,
                                   prev_delta=0, o=pick.x, d=wo, active=1, medium=pick.m, hero=pick.hero,
-                                  r=vec3(1.0), replay=0, lam=pick.lam, P=pick.P)
+                                  r=spec(1.0), replay=0, lam=pick.lam, P=pick.P)
                     md, rd, hide = pick.depth_left, pick.rr_left, 1
                     rounds = 2
         else:
-            if max3(s.L) > 0.0:
+            if max_component(s.L) > 0.0:
                 med.sigma_t_adjoint(st, pick.m, pick.x, pick.lam, pick.c * (pick.W / pick.w) * s.L)
         r += 1
     return L, depth
@@ -195,9 +203,9 @@ def walk_primal(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: 
                 sampler: ti.template(), max_depth, rr_depth, hide_emitters):
     """Continue camera state s as ``trace`` does in mode PRIMAL (the same random numbers): the walk for
     integrators that read the state itself (integrators/stokes.py: the Stokes vector)."""
-    s.hero = ti.min(ti.cast(sampler.next_1d() * 3.0, ti.i32), 2)
+    s.hero = _hero(sampler)
     pick = no_pick()
-    walk(st, bsdf, em, PRIMAL, vis, s, sampler, max_depth, rr_depth, hide_emitters, vec3(0.0), pick)
+    walk(st, bsdf, em, PRIMAL, vis, s, sampler, max_depth, rr_depth, hide_emitters, spec(0.0), pick)
 
 
 @ti.func

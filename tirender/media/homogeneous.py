@@ -7,7 +7,7 @@ where p_c is the density of the same event had channel c been the hero:
     collision at t < s:  p_c = sigma_c exp(-sigma_c t),  f_c = albedo_c sigma_c exp(-sigma_c t)
     no collision:        p_c = f_c = exp(-sigma_c s)
 The integrator keeps r = prod q (path pdf ratios) and divides the throughput by mean(r)
-(renormalising r), i.e. the balance heuristic between the three single-channel path-sampling
+(renormalising r), i.e. the balance heuristic between the single-channel path-sampling
 strategies: every channel is estimated exactly, not only the hero's (Wilkie 2014; PBRT-v4's
 r_u). For a grey sigma_t, w = albedo or 1 and q = 1.
 
@@ -21,19 +21,19 @@ dL * L * (d w / w).
 """
 import taichi as ti
 
-from ..core.math import BIG, safe_div, vec3
+from ..core.math import BIG, safe_div
 from ..schema import Child, Number, Volume
+from ..variants import lanes, spec
 from . import HOMOGENEOUS
 
 
 @ti.func
 def channel(v, h):
-    """v[h] for a runtime channel index h."""
+    """v[h] for a runtime channel (lane) index h."""
     res = v[0]
-    if h == 1:
-        res = v[1]
-    elif h == 2:
-        res = v[2]
+    for c in ti.static(range(1, lanes())):
+        if h == c:
+            res = v[c]
     return res
 
 
@@ -52,8 +52,8 @@ def collision_tau(sigma, albedo, tau, h):
     sampled with hero channel h: q_c = sigma_c e^{-tau_c} / (sigma_h e^{-tau_h}), w = albedo q."""
     sh = channel(sigma, h)
     th = channel(tau, h)
-    q = vec3(0.0)
-    for c in ti.static(range(3)):
+    q = spec(0.0)
+    for c in ti.static(range(lanes())):
         q[c] = safe_div(sigma[c], sh) * ti.exp(ti.min(ti.max(th - tau[c], -80.0), 80.0))
     return albedo * q, q
 
@@ -62,8 +62,8 @@ def collision_tau(sigma, albedo, tau, h):
 def escape_tau(tau, h):
     """w = q of crossing a segment of optical depths tau: q_c = e^{-tau_c} / e^{-tau_h}."""
     th = channel(tau, h)
-    q = vec3(0.0)
-    for c in ti.static(range(3)):
+    q = spec(0.0)
+    for c in ti.static(range(lanes())):
         q[c] = ti.exp(ti.min(ti.max(th - tau[c], -80.0), 80.0))
     return q
 
@@ -88,7 +88,7 @@ def collision_grads(sigma, albedo, t, L, dL):
 
 @ti.func
 def escape_grads(s, L, dL):
-    res = vec3(0.0)
+    res = spec(0.0)
     if s < 0.5 * BIG:   # an unbounded homogeneous medium has no meaningful derivative
         res = -s * dL * L
     return res
@@ -96,8 +96,8 @@ def escape_grads(s, L, dL):
 
 @ti.func
 def transmittance(sigma, s):
-    res = vec3(1.0)
-    for c in ti.static(range(3)):
+    res = spec(1.0)
+    for c in ti.static(range(lanes())):
         if sigma[c] > 0.0:
             res[c] = ti.exp(-ti.min(sigma[c] * s, 80.0))
     return res

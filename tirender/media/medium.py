@@ -26,7 +26,7 @@ def _colour(st: ti.template(), tid, rgb, lam, bounded: ti.template()):
     spectral variants a 1-channel volume is a flat spectrum (exactly its value) and a 3-channel one upsampled —
     an albedo (bounded) as a reflectance, a σ as an unbounded spectrum k S(c(rgb/k), λ), k = 2 max(rgb), which
     can reach 2 max(rgb) (update_majorants bounds it)."""
-    out = rgb
+    out = variants.spec(0.0)
     lift = True                     # mono: always (Y); spectral: 3-channel volumes only
     if ti.static(variants.spectral()):
         lift = tid >= 0 and st.tex_c[tid] == 3
@@ -36,13 +36,17 @@ def _colour(st: ti.template(), tid, rgb, lam, bounded: ti.template()):
                 out = variants.reflectance(rgb, lam)
             else:
                 out = variants.unbounded(rgb, lam)
+        else:
+            out = variants.spec(rgb[0])
+    else:
+        out = rgb
     return out
 
 
 @ti.func
 def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template()):
-    """∂<d, _colour(rgb, λ)>/∂rgb (a 1-channel volume's adjoint sums the lanes: grid_eval_adjoint)."""
-    g = d
+    """∂<d, _colour(rgb, λ)>/∂rgb (vec3; a 1-channel volume's adjoint sums the components: grid_eval_adjoint)."""
+    g = vec3(0.0)
     lift = True
     if ti.static(variants.spectral()):
         lift = tid >= 0 and st.tex_c[tid] == 3
@@ -52,6 +56,10 @@ def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template())
                 g = variants.reflectance_adjoint(rgb, lam, d)
             else:
                 g = variants.unbounded_adjoint(rgb, lam, d)
+        else:
+            g = vec3(d.sum(), 0.0, 0.0)
+    else:
+        g = d
     return g
 
 

@@ -13,8 +13,8 @@ k = 2 max(L), so the upsampled colour is a reflectance-like spectrum of maximum 
 D65.
 
 Host: ``fetch_np(rgb)`` (..., 3) → coefficients, ``eval_np(c, λ)``. Device (after ``bind()``): the
-coefficients and Jacobian (``lookup``), ``reflectance3(rgb, λ)`` / ``reflectance3_adjoint`` for a path's three
-wavelengths (one lookup each).
+coefficients and Jacobian (``lookup``), ``reflectance_lanes(rgb, λ)`` / ``reflectance_lanes_adjoint`` for a
+path's wavelengths (one lookup for all lanes).
 """
 import os
 
@@ -208,28 +208,29 @@ def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
 
 
 @ti.func
-def reflectance3(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam):
-    """s(λ_i) for the three wavelengths of a path (vec3 lam): one table lookup, three sigmoid evaluations."""
-    out = vec3(0.0)
+def reflectance_lanes(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam):
+    """s(λ_i) for the wavelengths of a path (lam: one per lane, any lane count): one table lookup, one sigmoid
+    evaluation per lane."""
+    out = lam * 0.0
     if ti.min(rgb[0], rgb[1], rgb[2]) >= 1.0:
-        out = vec3(1.0)
+        out = lam * 0.0 + 1.0
     else:
         c, J, valid = lookup(scale, xy, coeffs, rgb)
         if valid:
-            for i in ti.static(range(3)):
+            for i in ti.static(range(lam.get_shape()[0])):
                 out[i], _ = sigmoid_poly(c, lam[i])
     return out
 
 
 @ti.func
-def reflectance3_adjoint(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam, d):
-    """∂<d, reflectance3(rgb, λ)>/∂rgb (vec3)."""
+def reflectance_lanes_adjoint(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam, d):
+    """∂<d, reflectance_lanes(rgb, λ)>/∂rgb (vec3)."""
     g = vec3(0.0)
     if ti.min(rgb[0], rgb[1], rgb[2]) < 1.0:
         c, J, valid = lookup(scale, xy, coeffs, rgb)
         if valid:
             dc = vec3(0.0)
-            for i in ti.static(range(3)):
+            for i in ti.static(range(lam.get_shape()[0])):
                 _, ds = sigmoid_poly(c, lam[i])
                 dc += d[i] * ds * vec3(lam[i] * lam[i], lam[i], 1.0)
             g = J.transpose() @ dc

@@ -29,7 +29,7 @@ from .. import variants
 from ..bsdfs.base import NULL
 from ..core import mueller
 from ..core.intersect import intersect
-from ..core.math import BIG, max3, safe_div, vec3
+from ..core.math import BIG, max_component, safe_div, vec3
 from ..core.rng import PCG32
 from ..emitters import registry as emitters
 from ..media import MAJORANT_GRID
@@ -37,6 +37,7 @@ from ..media import homogeneous as hom
 from ..media import medium as med
 from ..media.phase import phase_eval
 from ..scene.storage import INFO_MARCH_STEP
+from ..variants import spec
 from .state import PRIMAL, REPLAY, s0_weight
 
 DELTA, MARCH = 0, 1          # free-flight / transmittance estimators in grid media
@@ -61,19 +62,19 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
     Returns (scattered, t, w, q) like volpath.free_flight."""
     scattered = 0
     ts = tmax
-    w = vec3(1.0)
-    q = vec3(1.0)
+    w = spec(1.0)
+    q = spec(1.0)
     tau_target = -ti.log(1.0 - sampler.next_1d())
     jitter = sampler.next_1d()
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
     if t1 > t0:
         k = hero
         n, dt = _steps(st, m, t0, t1)
-        tau = vec3(0.0)
+        tau = spec(0.0)
         i = 0
         dtt = 0.0
-        sig_hit = vec3(0.0)
-        alb_hit = vec3(0.0)
+        sig_hit = spec(0.0)
+        alb_hit = spec(0.0)
         while i < n and scattered == 0:
             sig, alb = med.coefficients(st, m, o + (t0 + (i + jitter) * dt) * d, lam)
             sk = hom.channel(sig, k)
@@ -95,7 +96,7 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
             if adj:
                 g = dL * L
                 for j in range(i):   # steps crossed before the collision (all of them on escape)
-                    med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, lam, -dt * g, vec3(0.0))
+                    med.coefficients_adjoint(st, m, o + (t0 + (j + jitter) * dt) * d, lam, -dt * g, spec(0.0))
                 if scattered == 1:
                     med.coefficients_adjoint(
                         st, m, o + (t0 + (i + jitter) * dt) * d, lam,
@@ -108,18 +109,18 @@ def march_free_flight(st: ti.template(), mode: ti.template(), m, o, d, tmax, her
 def march_transmittance(st: ti.template(), mode: ti.template(), m, o, d, s, lam, sampler: ti.template(), T_total,
                         dT):
     """exp(-sum_j sigma_t(x_j) dt) over the bbox-clipped segment [0, s) of grid medium m."""
-    T = vec3(1.0)
+    T = spec(1.0)
     t0, t1 = med.clip_bbox(st, m, o, d, s)
     if t1 > t0:
         jitter = sampler.next_1d()
         n, dt = _steps(st, m, t0, t1)
-        tau = vec3(0.0)
+        tau = spec(0.0)
         for j in range(n):
             x = o + (t0 + (j + jitter) * dt) * d
             sig, _ = med.coefficients(st, m, x, lam)
             tau += sig * dt
             if ti.static(mode == REPLAY):
-                med.coefficients_adjoint(st, m, x, lam, -dt * dT * T_total, vec3(0.0))
+                med.coefficients_adjoint(st, m, x, lam, -dt * dT * T_total, spec(0.0))
         T = ti.exp(-ti.min(tau, 80.0))
     return T
 
@@ -258,11 +259,11 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
     pdf ratios p_c / p_h of spectral MIS (delta)."""
     scattered = 0
     ts = tmax
-    w = vec3(1.0)
-    q = vec3(1.0)
+    w = spec(1.0)
+    q = spec(1.0)
     t0, t1 = med.clip_bbox(st, m, o, d, tmax)
-    sig_hit = vec3(0.0)
-    alb_hit = vec3(0.0)
+    sig_hit = spec(0.0)
+    alb_hit = spec(0.0)
     if ti.static(ratio and mode == REPLAY):
         if t1 > t0:
             _optical_depth_adjoint(st, m, o, d, t0, t1, sampler.next_1d(), -dT * T_total, lam)
@@ -278,7 +279,7 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
                 sig, alb = med.coefficients(st, m, x, lam)
                 if ti.static(ratio):
                     w *= 1.0 - sig / mu
-                    if max3(w) <= 0.0:
+                    if max_component(w) <= 0.0:
                         tracking = False
                 else:
                     p_s = ti.min(ti.max(hom.channel(sig, hero) / mu, 0.0), 1.0)   # hero's P_s (detached)
@@ -304,7 +305,7 @@ def _track(st: ti.template(), mode: ti.template(), ratio: ti.template(), split: 
                 t_end = ts
                 g_sig = safe_div(g, sig_hit)
                 if ti.static(split):
-                    g_sig = vec3(0.0)    # the in-scattering term: inscatter_adjoint
+                    g_sig = spec(0.0)    # the in-scattering term: inscatter_adjoint
                 med.coefficients_adjoint(st, m, o + ts * d, lam, g_sig, safe_div(g, alb_hit))
             side = _side_stream(sampler)
             _optical_depth_adjoint(st, m, o, d, t0, t_end, side.next_1d(), -g, lam)
@@ -332,13 +333,13 @@ def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o
     multiplies). est: the compiled estimators (MediumVisibility.of)."""
     scattered = 0
     ts = tmax
-    w = vec3(1.0)
-    q = vec3(1.0)
+    w = spec(1.0)
+    q = spec(1.0)
     if _homogeneous(st, est, m):
         sig, alb = med.homogeneous_coefficients(st, m, lam)
         t = hom.sample_distance(sig, hero, sampler.next_1d())
-        g_s = vec3(0.0)
-        g_a = vec3(0.0)
+        g_s = spec(0.0)
+        g_a = spec(0.0)
         if t < tmax:
             scattered = 1
             ts = t
@@ -359,7 +360,7 @@ def free_flight(st: ti.template(), mode: ti.template(), est: ti.template(), m, o
         scattered, ts, w, q = march_free_flight(st, mode, m, o, d, tmax, hero, lam, sampler, L, dL, adj)
     elif ti.static(est.GRID):
         scattered, ts, w, q = _track(st, mode, False, est.SPLIT > 0, m, o, d, tmax, hero, lam, sampler, L, dL, adj,
-                                     vec3(0.0), vec3(0.0))
+                                     spec(0.0), spec(0.0))
     return scattered, ts, w, q
 
 
@@ -368,16 +369,16 @@ def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.templa
                           sampler: ti.template(), T_total, dT):
     """Transmittance factor of medium m along o + t d, t in [0, s) (RGB). REPLAY: with the full
     shadow-ray transmittance T_total and its adjoint dT, scatter dT * dT_total/dsigma_t."""
-    T = vec3(1.0)
+    T = spec(1.0)
     if _homogeneous(st, est, m):
         sig, _ = med.homogeneous_coefficients(st, m, lam)
         T = hom.transmittance(sig, s)
         if ti.static(mode == REPLAY):
-            med.homogeneous_coefficients_adjoint(st, m, lam, hom.escape_grads(s, T_total, dT), vec3(0.0))
+            med.homogeneous_coefficients_adjoint(st, m, lam, hom.escape_grads(s, T_total, dT), spec(0.0))
     elif ti.static(est.GRID and est.MARCH == MARCH):
         T = march_transmittance(st, mode, m, o, d, s, lam, sampler, T_total, dT)
     elif ti.static(est.GRID):
-        hit, t_end, T, q = _track(st, mode, True, False, m, o, d, s, 0, lam, sampler, vec3(0.0), vec3(0.0), mode == REPLAY,
+        hit, t_end, T, q = _track(st, mode, True, False, m, o, d, s, 0, lam, sampler, spec(0.0), spec(0.0), mode == REPLAY,
                                   T_total, dT)
     return T
 
@@ -389,7 +390,7 @@ def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o,
     media are crossed (ratio tracking / analytic), null interfaces switch the medium, any other
     surface blocks (T = 0). REPLAY: the nested replay (call with a copy of the sampler state
     taken before the PRIMAL call, T_total its result and dT = d(objective)/dT)."""
-    T = vec3(1.0)
+    T = spec(1.0)
     ray_o = o
     remaining = dist
     m = medium
@@ -407,7 +408,7 @@ def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o,
         else:
             shape = st.tri_shape[tri]
             if (st.bsdf_flags[st.shape_bsdf[shape]] & NULL) == 0 or crossings >= MAX_CROSSINGS:
-                T = vec3(0.0)
+                T = spec(0.0)
                 going = False
             else:
                 ng = st.tri_e1[tri].cross(st.tri_e2[tri]).normalized()
@@ -418,7 +419,7 @@ def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o,
                 if remaining < BIG:
                     remaining -= t
                 crossings += 1
-        if max3(T) <= 0.0:
+        if max_component(T) <= 0.0:
             going = False
     return T
 
@@ -433,31 +434,19 @@ def tracked(st: ti.template(), est: ti.template(), m):
     return res
 
 
-@ti.dataclass
-class IndirectPick:
-    """The one flight point per path at which the PRB replay estimates the indirect in-scattered
-    light Ls,indirect (inscatter_adjoint), picked by weighted reservoir sampling over the path's
-    candidates i with weights w_i = |c_i|_1: a candidate is kept with probability w_i / W (W: the
-    running sum), so c / w * W * Ls,indirect(x) is an unbiased estimate of sum_i c_i Ls,indirect(x_i)
-    (one indirect path per camera path, walked after the replay by the same inlined walk; see
-    volpath.trace). x, d: the point and the flight direction; m: its medium; c: dL beta T alpha n dt
-    (per channel, the quadrature weight of the point); depth_left, rr_left: max_depth and rr_depth
-    of the indirect path (counted from the main path); state, inc: its random stream; P: the main path's
-    Mueller product at the point (spectral_polarized: the indirect path starts from it, so that what it
-    finds is the camera's S0)."""
-    x: vec3
-    d: vec3
-    m: ti.i32
-    c: vec3
-    w: float
-    W: float
-    depth_left: ti.i32
-    rr_left: ti.i32
-    hero: ti.i32
-    lam: vec3
-    state: ti.u64
-    inc: ti.u64
-    P: mueller.Mueller3
+# IndirectPick: the one flight point per path at which the PRB replay estimates the indirect in-scattered
+# light Ls,indirect (inscatter_adjoint), picked by weighted reservoir sampling over the path's
+# candidates i with weights w_i = |c_i|_1: a candidate is kept with probability w_i / W (W: the
+# running sum), so c / w * W * Ls,indirect(x) is an unbiased estimate of sum_i c_i Ls,indirect(x_i)
+# (one indirect path per camera path, walked after the replay by the same inlined walk; see
+# volpath.trace). x, d: the point and the flight direction; m: its medium; c: dL beta T alpha n dt
+# (per channel, the quadrature weight of the point); depth_left, rr_left: max_depth and rr_depth
+# of the indirect path (counted from the main path); state, inc: its random stream; P: the main path's
+# Mueller product at the point (spectral_polarized: the indirect path starts from it, so that what it
+# finds is the camera's S0).
+IndirectPick = variants.struct("IndirectPick", x=vec3, d=vec3, m=ti.i32, c=variants.SPECTRUM, w=float, W=float,
+                               depth_left=ti.i32, rr_left=ti.i32, hero=ti.i32, lam=variants.SPECTRUM,
+                               state=ti.u64, inc=ti.u64, P=mueller.MuellerLanes)
 
 
 @ti.func
@@ -506,7 +495,7 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
         dt = (t1 - t0) / n
         jitter = side.next_1d()
         j_ind = ti.min(ti.cast(side.next_1d() * n, ti.i32), n - 1)
-        T = vec3(1.0)
+        T = spec(1.0)
         mw = majorant_walk(st, m, o, d, t0, t1)
         tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
         j = 0
@@ -516,31 +505,31 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                 sig_c, _ = med.coefficients(st, m, o + tc * d, lam)
                 T *= ti.max(1.0 - sig_c / mu, 0.0)
                 tc, mu = mw.next(st, m, -ti.log(1.0 - side.next_1d()))
-            tm = max3(T)
+            tm = max_component(T)
             u_rr = side.next_1d()               # drawn at every point: the stream never depends on T
             if ti.static(est.RR > 0.0):
                 if 0.0 < tm < est.RR:           # roulette: the rest of the flight adds little
                     if u_rr * est.RR < tm:
                         T *= est.RR / tm
                     else:
-                        T = vec3(0.0)
-            if max3(T) <= 0.0:
+                        T = spec(0.0)
+            if max_component(T) <= 0.0:
                 j = n
             else:
                 x = o + tj * d
                 _, alb = med.coefficients(st, m, x, lam)
                 c = dL * beta * T * alb * dt
-                Ls = vec3(0.0)
+                Ls = spec(0.0)
                 ds = emitters.sample_emitter(st, em, x, side.next_2d(), lam)
-                if ds.emitter >= 0 and max3(ds.weight) > 0.0:
+                if ds.emitter >= 0 and max_component(ds.weight) > 0.0:
                     ph = phase_eval(st, m, d, ds.d)
                     if ph > 0.0:
                         dist = ds.dist
                         if dist < BIG:
                             dist = (ds.p - x).norm() * (1.0 - 1e-4)
-                        Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, lam, side, vec3(0.0), vec3(0.0))
+                        Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, lam, side, spec(0.0), spec(0.0))
                         Ls += ph * Tsh * ds.weight
-                if max3(Ls) > 0.0:
+                if max_component(Ls) > 0.0:
                     med.sigma_t_adjoint(st, m, x, lam, c * Ls * s0)
                 if j == j_ind and depth_left > 1:   # Ls,indirect (needs a vertex after x): a candidate
                     ci = c * n

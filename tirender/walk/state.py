@@ -24,10 +24,11 @@ import taichi as ti
 
 from .. import variants
 from ..core import mueller
-from ..core.math import mat3, vec3
+from ..core.math import vec3
+from ..variants import SPECTRUM, spec
 
 PRIMAL, REPLAY, RB, PRB, FORWARD = 0, 1, 2, 3, 4
-mat43 = ti.types.matrix(4, 3, float)
+stokes_lanes = ti.types.matrix(3, mueller.LANES, float)     # S1–S3 (rows) per lane (columns)
 
 
 def adjoint_mode(mode):
@@ -35,47 +36,29 @@ def adjoint_mode(mode):
     return mode in (REPLAY, RB, PRB)
 
 
-@ti.dataclass
-class PathState:
-    """L: radiance (accumulated, or still to come in REPLAY); beta: throughput β (detached);
-    eta: product of relative IORs η (Russian roulette); depth: real scattering vertices so far;
-    prev_p / prev_pdf / prev_delta: the previous real vertex, the sampling pdf of the direction that
-    left it and whether it was a Dirac lobe (1: no MIS for the next emitter hit); o, d: the current
-    ray; active; medium: the medium the ray travels in (-1: vacuum); hero / r: the hero channel and
-    the renormalised per-channel pdf ratios of spectral MIS in media; replay: 1 in the replay pass
-    (mode PRB); P: per lane, the product of the (normalised) Mueller matrices of the vertices so far, in the
-    implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
-    β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0); FORWARD mode:
-    dbeta, dP the tangents of β and P, dS the tangent of (S0..S3) (rows) per lane (columns)."""
-    L: vec3
-    beta: vec3
-    eta: float
-    depth: ti.i32
-    prev_p: vec3
-    prev_pdf: float
-    prev_delta: ti.i32
-    o: vec3
-    d: vec3
-    active: ti.i32
-    medium: ti.i32
-    hero: ti.i32
-    r: vec3
-    replay: ti.i32
-    lam: vec3
-    P: mueller.Mueller3
-    S: mat3
-    dbeta: vec3
-    dP: mueller.Mueller3
-    dS: mat43
+# PathState — L: radiance (accumulated, or still to come in REPLAY); beta: throughput β (detached);
+# eta: product of relative IORs η (Russian roulette); depth: real scattering vertices so far;
+# prev_p / prev_pdf / prev_delta: the previous real vertex, the sampling pdf of the direction that
+# left it and whether it was a Dirac lobe (1: no MIS for the next emitter hit); o, d: the current
+# ray; active; medium: the medium the ray travels in (-1: vacuum); hero / r: the hero channel and
+# the renormalised per-channel pdf ratios of spectral MIS in media; replay: 1 in the replay pass
+# (mode PRB); P: per lane, the product of the (normalised) Mueller matrices of the vertices so far, in the
+# implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
+# β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0); FORWARD mode:
+# dbeta, dP the tangents of β and P, dS the tangent of (S0..S3) (rows) per lane (columns).
+PathState = variants.struct("PathState", L=SPECTRUM, beta=SPECTRUM, eta=float, depth=ti.i32, prev_p=vec3, prev_pdf=float,
+                            prev_delta=ti.i32, o=vec3, d=vec3, active=ti.i32, medium=ti.i32, hero=ti.i32, r=SPECTRUM,
+                            replay=ti.i32, lam=SPECTRUM, P=mueller.MuellerLanes, S=stokes_lanes, dbeta=SPECTRUM,
+                            dP=mueller.MuellerLanes, dS=mueller.mat4)
 
 
 @ti.func
 def camera_state(o, d, L_in, replay, lam):
     """A path of wavelengths lam (spectral variant; unused otherwise) leaving the camera at o along d (L_in:
     the primal radiance when replaying)."""
-    return PathState(L=L_in, beta=vec3(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
-                     active=1, medium=-1, hero=0, r=vec3(1.0), replay=replay, lam=lam, P=mueller.identity3(),
-                     S=mat3(0.0), dbeta=vec3(0.0), dP=mueller.zero3(), dS=mat43(0.0))
+    return PathState(L=L_in, beta=spec(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
+                     active=1, medium=-1, hero=0, r=spec(1.0), replay=replay, lam=lam, P=mueller.identity_lanes(),
+                     S=stokes_lanes(0.0), dbeta=spec(0.0), dP=mueller.zero_lanes(), dS=mueller.mat4(0.0))
 
 
 @ti.func
@@ -105,25 +88,26 @@ def accumulate(mode: ti.template(), s: ti.template(), c):
 
 @ti.func
 def s0_weight(col):
-    """Row 0 of col (4×3: the Stokes vector per lane of a unit unpolarized source seen through the path's Mueller
+    """Row 0 of col (4×4: the Stokes vector per lane of a unit unpolarized source seen through the path's Mueller
     product, mueller.column0 / through_column0): the camera's S0 factor of a contribution in spectral_polarized,
     which ``deliver`` adds to L and reverse-mode adjoints carry (Mueller matrices held fixed); 1 elsewhere."""
-    w = vec3(1.0)
+    w = spec(1.0)
     if ti.static(variants.polarized()):
-        w = vec3(col[0, 0], col[0, 1], col[0, 2])
+        w = ti.Vector([col[0, i] for i in ti.static(range(variants.lanes()))], float)
     return w
 
 
 @ti.func
 def deliver(mode: ti.template(), s: ti.template(), c, col):
     """Add light c (per lane) from an unpolarized source: L += c, or in spectral_polarized L += c · S0 and
-    S += c · (S1, S2, S3) with col (4×3) the Stokes vector per lane of a unit unpolarized source seen through
-    the path's Mueller product (mueller.column0 / through_column0; a dummy elsewhere)."""
+    S += c · (S1, S2, S3) with col (4×4: Stokes components × lanes) the Stokes vector per lane of a unit
+    unpolarized source seen through the path's Mueller product (mueller.column0 / through_column0; a dummy
+    elsewhere)."""
     if ti.static(variants.polarized()):
         accumulate(mode, s, c * s0_weight(col))
         if ti.static(mode == PRIMAL or mode == FORWARD):
             for k in ti.static(range(3)):
-                for i in ti.static(range(3)):
+                for i in ti.static(range(variants.lanes())):
                     s.S[k, i] += c[i] * col[k + 1, i]
     else:
         accumulate(mode, s, c)
@@ -131,14 +115,14 @@ def deliver(mode: ti.template(), s: ti.template(), c, col):
 
 @ti.func
 def deliver_tangent(s: ti.template(), c, dc, col, dcol):
-    """FORWARD mode: the tangent of deliver(c, col) given dc (per lane) and dcol (4×3, the tangent of col):
+    """FORWARD mode: the tangent of deliver(c, col) given dc (per lane) and dcol (4×4, the tangent of col):
     dS += dc · col + c · dcol (spectral_polarized), else dS[0] += dc."""
     if ti.static(variants.polarized()):
         for k in ti.static(range(4)):
-            for i in ti.static(range(3)):
+            for i in ti.static(range(variants.lanes())):
                 s.dS[k, i] += dc[i] * col[k, i] + c[i] * dcol[k, i]
     else:
-        for i in ti.static(range(3)):
+        for i in ti.static(range(variants.lanes())):
             s.dS[0, i] += dc[i]
 
 
@@ -148,7 +132,7 @@ def result(mode: ti.template(), s):
     of its radiance (S0)."""
     res = s.L
     if ti.static(mode == FORWARD):
-        res = vec3(s.dS[0, 0], s.dS[0, 1], s.dS[0, 2])
+        res = ti.Vector([s.dS[0, i] for i in ti.static(range(variants.lanes()))], float)
     return res
 
 
@@ -168,5 +152,5 @@ def adjoint_on(mode: ti.template(), s, dL):
     compile the adjoint code only for ti.static(mode != PRIMAL).)"""
     res = replaying(mode, s)
     if ti.static(mode == RB):
-        res = dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0
+        res = dL.max() != 0.0 or dL.min() != 0.0
     return res

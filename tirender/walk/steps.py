@@ -30,9 +30,10 @@ import taichi as ti
 from .. import variants
 from ..core import mueller, pool
 from ..core.intersect import occluded
-from ..core.math import BIG, max3, mis_power, safe_div, vec3
+from ..core.math import BIG, max_component, mis_power, safe_div, vec3
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
+from ..variants import spec
 from . import vertex
 from .state import (FORWARD, PRB, PRIMAL, REPLAY, accumulate, adjoint_mode, adjoint_on, deliver, deliver_tangent,
                     replaying, s0_weight, throughput)
@@ -41,7 +42,7 @@ from .state import (FORWARD, PRB, PRIMAL, REPLAY, accumulate, adjoint_mode, adjo
 @ti.func
 def _lane(c):
     """The unit vector of lane c (a runtime index)."""
-    return vec3(ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0), ti.select(c == 2, 1.0, 0.0))
+    return ti.Vector([ti.select(c == i, 1.0, 0.0) for i in ti.static(range(variants.lanes()))], float)
 
 
 @ti.func
@@ -72,14 +73,14 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
     if q.emitter >= 0:
         if s.depth > 0 or hide_emitters == 0:
             le = emitters.eval(st, em, q, s.lam)
-            if max3(le) > 0.0:
+            if max_component(le) > 0.0:
                 if ti.static(variants.polarized()):
                     deliver(mode, s, s.beta * mis * le, mueller.column0(s.P))
                 else:
                     accumulate(mode, s, s.beta * mis * le)
                 if ti.static(mode == FORWARD):
-                    dle = vec3(0.0)
-                    for c in range(3):          # a runtime loop: the emitter's adjoint inlined once
+                    dle = spec(0.0)
+                    for c in range(ti.static(variants.lanes())):          # a runtime loop: the emitter's adjoint inlined once
                         pool.tangent_reset(st)
                         emitters.eval_adjoint(st, em, q, _lane(c), s.lam)
                         dle += _lane(c) * pool.tangent_value(st)
@@ -99,10 +100,10 @@ class SurfaceVisibility:
     @ti.func
     def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(), T_total,
                       dT):
-        T = vec3(1.0)
+        T = spec(1.0)
         if ti.static(mode == PRIMAL):
             if occluded(st, so, d, dist):
-                T = vec3(0.0)
+                T = spec(0.0)
         return T
 
 
@@ -114,24 +115,24 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
     Returns (d, w): the emitter sample's direction and β mis T Le/pdf, the weight of ∂f(d)/∂π in its
     adjoint (w = 0 without a contribution and for Dirac emitters; attached PRB replaces the term)."""
     res_d = vec3(0.0)
-    res_w = vec3(0.0)
+    res_w = spec(0.0)
     u_em = sampler.next_2d()
     if v.medium_event == 1 or v.flags & 1:   # SMOOTH: the scattering function has a non-Dirac lobe
         ds = emitters.sample_emitter(st, em, v.p, u_em, s.lam)
-        if ds.emitter >= 0 and max3(ds.weight) > 0.0:
+        if ds.emitter >= 0 and max_component(ds.weight) > 0.0:
             f, pdf_dir = vertex.eval_pdf(st, bsdf, v, ds.d)
-            if max3(f) > 0.0:
+            if max_component(f) > 0.0:
                 so = vertex.spawn(st, v, ds.d)
                 dist = ds.dist
                 if dist < BIG:
                     dist = (ds.p - so).norm() * (1.0 - 1e-4)
                 saved = sampler.copy()   # for the transmittance replay
-                T = vis.transmittance(st, PRIMAL, v, s, so, ds.d, dist, sampler, vec3(0.0), vec3(0.0))
-                if max3(T) > 0.0:
+                T = vis.transmittance(st, PRIMAL, v, s, so, ds.d, dist, sampler, spec(0.0), spec(0.0))
+                if max_component(T) > 0.0:
                     mis = 1.0
                     if ds.delta == 0:
                         mis = mis_power(ds.pdf, pdf_dir)
-                    s0 = vec3(1.0)              # spectral_polarized: the S0 factor of the contribution
+                    s0 = spec(1.0)              # spectral_polarized: the S0 factor of the contribution
                     if ti.static(mode == FORWARD):
                         _nee_tangent(st, bsdf, em, s, v, ds, f, T, mis)
                     elif ti.static(variants.polarized()):
@@ -147,7 +148,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                         if adjoint_on(mode, s, dL):
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
                             if ti.static(biased):
-                                li = vec3(1.0 / ds.pdf)    # RB biased I: Li := 1
+                                li = spec(1.0 / ds.pdf)    # RB biased I: Li := 1
                             vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
                             vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
@@ -159,9 +160,9 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
 def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: ti.template(), v, ds, f, T, mis):
     """FORWARD mode's NEE term c = β mis f T Le/pdf (through P N) and its tangent (T is constant: surfaces)."""
     c = s.beta * mis * f * T * ds.weight
-    df = vec3(0.0)
-    dw = vec3(0.0)
-    for k in range(3):                  # runtime: the BSDF's and the emitter's adjoint code inlined once
+    df = spec(0.0)
+    dw = spec(0.0)
+    for k in range(ti.static(variants.lanes())):                  # runtime: the BSDF's and the emitter's adjoint code inlined once
         e = _lane(k)
         pool.tangent_reset(st)
         vertex.adjoint(st, bsdf, v, ds.d, e)
@@ -191,23 +192,23 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
     """Sample the next direction at v and move the state along it (deactivates the path when
     sampling fails). Returns the sample (wo in world space)."""
     bs = vertex.sample(st, bsdf, v, sampler)
-    if bs.valid == 0 or max3(bs.weight) <= 0.0:
+    if bs.valid == 0 or max_component(bs.weight) <= 0.0:
         s.active = 0
     else:
         if ti.static(mode == REPLAY or mode == PRB):
             if replaying(mode, s) and bs.delta == 0:
                 # L_ind · f / detach(f): cancels the detached scattering value inside L
                 f_det = bs.weight * bs.pdf
-                inv_f = safe_div(vec3(1.0), f_det)
+                inv_f = safe_div(spec(1.0), f_det)
                 vertex.adjoint(st, bsdf, v, bs.wo, dL * s.L * inv_f)
             elif replaying(mode, s) and bs.null == 1:
                 # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
                 vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
         if ti.static(mode == FORWARD):
             # dβ' = dβ w + β dw: smooth lobes w = f / detach(pdf); a pass-through w ∝ P_null / detach(P_null)
-            dw = vec3(0.0)
+            dw = spec(0.0)
             if bs.delta == 0:
-                for k in range(3):
+                for k in range(ti.static(variants.lanes())):
                     e = _lane(k)
                     pool.tangent_reset(st)
                     vertex.adjoint(st, bsdf, v, bs.wo, e / bs.pdf)
@@ -220,12 +221,12 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
             if ti.static(variants.polarized()):
                 m, dm = vertex.mueller_tangent(st, bsdf, v, bs.wo, bs.delta, False)
                 if ti.static(vertex.has_mueller_tangent(bsdf, False)):     # otherwise dP stays 0
-                    s.dP = mueller.add3(mueller.mul3(s.dP, m), mueller.mul3(s.P, dm))
-                s.P = mueller.mul3(s.P, m)
+                    s.dP = mueller.add_lanes(mueller.mul_lanes(s.dP, m), mueller.mul_lanes(s.P, dm))
+                s.P = mueller.mul_lanes(s.P, m)
         elif ti.static(variants.polarized()):
-            s.P = mueller.mul3(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))
+            s.P = mueller.mul_lanes(s.P, vertex.mueller(st, bsdf, v, bs.wo, bs.delta, False))
         s.beta *= bs.weight
-        if bs.disperse == 1:                 # a dispersive event ended lanes 1, 2 (bsdfs/dielectric.py)
+        if bs.disperse == 1:                 # a dispersive event ended the secondary lanes (bsdfs/dielectric.py)
             s.lam = variants.terminate_secondary(s.lam)
         s.eta *= bs.eta
         s.prev_p = v.p
@@ -239,7 +240,7 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
 @ti.func
 def russian_roulette(s: ti.template(), sampler: ti.template(), rr_depth, rr_max):
     """Russian roulette after a vertex (Mitsuba 3): returns the survival weight 1/q applied to β."""
-    beta_max = max3(throughput(s))
+    beta_max = max_component(throughput(s))
     rr_prob = ti.min(beta_max * s.eta * s.eta, rr_max)
     u_rr = sampler.next_1d()
     scale = 1.0

@@ -9,29 +9,20 @@ phase functions are sampled exactly (weight 1). ``bsdf`` is the scene's BSDF dis
 """
 import taichi as ti
 
+from .. import variants
 from ..bsdfs.base import SMOOTH, BsdfCtx, BsdfSample, surface_ctx
 from ..core import mueller as mu
 from ..core.interaction import spawn_origin
 from ..core.math import to_local, to_world, vec3
 from ..media.phase import phase_eval, phase_eval_adjoint, phase_sample
+from ..variants import spec
 
 
-@ti.dataclass
-class Vertex:
-    """medium_event: 1 in a medium, 0 on a surface; p: position; ng: geometric normal (surface);
-    s, t, n: shading frame; wi: local incident direction (surface) or the world propagation
-    direction d_in (medium); ctx: the BSDF, uv, dp/du, dp/dv, ng (bsdfs.base.BsdfCtx); flags: the BSDF's flags; shape; medium."""
-    medium_event: ti.i32
-    p: vec3
-    ng: vec3
-    s: vec3
-    t: vec3
-    n: vec3
-    wi: vec3
-    ctx: BsdfCtx
-    flags: ti.i32
-    shape: ti.i32
-    medium: ti.i32
+# Vertex — medium_event: 1 in a medium, 0 on a surface; p: position; ng: geometric normal (surface);
+# s, t, n: shading frame; wi: local incident direction (surface) or the world propagation
+# direction d_in (medium); ctx: the BSDF, uv, dp/du, dp/dv, ng (bsdfs.base.BsdfCtx); flags: the BSDF's flags; shape; medium.
+Vertex = variants.struct("Vertex", medium_event=ti.i32, p=vec3, ng=vec3, s=vec3, t=vec3, n=vec3, wi=vec3, ctx=BsdfCtx,
+                         flags=ti.i32, shape=ti.i32, medium=ti.i32)
 
 
 @ti.func
@@ -62,12 +53,12 @@ def spawn(st: ti.template(), v, d):
 @ti.func
 def eval_pdf(st: ti.template(), bsdf: ti.template(), v, d):
     """(f, pdf) towards world direction d: BSDF · |cos θo| and its sampling density, or the phase
-    function (= its density) as an RGB value."""
-    f = vec3(0.0)
+    function (= its density) in every lane."""
+    f = spec(0.0)
     pdf = 0.0
     if v.medium_event == 1:
         ph = phase_eval(st, v.medium, v.wi, d)
-        f = vec3(ph)
+        f = spec(ph)
         pdf = ph
     else:
         f, pdf = bsdf.eval_pdf(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d))
@@ -80,7 +71,7 @@ def sample(st: ti.template(), bsdf: ti.template(), v, sampler: ti.template()):
     bs = BsdfSample(eta=1.0, delta=0, valid=0)
     if v.medium_event == 1:
         wo, pdf = phase_sample(st, v.medium, v.wi, sampler.next_2d())
-        bs = BsdfSample(wo=wo, weight=vec3(1.0), pdf=pdf, eta=1.0, delta=0, valid=1)
+        bs = BsdfSample(wo=wo, weight=spec(1.0), pdf=pdf, eta=1.0, delta=0, valid=1)
     else:
         u1 = sampler.next_1d()
         u2 = sampler.next_2d()
@@ -108,32 +99,32 @@ def adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
 
 @ti.func
 def mueller(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.template()):
-    """The vertex's Mueller matrix per lane (core/mueller.Mueller3) for light arriving along −d and leaving
+    """The vertex's Mueller matrix per lane (core/mueller.MuellerLanes) for light arriving along −d and leaving
     towards the previous vertex, in the implicit Stokes frames of the world directions, normalised to
     [0, 0] = 1 (the unpolarized value is the walk's f or weight); delta: the lobe was a Dirac one; smooth
     (compile-time): d is an emitter sample (NEE), so only models with smooth lobes matter. Phase
     functions: identity (their value is a scalar, as Mitsuba 3's unpolarized phase functions: the Stokes
     vector passes unchanged)."""
-    res = mu.identity3()
+    res = mu.identity_lanes()
     if v.medium_event == 0:
         wo = to_local(v.s, v.t, v.n, d)
-        res = mu.frame_change3(mu.normalized3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth)), v.s, v.t, v.n, v.wi, wo)
+        res = mu.frame_change_lanes(mu.normalized_lanes(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth)), v.s, v.t, v.n, v.wi, wo)
     return res
 
 
 @ti.func
 def mueller_tangent(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.template()):
     """(M, dM): ``mueller`` and its tangent along forward mode's direction (the parameters of models with
-    MUELLER_KEYS, bsdfs/base.py), both normalised and in the world's implicit frames (frame_change3 is linear).
+    MUELLER_KEYS, bsdfs/base.py), both normalised and in the world's implicit frames (frame_change_lanes is linear).
     Without such models (``has_mueller_tangent``, compile-time) dM is 0 and no tangent code is compiled."""
-    res = mu.identity3()
-    dres = mu.zero3()
+    res = mu.identity_lanes()
+    dres = mu.zero_lanes()
     if ti.static(has_mueller_tangent(bsdf, smooth)):
         if v.medium_event == 0:
             wo = to_local(v.s, v.t, v.n, d)
-            m, dm = mu.normalized_tangent3(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth),
+            m, dm = mu.normalized_tangent_lanes(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth),
                                            bsdf.mueller_tangent(st, v.ctx, v.wi, wo, delta, smooth))
-            res, dres = mu.frame_change3_pair(m, dm, v.s, v.t, v.n, v.wi, wo)
+            res, dres = mu.frame_change_lanes_pair(m, dm, v.s, v.t, v.n, v.wi, wo)
     else:
         res = mueller(st, bsdf, v, d, delta, smooth)
     return res, dres
