@@ -3,11 +3,12 @@ variants"). The integrators and models are written once; the few places where li
 the walk ask this module, at compile time (``ti.static``), what a colour means:
 
     rgb         the three channels are linear sRGB (the default).
-    mono        one luminance channel (Y of the sRGB inputs), carried in all three lanes of the walk's
-                colour vector; images are grey (R = G = B = Y).
+    mono        one luminance channel (Y of the sRGB inputs): the walk's colour has one lane, and images are
+                grey (R = G = B = Y).
     spectral    the walk's colour has four lanes: radiance at four wavelengths per path, sampled over
                 360–830 nm with Mitsuba 3's sech² density for RGB content (the first λ by importance, the
-                others shifted by 1/4 in sample space: hero-wavelength style, as Mitsuba's spectral variants); RGB reflectances become smooth spectra by
+                others shifted by 1/4 in sample space: hero-wavelength style, as Mitsuba's spectral
+                variants); RGB reflectances become smooth spectra by
                 Jakob & Hanika's sigmoid-polynomial model (spectra/upsample.py), RGB radiances are
                 D65-scaled (Mitsuba's ``d65``); the film receives linear sRGB computed through the CIE 1931
                 colour-matching functions (spectra/cie.py).
@@ -26,7 +27,7 @@ CLI. Asking for another variant after kernels consulted the current one is one C
 Models and integrators that have no meaning (or no implementation yet) in a variant are refused by
 ``require`` with one line naming them.
 
-The walk's colour type (``Spectrum``) has ``lanes()`` channels: 3 in rgb and mono, 4 in the spectral variants.
+The walk's colour type (``Spectrum``) has ``lanes()`` channels: 3 in rgb, 1 in mono, 4 in the spectral variants.
 It is picked when kernels compile: device code builds colours with ``spec(x)`` (every lane x) or
 ``spec_zero()``, and structs with Spectrum members are declared with ``struct(name=SPECTRUM, ...)`` (built on first
 use for the current variant). Geometry stays ``vec3``; textures and parameters stay RGB (``vec3``): the functions
@@ -119,8 +120,9 @@ def mono():
 
 
 def lanes():
-    """Channels of the walk's colour (compile time): 4 wavelengths per path in the spectral variants, 3 otherwise."""
-    return 4 if spectral() else 3
+    """Channels of the walk's colour (compile time): 4 wavelengths per path in the spectral variants, 1 in mono
+    (luminance), 3 in rgb."""
+    return 4 if spectral() else 1 if mono() else 3
 
 
 _spectrum_types = {}
@@ -174,6 +176,18 @@ def spec(x):
 @ti.func
 def spec_zero():
     return spec(0.0)
+
+
+@ti.func
+def luminance_weights():
+    """∂Y/∂(walk's colour): the luminance weights in rgb, 1 in mono (the lane is Y), the lanes' mean otherwise
+    (not a luminance: models that need one, e.g. principled's tint, refuse the spectral variants)."""
+    w = spec(1.0 / ti.static(float(lanes())))
+    if ti.static(rgb()):
+        w = vec3(LUMINANCE)
+    elif ti.static(mono()):
+        w = spec(1.0)
+    return w
 
 
 def require(what, variants, file=None, key=None, variant=None):
@@ -259,6 +273,8 @@ def to_rgb(L, lam, w):
         srgb = ti.static(_srgb_bar())
         for i in ti.static(range(lanes())):
             out += cie.table_lerp(srgb, lam[i]) * (L[i] * w[i] / ti.static(float(lanes())))
+    elif ti.static(mono()):
+        out = vec3(L[0])
     else:
         out = L
     return out
@@ -272,6 +288,8 @@ def adjoint_from_rgb(d_rgb, lam, w):
         srgb = ti.static(_srgb_bar())
         for i in ti.static(range(lanes())):
             out[i] = cie.table_lerp(srgb, lam[i]).dot(d_rgb) * w[i] / ti.static(float(lanes()))
+    elif ti.static(mono()):
+        out = spec(d_rgb.sum())
     else:
         out = d_rgb
     return out

@@ -31,6 +31,7 @@ maps), term by term through h, wi·h, wo·h, cos θi and cos θo.
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import INV_PI, PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
@@ -85,14 +86,14 @@ def _schlick_w(c, eta):
 
 @ti.func
 def _lum_weights():
-    return vec3(0.212671, 0.715160, 0.072169)
+    return variants.luminance_weights()
 
 
 @ti.func
 def _tint(c):
     """(c_tint = c / lum (1 if lum <= 0), lum)."""
     lum = _lum_weights().dot(c)
-    ct = vec3(1.0)
+    ct = spec(1.0)
     if lum > 0.0:
         ct = c / lum
     return ct, lum
@@ -101,7 +102,7 @@ def _tint(c):
 @ti.func
 def _tint_vjp(c, lum, d):
     """(∂c_tint/∂c)^T d."""
-    g = vec3(0.0)
+    g = spec(0.0)
     if lum > 0.0:
         g = d / lum - _lum_weights() * (d.dot(c) / (lum * lum))
     return g
