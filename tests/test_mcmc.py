@@ -1,9 +1,15 @@
 """MCMC integrators (integrators/mcmc.py) and the primary-sample-space chains (core/pss.py): the
 acceptance ratio, mutation / accept / reject of a chain's state, the bundle estimator's expectation
 on a closed-form 1-D integrand, the film weights of uniform samples, convergence to the path
-tracer's image, determinism per seed, and the refusal of gradients."""
+tracer's image, determinism per seed, and the refusal of gradients; the spectral variants (a child
+process each: ``python tests/test_mcmc.py --variant-child spectral pssmlt`` runs one by hand)."""
+import json
 import math
 import os
+import sys
+
+if __name__ == "__main__":     # a child process (run_child): this checkout's tirender, and tests/ for the helpers
+    sys.path[:0] = [os.path.abspath(os.path.join(os.path.dirname(__file__), "..")), os.path.dirname(__file__)]
 
 import numpy as np
 import pytest
@@ -14,6 +20,7 @@ from tirender import launch
 from tirender.core import pss
 from tirender.errors import ConfigError
 from tirender.integrators import mcmc
+from child_util import run_child
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
@@ -249,3 +256,65 @@ def test_gradients_refused_and_keys_checked():
         tirender.render_grad(sc, np.zeros((16, 16, 3), np.float32), spp=4)
     with pytest.raises(ConfigError, match="bundle"):
         tirender.load_scene(CBOX, overrides=["integrator.type=coherent_mcmc", "integrator.bundle=17"])
+
+
+
+def variant_checks(variant, integrators, spp, seeds, gold=False):
+    """Child: the coloured box (tests/scenes.py; gold: its side walls gold mirrors, which polarize) in `variant`
+    by path and `integrators`, each `seeds` renders of `spp`: per-channel image means, their standard error,
+    whether every image is finite, the smallest pixel."""
+    import scenes
+    tirender.set_variant(variant)
+    spec = scenes.cornell_like(w=16, max_depth=4)
+    if gold:
+        spec["bsdfs"]["gold"] = {"type": "conductor", "material": "Au"}
+        for sh in spec["shapes"]:
+            if sh["id"] in ("left", "right"):   # paths between them meet two polarizing reflections
+                sh["bsdf"] = "gold"
+    sc = tirender.load_scene(spec)
+    out = {}
+    for integ in ("path",) + tuple(integrators):
+        imgs = [tirender.render(sc, spp=spp, seed=s, integrator=integ, progress=False) for s in range(seeds)]
+        m = np.array([i.reshape(-1, 3).mean(0) for i in imgs])
+        out[integ] = {"mean": m.mean(0).tolist(), "se": (m.std(0, ddof=1) / math.sqrt(seeds)).tolist(),
+                      "finite": bool(all(np.isfinite(i).all() for i in imgs)),
+                      "min": float(min(i.min() for i in imgs))}
+    return out
+
+
+def _agrees_with_path(rep, integrators):
+    """Per channel, each MCMC image mean within 4 standard errors (and 1 %) of the path tracer's; all finite."""
+    ref = rep["path"]
+    assert ref["finite"], ref
+    for integ in integrators:
+        r = rep[integ]
+        assert r["finite"], (integ, r)
+        se = np.hypot(r["se"], ref["se"])
+        tol = 4 * se + 0.01 * np.array(ref["mean"])
+        assert np.all(np.abs(np.subtract(r["mean"], ref["mean"])) <= tol), (integ, r, ref, tol.tolist())
+
+
+@pytest.mark.slow           # a spectral child compiling the Markov-chain kernels (about 55 s of a cold cache)
+def test_spectral_pssmlt_matches_path(tmp_path):
+    """pssmlt in spectral, whose target is the luminance of |RGB| (one wavelength's sRGB has negative
+    components): the box's per-channel image means agree with the spectral path tracer's (tolerance about 3-5 %
+    of the mean: a normalisation off by a factor 2 fails by far); no NaN or inf."""
+    rep = run_child(__file__, ["--variant-child", "spectral", "pssmlt", "256", "8"], tmp_path)
+    _agrees_with_path(rep, ("pssmlt",))
+
+
+@pytest.mark.slow
+@pytest.mark.extended       # a child per variant compiling both integrators' chain kernels
+@pytest.mark.parametrize("variant", ["spectral", "spectral_polarized"])
+def test_mcmc_in_spectral_variants(tmp_path, variant):
+    """pssmlt and coherent_mcmc in spectral and spectral_polarized (the film's S0), the box with gold side walls:
+    per-channel image means agree with the path tracer's; no NaN or inf."""
+    rep = run_child(__file__, ["--variant-child", variant, "pssmlt,coherent_mcmc", "512", "8", "gold"], tmp_path)
+    _agrees_with_path(rep, ("pssmlt", "coherent_mcmc"))
+
+
+if __name__ == "__main__" and "--variant-child" in sys.argv:
+    import tirender.backend as backend
+    backend.init("cpu")
+    v, integs, spp, seeds, *scene = sys.argv[sys.argv.index("--variant-child") + 1:]
+    print(json.dumps(variant_checks(v, integs.split(","), int(spp), int(seeds), gold=scene == ["gold"])))

@@ -253,7 +253,7 @@ def child():
 
     sc = tirender.load_scene(_child_scene(element_scene(0.0, 0.0, integrator="path")))
     rep["refusals"] = error_messages(
-        (lambda: tirender.render(sc, spp=1, integrator="pssmlt", progress=False),
+        (lambda: tirender.render(sc, spp=1, integrator="ptracer", progress=False),
          lambda: tirender.render_grad(sc, np.ones((8, 8, 3), np.float32), spp=1, method="rb", progress=False)),
         ConfigError)
     print(json.dumps(rep))
@@ -340,7 +340,7 @@ def test_wrappers_keep_the_nested_mueller_matrix(tmp_path):
 
 def test_polarized_refusals_are_one_line(report):
     r = report["refusals"]
-    assert "integrator 'pssmlt' is not available in variant 'spectral_polarized'" in r[0], r
+    assert "integrator 'ptracer' is not available in variant 'spectral_polarized'" in r[0], r
     assert "not available in variant 'spectral_polarized'" in r[1] and "'rb'" in r[1], r
     assert all("\n" not in x for x in r)
 

@@ -45,8 +45,8 @@ class ChainStore:
     time of their last change (mod), the number stored (used), the accepted-proposal count
     (iteration), the proposal counter (proposal, the key of the chain's random numbers), the time
     of the last accepted large step (last_large); the current bundle's estimate f̂ and its summed
-    expected-value weight; two bundles of film positions and radiances (pos, L: the current one at
-    ``slot``, the proposal's at the other, so an accept flips an index instead of copying); the
+    expected-value weight; two bundles of film positions and film RGB values (pos, L: the current
+    one at ``slot``, the proposal's at the other, so an accept flips an index instead of copying); the
     proposal's dimensions read and vertices walked per path (new_*); the normalisation sums of the
     large steps; statistics."""
 

@@ -3,7 +3,10 @@
 both on the path tracer's walk (integrators/path.py), which reads its random numbers from the
 chain's state (core/pss.py) instead of a PCG32 stream.
 
-Target: f(u) = luminance of the path contribution of primary samples u (u_0, u_1: film position).
+Target: f(u) = luminance of the film's RGB of the path of primary samples u (u_0, u_1: film
+position; in the spectral variants u_2 draws the wavelengths and f is the luminance of |RGB|: one
+wavelength's RGB has negative components, and the luminance of their absolute values bounds each
+of them, so that a splat RGB / f stays within SPLAT_BOUND; it is rgb's f wherever the RGB is ≥ 0).
 ``pssmlt`` runs ``chains`` independent chains in parallel (one per thread), each proposing a small
 step (a wrapped symmetric offset, std ``sigma`` per dimension) or, with probability ``large_step``, a fresh
 uniform state, accepted with min(1, f'/f). ``coherent_mcmc`` replaces the point evaluation by a
@@ -22,7 +25,8 @@ the film holds Σ w·L over N iterations whose pixel weight is the expected Σ w
 samples (launch.uniform_weight_sums): the image converges to the path tracer's.
 
 ``spp`` counts path evaluations per pixel, as for ``path``: N = spp · W · H / B iterations, shared
-by the chains. Deterministic per seed. No gradients (refused with one line by the registry).
+by the chains. Deterministic per seed. No gradients (refused with one line by the registry). Every
+variant: the film receives the walk's RGB (variants.to_rgb; spectral_polarized: of S0, as ``path``).
 """
 import math
 from types import SimpleNamespace
@@ -30,7 +34,7 @@ from types import SimpleNamespace
 import numpy as np
 import taichi as ti
 
-from .. import backend, launch
+from .. import backend, launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, pss
 from ..core.camera import camera_ray, pixel_sample
@@ -43,8 +47,7 @@ from ..walk.state import PRIMAL, camera_state
 from . import path
 
 NAMES = ("pssmlt", "coherent_mcmc")
-VARIANTS = ("rgb", "mono")   # spectral: the target (the luminance of the wavelengths' RGB) nears 0 where the RGB
-#                              does not, which the fixed-point splat bound (SPLAT_BOUND) cannot hold
+VARIANTS = variants.NAMES   # the path tracer's walk; spectral: the target is the luminance of |RGB| (see ``target``)
 KEYS = path.WALK_KEYS + (
     Integer("chains", default=0, lo=0, hi=1 << 22,
             doc="pssmlt / coherent_mcmc: Markov chains run in parallel (0: 32 per CPU thread, 16384 on a GPU; "
@@ -65,7 +68,7 @@ KEYS = path.WALK_KEYS + (
                "iteration; `auto`: chain on the CPU, threads on GPUs and Vulkan. Same image either way"))
 
 LUM = (0.2126, 0.7152, 0.0722)
-SPLAT_BOUND = 1.0 / LUM[2] + 1e-3   # |w L / (B π̂)| <= 1 / 0.0722 per iteration (one channel over the luminance)
+SPLAT_BOUND = 1.0 / LUM[2] + 1e-3   # |w L_i / (B π̂)| <= 1 / 0.0722 per iteration (one channel over the target)
 LAUNCH_PATHS = 1 << 20              # path evaluations per kernel launch (progress bar granularity)
 
 
@@ -75,24 +78,39 @@ def luminance(L):
 
 
 @ti.func
+def target(rgb):
+    """f of a path's film RGB: its luminance; in the spectral variants that of |RGB| (components may be
+    negative there), which is >= LUM_i |RGB_i| for every i, so |RGB_i| / f <= 1 / LUM[2] as in rgb."""
+    res = 0.0
+    if ti.static(variants.spectral()):
+        res = luminance(ti.abs(rgb))
+    else:
+        res = luminance(rgb)
+    return res
+
+
+@ti.func
 def evaluate(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, smp: ti.template(), max_depth,
              rr_depth, hide_emitters):
-    """One path from primary samples: (radiance L, film position, vertices walked n)."""
+    """One path from primary samples: (its film RGB, film position, vertices walked n); the spectral
+    variants draw its wavelengths from the next sample, as the path tracer does."""
     smp.dim = 0
     u = smp.next_2d()
     pos = vec2(u[0] * st.cam_w[cam], u[1] * st.cam_h[cam])
+    lam, lw = variants.sample_wavelengths(smp)
     o, d = camera_ray(st, cam, pos)
-    s = camera_state(o, d, spec(0.0), 0, spec(0.0))
+    s = camera_state(o, d, spec(0.0), 0, lam)
     path.walk(st, bsdf, em, PRIMAL, s, smp, max_depth, rr_depth, hide_emitters, spec(0.0))
-    return film.nan_to_zero(s.L), pos, s.depth + 1
+    return variants.to_rgb(film.nan_to_zero(s.L), lam, lw), pos, s.depth + 1
 
 
 @ti.func
 def _splat_bundle(st: ti.template(), cam, S: ti.template(), c, slot, bundle: ti.template(), weight, bound):
-    """Splat the bundle of chain c at ``slot`` with its radiances times ``weight``."""
+    """Splat the bundle of chain c at ``slot`` with its RGB times ``weight`` (clamped to ±bound: the
+    spectral variants' components may be negative)."""
     for b in range(bundle):
         i = slot * pss.BUNDLE_MAX + b
-        film.splat_radiance(st, cam, S.pos[c, i], ti.min(S.L[c, i] * weight, bound))
+        film.splat_radiance(st, cam, S.pos[c, i], ti.max(ti.min(S.L[c, i] * weight, bound), -bound))
 
 
 @ti.func
@@ -124,7 +142,7 @@ def _decide(st: ti.template(), cam, S: ti.template(), c, bundle: ti.template(), 
     dims = 0
     longest = 0
     for b in range(bundle):
-        fh += luminance(S.L[c, nxt * pss.BUNDLE_MAX + b])
+        fh += target(S.L[c, nxt * pss.BUNDLE_MAX + b])
         dims = ti.max(dims, S.new_dims[c, b])
         longest = ti.max(longest, S.new_n[c, b])
         S.lanes_busy[c] += S.new_n[c, b]
@@ -175,7 +193,7 @@ def _kernels(cache={}):
             for i in range(n):
                 smp = pss.PssSampler(chain=-1, dim=0, mode=pss.BOOTSTRAP, key=i, seed=seed)
                 L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
-                f[i] = luminance(L)
+                f[i] = target(L)
 
         @ti.kernel
         def init(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
@@ -196,7 +214,7 @@ def _kernels(cache={}):
                     L, pos, k = evaluate(st, bsdf, em, cam, hold, max_depth, rr_depth, hide)
                     S.pos[c, b] = pos
                     S.L[c, b] = L
-                    fh += luminance(L)
+                    fh += target(L)
                 S.slot[c] = 0
                 S.f_cur[c] = fh / bundle
                 S.w_cur[c] = 0.0
@@ -373,8 +391,9 @@ def _walk_lengths(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam
             longest = 0
             for j in range(width):
                 sampler, pos = pixel_sample(st, cam, pix, seed, g * width + j)
+                lam, lw = variants.sample_wavelengths(sampler)
                 o, d = camera_ray(st, cam, pos)
-                s = camera_state(o, d, spec(0.0), 0, spec(0.0))
+                s = camera_state(o, d, spec(0.0), 0, lam)
                 path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, spec(0.0))
                 busy += s.depth + 1
                 longest = ti.max(longest, s.depth + 1)
