@@ -52,9 +52,9 @@ def max_rel_err(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
 
 
-def f64_child_report(test_file):
+def f64_child_report(test_file, flag="--f64"):
     """Run `test_file`'s ``checks()`` in a child process under fp = f64 (a process holds one
-    ti.init): the file runs itself with ``--f64`` and prints a JSON report {name: {max_rel_err,
+    ti.init): the file runs itself with ``flag`` (default ``--f64``) and prints a JSON report {name: {max_rel_err,
     cases}}, returned here."""
     import json
     import os
@@ -65,8 +65,8 @@ def f64_child_report(test_file):
     env = dict(os.environ)
     env.pop("TIRENDER_FP", None)
     code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); sys.argv = [%r, '--f64']; runpy.run_path(%r, run_name='__main__')"
-            % (root, here, test_file, os.path.abspath(test_file)))
+            "b.init('cpu', fp='f64'); sys.argv = [%r, %r]; runpy.run_path(%r, run_name='__main__')"
+            % (root, here, test_file, flag, os.path.abspath(test_file)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root,
                           env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -13,7 +13,8 @@ through glass or in a mirror.
   normal map on a rough mirror and rough glass and for the mirror's roughness (attached_roughness);
 * configs/normalmap_glass.yaml recovers the normal map (texel RMSE >= 3x lower) and detached PRB
   does not move it.
-``python tests/test_attached_prb.py --f64`` runs the f64 child by hand."""
+``python tests/test_attached_prb.py --f64`` runs the f64 child by hand (``--f64-thin``: thindielectric's lobe
+probabilities w.r.t. cos θi and int_ior)."""
 import json
 import os
 import subprocess
@@ -94,6 +95,31 @@ def test_ior_gradients_vs_finite_differences(tmp_path):
         mg, mf, se = assert_agree(g, f, pname)
         print(f"{pname}: attached {mg:.5g}, FD {mf:.5g} (3 SE {3 * se:.2g})")
     det = tirender.render_grad(sc, wts, spp=4, seed=3, method="prb", progress=False)["inner.int_ior"]
+    assert np.abs(det).max() == 0.0
+
+
+def test_thin_dielectric_ior_gradient_vs_finite_differences(tmp_path):
+    """A thin dielectric pane's IOR (int_ior, a pool parameter) moves its lobes' probabilities R and 1 − R: a tilted
+    pane in front of a textured light, reflecting a dim sky; attached PRB against finite differences, detached
+    PRB sees nothing (Dirac lobes)."""
+    _write_inputs(tmp_path)
+    light = {"type": "area", "radiance": {"type": "bitmap", "data": "rad.npy", "raw": True}}
+    sc = tirender.load_scene({
+        "integrator": {"type": "path", "max_depth": 4, "rr_depth": 100},
+        "sensors": [camera([0, 0, 3], [0, 0, 0], fov=30, w=16, h=16)],
+        "bsdfs": {"pane": {"type": "thindielectric", "int_ior": 1.5}},
+        "shapes": [{"id": "pane", "type": "rectangle", "bsdf": "pane",
+                    "to_world": [{"rotate": {"axis": [1, 0, 0], "angle": 50}}]},
+                   {"id": "screen", "type": "rectangle", "to_world": [{"scale": 3.0}, {"translate": [0, 0, -1.5]}],
+                    "emitter": light}],
+        "emitters": [{"type": "constant", "radiance": 0.2}]}, base_dir=str(tmp_path))
+    wts = np.random.default_rng(6).uniform(0, 1, (16, 16, 3)).astype(np.float32)
+    g, f = projected_gradients(sc, "pane.int_ior", np.ones(1, np.float32), wts, 64, list(range(11, 19)),
+                               list(range(21, 29)), 1e-2, method="prb_attached")
+    mg, mf, se = assert_agree(g, f, "pane.int_ior")
+    print(f"pane.int_ior: attached {mg:.5g}, FD {mf:.5g} (3 SE {3 * se:.2g})")
+    assert mg < 0.0          # a higher IOR reflects more of the dim sky and passes less of the bright light
+    det = tirender.render_grad(sc, wts, spp=4, seed=3, method="prb", progress=False)["pane.int_ior"]
     assert np.abs(det).max() == 0.0
 
 
@@ -436,6 +462,84 @@ def checks():
     return out
 
 
+def thin_checks():
+    """thindielectric's attached adjoints (fp = f64): ∂ ln P/∂cos θi (``dlog``) and ∂(k ln P)/∂int_ior
+    (``dirac_ior_adjoint``, with a g_r it must ignore: wo = −wi whatever η) of the sampled lobe, P = R or 1 − R,
+    against central differences of ln(weight · pdf) of its sample; both lobes, both sides, η > 1 and η < 1."""
+    import taichi as ti
+    from tirender.bsdfs.base import BsdfCtx
+    from tirender.bsdfs.registry import dispatch
+    from tirender.core.fixed_point import grad_scale_for
+    from tirender.core.math import vec2, vec3
+    from tirender.launch import read_gradients, reset_gradients
+    rng = np.random.default_rng(4)
+    sc = tirender.load_scene({
+        "sensors": [camera([0, 0, 5.0], [0, 0, 0], fov=40, w=4, h=4)],
+        "bsdfs": {"pane": {"type": "thindielectric", "int_ior": 1.5},
+                  "film": {"type": "thindielectric", "int_ior": 1.1, "ext_ior": 1.33}},
+        "shapes": [{"id": "a", "type": "rectangle", "bsdf": "pane"},
+                   {"id": "b", "type": "rectangle", "bsdf": "film", "to_world": [{"translate": [0, 0, -1.0]}]},
+                   {"id": "light", "type": "rectangle", "to_world": [{"translate": [0, 0, 3.0]}],
+                    "emitter": {"type": "area", "radiance": 1.0}}]})
+    st = sc.bind()
+    D = dispatch(sc.bsdf_levels)
+    rows = {r.id: i for i, r in enumerate(sc.desc.bsdfs)}
+
+    @ti.kernel
+    def k_val(b: ti.i32, c: ti.f64, refl: ti.i32) -> ti.f64:
+        wi = vec3(ti.sqrt(1.0 - c * c), 0.0, c)
+        bs = D.sample(st, BsdfCtx(b=b, uv=vec2(0.5)), wi, 0.0 if refl == 1 else 0.999999, vec2(0.5))
+        res = 1e9                       # the other lobe was sampled
+        if bs.valid == 1 and (refl == 1) == (bs.wo[2] * c > 0.0):
+            res = ti.log(bs.weight[0] * bs.pdf)
+        return res
+
+    @ti.kernel
+    def k_dlog(b: ti.i32, c: ti.f64, refl: ti.i32) -> ti.f64:
+        wi = vec3(ti.sqrt(1.0 - c * c), 0.0, c)
+        return D.dirac_dlog(st, BsdfCtx(b=b, uv=vec2(0.5)), wi, refl == 1)[0]
+
+    @ti.kernel
+    def k_adj(b: ti.i32, c: ti.f64, refl: ti.i32, k: ti.f64, g_r: ti.f64):
+        wi = vec3(ti.sqrt(1.0 - c * c), 0.0, c)
+        D.dirac_ior_adjoint(st, BsdfCtx(b=b, uv=vec2(0.5)), wi, refl == 1, k, g_r)
+
+    dl, di, scale = [], [], 0.0
+    for name in ("pane", "film"):
+        b = rows[name]
+        pname = f"{name}.int_ior"
+        ior0 = sc.params[pname].astype(np.float64).ravel()
+        for c in np.concatenate([rng.uniform(0.1, 0.95, 30), -rng.uniform(0.1, 0.95, 30)]):
+            for refl in (1, 0):
+                if k_val(b, c, refl) >= 1e9:
+                    continue
+                fd = (k_val(b, c + 1e-6, refl) - k_val(b, c - 1e-6, refl)) / 2e-6
+                dl.append(abs(k_dlog(b, c, refl) - fd) / max(abs(fd), 1e-3))
+                k, g_r = rng.normal(size=2)
+
+                def phi(x):
+                    sc.write_param_device(pname, np.ascontiguousarray(x, np.float64))
+                    return k * k_val(b, c, refl)
+                fd = central_differences(phi, ior0)
+                phi(ior0)
+                reset_gradients(st, grad_scale_for(10.0))
+                k_adj(b, c, refl, k, g_r)
+                adj = read_gradients(sc, st)[pname].astype(np.float64).ravel()
+                di.append(max_rel_err(adj, fd))
+                scale = max(scale, float(np.abs(fd).max()))
+    return {"thindielectric d ln P / d cos": {"max_rel_err": max(dl), "cases": len(dl)},
+            "thindielectric d (k ln P) / d int_ior": {"max_rel_err": max(di), "cases": len(di), "scale": scale}}
+
+
+def test_thin_dielectric_adjoints_vs_central_differences_f64():
+    report = f64_child_report(__file__, "--f64-thin")
+    assert len(report) == 2
+    for name, r in report.items():
+        assert r["cases"] >= 100, (name, r)
+        assert r["max_rel_err"] <= 1e-6, (name, r)
+    assert report["thindielectric d (k ln P) / d int_ior"]["scale"] > 0.1
+
+
 def _halfwarp_checks(rng, tmp):
     """Near-specular attached sampling (bsdfs/halfwarp.py through the dispatcher): the whole ∂/∂π and
     ∂/∂wi of Φ = <d_out, f(wi, wo(π))> + k ln J(π) + <g_wo, wo(π)>, wo and J from attached_warp of a
@@ -553,7 +657,12 @@ def test_adjoints_vs_central_differences_f64():
         assert r["max_rel_err"] <= 1e-6, (name, r)
 
 
-if __name__ == "__main__" and "--f64" in sys.argv:
+if __name__ == "__main__" and "--f64-thin" in sys.argv:
+    import tirender.backend as backend
+    backend.init("cpu", fp="f64")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    print(json.dumps(thin_checks()))
+elif __name__ == "__main__" and "--f64" in sys.argv:
     import tirender.backend as backend
     backend.init("cpu", fp="f64")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -6,8 +6,10 @@
 * renders (child process in spectral_polarized, ``--child``): J v of a polarizer's angle, a retarder's delay, a
   diffuse reflectance and an area light's radiance against central differences of full renders with the same
   seed (correlated random numbers: the angle changes no sampling decision, so they agree per pixel up to float
-  rounding); ``method: forward`` recovers a polarizer's angle with the optimiser; PRB and forward directions on
-  a polarizer nested in a composite are refused in one line."""
+  rounding); ``method: forward`` recovers a polarizer's angle with the optimiser; PRB's gradients (the replay, and
+  for the angles one forward pass per element) equal forward mode's to rounding and the central differences of
+  the loss; Mueller parameters above prb.MUELLER_MAX_ELEMENTS elements and PRB / forward directions on a polarizer
+  nested in a composite are refused in one line."""
 import json
 import os
 import sys
@@ -134,6 +136,7 @@ def scene(theta=30.0, res=RES, nested=False):
 def child():
     import tirender
     from tirender.errors import ConfigError
+    from tirender.integrators import prb
     from tirender.optim.driver import run_optimization
     tirender.set_variant("spectral_polarized")
     tirender.init(arch="cpu")
@@ -141,6 +144,7 @@ def child():
     sc = tirender.load_scene(scene())
     rep = {"fd": {}}
     spp, seed = 8, 3
+    wts = np.random.default_rng(5).uniform(0, 1, (RES, RES, 3))
     for name, dv, h in (("p1.theta", 1.0, 0.5), ("plate.delta", 1.0, 0.5), ("floor.reflectance", [1.0, 0.5, 0.2], 0.01),
                         ("light.radiance", [0.2, 1.0, 0.5], 0.01)):
         jv = tirender.render_forward(sc, {name: dv}, spp=spp, seed=seed, progress=False).astype(np.float64)
@@ -153,13 +157,20 @@ def child():
         sc.params[name] = v0
         fd = (ip - im) / (2 * h)
         rep["fd"][name] = {"max_diff": float(np.abs(jv - fd).max()), "max_fd": float(np.abs(fd).max()),
-                           "sum_jv": float(jv.sum()), "sum_fd": float(fd.sum())}
-        if name in ("floor.reflectance", "light.radiance"):    # reverse mode (PRB) of the same path estimator
-            wts = np.random.default_rng(5).uniform(0, 1, jv.shape)
-            g = tirender.render_grad(sc, wts.astype(np.float32), spp=spp, seed=seed, progress=False)
-            rep.setdefault("reverse", {})[name] = [float((g[name].astype(np.float64) * u).sum()),
-                                                  float((wts * jv).sum())]
-            rep["reverse_keys"] = sorted(g)
+                           "sum_jv": float(jv.sum()), "sum_fd": float(fd.sum()),
+                           "dir": np.broadcast_to(u, sc.params[name].shape).tolist(),
+                           "w_jv": float((wts * jv).sum()), "w_fd": float((wts * fd).sum())}
+    # reverse mode (PRB) with the same seed: the replay for the reflectance and the radiance, one forward pass per
+    # element for the Mueller parameters (the angles)
+    g = tirender.render_grad(sc, wts.astype(np.float32), spp=spp, seed=seed, progress=False)
+    rep["reverse"] = {n: float((g[n].astype(np.float64) * np.asarray(r["dir"])).sum()) for n, r in rep["fd"].items()}
+    rep["reverse_keys"] = sorted(g)
+    # params and accumulate: only p1.theta's passes; a second call with accumulate adds as much again
+    one = tirender.render_grad(sc, wts.astype(np.float32), spp=spp, seed=seed, progress=False, params=["p1.theta"])
+    two = tirender.render_grad(sc, wts.astype(np.float32), spp=spp, seed=seed, progress=False, params=["p1.theta"],
+                               accumulate=True)
+    rep["accumulate"] = [float(np.ravel(one["p1.theta"])[0]), float(np.ravel(two["p1.theta"])[0]),
+                         float(np.ravel(tirender.api.read_gradients(sc)["p1.theta"])[0]), "plate.delta" in one]
     rep["deterministic"] = bool(np.array_equal(tirender.render_forward(sc, {"p1.theta": 1.0}, spp=2, seed=9, progress=False),
                                                tirender.render_forward(sc, {"p1.theta": 1.0}, spp=2, seed=9, progress=False)))
     # the inverse problem: the analyser's angle from a render at 30 degrees, starting at 65
@@ -173,9 +184,15 @@ def child():
     rep["loss"] = [res["initial_loss"], res["final_loss"]]
     w = np.ones((RES, RES, 3), np.float32)
     nested = tirender.load_scene(scene(nested=True))
+    big = scene()       # an analyser with a bitmap of angles: 72 elements, above prb.MUELLER_MAX_ELEMENTS
+    big["bsdfs"]["p1"]["theta"] = {"type": "bitmap", "width": 9, "height": 8, "value": 30.0}
+    big = tirender.load_scene(big)
+    rep["targets"] = {k: prb.mueller_targets(s) for k, s in (("sc", sc), ("nested", nested), ("big", big))}
+    rep["cap"] = prb.MUELLER_MAX_ELEMENTS
     rep["refusals"] = error_messages(
-        (lambda: tirender.render_grad(sc, w, spp=1, progress=False, params=["floor.reflectance", "p1.theta"]),
-         lambda: tirender.render_forward(nested, {"p1.bsdf.theta": 1.0}, spp=1, progress=False)), ConfigError)
+        (lambda: tirender.render_grad(big, w, spp=1, progress=False, params=["floor.reflectance", "p1.theta"]),
+         lambda: tirender.render_forward(nested, {"p1.bsdf.theta": 1.0}, spp=1, progress=False),
+         lambda: tirender.render_grad(nested, w, spp=1, progress=False, params=["p1.bsdf.theta"])), ConfigError)
     print(json.dumps(rep))
 
 
@@ -197,20 +214,46 @@ def test_optimizer_recovers_a_polarizer_angle(report):
     assert abs(report["recovered"] - 30.0) < 1.0, report["recovered"]
 
 
-def test_prb_equals_forward_mode_for_parameters_of_scalar_values(report):
-    """Reverse mode (PRB) in spectral_polarized: for parameters that leave Mueller matrices alone (a reflectance,
-    an emitter's radiance) <PRB gradient, v> equals <w, J v> of forward mode with the same seed (the same detached
-    path estimator, float rounding); the angles are left out of PRB's result."""
-    for name, (rev, fwd) in report["reverse"].items():
-        assert abs(rev - fwd) <= 1e-3 * abs(fwd) and abs(fwd) > 1e-2, (name, rev, fwd)
+def test_prb_equals_forward_mode(report):
+    """Reverse mode (PRB) in spectral_polarized with forward mode's seed: for parameters that leave Mueller matrices
+    alone (a reflectance, an emitter's radiance) the replay's <PRB gradient, v> equals <w, J v> (the same detached
+    path estimator, float rounding); the Mueller parameters (an analyser's angle, a retarder's delay) come from one
+    forward pass per element, so they equal <w, J e> to rounding too, and the central differences of the loss
+    <w, render> with the same seed (correlated random numbers) to the differences' own error."""
+    for name, r in report["fd"].items():
+        rev, fwd, fd = report["reverse"][name], r["w_jv"], r["w_fd"]
+        assert abs(fwd) > 1e-2 and abs(fd) > 1e-2, (name, rev, fwd, fd)
+        tol = 1e-6 if name in ("p1.theta", "plate.delta") else 1e-3    # the same passes / the replay's rounding
+        assert abs(rev - fwd) <= tol * abs(fwd), (name, rev, fwd)
+        assert abs(rev - fd) <= 5e-3 * abs(fd), (name, rev, fd)
     keys = report["reverse_keys"]
-    assert "floor.reflectance" in keys and "p1.theta" not in keys and "plate.delta" not in keys, keys
+    assert {"floor.reflectance", "p0.theta", "p1.theta", "plate.theta", "plate.delta"} <= set(keys), keys
+
+
+def test_prb_mueller_parameters_respect_params_and_accumulate(report):
+    """params=[...] runs the passes of the Mueller parameters named only; accumulate=True adds them to the
+    accumulated gradients (two equal calls: twice one, read back by read_gradients)."""
+    one, two, read, has_delta = report["accumulate"]
+    assert abs(one - report["reverse"]["p1.theta"]) <= 1e-9 * abs(one) and abs(one) > 1e-2, (one, report["reverse"])
+    assert abs(two - 2 * one) <= 1e-9 * abs(one) and abs(read - two) <= 1e-6 * abs(two), (one, two, read)
+    assert not has_delta
+
+
+def test_mueller_parameters_prb_cannot_differentiate(report):
+    """Left out when params is None: a bitmap of angles above the cap, a polarizer nested in a composite."""
+    t = report["targets"]
+    assert t["sc"] == ["p0.theta", "p1.theta", "plate.theta", "plate.delta"], t
+    assert "p1.theta" not in t["big"] and "p0.theta" in t["big"], t
+    assert t["nested"] == ["p0.theta", "plate.theta", "plate.delta"], t
 
 
 def test_refusals_are_one_line(report):
-    prb, nested = report["refusals"]
-    assert "'p1.theta'" in prb and "Mueller matrix" in prb and "forward" in prb and "\n" not in prb, prb
-    assert "nested in a composite" in nested and "p1.bsdf.theta" in nested and "\n" not in nested, nested
+    big, nested_fwd, nested_prb = report["refusals"]
+    cap = str(report["cap"])
+    assert "'p1.theta'" in big and "72 elements" in big and cap in big and "render_forward" in big, big
+    assert "direction" in big and "\n" not in big, big
+    for msg in (nested_fwd, nested_prb):
+        assert "nested in a composite" in msg and "p1.bsdf.theta" in msg and "\n" not in msg, msg
 
 
 if __name__ == "__main__" and "--f64" in sys.argv:

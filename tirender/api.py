@@ -136,19 +136,21 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     polarizer's angle in spectral_polarized). params: the names to differentiate (default: all; the
     reverse methods compute all in one pass either way). Returns dict name -> numpy array shaped like
     the parameter. ``accumulate=True`` adds into the current gradients (multi-view). In spectral_polarized,
-    ``prb`` leaves out the parameters that change Mueller matrices (polarizer / retarder angles: method
-    ``forward``), and refuses them in ``params``."""
+    ``prb`` adds to its replay one forward-mode pass (same seed, spp, sensor) per element of each parameter that
+    changes a Mueller matrix (polarizer / retarder angles; those in ``params`` if given) and has at most
+    ``prb.MUELLER_MAX_ELEMENTS`` (64) elements; larger ones and those of BSDFs nested in a composite are left out
+    and refused in ``params`` (``render_forward`` takes a direction)."""
     spp, seed, sensor, accumulate, progress = _check(spp=spp, seed=seed, sensor=sensor, accumulate=accumulate,
                                                      progress=progress)
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
     method = _method(method)
     fn = registry.gradient_driver(scene.integrator["type"], method)
-    if method in registry.PER_PARAMETER:
-        return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress,
-                  params=None if params is None else list(params))
-    registry.check_reverse_params(scene, params)
-    return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress)
+    names = None if params is None else list(params)
+    if method not in registry.PER_PARAMETER:
+        registry.check_reverse_params(scene, names)
+    kw = {"params": names} if registry.takes_params(scene.integrator["type"], method) else {}
+    return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress, **kw)
 
 
 def render_forward(scene, directions, spp=64, seed=1, sensor=0, method="prb", progress=True):

@@ -7,8 +7,8 @@ eval / pdf are 0 (Dirac lobes). sample picks reflection with probability F = Fre
 (radiance mode: the 1/η² solid-angle compression of radiance is in the weight); delta = 1.
 Attached PRB: the lobe's probability moves with cos θi (``dlog``: ∂ ln F/∂cos or ∂ ln(1 - F)/∂cos), and with
 η, as do the weight and the refracted direction (``dirac_ior_adjoint_at``: into the parameters ``int_ior`` and
-``cauchy_b``, one-channel textures of ``dielectric`` and ``roughdielectric``; thindielectric's IOR is a
-constant). Detached PRB differentiates no Dirac lobe.
+``cauchy_b``, one-channel textures of ``dielectric`` and ``roughdielectric``; thindielectric's int_ior moves its
+lobes' probabilities only, bsdfs/thindielectric.py). Detached PRB differentiates no Dirac lobe.
 
 Dispersion (``cauchy_b`` given, spectral variants; docs/variants.md): η(λ) = (int_ior + B (1/λ² − 1/λ_D²)) / ext_ior
 with λ in µm and λ_D = 0.5893 µm (``int_ior`` is the IOR at the sodium D line). Each lane of a path would

@@ -2,11 +2,11 @@
 <δy, J e_k>, one forward-mode pass (J e_k, the image's derivative along element k) per element.
 
 Reverse mode (PRB) yields every parameter's gradient from one replay; forward mode yields one direction per
-pass, so this costs as many passes as there are elements. It is the gradient of the variants where no replay
-exists: in ``spectral_polarized`` the radiance still to come at a vertex is a Stokes vector that a replay
-cannot recover (Mueller products are not invertible), and forward mode propagates tangents instead
-(walk/state.py FORWARD) — a polarizer's angle, a retarder's delay. Elsewhere it gives PRB's gradient (for a
-seed, <w, J v> equals <PRB's gradient(w), v> up to rounding; tests/test_forward_mode.py).
+pass, so this costs as many passes as there are elements. In ``spectral_polarized`` the radiance still to come at
+a vertex is a Stokes vector that a replay cannot recover (Mueller products are not invertible), and forward mode
+propagates tangents instead (walk/state.py FORWARD): the gradients of a polarizer's angle, a retarder's delay —
+which PRB there also returns by these passes (``element_gradients``, integrators/prb.py). Elsewhere it gives PRB's
+gradient (for a seed, <w, J v> equals <PRB's gradient(w), v> up to rounding; tests/test_forward_mode.py).
 
     render_grad(forward, scene, adjoint_image, spp, seed, sensor, accumulate, progress, params) -> dict
         forward: the integrator's forward-mode driver (integrators/registry.py binds it); params: the
@@ -31,11 +31,26 @@ def render_grad(forward, scene, adjoint_image, spp, seed, sensor, accumulate, pr
         raise ConfigError(f"method 'forward' runs one pass per parameter element: {n_el} elements "
                           f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) exceed {MAX_ELEMENTS}; "
                           f"use method prb (reverse mode) where the variant has it", key="method")
-    w = np.asarray(adjoint_image, np.float64)
     st = scene.bind()
     grads = launch.read_gradients(scene, st) if accumulate else {}
+    out = element_gradients(forward, scene, adjoint_image, spp, seed, sensor, names, progress)
+    total = {n: np.asarray(v, np.float64) for n, v in grads.items()}
+    for n, g in out.items():
+        total[n] = total.get(n, 0.0) + g
+    launch.write_gradients(scene, st, total)
+    res = {n: np.zeros(scene.params.info(n).shape) for n in scene.params.keys()}
+    res.update(total)
+    return res
+
+
+def element_gradients(forward, scene, adjoint_image, spp, seed, sensor, names, progress, label="forward gradient"):
+    """{name: <δy, J e_k> per element k, float64 shaped like the parameter} for the pool parameters ``names``, one
+    forward-mode pass ``forward`` per element, all with the same (spp, seed, sensor); one progress bar over the
+    passes (shown on a terminal when they last more than 2 s)."""
+    w = np.asarray(adjoint_image, np.float64)
     out = {}
-    with Progress(n_el, "forward gradient", unit="pass", force=False) as bar:
+    n_el = sum(scene.params.info(n).size for n in names)
+    with Progress(n_el, label, unit="pass", force=False) as bar:
         for n in names:
             info = scene.params.info(n)
             g = np.zeros(info.size, np.float64)
@@ -47,10 +62,4 @@ def render_grad(forward, scene, adjoint_image, spp, seed, sensor, accumulate, pr
                 if progress:
                     bar.update()
             out[n] = g.reshape(info.shape)
-    total = {n: np.asarray(v, np.float64) for n, v in grads.items()}
-    for n, g in out.items():
-        total[n] = total.get(n, 0.0) + g
-    launch.write_gradients(scene, st, total)
-    res = {n: np.zeros(scene.params.info(n).shape) for n in scene.params.keys()}
-    res.update(total)
-    return res
+    return out

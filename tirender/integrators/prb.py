@@ -7,6 +7,13 @@ image δy = ∂loss/∂y; ``render_grad`` then runs, with a decorrelated seed s1
 PRIMAL), resets the RNG and replays the same path (REPLAY), which atomically adds ∂/∂π into the
 gradient pool (integrators/kernels.py). Memory is constant in spp and path length: no per-path or
 per-vertex storage. ``render_forward`` lifts the same replay to forward mode (J v per pixel).
+
+spectral_polarized: the replay differentiates every parameter that leaves Mueller matrices alone. The Mueller
+parameters (models' MUELLER_KEYS: polarizer and retarder angles) of top-level BSDFs with at most
+``MUELLER_MAX_ELEMENTS`` elements get their gradient <δy, J e_k> from one forward-mode pass per element, with
+the replay's seed, spp and sensor: what a reverse pass would give for that seed (forward mode and PRB agree to
+rounding). Larger ones (a bitmap of angles) and those of BSDFs nested in a composite are left out of the result
+and refused in ``params`` (one line; ``render_forward`` takes a direction for the former).
 """
 import numpy as np
 
@@ -14,13 +21,16 @@ from .. import launch, variants
 from ..bsdfs.registry import dispatch, mueller_parameters
 from ..errors import ConfigError
 from . import kernels, path
+from .forward_gradient import element_gradients
 
 INTEGRATES = path.NAMES
-VARIANTS = variants.NAMES           # spectral_polarized: parameters that leave Mueller matrices alone (below)
+VARIANTS = variants.NAMES           # spectral_polarized: the Mueller parameters by forward passes (above)
 FORWARD_VARIANTS = variants.NAMES   # spectral_polarized: tangent propagation (walk/state.py FORWARD)
+PARAMS = ("prb",)                   # render_grad takes params= (the Mueller parameters to differentiate)
+MUELLER_MAX_ELEMENTS = 64           # reverse mode's Mueller parameters: elements each (one forward pass per element)
 
 
-def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
+def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress, params=None):
     """Gradient of <adjoint_image, render(scene)> w.r.t. every parameter (dict name -> array).
 
     spectral_polarized: the camera records S0, and a contribution's S0 is its scalar value (β f Le, what the
@@ -28,37 +38,72 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     product, so the replay's L_ind ∂f/f holds with L_ind the S0 still to come and each adjoint weighted by its
     contribution's S0 factor (walk/steps.py). Parameters that change a Mueller matrix (models' MUELLER_KEYS:
     polarizer and retarder angles) would need the Stokes vector still to come, which a replay cannot recover
-    (Mueller products are not invertible after a polarizer; Mitsuba 3's prb refuses the variant): they are left
-    out of the result (``check_params`` refuses asking for them; method ``forward`` differentiates them)."""
+    (Mueller products are not invertible after a polarizer; Mitsuba 3's prb refuses the variant): those of
+    ``mueller_targets`` (among ``params`` if given) come from forward-mode passes, one per element, with the same
+    seed, spp and sensor; the others are left out of the result (``check_params`` refuses asking for them).
+    accumulate: the forward passes' gradients add to the accumulated ones as the replay's do."""
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
     kernel = kernels.replay_kernel(path.sample)
+    names = mueller_targets(scene, params) if variants.polarized() else []
+    st = scene.bind()
+    before = launch.read_gradients(scene, st) if (names and accumulate) else {}
 
     def run(st, cam, sd, off, k):
         kernel(st, bsdf, scene.em_mask, 0, cam, k, off, sd, a.max_depth, a.rr_depth, a.hide)
-    return without_mueller_parameters(scene, launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate,
-                                                                  progress, "gradient", run))
+    g = launch.gradient_pass(scene, adjoint_image, spp, seed, sensor, accumulate, progress, "gradient", run)
+    if names:
+        fwd = element_gradients(render_forward, scene, adjoint_image, spp, seed, sensor, names, progress,
+                                "Mueller gradients")
+        for n, v in fwd.items():       # the forward passes hold the whole derivative of these parameters
+            g[n] = before.get(n, 0.0) + v
+        launch.write_gradients(scene, st, g)
+    return without_mueller_parameters(scene, g, keep=names)
 
 
-def without_mueller_parameters(scene, g):
-    """A reverse-mode result g (dict name -> array) without the parameters that change Mueller matrices, which it
-    does not differentiate (spectral_polarized; unchanged elsewhere)."""
+def mueller_targets(scene, params=None):
+    """The pool names of the Mueller parameters that reverse mode differentiates by forward passes in
+    spectral_polarized: those of top-level BSDFs with at most MUELLER_MAX_ELEMENTS elements (among ``params``,
+    names or Mitsuba-style aliases, if given)."""
+    want = None if params is None else {scene.params.resolve(n) for n in params}
+    return [n for n, (_, _, nested) in mueller_parameters(scene.desc.bsdfs, scene.desc.textures).items()
+            if not nested and scene.params.info(n).size <= MUELLER_MAX_ELEMENTS and (want is None or n in want)]
+
+
+def without_mueller_parameters(scene, g, keep=()):
+    """A reverse-mode result g (dict name -> array) without the parameters that change Mueller matrices, which the
+    replay does not differentiate, but those in ``keep`` (spectral_polarized; unchanged elsewhere)."""
     if variants.polarized():
         for name in mueller_parameters(scene.desc.bsdfs, scene.desc.textures):
-            g.pop(name, None)
+            if name not in keep:
+                g.pop(name, None)
     return g
 
 
 def check_params(scene, params):
-    """Reverse mode in spectral_polarized: refuse (one line) parameters that change a Mueller matrix."""
+    """Reverse mode in spectral_polarized: refuse (one line) the parameters in ``params`` that change a Mueller
+    matrix and that it does not differentiate: every one for the volume integrators (polarized forward mode has
+    no media steps), those of BSDFs nested in a composite, those of more than MUELLER_MAX_ELEMENTS elements."""
     if not variants.polarized() or params is None:
         return
     mp = mueller_parameters(scene.desc.bsdfs, scene.desc.textures)
     for name in params:
         hit = mp.get(scene.params.resolve(name))
-        if hit is not None:
-            raise ConfigError(f"'{name}' changes the Mueller matrix of BSDF '{hit[0]}': reverse-mode gradients in "
-                              f"spectral_polarized hold Mueller matrices fixed; use method 'forward' for it", key=name)
+        if hit is None:
+            continue
+        what = f"'{name}' changes the Mueller matrix of BSDF '{hit[0]}'"
+        if scene.integrator["type"] not in INTEGRATES:
+            raise ConfigError(f"{what}: reverse-mode gradients of the volume integrators in spectral_polarized hold "
+                              f"Mueller matrices fixed (polarized forward mode has no media steps)", key=name)
+        if hit[2]:
+            raise ConfigError(f"{what} nested in a composite; gradients in spectral_polarized differentiate Mueller "
+                              f"matrices of top-level BSDFs only", key=name)
+        size = scene.params.info(name).size
+        if size > MUELLER_MAX_ELEMENTS:
+            raise ConfigError(f"{what} and has {size} elements: reverse mode in spectral_polarized differentiates a "
+                              f"Mueller parameter by one forward-mode pass per element, at most "
+                              f"{MUELLER_MAX_ELEMENTS}; forward mode (render_forward) takes a direction for it",
+                              key=name)
 
 
 def render_forward(scene, directions, spp, seed, sensor, progress):

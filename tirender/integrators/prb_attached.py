@@ -41,7 +41,8 @@ the discontinuities a moving sample crosses. Surfaces only (media are refused wi
 
 Variants rgb, mono and spectral: the wavelengths are drawn as the render kernel draws them, δL enters
 the lanes through the film's adjoint conversion, and a dielectric's IOR and Cauchy coefficient are
-differentiated at its vertices (the refracted direction, the Fresnel lobes: bsdfs/dielectric.py).
+differentiated at its vertices (the refracted direction, the Fresnel lobes: bsdfs/dielectric.py; a thin
+dielectric's IOR: its lobes' probabilities, bsdfs/thindielectric.py).
 """
 import taichi as ti
 

@@ -6,8 +6,10 @@ sample_offset, clear)``. A gradient module declares ``INTEGRATES`` (the types it
 and ``METHODS`` (method -> ``fn(scene, adjoint_image, spp, seed, sensor, accumulate, progress)``),
 optionally ``JOINT`` (method -> a pass that returns (image, gradients)) and ``FORWARD`` (method ->
 forward mode ``fn(scene, directions, spp, seed, sensor, progress)`` -> the J v image; ``FORWARD_VARIANTS``
-where it runs in more variants than the reverse methods). One line per module below. Method ``forward``
-(the gradient by forward passes, forward_gradient.py) exists wherever detached forward mode does.
+where it runs in more variants than the reverse methods) and ``PARAMS`` (methods whose driver also takes
+``params=``, the names asked for: prb in spectral_polarized runs forward passes for the Mueller parameters among
+them). One line per module below. Method ``forward`` (the gradient by forward passes, forward_gradient.py) exists
+wherever detached forward mode does.
 """
 from functools import partial
 
@@ -28,17 +30,24 @@ FORWARD = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
            for meth, fn in getattr(m, "FORWARD", {}).items()}
 FORWARD_VARIANTS = {(n, meth): getattr(m, "FORWARD_VARIANTS", getattr(m, "VARIANTS", ("rgb",)))
                     for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "FORWARD", {})}
+TAKES_PARAMS = {(n, meth) for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "PARAMS", ())}
 # method ``forward``: the gradient from detached forward mode, one pass per parameter element
 # (integrators/forward_gradient.py), wherever detached forward mode runs
 for (_n, _meth), _fn in list(FORWARD.items()):
     if _meth == "prb":
         GRADIENT[_n, "forward"] = partial(forward_gradient.render_grad, _fn)
         GRADIENT_VARIANTS[_n, "forward"] = FORWARD_VARIANTS[_n, _meth]
+        TAKES_PARAMS.add((_n, "forward"))
 PER_PARAMETER = ("forward",)     # methods that take the names to differentiate (``params``)
 check_reverse_params = prb.check_params   # reverse methods: names a variant cannot differentiate (spectral_polarized)
 NAMES = tuple(PRIMAL)
 METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
 VOLUME = volpath.NAMES
+
+
+def takes_params(integrator, method):
+    """Whether the gradient driver of (integrator, method) takes ``params=`` (the names asked for)."""
+    return (integrator, method) in TAKES_PARAMS
 
 
 def module(name):
