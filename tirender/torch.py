@@ -135,7 +135,8 @@ class _Render(torch.autograd.Function):
         scene, o = ctx.scene, ctx.opts
         _set(scene, ctx.names, tensors)
         g = api.render_grad(scene, _host(dy, torch.float32), spp=o["spp_grad"], seed=o["seed_grad"],
-                            sensor=o["sensor"], method=o["method"], accumulate=False, progress=o["progress"])
+                            sensor=o["sensor"], method=o["method"], accumulate=False, progress=o["progress"],
+                            params=list(ctx.names))
         for i, (n, t) in enumerate(zip(ctx.names, tensors)):
             if need[i]:
                 grads[i] = _like(g[n], t)
