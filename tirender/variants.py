@@ -28,13 +28,13 @@ Models and integrators that have no meaning (or no implementation yet) in a vari
 ``require`` with one line naming them.
 
 The walk's colour type (``Spectrum``) has ``lanes()`` channels: 3 in rgb, 1 in mono, 4 in the spectral variants.
-It is picked when kernels compile: device code builds colours with ``spec(x)`` (every lane x) or
-``spec_zero()``, and structs with Spectrum members are declared with ``struct(name=SPECTRUM, ...)`` (built on first
+It is picked when kernels compile: device code builds colours with ``spec(x)`` (every lane x), and structs with
+Spectrum members are declared with ``struct(member=SPECTRUM, ...)`` (built on first
 use for the current variant). Geometry stays ``vec3``; textures and parameters stay RGB (``vec3``): the functions
 below lift an RGB value to the walk's colour and bring adjoints back to RGB.
 
 Device functions (all inline, compiled for the current variant):
-    spec(x) / spec_zero() -> Spectrum                              a colour with every lane x / 0
+    spec(x) -> Spectrum                                            a colour with every lane x
     sample_wavelengths(sampler) -> (λ, w = 1/pdf), Spectrum nm      draws one number in ``spectral`` only
     secondary_terminated(λ) / terminate_secondary(λ)               dispersion: a path's secondary lanes ended
     to_rgb(L, λ, w) -> vec3                                        the film's value of a path's radiance
@@ -147,8 +147,7 @@ class struct:
 
     _is_taichi_function = False     # Taichi's AST transformer: a compile-time callable, not an external function
 
-    def __init__(self, name=None, **members):
-        self.name = name
+    def __init__(self, **members):
         self.members = members
         self._types = {}
 
@@ -171,11 +170,6 @@ class struct:
 def spec(x):
     """The walk's colour with every lane x."""
     return ti.Vector([x] * ti.static(lanes()), float)
-
-
-@ti.func
-def spec_zero():
-    return spec(0.0)
 
 
 @ti.func

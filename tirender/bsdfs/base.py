@@ -87,14 +87,14 @@ NULL = 16          # index-matched interface: the path passes unchanged (media b
 # a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta), disperse (1: a
 # dispersive event ended the path's secondary wavelengths, weight × (n, 0, …, 0) for n lanes: the walk terminates
 # them, variants.terminate_secondary).
-BsdfSample = variants.struct("BsdfSample", wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=float, delta=ti.i32,
+BsdfSample = variants.struct(wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=float, delta=ti.i32,
                              valid=ti.i32, null=ti.i32, disperse=ti.i32)
 
 # A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
 # texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
 # (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
 # (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated.
-BsdfCtx = variants.struct("BsdfCtx", b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM)
+BsdfCtx = variants.struct(b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM)
 
 
 @ti.func

@@ -114,6 +114,19 @@ def has_sellmeier(st: ti.template(), ctx):
 
 
 @ti.func
+def dlog_lobe(P, dP, reflected):
+    """d ln of the sampled lobe's probability, P (reflection) or 1 − P (transmission), for a change dP of P
+    (0 where that probability is 0)."""
+    res = 0.0
+    if reflected:
+        if P > 0.0:
+            res = dP / P
+    elif P < 1.0:
+        res = -dP / (1.0 - P)
+    return res
+
+
+@ti.func
 def hero_only():
     """A dispersive event's lane weights: the hero wavelength goes on alone, (n, 0, …, 0) for n lanes (module doc)."""
     n = ti.static(float(variants.lanes()))
@@ -231,14 +244,7 @@ class Dielectric(SmoothInterface):
     def dlog(p, wi, reflected):
         """∂ ln P/∂cos θi of the sampled lobe's probability P = F (reflection) or 1 - F."""
         r_i, cos_t, eta_it, eta_ti = fresnel_dielectric(wi[2], p.eta)
-        dF = fresnel_dielectric_dcos(wi[2], p.eta)
-        res = 0.0
-        if reflected:
-            if r_i > 0.0:
-                res = dF / r_i
-        elif r_i < 1.0:
-            res = -dF / (1.0 - r_i)
-        return spec(res)
+        return spec(dlog_lobe(r_i, fresnel_dielectric_dcos(wi[2], p.eta), reflected))
 
     @staticmethod
     @ti.func
@@ -247,15 +253,11 @@ class Dielectric(SmoothInterface):
         w ∝ η_ti² (refraction, radiance compression); η_ti is the refracted direction's IOR ratio."""
         cos_i = wi[2]
         r_i, cos_t, eta_it, eta_ti = fresnel_dielectric(cos_i, eta)
-        dF = fresnel_dielectric_deta(cos_i, eta)
-        dlw = 0.0
+        dlw = dlog_lobe(r_i, fresnel_dielectric_deta(cos_i, eta), reflected)
         dr = 0.0
-        if reflected:
-            if r_i > 0.0:
-                dlw = dF / r_i
-        elif r_i < 1.0:
+        if not reflected and r_i < 1.0:
             outside = cos_i >= 0.0
-            dlw = -dF / (1.0 - r_i) + (-2.0 / eta if outside else 2.0 / eta)
+            dlw += -2.0 / eta if outside else 2.0 / eta
             dr = -eta_ti * eta_ti if outside else 1.0
         return dlw, dr
 

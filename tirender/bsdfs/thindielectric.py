@@ -17,7 +17,7 @@ import taichi as ti
 from ..schema import IorTexture
 from ..variants import spec
 from .base import BsdfSample, const, dirac, invalid_sample, slot_float, slot_float_adjoint, slot_rgb
-from .dielectric import DIELECTRIC_KEYS, SmoothInterface, ior_constants
+from .dielectric import DIELECTRIC_KEYS, SmoothInterface, dlog_lobe, ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect
 
 _SPEC, _TRANS, _IOR = 0, 1, 2   # texture slots
@@ -57,15 +57,7 @@ class ThinDielectric(SmoothInterface):
     def _dlog_p(eta, cos_theta_i, dr, reflected):
         """∂ ln P of the sampled lobe (P = R or 1 − R) for a change dr of r = F(|cos θi|, η)."""
         r, ct, ei, et = fresnel_dielectric(ti.abs(cos_theta_i), eta)
-        R = 2.0 * r / (1.0 + r)
-        dR = 2.0 * dr / ((1.0 + r) * (1.0 + r))
-        res = 0.0
-        if reflected:
-            if R > 0.0:
-                res = dR / R
-        elif R < 1.0:
-            res = -dR / (1.0 - R)
-        return res
+        return dlog_lobe(2.0 * r / (1.0 + r), 2.0 * dr / ((1.0 + r) * (1.0 + r)), reflected)
 
     @staticmethod
     @ti.func

@@ -42,7 +42,7 @@ INFINITE = 4    # the environment: found by rays that escape (at most one per sc
 # walk's colour (Spectrum; filled by the registry's sample_emitter); emitter: index (-1: none); uv: texture
 # coordinates of the radiance lookup; scale: factor between the radiance texture and Le (1/dist² for point
 # lights, 1 otherwise).
-DirectionSample = variants.struct("DirectionSample", p=vec3, n=vec3, d=vec3, dist=float, pdf=float, delta=ti.i32,
+DirectionSample = variants.struct(p=vec3, n=vec3, d=vec3, dist=float, pdf=float, delta=ti.i32,
                                   weight_rgb=vec3, le_rgb=vec3, weight=variants.SPECTRUM, le=variants.SPECTRUM,
                                   emitter=ti.i32, uv=vec2, scale=float)
 

@@ -444,7 +444,7 @@ def tracked(st: ti.template(), est: ti.template(), m):
 # of the indirect path (counted from the main path); state, inc: its random stream; P: the main path's
 # Mueller product at the point (spectral_polarized: the indirect path starts from it, so that what it
 # finds is the camera's S0).
-IndirectPick = variants.struct("IndirectPick", x=vec3, d=vec3, m=ti.i32, c=variants.SPECTRUM, w=float, W=float,
+IndirectPick = variants.struct(x=vec3, d=vec3, m=ti.i32, c=variants.SPECTRUM, w=float, W=float,
                                depth_left=ti.i32, rr_left=ti.i32, hero=ti.i32, lam=variants.SPECTRUM,
                                state=ti.u64, inc=ti.u64, P=mueller.MuellerLanes)
 

@@ -46,7 +46,7 @@ def adjoint_mode(mode):
 # implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
 # β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0); FORWARD mode:
 # dbeta, dP the tangents of β and P, dS the tangent of (S0..S3) (rows) per lane (columns).
-PathState = variants.struct("PathState", L=SPECTRUM, beta=SPECTRUM, eta=float, depth=ti.i32, prev_p=vec3, prev_pdf=float,
+PathState = variants.struct(L=SPECTRUM, beta=SPECTRUM, eta=float, depth=ti.i32, prev_p=vec3, prev_pdf=float,
                             prev_delta=ti.i32, o=vec3, d=vec3, active=ti.i32, medium=ti.i32, hero=ti.i32, r=SPECTRUM,
                             replay=ti.i32, lam=SPECTRUM, P=mueller.MuellerLanes, S=stokes_lanes, dbeta=SPECTRUM,
                             dP=mueller.MuellerLanes, dS=mueller.mat4)

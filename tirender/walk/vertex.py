@@ -21,7 +21,7 @@ from ..variants import spec
 # Vertex — medium_event: 1 in a medium, 0 on a surface; p: position; ng: geometric normal (surface);
 # s, t, n: shading frame; wi: local incident direction (surface) or the world propagation
 # direction d_in (medium); ctx: the BSDF, uv, dp/du, dp/dv, ng (bsdfs.base.BsdfCtx); flags: the BSDF's flags; shape; medium.
-Vertex = variants.struct("Vertex", medium_event=ti.i32, p=vec3, ng=vec3, s=vec3, t=vec3, n=vec3, wi=vec3, ctx=BsdfCtx,
+Vertex = variants.struct(medium_event=ti.i32, p=vec3, ng=vec3, s=vec3, t=vec3, n=vec3, wi=vec3, ctx=BsdfCtx,
                          flags=ti.i32, shape=ti.i32, medium=ti.i32)
 
 
