@@ -115,7 +115,10 @@ def eval_np(c, lam):
 
 class Table:
     """The coefficient table as Taichi fields (one per process, created by ``bind()`` after ti.init, in Python
-    scope): ``scale`` (res,) and ``coeffs`` (3, res, res, res) of vec3; device functions take the two fields."""
+    scope): ``scale`` (res,) z nodes, ``xy`` (res,) x/y nodes, ``coeffs`` (3, res, res, res) of vec3, and per node
+    set a uniform index (``scale_bin``, ``xy_bin``: BINS bins of [0, 1] → the node at or below each bin's start), so
+    that a lookup's cell search is one load and a step or two instead of a binary search (same cells: the
+    images are bit-identical; spectral cbox 256², 64 spp 3.93 → 3.15 s)."""
 
     def __init__(self):
         scale, xy, coeffs = table()
@@ -126,6 +129,19 @@ class Table:
         self.xy.from_numpy(xy)
         self.coeffs = ti.Vector.field(3, ti.f32, shape=coeffs.shape[:4])
         self.coeffs.from_numpy(coeffs)
+        self.scale_bin = ti.field(ti.i32, shape=BINS)
+        self.scale_bin.from_numpy(_bins(scale))
+        self.xy_bin = ti.field(ti.i32, shape=BINS)
+        self.xy_bin.from_numpy(_bins(xy))
+
+
+BINS = 256   # the uniform index over [0, 1] each node search starts from (``_find``)
+
+
+def _bins(nodes):
+    """For bin b of [0, 1] (BINS bins): the largest k <= len(nodes) − 2 with nodes[k] <= b / BINS (int32)."""
+    k = np.searchsorted(nodes, np.arange(BINS) / BINS, side="right") - 1
+    return np.clip(k, 0, len(nodes) - 2).astype(np.int32)
 
 
 _fields = None
@@ -140,17 +156,15 @@ def bind():
 
 
 @ti.func
-def _find(nodes: ti.template(), res: ti.template(), v):
-    """(k, weight of node k+1, node spacing): the cell of v on increasing nodes, clamped to [0, res−2]."""
-    lo, hi = 0, res - 2
-    while lo < hi:                     # largest k with nodes[k] <= v
-        mid = (lo + hi + 1) // 2
-        if nodes[mid] <= v:
-            lo = mid
-        else:
-            hi = mid - 1
-    dn = nodes[lo + 1] - nodes[lo]
-    return lo, (v - nodes[lo]) / dn, dn
+def _find(nodes: ti.template(), bins: ti.template(), v):
+    """(k, weight of node k+1, node spacing): the cell of v ∈ [0, 1] on increasing nodes — the largest
+    k <= res − 2 with nodes[k] <= v — from the uniform index ``bins`` (Table), then steps forward."""
+    res = ti.static(nodes.shape[0])
+    k = bins[ti.min(ti.cast(v * ti.static(float(BINS)), ti.i32), ti.static(BINS - 1))]
+    while k < res - 2 and nodes[k + 1] <= v:
+        k += 1
+    dn = nodes[k + 1] - nodes[k]
+    return k, (v - nodes[k]) / dn, dn
 
 
 @ti.func
@@ -165,7 +179,6 @@ def sigmoid_poly(c, lam):
 def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
     """(coefficients, ∂c/∂rgb (3×3), valid) at rgb clamped to [0,1]³ (the table's trilinear interpolation); rgb = 0
     gives valid = 0 (the zero reflectance)."""
-    res = ti.static(scale.shape[0])
     v = ti.math.clamp(rgb, 0.0, 1.0)
     i = 0
     if v[1] >= v[0]:
@@ -182,9 +195,9 @@ def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
         i2 = (i + 2) % 3
         xr = v[i1] / z
         yr = v[i2] / z
-        xi, xw, dx = _find(xy, res, xr)
-        yi, yw, dy = _find(xy, res, yr)
-        zi, zw, dz = _find(scale, res, z)
+        xi, xw, dx = _find(xy, ti.static(bind().xy_bin), xr)
+        yi, yw, dy = _find(xy, ti.static(bind().xy_bin), yr)
+        zi, zw, dz = _find(scale, ti.static(bind().scale_bin), z)
         dcx = vec3(0.0)
         dcy = vec3(0.0)
         dcz = vec3(0.0)
