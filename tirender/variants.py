@@ -49,13 +49,12 @@ import os
 import taichi as ti
 
 from . import backend
-from .core.math import vec3
+from .core.math import LUMINANCE, vec3
 from .errors import ConfigError
 from .spectra import blackbody, cie, conductors, upsample
 
 NAMES = ("rgb", "mono", "spectral", "spectral_polarized")
 PLANNED = ()
-LUMINANCE = (0.212671, 0.715160, 0.072169)      # Y of linear sRGB (ITU-R BT.709, as Mitsuba 3)
 
 _name = None
 _frozen = False

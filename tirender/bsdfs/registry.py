@@ -194,10 +194,23 @@ def _make(levels):
             res = mu.uniform_lanes(mu.depolarizer(1.0))     # models without a Mueller matrix (as Mitsuba's)
             t = st.bsdf_type[ctx.b]
             for i in ti.static(range(len(models))):
-                if ti.static(hasattr(models[i], "mueller_at") and (not smooth or models[i].COMPOSITE
-                                                                    or models[i].FLAGS & SMOOTH)):
+                if ti.static(_has_mueller(models[i], smooth)):
                     if t == models[i].TAG:
                         res = models[i].mueller_at(st, ctx, wi, wo, delta, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def polarizing(st: ti.template(), ctx, smooth: ti.template()):
+            """Whether ``mueller`` can differ from a depolarizer here (the model at ctx has a Mueller matrix of
+            its own for this query): 0 lets the walk skip the Stokes frame changes, which leave a depolarizer
+            unchanged."""
+            res = 0
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(_has_mueller(models[i], smooth)):
+                    if t == models[i].TAG:
+                        res = 1
             return res
 
         @staticmethod
@@ -301,6 +314,12 @@ def _make(levels):
 
     Dispatch.__name__ = f"BsdfDispatch{levels}"
     return Dispatch
+
+
+def _has_mueller(model, smooth):
+    """Compile-time: whether the dispatcher's ``mueller`` asks model for its Mueller matrix (smooth: NEE's
+    directions, where models without smooth lobes are skipped); the others are depolarizers."""
+    return hasattr(model, "mueller_at") and (not smooth or model.COMPOSITE or model.FLAGS & SMOOTH)
 
 
 def mueller_parameters(rows, textures):

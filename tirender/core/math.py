@@ -29,9 +29,13 @@ def safe_div(a, b):
     return ti.select(b != 0.0, a / ti.select(b != 0.0, b, 1.0), 0.0 * a)
 
 
+LUMINANCE = (0.212671, 0.715160, 0.072169)      # Y of linear sRGB (ITU-R BT.709, as Mitsuba 3)
+
+
 @ti.func
 def luminance(c):
-    return 0.212671 * c[0] + 0.715160 * c[1] + 0.072169 * c[2]
+    """Y of a linear sRGB colour c (vec3)."""
+    return LUMINANCE[0] * c[0] + LUMINANCE[1] * c[1] + LUMINANCE[2] * c[2]
 
 
 @ti.func

@@ -38,7 +38,7 @@ from .. import backend, launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, pss
 from ..core.camera import camera_ray, pixel_sample
-from ..core.math import vec2
+from ..core.math import LUMINANCE, luminance, vec2
 from ..errors import ConfigError
 from ..progress import Progress
 from ..schema import Choice, Integer, Number
@@ -67,20 +67,14 @@ KEYS = path.WALK_KEYS + (
                "one thread per path, a bundle's paths in neighbouring threads (GPU warps), two launches per "
                "iteration; `auto`: chain on the CPU, threads on GPUs and Vulkan. Same image either way"))
 
-LUM = (0.2126, 0.7152, 0.0722)
-SPLAT_BOUND = 1.0 / LUM[2] + 1e-3   # |w L_i / (B π̂)| <= 1 / 0.0722 per iteration (one channel over the target)
+SPLAT_BOUND = 1.0 / LUMINANCE[2] + 1e-3   # |w L_i / (B π̂)| <= 1 / Y_b per iteration (one channel over f)
 LAUNCH_PATHS = 1 << 20              # path evaluations per kernel launch (progress bar granularity)
-
-
-@ti.func
-def luminance(L):
-    return LUM[0] * L[0] + LUM[1] * L[1] + LUM[2] * L[2]
 
 
 @ti.func
 def target(rgb):
     """f of a path's film RGB: its luminance; in the spectral variants that of |RGB| (components may be
-    negative there), which is >= LUM_i |RGB_i| for every i, so |RGB_i| / f <= 1 / LUM[2] as in rgb."""
+    negative there), which is >= Y_i |RGB_i| for every i (LUMINANCE), so |RGB_i| / f <= 1 / Y_b as in rgb."""
     res = 0.0
     if ti.static(variants.spectral()):
         res = luminance(ti.abs(rgb))

@@ -107,8 +107,11 @@ def mueller(st: ti.template(), bsdf: ti.template(), v, d, delta, smooth: ti.temp
     vector passes unchanged)."""
     res = mu.identity_lanes()
     if v.medium_event == 0:
-        wo = to_local(v.s, v.t, v.n, d)
-        res = mu.frame_change_lanes(mu.normalized_lanes(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth)), v.s, v.t, v.n, v.wi, wo)
+        res = mu.uniform_lanes(mu.depolarizer(1.0))   # a depolarizer stays one in every frame (bsdf.polarizing)
+        if bsdf.polarizing(st, v.ctx, smooth):
+            wo = to_local(v.s, v.t, v.n, d)
+            res = mu.frame_change_lanes(mu.normalized_lanes(bsdf.mueller(st, v.ctx, v.wi, wo, delta, smooth)),
+                                        v.s, v.t, v.n, v.wi, wo)
     return res
 
 
