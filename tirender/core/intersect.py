@@ -68,7 +68,8 @@ def _safe_inv(d):
 @ti.func
 def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
     """Stack traversal of the 4-wide BVH: the ray is tested against a node's 4 child boxes at once
-    (vector lanes), the children hit are pushed far to near, leaves are tested when popped. Closest
+    (vector lanes), the children hit are pushed far to near (in any order for any-hit queries, which visit
+    every overlapping child unless they stop), leaves are tested when popped. Closest
     hit (tri, t, b1, b2) along o + t d, t in (0, tmax); with any_hit, stops at the first hit found.
     tri = -1 on a miss."""
     inv_d = _safe_inv(d)
@@ -103,10 +104,11 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
                 if tnear[j] <= tfar[j] * 1.00000024:
                     key[j] = tnear[j]
             slot = ti.Vector([j for j in ti.static(range(WIDTH))], dt=ti.i32)
-            for i, j in ti.static(_SORT4):          # sorting network: far to near
-                if key[i] < key[j]:
-                    key[i], key[j] = key[j], key[i]
-                    slot[i], slot[j] = slot[j], slot[i]
+            if ti.static(not any_hit):                # any hit: every overlapping child is visited anyway
+                for i, j in ti.static(_SORT4):          # sorting network: far to near
+                    if key[i] < key[j]:
+                        key[i], key[j] = key[j], key[i]
+                        slot[i], slot[j] = slot[j], slot[i]
             child = st.wnode_child[e]
             count = st.wnode_count[e]
             for j in ti.static(range(WIDTH)):
