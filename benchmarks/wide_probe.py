@@ -25,6 +25,14 @@ So shared-stack packets pay only while the rays stay coherent: after the first b
 visits the union of its rays' nodes and loses to one ray per thread. The walk of issue 14 needs
 per-lane traversal (each lane its own stack, node loads gathered) or ray reordering between
 bounces, not packets alone.
+
+A ceiling on any lane design in Taichi 1.7.4 (measured 2026-11-28 with ``ti.init(print_kernel_asm=True)`` on the
+cbox path-tracer megakernel, this AVX-512 machine): the x64 JIT emits baseline x86-64 code — 4686 xmm operands,
+0 ymm, 0 zmm, no VEX-encoded instruction; mostly scalar ``mulss``/``addss``, some 4-wide ``mulps`` — and the
+optimised IR's SLP vectorizer forms only ``<2 x float>`` (the runtime's functions carry ``"target-cpu"="x86-64"``,
+``+sse2``). So lanes can reach SSE's 4 floats per instruction, not Mitsuba's 16 (AVX-512);
+``real_matrix_scalarize=False``, which would keep ti.Vector lanes as LLVM vectors, aborts in LLVM's verifier, and
+``advanced_optimization=True`` fails Taichi's IR verifier on the megakernels.
 """
 import argparse
 import os
