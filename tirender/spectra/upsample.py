@@ -160,7 +160,7 @@ def _find(nodes: ti.template(), bins: ti.template(), v):
     """(k, weight of node k+1, node spacing): the cell of v ∈ [0, 1] on increasing nodes — the largest
     k <= res − 2 with nodes[k] <= v — from the uniform index ``bins`` (Table), then steps forward."""
     res = ti.static(nodes.shape[0])
-    k = bins[ti.min(ti.cast(v * ti.static(float(BINS)), ti.i32), ti.static(BINS - 1))]
+    k = bins[ti.max(ti.min(ti.cast(v * ti.static(float(BINS)), ti.i32), ti.static(BINS - 1)), 0)]   # NaN-safe
     while k < res - 2 and nodes[k + 1] <= v:
         k += 1
     dn = nodes[k + 1] - nodes[k]
