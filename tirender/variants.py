@@ -204,11 +204,6 @@ def prepare():
         conductors.fields()
 
 
-def _up():
-    """The device coefficient table (created on first use)."""
-    return upsample.bind()
-
-
 def _srgb_bar():
     return cie.fields()[0]
 
@@ -293,10 +288,7 @@ def reflectance(rgb, lam):
     """A reflectance-like RGB value (texture, constant; vec3) as the walk's colour (Spectrum) at wavelengths lam."""
     out = spec(0.0)
     if ti.static(spectral()):
-        sc = ti.static(_up().scale)
-        xy = ti.static(_up().xy)
-        co = ti.static(_up().coeffs)
-        out = upsample.reflectance_lanes(sc, xy, co, rgb, lam)
+        out = upsample.reflectance_lanes(rgb, lam)
     elif ti.static(mono()):
         out = spec(_lum(rgb))
     else:
@@ -309,10 +301,7 @@ def reflectance_adjoint(rgb, lam, d):
     """∂<d, reflectance(rgb, λ)>/∂rgb (d Spectrum → vec3)."""
     g = vec3(0.0)
     if ti.static(spectral()):
-        sc = ti.static(_up().scale)
-        xy = ti.static(_up().xy)
-        co = ti.static(_up().coeffs)
-        g = upsample.reflectance_lanes_adjoint(sc, xy, co, rgb, lam, d)
+        g = upsample.reflectance_lanes_adjoint(rgb, lam, d)
     elif ti.static(mono()):
         g = vec3(LUMINANCE) * d.sum()
     else:
@@ -323,14 +312,11 @@ def reflectance_adjoint(rgb, lam, d):
 @ti.func
 def _scaled(rgb, lam, d65: ti.template()):
     """k S(c(rgb/k), λ) [D65(λ)] per lane, with k = 2 max(rgb) (Mitsuba's d65 convention; 1-homogeneous in rgb)."""
-    sc = ti.static(_up().scale)
-    xy = ti.static(_up().xy)
-    co = ti.static(_up().coeffs)
     d65t = ti.static(_d65())
     out = spec(0.0)
     k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
     if k > 0.0:
-        out = upsample.reflectance_lanes(sc, xy, co, rgb / k, lam) * k
+        out = upsample.reflectance_lanes(rgb / k, lam) * k
         if ti.static(d65):
             for i in ti.static(range(lanes())):
                 out[i] *= cie.table_lerp(d65t, lam[i])
@@ -340,9 +326,6 @@ def _scaled(rgb, lam, d65: ti.template()):
 @ti.func
 def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
     """∂<d, _scaled(rgb, λ)>/∂rgb: f = k s(u) D, u = rgb/k, k = 2 rgb_m → ∂f/∂rgb = D (s ∂k + k J_s ∂u)."""
-    sc = ti.static(_up().scale)
-    xy = ti.static(_up().xy)
-    co = ti.static(_up().coeffs)
     d65t = ti.static(_d65())
     g = vec3(0.0)
     k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
@@ -357,8 +340,8 @@ def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
         if ti.static(d65):
             for i in ti.static(range(lanes())):
                 dd[i] *= cie.table_lerp(d65t, lam[i])
-        s = upsample.reflectance_lanes(sc, xy, co, u, lam)
-        gu = upsample.reflectance_lanes_adjoint(sc, xy, co, u, lam, dd)      # ∂<dd, s(u)>/∂u
+        s = upsample.reflectance_lanes(u, lam)
+        gu = upsample.reflectance_lanes_adjoint(u, lam, dd)      # ∂<dd, s(u)>/∂u
         # ∂u_a/∂rgb_b = δ_ab / k − 2 u_a δ_bm / k ;  ∂k/∂rgb_b = 2 δ_bm
         g = gu
         g[m] += 2.0 * (dd.dot(s) - gu.dot(u))

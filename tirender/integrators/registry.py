@@ -38,7 +38,8 @@ for (_n, _meth), _fn in list(FORWARD.items()):
         GRADIENT[_n, "forward"] = partial(forward_gradient.render_grad, _fn)
         GRADIENT_VARIANTS[_n, "forward"] = FORWARD_VARIANTS[_n, _meth]
         TAKES_PARAMS.add((_n, "forward"))
-PER_PARAMETER = ("forward",)     # methods that take the names to differentiate (``params``)
+PER_PARAMETER = ("forward",)     # methods that differentiate any named parameter element by element (no
+                                 # reverse-mode refusals: check_reverse_params)
 check_reverse_params = prb.check_params   # reverse methods: names a variant cannot differentiate (spectral_polarized)
 NAMES = tuple(PRIMAL)
 METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))

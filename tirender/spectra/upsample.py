@@ -115,7 +115,8 @@ def eval_np(c, lam):
 
 class Table:
     """The coefficient table as Taichi fields (one per process, created by ``bind()`` after ti.init, in Python
-    scope): ``scale`` (res,) z nodes, ``xy`` (res,) x/y nodes, ``coeffs`` (3, res, res, res) of vec3, and per node
+    scope; the device functions below read it at compile time): ``scale`` (res,) z nodes, ``xy`` (res,) x/y nodes,
+    ``coeffs`` (3, res, res, res) of vec3, and per node
     set a uniform index (``scale_bin``, ``xy_bin``: BINS bins of [0, 1] → the node at or below each bin's start), so
     that a lookup's cell search is one load and a step or two instead of a binary search (same cells: the
     images are bit-identical; spectral cbox 256², 64 spp 3.93 → 3.15 s)."""
@@ -176,9 +177,11 @@ def sigmoid_poly(c, lam):
 
 
 @ti.func
-def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
+def lookup(rgb):
     """(coefficients, ∂c/∂rgb (3×3), valid) at rgb clamped to [0,1]³ (the table's trilinear interpolation); rgb = 0
     gives valid = 0 (the zero reflectance)."""
+    scale, xy, coeffs = ti.static(bind().scale, bind().xy, bind().coeffs)
+    scale_bin, xy_bin = ti.static(bind().scale_bin, bind().xy_bin)
     v = ti.math.clamp(rgb, 0.0, 1.0)
     i = 0
     if v[1] >= v[0]:
@@ -195,9 +198,9 @@ def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
         i2 = (i + 2) % 3
         xr = v[i1] / z
         yr = v[i2] / z
-        xi, xw, dx = _find(xy, ti.static(bind().xy_bin), xr)
-        yi, yw, dy = _find(xy, ti.static(bind().xy_bin), yr)
-        zi, zw, dz = _find(scale, ti.static(bind().scale_bin), z)
+        xi, xw, dx = _find(xy, xy_bin, xr)
+        yi, yw, dy = _find(xy, xy_bin, yr)
+        zi, zw, dz = _find(scale, scale_bin, z)
         dcx = vec3(0.0)
         dcy = vec3(0.0)
         dcz = vec3(0.0)
@@ -221,14 +224,14 @@ def lookup(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb):
 
 
 @ti.func
-def reflectance_lanes(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam):
+def reflectance_lanes(rgb, lam):
     """s(λ_i) for the wavelengths of a path (lam: one per lane, any lane count): one table lookup, one sigmoid
     evaluation per lane."""
     out = lam * 0.0
     if ti.min(rgb[0], rgb[1], rgb[2]) >= 1.0:
         out = lam * 0.0 + 1.0
     else:
-        c, J, valid = lookup(scale, xy, coeffs, rgb)
+        c, J, valid = lookup(rgb)
         if valid:
             for i in ti.static(range(lam.get_shape()[0])):
                 out[i], _ = sigmoid_poly(c, lam[i])
@@ -236,11 +239,11 @@ def reflectance_lanes(scale: ti.template(), xy: ti.template(), coeffs: ti.templa
 
 
 @ti.func
-def reflectance_lanes_adjoint(scale: ti.template(), xy: ti.template(), coeffs: ti.template(), rgb, lam, d):
+def reflectance_lanes_adjoint(rgb, lam, d):
     """∂<d, reflectance_lanes(rgb, λ)>/∂rgb (vec3)."""
     g = vec3(0.0)
     if ti.min(rgb[0], rgb[1], rgb[2]) < 1.0:
-        c, J, valid = lookup(scale, xy, coeffs, rgb)
+        c, J, valid = lookup(rgb)
         if valid:
             dc = vec3(0.0)
             for i in ti.static(range(lam.get_shape()[0])):
