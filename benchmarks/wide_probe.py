@@ -2,41 +2,54 @@
 on a real BVH, not only on the brute-force scene of the DESIGN.md probe?
 
 One simplified path tracer (diffuse reflectance and area emission per triangle, cosine-sampled
-bounces, no NEE, fixed depth, counter-based random numbers), in two forms over the same scene
+bounces, no NEE, fixed depth, counter-based random numbers), in three forms over the same scene
 fields (tirender's 4-wide BVH, triangles and camera):
   * scalar: one path per thread, tirender's production traversal (core/intersect.traverse);
   * packet W: W paths per thread as ti.Vector lanes with masks; one shared traversal stack per
     packet (a node is visited when any live lane's ray enters one of its child boxes; children
     pushed far to near by their nearest lane), leaf triangles tested against all W rays at once
-    (the triangle is loaded once, no gathers); shading per lane.
-The W samples of a packet are consecutive samples of one pixel (coherent camera rays; bounces
-diverge). Prints Msamples/s per form and the packet/scalar ratio, and checks that both forms
-estimate the same image (their means agree within noise).
+    (the triangle is loaded once, no gathers); shading per lane;
+  * inter W: W paths per thread, each lane its own traversal (stack, closest hit), advanced in lock
+    step one pop per lane per round, so that an out-of-order core can overlap the lanes' loads.
+The W samples of a thread are consecutive samples of one pixel (coherent camera rays; bounces
+diverge). Prints Msamples/s per form and the ratio to scalar, checks that the forms estimate the
+same image (their means agree), and counts what Taichi's JIT emitted (`jit_isa`: the process's
+anonymous executable pages disassembled with objdump, where it is installed).
 
     python benchmarks/wide_probe.py [--scene cbox|mesh] [--tris 100000] [--spp 64] [--depth 6]
+                                    [--widths 8,16] [--inter 2,4]
 
-Measured (2-core AMD EPYC, Taichi 1.7.4, cbox 256², 64 spp, forms alternated, best of 2, while a
-test suite ran: load 3.8–4.6, so compare only within a row; the images are identical):
+Measured 2026-11-28 (2-core AMD EPYC, family 1Ah, Taichi 1.7.4; 256², 64 spp, forms alternated, best
+of 2, quiet machine: load 0.1–0.8; the images are identical):
 
-    depth 1 (camera rays only, coherent)   scalar 1.91 Ms/s   packet8 3.26 (1.71x)   packet16 2.63 (1.38x)
-    depth 6 (diffuse bounces, incoherent)  scalar 0.56 Ms/s   packet8 0.51 (0.91x)   packet16 0.40 (0.71x)
+    cbox depth 1 (camera rays, coherent)   scalar 14.5 Ms/s  packet8 1.59x  packet16 1.58x  inter2 1.35x  inter4 1.39x
+    cbox depth 6 (diffuse bounces)         scalar 2.79 Ms/s  packet8 1.45x  packet16 1.29x  inter2 0.92x  inter4 0.82x
+    300k-triangle mesh, depth 6            scalar 1.08 Ms/s  packet8 0.84x  packet16 0.59x  inter2 1.02x  inter4 0.93x
 
-So shared-stack packets pay only while the rays stay coherent: after the first bounce a packet
-visits the union of its rays' nodes and loses to one ray per thread. The walk of issue 14 needs
-per-lane traversal (each lane its own stack, node loads gathered) or ray reordering between
-bounces, not packets alone.
+(An earlier run of the packet forms while a test suite loaded the machine, load 3.8–4.6, gave packet8 0.91x at
+depth 6: compare only on a quiet machine.) Shared-stack packets pay while a packet's rays stay near each other
+(the closed cbox, camera rays) and lose once a packet's union of visited nodes grows (a big mesh); per-lane
+interleaving pays only on camera rays (inter2 on the mesh: 1.02x, within noise). The best form, 1.45x on the cbox's simplified walk and < 1 on a big
+mesh, is far from the 2.8x by which Mitsuba 3's LLVM backend outruns tirender's full walk on this machine.
 
-A ceiling on any lane design in Taichi 1.7.4 (measured 2026-11-28 with ``ti.init(print_kernel_asm=True)`` on the
-cbox path-tracer megakernel, this AVX-512 machine): the x64 JIT emits baseline x86-64 code — 4686 xmm operands,
-0 ymm, 0 zmm, no VEX-encoded instruction; mostly scalar ``mulss``/``addss``, some 4-wide ``mulps`` — and the
-optimised IR's SLP vectorizer forms only ``<2 x float>`` (the runtime's functions carry ``"target-cpu"="x86-64"``,
-``+sse2``). So lanes can reach SSE's 4 floats per instruction, not Mitsuba's 16 (AVX-512);
-``real_matrix_scalarize=False``, which would keep ti.Vector lanes as LLVM vectors, aborts in LLVM's verifier, and
-``advanced_optimization=True`` fails Taichi's IR verifier on the megakernels.
+What Taichi 1.7.4 emits here: VEX/EVEX-encoded code (the JIT's target machine has the host's AVX-512
+features), but the IR is optimised and vectorised for a *generic* x86-64: Taichi passes
+``llvm::sys::getHostCPUName()`` to its optimisation pipeline, and its LLVM 15.0.4 does not know this CPU family
+(``LLVMGetHostCPUName`` of the system's libLLVM-15 returns "generic", of libLLVM-19 "znver5"), so the
+vectorisers' cost model assumes 128-bit registers: the packet kernels' float arithmetic is mostly 4-wide xmm
+(``vmulps``/``vminps``/``vmaxps`` on xmm; a few ymm, zmm almost only for moves), where Mitsuba's is 16-wide.
+(``ti.init(print_kernel_asm=True)`` shows plain SSE: it prints from a separate target machine without the host
+features, not the code that runs.) ``real_matrix_scalarize=False``, which would keep ti.Vector lanes as LLVM
+vectors, aborts in LLVM's verifier, and ``advanced_optimization=True`` fails Taichi's IR verifier on the
+megakernels.
 """
 import argparse
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -46,7 +59,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tirender  # noqa: E402
 from tirender.core.camera import camera_ray  # noqa: E402
-from tirender.core.intersect import intersect  # noqa: E402
+from tirender.core.intersect import intersect, ray_triangle, safe_inv, vec4  # noqa: E402
 from tirender.core.math import BIG, vec3  # noqa: E402
 from tirender.core.rng import hash_u32  # noqa: E402
 from tirender.scene.bvh import WIDTH  # noqa: E402
@@ -227,9 +240,146 @@ def make_kernels(W):
     return packet, scalar
 
 
+def make_interleaved(W):
+    """The interleaved form: W paths per thread, each lane its own traversal (stack, hit), advanced in
+    lock step one pop per lane per round, so that an out-of-order core overlaps the lanes' loads."""
+    @ti.func
+    def step(st: ti.template(), o, d, inv_d, stack: ti.template(), leaf_n: ti.template(), near: ti.template(),
+             sp: ti.template(), best_t: ti.template(), best: ti.template(), l: ti.template()):
+        """One pop of lane l's traversal (sp, best_t, best: the W lanes' stack depth and closest hit)."""
+        sp[l] -= 1
+        top = sp[l]
+        e = stack[top]
+        if near[top] > best_t[l] * 1.00000024:
+            pass
+        elif e >= 0:
+            bmin = st.wnode_min[e]
+            bmax = st.wnode_max[e]
+            tnear = vec4(0.0)
+            tfar = vec4(best_t[l])
+            for a in ti.static(range(3)):
+                lo = vec4([bmin[a * WIDTH + j] for j in ti.static(range(WIDTH))])
+                hi = vec4([bmax[a * WIDTH + j] for j in ti.static(range(WIDTH))])
+                t0 = (lo - o[a]) * inv_d[a]
+                t1 = (hi - o[a]) * inv_d[a]
+                tnear = ti.max(tnear, ti.min(t0, t1))
+                tfar = ti.min(tfar, ti.max(t0, t1))
+            key = vec4(BIG)
+            for j in ti.static(range(WIDTH)):
+                if tnear[j] <= tfar[j] * 1.00000024:
+                    key[j] = tnear[j]
+            slot = ti.Vector([j for j in ti.static(range(WIDTH))], dt=ti.i32)
+            for i, j in ti.static(_SORT4):
+                if key[i] < key[j]:
+                    key[i], key[j] = key[j], key[i]
+                    slot[i], slot[j] = slot[j], slot[i]
+            child = st.wnode_child[e]
+            count = st.wnode_count[e]
+            for j in ti.static(range(WIDTH)):
+                if key[j] < BIG and sp[l] < STACK:
+                    c = slot[j]
+                    near[sp[l]] = key[j]
+                    if count[c] > 0:
+                        stack[sp[l]] = -1 - child[c]
+                        leaf_n[sp[l]] = count[c]
+                    else:
+                        stack[sp[l]] = child[c]
+                    sp[l] += 1
+        else:
+            first = -1 - e
+            for k in range(first, first + leaf_n[top]):
+                t, b1, b2 = ray_triangle(st, k, o, d)
+                if t < best_t[l]:
+                    best_t[l] = t
+                    best[l] = k
+
+    @ti.kernel
+    def inter(st: ti.template(), alb: ti.template(), emi: ti.template(), cam: ti.i32, spp: ti.i32, depth: ti.i32,
+              out: ti.template()):
+        w = st.cam_w[cam]
+        npix = w * st.cam_h[cam]
+        for g in range(npix * (spp // W)):
+            pix = g // (spp // W)
+            base = (g % (spp // W)) * W
+            o = [vec3(0.0) for _ in ti.static(range(W))]
+            d = [vec3(0.0) for _ in ti.static(range(W))]
+            beta = [vec3(1.0) for _ in ti.static(range(W))]
+            L = vec3(0.0)
+            live = ti.Vector([1 for _ in ti.static(range(W))], dt=ti.i32)
+            for l in ti.static(range(W)):
+                pos = ti.Vector([pix % w + _u01(hash_u32(7, pix, base + l, 0)), pix // w + _u01(hash_u32(7, pix, base + l, 1))])
+                o[l], d[l] = camera_ray(st, cam, pos)
+            for bounce in range(depth):
+                stack = [ti.Vector([0] * STACK, dt=ti.i32) for _ in ti.static(range(W))]
+                leaf_n = [ti.Vector([0] * STACK, dt=ti.i32) for _ in ti.static(range(W))]
+                near = [ti.Vector([0.0] * STACK) for _ in ti.static(range(W))]
+                sp = ti.Vector([live[l] for l in ti.static(range(W))], dt=ti.i32)
+                best_t = ti.Vector([BIG for _ in ti.static(range(W))], dt=ti.f32)
+                best = ti.Vector([-1 for _ in ti.static(range(W))], dt=ti.i32)
+                inv_d = [safe_inv(d[l]) for l in ti.static(range(W))]
+                busy = 1
+                while busy:
+                    busy = 0
+                    for l in ti.static(range(W)):
+                        if sp[l] > 0:
+                            step(st, o[l], d[l], inv_d[l], stack[l], leaf_n[l], near[l], sp, best_t, best, l)
+                            busy |= sp[l] > 0
+                for l in ti.static(range(W)):
+                    if live[l]:
+                        k = best[l]
+                        if k < 0:
+                            live[l] = 0
+                        else:
+                            dd = d[l]
+                            p = o[l] + best_t[l] * dd
+                            n = st.tri_e1[k].cross(st.tri_e2[k]).normalized()
+                            if n.dot(dd) > 0.0:
+                                n = -n
+                            L += beta[l] * emi[k]
+                            beta[l] *= alb[k]
+                            nd = _cosine_dir(n, _u01(hash_u32(7, pix, base + l, 2 + 2 * bounce)), _u01(hash_u32(7, pix, base + l, 3 + 2 * bounce)))
+                            o[l] = p + 1e-4 * n
+                            d[l] = nd
+            out[pix] += L
+    return inter
+
+
+def _ints(s):
+    return [int(x) for x in s.split(",") if x.strip() and int(x) > 0]
+
+
+def jit_isa():
+    """Disassemble this process's anonymous executable mappings (where Taichi's LLVM JIT puts kernels)
+    and count vector register operands: {'xmm': n, 'ymm': n, 'zmm': n, 'vex': n, 'packed': n, 'scalar': n}.
+    None where objdump is missing."""
+    if shutil.which("objdump") is None:
+        return None
+    blobs = []
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    with open("/proc/self/mem", "rb") as mem:
+        for line in maps:
+            parts = line.split()
+            if len(parts) < 6 and "x" in parts[1]:           # anonymous and executable
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                mem.seek(lo)
+                blobs.append(mem.read(hi - lo))
+    with tempfile.NamedTemporaryFile(suffix=".bin") as tmp:
+        tmp.write(b"".join(blobs))
+        tmp.flush()
+        asm = subprocess.run(["objdump", "-D", "-b", "binary", "-m", "i386:x86-64", tmp.name],
+                             capture_output=True, text=True).stdout
+    ins = [l.split("\t")[-1] for l in asm.splitlines() if l.count("\t") >= 2]
+    out = {r: sum(f"%{r}" in i for i in ins) for r in ("xmm", "ymm", "zmm")}
+    out["vex"] = sum(bool(re.match(r"v[a-z]", i)) for i in ins)
+    out["packed"] = sum(bool(re.match(r"v?[a-z]+p[sd]\s", i)) and not i.startswith(("vmovap", "movap", "vmovup", "movup")) for i in ins)
+    out["scalar"] = sum(bool(re.match(r"v?[a-z]+s[sd]\s", i)) and not i.startswith(("vmovs", "movs")) for i in ins)
+    out["instructions"] = len(ins)
+    return out
+
+
 def _mesh_scene(tris):
     """A noisy UV sphere of ~tris triangles inside a lit box (the cbox's walls)."""
-    import tempfile
     from tirender.scene.mesh_io import save_ply
     from tirender.scene.shapes import sphere
     res = max(8, int(np.sqrt(tris)))
@@ -237,7 +387,7 @@ def _mesh_scene(tris):
     rng = np.random.default_rng(0)
     m["positions"] = (m["positions"] * (1 + 0.02 * rng.standard_normal((len(m["positions"]), 1)))).astype(np.float32)
     d = tempfile.mkdtemp()
-    save_ply(os.path.join(d, "ball.ply"), m)
+    save_ply(os.path.join(d, "ball.ply"), m["positions"], m["faces"], m["normals"], m["uvs"])
     from tirender.config import load_config
     cfg = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "cbox.yaml"))
     sc = cfg["scene"]
@@ -274,7 +424,8 @@ def main():
     ap.add_argument("--tris", type=int, default=100_000)
     ap.add_argument("--spp", type=int, default=64)
     ap.add_argument("--depth", type=int, default=6)
-    ap.add_argument("--widths", default="8,16")
+    ap.add_argument("--widths", default="8,16", help="packet widths (0: none)")
+    ap.add_argument("--inter", default="2,4", help="interleaved widths (0: none)")
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
@@ -299,9 +450,13 @@ def main():
     out = ti.Vector.field(3, ti.f32, npix)
     print(f"scene {a.scene}: {s.width}x{s.height}, {a.spp} spp, depth {a.depth}, triangle slots {cap}; "
           f"load average {os.getloadavg()[0]:.2f}")
-    forms = [("scalar", 1)] + [(f"packet{w}", w) for w in (int(x) for x in a.widths.split(","))]
+    forms = ([("scalar", 1)] + [(f"packet{w}", w) for w in _ints(a.widths)]
+             + [(f"inter{w}", -w) for w in _ints(a.inter)])
     kern = {}
     for name, w in forms:
+        if w < 0:
+            kern[name] = make_interleaved(-w)
+            continue
         packet, scalar = make_kernels(max(w, 1))
         kern[name] = scalar if name == "scalar" else packet
     means, best = {}, {}
@@ -322,6 +477,11 @@ def main():
         ms = npix * a.spp / best[name] / 1e6
         print(f"  {name:9s} {best[name]:7.3f} s  {ms:6.2f} Msamples/s  speed-up {base / best[name]:5.2f}x  "
               f"mean RGB {np.round(means[name], 4).tolist()}")
+    isa = jit_isa()
+    if isa is not None:   # what the JIT actually emitted for the kernels above (and Taichi's own)
+        print(f"  JIT code: {isa['instructions']} instructions; operands xmm {isa['xmm']}, ymm {isa['ymm']}, "
+              f"zmm {isa['zmm']}; VEX/EVEX-encoded {isa['vex']}; packed float ops {isa['packed']}, "
+              f"scalar {isa['scalar']}")
 
 
 if __name__ == "__main__":

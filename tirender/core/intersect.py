@@ -58,7 +58,8 @@ def ray_triangle_adjoint(v0, v1, v2, o, d, t, b1, b2, g):
 
 
 @ti.func
-def _safe_inv(d):
+def safe_inv(d):
+    """1/d per component, ±1e30 where |d| ≤ 1e-30 (slab tests of axis-parallel rays)."""
     r = vec3(0.0)
     for k in ti.static(range(3)):
         r[k] = 1.0 / d[k] if ti.abs(d[k]) > 1e-30 else (1e30 if d[k] >= 0.0 else -1e30)
@@ -72,7 +73,7 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
     every overlapping child unless they stop), leaves are tested when popped. Closest
     hit (tri, t, b1, b2) along o + t d, t in (0, tmax); with any_hit, stops at the first hit found.
     tri = -1 on a miss."""
-    inv_d = _safe_inv(d)
+    inv_d = safe_inv(d)
     best_t = tmax
     best = -1
     bb = vec2(0.0)
