@@ -1,5 +1,5 @@
-"""The reconstruction filter: a Gaussian of any width is applied in full (not truncated to the
-5x5 pixel-local block), in the image and in the adjoint pass's weights."""
+"""The reconstruction filters (box, Gaussian, tent): a filter of any width is applied in full (not
+truncated to the 5x5 pixel-local block), in the image and in the adjoint pass's weights."""
 import numpy as np
 import pytest
 
@@ -7,11 +7,12 @@ import tirender
 from scenes import camera
 
 
-def _edge_scene(stddev):
+def _edge_scene(stddev, filt=None):
     """A one-sided emitter of radiance 1 covering x < 0 of the view, black elsewhere: the edge falls
-    on the boundary between columns 15 and 16 of a 32-pixel-wide image."""
+    on the boundary between columns 15 and 16 of a 32-pixel-wide image. filt: the film's filter
+    (default: Gaussian of that stddev)."""
     cam = camera([0, 0, 5], [0, 0, 0], fov=40, w=32, h=8)
-    cam["film"]["filter"] = {"type": "gaussian", "stddev": stddev}
+    cam["film"]["filter"] = filt or {"type": "gaussian", "stddev": stddev}
     return tirender.load_scene({
         "integrator": {"type": "path", "max_depth": 1},
         "sensors": [cam],
@@ -19,11 +20,21 @@ def _edge_scene(stddev):
                     "emitter": {"type": "area", "radiance": 1.0}}]})
 
 
-def _profile(stddev, cols):
-    """Analytic column values: ∫_{u<16} w(c + 0.5 - u) du / ∫ w (Mitsuba's truncated Gaussian, r = 4σ)."""
-    r = 4 * stddev
+def _w1(filt, d):
+    """Mitsuba's 1D filter weights (numpy): truncated Gaussian (r = 4σ) or tent max(0, 1 - |d|/r)."""
+    if filt["type"] == "tent":
+        return np.maximum(0.0, 1.0 - np.abs(d) / filt["radius"])
+    sd = filt["stddev"]
+    r = 4 * sd
+    return np.where(np.abs(d) <= r, np.maximum(0, np.exp(-d * d / (2 * sd ** 2)) - np.exp(-r * r / (2 * sd ** 2))), 0.0)
+
+
+def _profile(stddev, cols, filt=None):
+    """Analytic column values: ∫_{u<16} w(c + 0.5 - u) du / ∫ w."""
+    filt = filt or {"type": "gaussian", "stddev": stddev}
+    r = filt.get("radius", 4 * stddev)
     d = np.linspace(-r, r, 20001)
-    w = np.maximum(0, np.exp(-d * d / (2 * stddev ** 2)) - np.exp(-r * r / (2 * stddev ** 2)))
+    w = _w1(filt, d)
     return np.array([w[(c + 0.5 - d) < 16.0].sum() / w.sum() for c in cols])
 
 
@@ -39,6 +50,33 @@ def test_gaussian_edge_profile(stddev):
         assert 0.004 < got[np.where(cols == 18)[0][0]] < 0.01
 
 
+@pytest.mark.parametrize("radius", [1.0, 2.6])
+def test_tent_edge_profile(radius):
+    """Mitsuba's tent filter, inside the pixel-local block (radius 1) and wider than it (2.6: splatted
+    directly): the edge's column profile is the tent's integral."""
+    filt = {"type": "tent", "radius": radius}
+    img = tirender.render(_edge_scene(0.5, filt), spp=256, seed=3, progress=False)
+    cols = np.arange(10, 22)
+    got = img[2:6, cols, 0].mean(0)
+    want = _profile(0.5, cols, filt)
+    assert np.allclose(got, want, atol=0.02), (got, want)
+    assert abs(got[np.where(cols == 17)[0][0]] - want[np.where(cols == 17)[0][0]]) < 0.01
+    if radius < 2:   # the tent ends at its radius: nothing beyond (a Gaussian's tail would leak)
+        assert got[np.where(cols == 17)[0][0]] == 0.0 and got[np.where(cols == 14)[0][0]] == 1.0
+
+
+def test_filter_config_errors():
+    """One clear line for a bad tent radius, an unknown filter or an unknown key; a key of another
+    filter type is ignored (overriding only the type keeps a config valid)."""
+    from tirender.errors import ConfigError
+    assert _edge_scene(0.5, {"type": "box", "stddev": 0.5, "radius": 2.0}).sensors[0].filter == "box"
+    for filt, word in (({"type": "tent", "radius": 0.0}, "radius"), ({"type": "tent", "radius": 9.0}, "radius"),
+                       ({"type": "mitchell"}, "mitchell"), ({"type": "tent", "width": 1.0}, "width")):
+        with pytest.raises(ConfigError) as e:
+            _edge_scene(0.5, filt)
+        assert word in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
 def test_wide_gaussian_adjoint_weights():
     """render_grad of a constant adjoint with a wide filter: the gradient of Σ y w.r.t. radiance equals
     Σ y / radiance (the image is linear in it), which needs the full filter weights W_p."""
@@ -49,11 +87,12 @@ def test_wide_gaussian_adjoint_weights():
     assert abs(float(np.sum(g[name])) - float(img.sum())) < 0.03 * float(img.sum())
 
 
-@pytest.mark.parametrize("stddev", [0.5, 0.8])
-def test_gather_adjoint_matches_the_filter_weights(stddev):
+@pytest.mark.parametrize("filt", [{"type": "gaussian", "stddev": 0.5}, {"type": "gaussian", "stddev": 0.8},
+                                  {"type": "tent", "radius": 1.5}, {"type": "tent", "radius": 2.6}])
+def test_gather_adjoint_matches_the_filter_weights(filt):
     """film.gather_adjoint (δL = Σ_p w_p(pos) adj_p) against numpy, at random film positions including
-    the image borders: stddev 0.5 (radius 2: the separable 5-column path), 0.8 (radius 3.2: the
-    general loop)."""
+    the image borders: radius ≤ 2 (Gaussian stddev 0.5, tent 1.5: the separable 5-column path) and
+    wider (stddev 0.8, i.e. radius 3.2, and tent 2.6: the general loop)."""
     import taichi as ti
     from tirender.core import film
     from tirender.scene.storage import padded
@@ -65,7 +104,7 @@ def test_gather_adjoint_matches_the_filter_weights(stddev):
             for k in ti.static(range(3)):
                 out[i, k] = v[k]
 
-    sc = _edge_scene(stddev)
+    sc = _edge_scene(0.5, filt)
     st = sc.bind()
     w, h = 32, 8
     rng = np.random.default_rng(7)
@@ -75,11 +114,7 @@ def test_gather_adjoint_matches_the_filter_weights(stddev):
     pos = pos.astype(np.float32)
     out = np.zeros((len(pos), 3), np.float32)
     gather(st, pos, out)
-    r = 4 * stddev
-
-    def w1(d):
-        return np.where(np.abs(d) <= r, np.maximum(0, np.exp(-d * d / (2 * stddev ** 2))
-                                                   - np.exp(-r * r / (2 * stddev ** 2))), 0.0)
     xs, ys = np.arange(w) + 0.5, np.arange(h) + 0.5
-    want = np.array([(np.outer(w1(ys - p[1]), w1(xs - p[0])).reshape(-1, 1) * adj).sum(0) for p in pos])
+    want = np.array([(np.outer(_w1(filt, ys - p[1]), _w1(filt, xs - p[0])).reshape(-1, 1) * adj).sum(0)
+                     for p in pos])
     assert np.allclose(out, want, rtol=1e-4, atol=1e-5), np.abs(out - want).max()

@@ -194,3 +194,51 @@ def test_scalar_png_is_decoded_like_mitsuba(tmp_path, raw):
     v = float(t.data.ravel()[0])
     want = 128 / 255 if raw == "true" else float(from_srgb(np.array([128 / 255], np.float32))[0])
     assert abs(v - want) < 1e-6, (t.name, v, want)
+
+
+# sample counts Mitsuba 3.9.1's samplers actually take for a requested sample_count (their constructors round it)
+SAMPLER_COUNTS = {
+    "independent": {1: 1, 5: 5, 30: 30, 100: 100},
+    "stratified": {1: 1, 5: 9, 16: 16, 30: 36, 100: 100},
+    "multijitter": {1: 1, 5: 6, 16: 16, 30: 30, 100: 100},
+    "orthogonal": {1: 4, 5: 9, 16: 25, 30: 49, 64: 121, 100: 121},
+    "ldsampler": {1: 4, 5: 16, 16: 16, 30: 64, 64: 64, 100: 256},
+}
+
+
+def _sampler_scene(tmp_path, typ, n, extra=""):
+    return _write(tmp_path, SHAPE + f'<sensor type="perspective"><sampler type="{typ}">'
+                  f'<integer name="sample_count" value="{n}"/>{extra}</sampler></sensor>')
+
+
+@pytest.mark.parametrize("typ", sorted(SAMPLER_COUNTS))
+def test_every_mitsuba_sampler_loads_with_its_sample_count(tmp_path, typ):
+    """Any Mitsuba sampler is accepted; render.spp is the count that sampler really takes (so a scene
+    renders with as many samples as in Mitsuba), seed -> render.seed; bad counts are one line."""
+    for n, want in SAMPLER_COUNTS[typ].items():
+        cfg = load_config(_sampler_scene(tmp_path, typ, n, '<integer name="seed" value="7"/>'))
+        assert cfg["render"]["spp"] == want and cfg["render"]["seed"] == 7, (typ, n)
+    assert "sample_count" in _error(_sampler_scene(tmp_path, typ, 0))
+    assert "nosuch" in _error(_sampler_scene(tmp_path, typ, 4, '<float name="nosuch" value="1"/>'))
+
+
+def test_sampler_counts_match_mitsuba():
+    mi = pytest.importorskip("mitsuba")
+    mi.set_variant("scalar_rgb")
+    mi.set_log_level(mi.LogLevel.Error)
+    from tirender.scene.mitsuba_xml import SAMPLERS
+    for typ, (rounded, _) in SAMPLERS.items():
+        for n in range(1, 300):
+            assert rounded(n) == mi.load_dict({"type": typ, "sample_count": n}).sample_count(), (typ, n)
+
+
+def test_tent_rfilter(tmp_path):
+    """<rfilter type="tent"> (radius, Mitsuba's default 1) -> the film's tent filter."""
+    for extra, radius in (('<float name="radius" value="1.5"/>', 1.5), ("", 1.0)):
+        path = _write(tmp_path, SHAPE + '<sensor type="perspective"><film type="hdrfilm"><rfilter type="tent">'
+                      f'{extra}</rfilter></film></sensor>')
+        s = describe(load_config(path))[0].sensors[0]
+        assert (s.filter, s.radius) == ("tent", radius)
+    bad = _write(tmp_path, SHAPE + '<sensor type="perspective"><film type="hdrfilm"><rfilter type="tent">'
+                 '<float name="stddev" value="0.5"/></rfilter></film></sensor>')
+    assert "stddev" in _error(bad)

@@ -99,7 +99,10 @@ def checks():
 
     sc = tirender.load_scene({"sensors": [dict(camera([0.3, 0.8, 3.0], [0, 0, 0], fov=50, w=40, h=30),
                                                film={"width": 40, "height": 30,
-                                                     "filter": {"type": "gaussian", "stddev": 0.6}})],
+                                                     "filter": {"type": "gaussian", "stddev": 0.6}}),
+                                          dict(camera([0.3, 0.8, 3.0], [0, 0, 0], fov=50, w=40, h=30),
+                                               film={"width": 40, "height": 30,
+                                                     "filter": {"type": "tent", "radius": 1.3}})],
                               "shapes": [{"id": "p", "type": "rectangle"}],
                               "emitters": [{"type": "constant"}]})
     st = sc.bind()
@@ -136,26 +139,29 @@ def checks():
             st.adj[i] = vec3(a[i, 0], a[i, 1], a[i, 2])
 
     @ti.kernel
-    def k_gather(pos: ti.types.ndarray(), L: ti.types.ndarray()) -> ti.f64:
-        return film.gather_adjoint(st, 0, vec2(pos[0], pos[1])).dot(vec3(L[0], L[1], L[2]))
+    def k_gather(cam: ti.i32, pos: ti.types.ndarray(), L: ti.types.ndarray()) -> ti.f64:
+        return film.gather_adjoint(st, cam, vec2(pos[0], pos[1])).dot(vec3(L[0], L[1], L[2]))
 
     @ti.kernel
-    def k_gather_adj(pos: ti.types.ndarray(), L: ti.types.ndarray(), out: ti.types.ndarray()):
-        r = film.gather_adjoint_position(st, 0, vec2(pos[0], pos[1]), vec3(L[0], L[1], L[2]))
+    def k_gather_adj(cam: ti.i32, pos: ti.types.ndarray(), L: ti.types.ndarray(), out: ti.types.ndarray()):
+        r = film.gather_adjoint_position(st, cam, vec2(pos[0], pos[1]), vec3(L[0], L[1], L[2]))
         out[0] = r[0]
         out[1] = r[1]
 
     k_set_adj(rng.normal(size=(40 * 30, 3)))
-    errs = []
-    for _ in range(200):
-        pos = rng.uniform([0.0, 0.0], [40.0, 30.0])
-        L, adj = rng.normal(size=3), np.zeros(2)
-        k_gather_adj(pos, L, adj)
-        errs.append(_rel(adj, _fd(lambda y: k_gather(y, L), pos)))
-    errs = np.array(errs)
-    # a central difference straddling the filter's truncation radius sees the mean of two slopes
-    out["film gather w.r.t. splat position"] = {"max_rel_err": float(np.quantile(errs, 0.99)), "cases": len(errs),
-                                                "worst": float(errs.max())}
+    for cam, filt in enumerate(("Gaussian", "tent")):
+        errs = []
+        r_ = rng if cam == 0 else np.random.default_rng(11)   # (the later checks keep their random cases)
+        for _ in range(200):
+            pos = r_.uniform([0.0, 0.0], [40.0, 30.0])
+            L, adj = r_.normal(size=3), np.zeros(2)
+            k_gather_adj(cam, pos, L, adj)
+            errs.append(_rel(adj, _fd(lambda y: k_gather(cam, y, L), pos)))
+        errs = np.array(errs)
+        # a central difference straddling the filter's truncation radius (or the tent's apex) sees the mean
+        # of two slopes
+        out[f"film gather w.r.t. splat position ({filt})"] = {"max_rel_err": float(np.quantile(errs, 0.99)),
+                                                              "cases": len(errs), "worst": float(errs.max())}
 
     @ti.kernel
     def k_reflect(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
@@ -263,7 +269,7 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 8
+    assert len(report) == 9
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)

@@ -1,5 +1,5 @@
 """The light tracer (``ptracer``) against the path tracer on scenes both render: a Cornell-like box
-(box and Gaussian filters), every emitter type (area, point, spot, directional, constant,
+(box, Gaussian and tent filters), every emitter type (area, point, spot, directional, constant,
 envmap), a glass caustic (importance transport through refraction), directly visible emitters
 and hide_emitters; determinism; one-line refusals (media, gradients)."""
 import numpy as np
@@ -28,10 +28,11 @@ def _compare(sc, spp_path, spp_pt, mean_tol, block_tol, seed=1):
     return ref, img
 
 
-@pytest.mark.parametrize("filt", ["box", "gaussian"])
+@pytest.mark.parametrize("filt", [{"type": "box"}, {"type": "gaussian"}, {"type": "tent", "radius": 1.5}])
 def test_cornell_box_matches_path_tracer(filt):
+    """(The tent: the light tracer's pixel weights are the tent's integral over the film, launch.py.)"""
     d = cornell_like(w=32, max_depth=4)
-    d["sensors"][0]["film"]["filter"] = {"type": filt}
+    d["sensors"][0]["film"]["filter"] = filt
     _compare(tirender.load_scene(d), 256, 256, 0.015, 0.05)
 
 

@@ -156,14 +156,17 @@ def splat_pass(scene, st, bound, adds, run):
 def uniform_weight_sums(s, n):
     """The expected filter-weight sum Σ w per pixel of n samples uniform over the film of sensor
     description s: (H·W,) float64. Gaussian: the separable integral of Mitsuba's truncated Gaussian
-    w(d) = exp(-d²/2σ²) - exp(-r²/2σ²) over the film (closed form with erf); box: 1 per pixel."""
+    w(d) = exp(-d²/2σ²) - exp(-r²/2σ²) over the film (closed form with erf); tent: of
+    w(d) = 1 - |d|/r (antiderivative d - d|d|/2r); box: 1 per pixel."""
     def axis(size):
         c = np.arange(size) + 0.5
-        if s.filter != "gaussian":
+        if s.filter == "box":
             return np.ones(size)
         sd, r = s.stddev, s.radius
         lo = np.maximum(-r, -c)
         hi = np.minimum(r, size - c)
+        if s.filter == "tent":
+            return (hi - hi * np.abs(hi) / (2 * r)) - (lo - lo * np.abs(lo) / (2 * r))
         k = sd * math.sqrt(2.0)
         erf = np.vectorize(math.erf)
         g = sd * math.sqrt(math.pi / 2.0) * (erf(hi / k) - erf(lo / k)) - math.exp(-r * r / (2 * sd * sd)) * (hi - lo)

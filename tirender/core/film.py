@@ -1,8 +1,9 @@
-"""Film with a reconstruction filter (box or Mitsuba's Gaussian), splatting and its adjoint.
+"""Film with a reconstruction filter (Mitsuba's box, Gaussian or tent), splatting and its adjoint.
 
 Each sample at continuous film position ``pos`` (pixels) adds w·L and w to every pixel whose
-centre lies within the filter radius; the image is Σ w L / Σ w. Gaussian (Mitsuba):
-w(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)), r = 4σ, separable. Box: the pixel containing pos.
+centre lies within the filter radius; the image is Σ w L / Σ w. Separable, w = w1(dx) w1(dy) with d
+the distance (pixels) from the pixel centre: Gaussian w1(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)),
+r = 4σ; tent w1(d) = max(0, 1 - |d|/r) (r: its ``radius``, default 1). Box: the pixel containing pos.
 ``st.film`` holds (Σ w L, Σ w) per pixel of the current launch in fixed point (core/fixed_point.py:
 Σ w L at the launch's scale ``st.info_f[INFO_FILM_SCALE]``, whose largest added |value| each flush
 records with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left pixel; launch.py
@@ -16,13 +17,20 @@ import taichi as ti
 from .fixed_point import INFO_FILM_SCALE, SLOT_FILM, WEIGHT_SCALE, finite_or_zero, to_fixed, track_max
 from .math import vec2, vec3
 
-FILTER_BOX, FILTER_GAUSSIAN = 0, 1
+FILTER_BOX, FILTER_GAUSSIAN, FILTER_TENT = 0, 1, 2
+FILTERS = {"box": FILTER_BOX, "gaussian": FILTER_GAUSSIAN, "tent": FILTER_TENT}   # name -> st.cam_filter tag
 
 
 @ti.func
-def _w1(d, stddev, radius):
-    a = 1.0 / (2.0 * stddev * stddev)
-    return ti.max(0.0, ti.exp(-d * d * a) - ti.exp(-radius * radius * a))
+def _w1(kind, d, stddev, radius):
+    """The 1D filter weight at distance d (pixels) from a pixel centre: Gaussian or tent (kind)."""
+    res = 0.0
+    if kind == FILTER_TENT:
+        res = ti.max(0.0, 1.0 - ti.abs(d) / radius)
+    else:
+        a = 1.0 / (2.0 * stddev * stddev)
+        res = ti.max(0.0, ti.exp(-d * d * a) - ti.exp(-radius * radius * a))
+    return res
 
 
 @ti.func
@@ -36,13 +44,14 @@ def _box_pixel(st: ti.template(), cam, pos):
 
 @ti.func
 def _footprint(st: ti.template(), cam, pos):
-    """(x0, x1, y0, y1, stddev, radius): the pixels whose centres lie within the Gaussian's radius of pos."""
+    """(x0, x1, y0, y1, kind, stddev, radius): the pixels whose centres lie within the filter's radius of
+    pos, and the filter (_w1's arguments)."""
     r = st.cam_radius[cam]
     x0 = ti.max(ti.cast(ti.ceil(pos[0] - 0.5 - r), ti.i32), 0)
     x1 = ti.min(ti.cast(ti.floor(pos[0] - 0.5 + r), ti.i32), st.cam_w[cam] - 1)
     y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
     y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), st.cam_h[cam] - 1)
-    return x0, x1, y0, y1, st.cam_stddev[cam], r
+    return x0, x1, y0, y1, st.cam_filter[cam], st.cam_stddev[cam], r
 
 
 @ti.func
@@ -86,7 +95,7 @@ def _splat(st: ti.template(), cam, pos, L, weighted: ti.template(), track: ti.te
     if st.cam_filter[cam] == FILTER_BOX:
         _add(st, _box_pixel(st, cam, pos), L, 1.0, weighted)
     else:
-        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        x0, x1, y0, y1, kind, sd, r = _footprint(st, cam, pos)
         n = ti.static(2 * LOCAL_HALF + 1)
         if x1 - x0 < n and y1 - y0 < n:
             # the footprint fits the n x n block: separable weights once, fixed-size loops (with
@@ -95,9 +104,9 @@ def _splat(st: ti.template(), cam, pos, L, weighted: ti.template(), track: ti.te
             wy = ti.Vector([0.0] * n)
             for j in ti.static(range(n)):
                 if x0 + j <= x1:
-                    wx[j] = _w1(x0 + j + 0.5 - pos[0], sd, r)
+                    wx[j] = _w1(kind, x0 + j + 0.5 - pos[0], sd, r)
                 if y0 + j <= y1:
-                    wy[j] = _w1(y0 + j + 0.5 - pos[1], sd, r)
+                    wy[j] = _w1(kind, y0 + j + 0.5 - pos[1], sd, r)
             for jy in ti.static(range(n)):
                 if wy[jy] > 0.0:
                     for jx in ti.static(range(n)):
@@ -106,10 +115,10 @@ def _splat(st: ti.template(), cam, pos, L, weighted: ti.template(), track: ti.te
                             _add(st, (y0 + jy) * st.cam_w[cam] + x0 + jx, wt * L, wt, weighted)
         else:
             for y in range(y0, y1 + 1):
-                wy = _w1(y + 0.5 - pos[1], sd, r)
+                wy = _w1(kind, y + 0.5 - pos[1], sd, r)
                 if wy > 0.0:
                     for x in range(x0, x1 + 1):
-                        wt = wy * _w1(x + 0.5 - pos[0], sd, r)
+                        wt = wy * _w1(kind, x + 0.5 - pos[0], sd, r)
                         if wt > 0.0:
                             _add(st, y * st.cam_w[cam] + x, wt * L, wt, weighted)
 
@@ -121,32 +130,35 @@ def gather_adjoint(st: ti.template(), cam, pos):
     if st.cam_filter[cam] == FILTER_BOX:
         res = st.adj[_box_pixel(st, cam, pos)]
     else:
-        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        x0, x1, y0, y1, kind, sd, r = _footprint(st, cam, pos)
         if x1 - x0 < LOCAL:   # the usual filters (radius <= 2): the LOCAL column weights once (separable)
             wx = ti.Vector([0.0] * LOCAL, dt=float)
             for i in ti.static(range(LOCAL)):
-                wx[i] = _w1(x0 + i + 0.5 - pos[0], sd, r)
+                wx[i] = _w1(kind, x0 + i + 0.5 - pos[0], sd, r)
             for y in range(y0, y1 + 1):
-                wy = _w1(y + 0.5 - pos[1], sd, r)
+                wy = _w1(kind, y + 0.5 - pos[1], sd, r)
                 row = y * st.cam_w[cam]
                 for i in ti.static(range(LOCAL)):
                     if x0 + i <= x1:
                         res += (wy * wx[i]) * st.adj[row + x0 + i]
         else:
             for y in range(y0, y1 + 1):
-                wy = _w1(y + 0.5 - pos[1], sd, r)
+                wy = _w1(kind, y + 0.5 - pos[1], sd, r)
                 for x in range(x0, x1 + 1):
-                    res += (wy * _w1(x + 0.5 - pos[0], sd, r)) * st.adj[y * st.cam_w[cam] + x]
+                    res += (wy * _w1(kind, x + 0.5 - pos[0], sd, r)) * st.adj[y * st.cam_w[cam] + x]
     return res
 
 
 @ti.func
-def _dw1(d, stddev, radius):
+def _dw1(kind, d, stddev, radius):
     """d/dd of _w1 (0 outside the radius, where _w1 is 0)."""
-    a = 1.0 / (2.0 * stddev * stddev)
     res = 0.0
     if d * d < radius * radius:
-        res = -2.0 * a * d * ti.exp(-d * d * a)
+        if kind == FILTER_TENT:
+            res = -ti.math.sign(d) / radius
+        else:
+            a = 1.0 / (2.0 * stddev * stddev)
+            res = -2.0 * a * d * ti.exp(-d * d * a)
     return res
 
 
@@ -154,19 +166,19 @@ def _dw1(d, stddev, radius):
 def gather_adjoint_position(st: ti.template(), cam, pos, L):
     """∂/∂pos of <gather_adjoint(pos), L> = Σ_p w_p(pos) (st.adj[p] · L): the film's adjoint w.r.t.
     a splat's film position (pixels; vec2), for estimators whose splats move with the parameters
-    (light tracing). Gaussian filters: Σ_p ∇w_p(pos) (adj_p · L), with w_p(pos) = g(x_p + ½ - pos_x)
+    (light tracing). Gaussian and tent filters: Σ_p ∇w_p(pos) (adj_p · L), with w_p(pos) = g(x_p + ½ - pos_x)
     g(y_p + ½ - pos_y); box filters: 0 (piecewise constant)."""
     res = vec2(0.0)
     if st.cam_filter[cam] != FILTER_BOX:
-        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        x0, x1, y0, y1, kind, sd, r = _footprint(st, cam, pos)
         for y in range(y0, y1 + 1):
             dy = y + 0.5 - pos[1]
-            wy = _w1(dy, sd, r)
-            gy = _dw1(dy, sd, r)
+            wy = _w1(kind, dy, sd, r)
+            gy = _dw1(kind, dy, sd, r)
             for x in range(x0, x1 + 1):
                 dx = x + 0.5 - pos[0]
                 a = st.adj[y * st.cam_w[cam] + x].dot(L)
-                res += vec2(-_dw1(dx, sd, r) * wy, -_w1(dx, sd, r) * gy) * a
+                res += vec2(-_dw1(kind, dx, sd, r) * wy, -_w1(kind, dx, sd, r) * gy) * a
     return res
 
 
@@ -194,11 +206,11 @@ def splat_weight(st: ti.template(), cam, pos):
     if st.cam_filter[cam] == FILTER_BOX:
         ti.atomic_add(st.adj_w[_box_pixel(st, cam, pos)], to_fixed(1.0, WEIGHT_SCALE))
     else:
-        x0, x1, y0, y1, sd, r = _footprint(st, cam, pos)
+        x0, x1, y0, y1, kind, sd, r = _footprint(st, cam, pos)
         for y in range(y0, y1 + 1):
-            wy = _w1(y + 0.5 - pos[1], sd, r)
+            wy = _w1(kind, y + 0.5 - pos[1], sd, r)
             for x in range(x0, x1 + 1):
-                wt = wy * _w1(x + 0.5 - pos[0], sd, r)
+                wt = wy * _w1(kind, x + 0.5 - pos[0], sd, r)
                 if wt > 0.0:
                     ti.atomic_add(st.adj_w[y * st.cam_w[cam] + x], to_fixed(wt, WEIGHT_SCALE))
 
@@ -207,7 +219,7 @@ def splat_weight(st: ti.template(), cam, pos):
 def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weight_only: ti.template(),
                 wide: ti.template()):
     """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`. wide (a
-    Gaussian wider than the block: radius > 2 px, stddev > 0.5; compile-time, so kernels for the
+    filter wider than the block: radius > 2 px, e.g. a Gaussian of stddev > 0.5; compile-time, so kernels for the
     usual filters carry no atomics in loops, which software Vulkan mishandles): splat directly
     instead (splat / splat_weight), so the filter is never truncated."""
     if st.cam_filter[cam] == FILTER_BOX:
@@ -225,15 +237,21 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weig
         else:
             r = st.cam_radius[cam]
             sd = st.cam_stddev[cam]
-            a = 1.0 / (2.0 * sd * sd)
-            c = ti.exp(-r * r * a)
+            kind = st.cam_filter[cam]
             wx = ti.Vector([0.0] * LOCAL, dt=float)
             wy = ti.Vector([0.0] * LOCAL, dt=float)
-            for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
-                dx = px + (i - LOCAL_HALF) + 0.5 - pos[0]
-                dy = py + (i - LOCAL_HALF) + 0.5 - pos[1]
-                wx[i] = ti.max(0.0, ti.exp(-dx * dx * a) - c)
-                wy[i] = ti.max(0.0, ti.exp(-dy * dy * a) - c)
+            if kind == FILTER_TENT:
+                for i in ti.static(range(LOCAL)):  # separable weights: 10 per sample, not 25
+                    wx[i] = ti.max(0.0, 1.0 - ti.abs(px + (i - LOCAL_HALF) + 0.5 - pos[0]) / r)
+                    wy[i] = ti.max(0.0, 1.0 - ti.abs(py + (i - LOCAL_HALF) + 0.5 - pos[1]) / r)
+            else:
+                a = 1.0 / (2.0 * sd * sd)
+                c = ti.exp(-r * r * a)
+                for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
+                    dx = px + (i - LOCAL_HALF) + 0.5 - pos[0]
+                    dy = py + (i - LOCAL_HALF) + 0.5 - pos[1]
+                    wx[i] = ti.max(0.0, ti.exp(-dx * dx * a) - c)
+                    wy[i] = ti.max(0.0, ti.exp(-dy * dy * a) - c)
             for j in ti.static(range(LOCAL)):
                 for i in ti.static(range(LOCAL)):
                     wt = wy[j] * wx[i]

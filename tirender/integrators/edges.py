@@ -107,7 +107,7 @@ def primary_edges(scene, sensor):
     left, up, fwd = (m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3))
     get = scene.params.__getitem__
     rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1")}
-    radius = s.radius if s.filter == "gaussian" else 0.0
+    radius = s.radius if s.filter != "box" else 0.0
     for d in scene.deformables:
         P = d.positions(get)
         cand, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)

@@ -58,6 +58,10 @@ class Shape:
     differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
 
 
+# reconstruction filters (core/film.py) -> the keys each takes besides "type"
+FILTER_KEYS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}
+
+
 @dataclass
 class Sensor:
     to_world: np.ndarray       # 4x4 camera-to-world (columns left, up, forward, origin)
@@ -65,9 +69,9 @@ class Sensor:
     height: int
     tan_x: float               # tan(fov_x / 2)
     tan_y: float
-    filter: str = "gaussian"
-    stddev: float = 0.5
-    radius: float = 2.0
+    filter: str = "gaussian"   # FILTER_KEYS
+    stddev: float = 0.5        # gaussian
+    radius: float = 2.0        # support half-width, pixels: 4·stddev (gaussian), 0.5 (box), tent's radius
 
 
 @dataclass
@@ -523,12 +527,17 @@ def _sensor(spec, file, key):
     fl = film.get("filter", film.get("rfilter", {"type": "gaussian"}))
     if isinstance(fl, str):
         fl = {"type": fl}
-    _keys(fl, {"type", "stddev", "radius"}, file, f"{key}.film.filter")
     ftype = fl.get("type", "gaussian")
-    if ftype not in ("gaussian", "box"):
-        raise ConfigError(f"unknown filter '{ftype}' (gaussian, box)", file, f"{key}.film.filter.type")
+    if ftype not in FILTER_KEYS:
+        raise ConfigError(f"unknown filter '{ftype}' ({', '.join(FILTER_KEYS)})", file, f"{key}.film.filter.type")
+    # each type reads its own keys (FILTER_KEYS) and ignores the others', so that overriding only the
+    # type (--set sensors.0.film.filter.type=box) keeps a config valid
+    _keys(fl, {"type"} | set().union(*FILTER_KEYS.values()), file, f"{key}.film.filter")
     stddev = _num(fl.get("stddev", 0.5), file, f"{key}.film.filter.stddev", 0.0, 4.0, strict_lo=True)
-    radius = 4.0 * stddev if ftype == "gaussian" else 0.5
+    if ftype == "tent":   # Mitsuba's tent: max(0, 1 - |d|/radius), radius 1 by default
+        radius = _num(fl.get("radius", 1.0), file, f"{key}.film.filter.radius", 0.0, 8.0, strict_lo=True)
+    else:
+        radius = 4.0 * stddev if ftype == "gaussian" else 0.5
     fov = _num(spec.get("fov", 39.3077), file, f"{key}.fov", 0.0, 179.0, strict_lo=True)
     axis = spec.get("fov_axis", "x")
     t = np.tan(np.radians(fov) / 2)

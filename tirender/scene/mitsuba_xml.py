@@ -13,8 +13,9 @@ transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's orde
 pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum value="v"> <point>
 <vector> <transform>``, ``<texture type="bitmap">``, ``<volume type="gridvolume"|"constvolume">``,
 shapes obj/ply/rectangle/cube/sphere/disk (``serialized`` refused), ``perspective`` sensors with
-``hdrfilm`` + ``rfilter`` and an ``independent``/``stratified`` sampler (sample_count -> render.spp,
-seed -> render.seed), and the integrators tirender has. See docs/mitsuba.md.
+``hdrfilm`` + ``rfilter`` and any of Mitsuba's samplers (sample_count, rounded as that sampler rounds it,
+-> render.spp; seed -> render.seed; tirender samples independently), and the integrators tirender has.
+See docs/mitsuba.md.
 """
 import os
 import re
@@ -41,8 +42,39 @@ IGNORED = {
 # silhouette within ~1e-4 (the parity envmap scene's ball gradient: -0.9 % at 64 segments, -0.5 % at 256)
 SPHERE_SEGMENTS = 256
 SHAPES = ("obj", "ply") + tuple(builtin.BUILTIN)
-FILTERS = ("gaussian", "box")
-SAMPLERS = ("independent", "stratified")
+FILTERS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}   # Mitsuba rfilters -> their properties
+
+
+def _is_prime(p):
+    return p > 1 and all(p % q for q in range(2, int(p ** 0.5) + 1))
+
+
+def _next_prime_square(n):
+    p = max(2, int(np.ceil(np.sqrt(n))))
+    while not _is_prime(p):
+        p += 1
+    return p * p
+
+
+def _power_of_four(n):
+    k = 4
+    while k < n:
+        k *= 4
+    return k
+
+
+# Mitsuba 3's samplers -> the sample count each actually takes (its constructors round the requested
+# sample_count: checked against Mitsuba 3.9.1 for 1..299 in tests/test_mitsuba_xml.py) and the properties
+# it reads. tirender renders that many samples per pixel with its independent sampler: the image's
+# expectation is the same, its noise that of independent sampling.
+SAMPLERS = {
+    "independent": (lambda n: n, {"sample_count", "seed"}),
+    "stratified": (lambda n: int(np.ceil(np.sqrt(n))) ** 2, {"sample_count", "seed", "jitter"}),
+    "multijitter": (lambda n: max(1, int(np.sqrt(n))) * -(-n // max(1, int(np.sqrt(n)))),
+                    {"sample_count", "seed", "jitter"}),
+    "orthogonal": (_next_prime_square, {"sample_count", "seed", "jitter", "strength"}),
+    "ldsampler": (_power_of_four, {"sample_count", "seed"}),
+}
 _SUB = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -513,16 +545,19 @@ class _Importer:
                         if rt not in FILTERS:
                             raise self.err(r, f"unsupported reconstruction filter '{rt}' "
                                               f"(tirender has: {', '.join(FILTERS)})")
-                        film["filter"] = dict({"type": rt}, **self.props(
-                            r, "rfilter", rt, {"stddev"} if rt == "gaussian" else set()))
+                        film["filter"] = dict({"type": rt}, **self.props(r, "rfilter", rt, FILTERS[rt]))
                 spec["film"] = film
             elif c.tag == "sampler":
                 st = self.attr(c, "type")
                 if st not in SAMPLERS:
                     raise self.err(c, f"unsupported sampler '{st}' (tirender has: {', '.join(SAMPLERS)})")
-                sp = self.props(c, "sampler", st, {"sample_count", "seed", "jitter"})
+                rounded, keys = SAMPLERS[st]
+                sp = self.props(c, "sampler", st, keys)
                 if "sample_count" in sp:
-                    self.render["spp"] = sp["sample_count"]
+                    n = sp["sample_count"]
+                    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+                        raise self.err(c, f"sampler sample_count must be an integer >= 1, got {n!r}")
+                    self.render["spp"] = int(rounded(int(n)))
                 if "seed" in sp:
                     self.render["seed"] = sp["seed"]
         if "film" not in spec:   # Mitsuba's defaults: 768 x 576, gaussian

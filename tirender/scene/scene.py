@@ -244,7 +244,8 @@ class Scene:
         a["cam_radius"] = np.array([s.radius for s in self.sensors], np.float32)
         a["cam_w"] = np.array([s.width for s in self.sensors], np.int32)
         a["cam_h"] = np.array([s.height for s in self.sensors], np.int32)
-        a["cam_filter"] = np.array([1 if s.filter == "gaussian" else 0 for s in self.sensors], np.int32)
+        from ..core.film import FILTERS      # after init: core.math fixes the float type on import
+        a["cam_filter"] = np.array([FILTERS[s.filter] for s in self.sensors], np.int32)
         info_i = np.zeros(8, np.int32)
         info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
         info_f = np.zeros(8, np.float32)
