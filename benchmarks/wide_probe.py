@@ -59,7 +59,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tirender  # noqa: E402
 from tirender.core.camera import camera_ray  # noqa: E402
-from tirender.core.intersect import intersect, ray_triangle, safe_inv, vec4  # noqa: E402
+from tirender.core.intersect import child_entries, intersect, ray_triangle, safe_inv  # noqa: E402
 from tirender.core.math import BIG, vec3  # noqa: E402
 from tirender.core.rng import hash_u32  # noqa: E402
 from tirender.scene.bvh import WIDTH  # noqa: E402
@@ -253,26 +253,7 @@ def make_interleaved(W):
         if near[top] > best_t[l] * 1.00000024:
             pass
         elif e >= 0:
-            bmin = st.wnode_min[e]
-            bmax = st.wnode_max[e]
-            tnear = vec4(0.0)
-            tfar = vec4(best_t[l])
-            for a in ti.static(range(3)):
-                lo = vec4([bmin[a * WIDTH + j] for j in ti.static(range(WIDTH))])
-                hi = vec4([bmax[a * WIDTH + j] for j in ti.static(range(WIDTH))])
-                t0 = (lo - o[a]) * inv_d[a]
-                t1 = (hi - o[a]) * inv_d[a]
-                tnear = ti.max(tnear, ti.min(t0, t1))
-                tfar = ti.min(tfar, ti.max(t0, t1))
-            key = vec4(BIG)
-            for j in ti.static(range(WIDTH)):
-                if tnear[j] <= tfar[j] * 1.00000024:
-                    key[j] = tnear[j]
-            slot = ti.Vector([j for j in ti.static(range(WIDTH))], dt=ti.i32)
-            for i, j in ti.static(_SORT4):
-                if key[i] < key[j]:
-                    key[i], key[j] = key[j], key[i]
-                    slot[i], slot[j] = slot[j], slot[i]
+            key, slot = child_entries(st, e, o, inv_d, best_t[l], True)
             child = st.wnode_child[e]
             count = st.wnode_count[e]
             for j in ti.static(range(WIDTH)):

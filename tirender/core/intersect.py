@@ -67,6 +67,36 @@ def safe_inv(d):
 
 
 @ti.func
+def child_entries(st: ti.template(), e, o, inv_d, tmax, sort: ti.template()):
+    """The ray o + t d (inv_d = safe_inv(d)) against the 4 child boxes of wide node e at once (vector
+    lanes): (key, slot), key[j] the entry distance of child slot[j]'s box within (0, tmax], BIG where the
+    ray misses it; with sort, ordered far to near (a sorting network), so that pushing them in order
+    pops the nearest first."""
+    bmin = st.wnode_min[e]
+    bmax = st.wnode_max[e]
+    tnear = vec4(0.0)
+    tfar = vec4(tmax)
+    for a in ti.static(range(3)):
+        lo = vec4([bmin[a * WIDTH + j] for j in ti.static(range(WIDTH))])
+        hi = vec4([bmax[a * WIDTH + j] for j in ti.static(range(WIDTH))])
+        t0 = (lo - o[a]) * inv_d[a]
+        t1 = (hi - o[a]) * inv_d[a]
+        tnear = ti.max(tnear, ti.min(t0, t1))
+        tfar = ti.min(tfar, ti.max(t0, t1))
+    key = vec4(BIG)
+    for j in ti.static(range(WIDTH)):
+        if tnear[j] <= tfar[j] * 1.00000024:
+            key[j] = tnear[j]
+    slot = ti.Vector([j for j in ti.static(range(WIDTH))], dt=ti.i32)
+    if ti.static(sort):
+        for i, j in ti.static(_SORT4):
+            if key[i] < key[j]:
+                key[i], key[j] = key[j], key[i]
+                slot[i], slot[j] = slot[j], slot[i]
+    return key, slot
+
+
+@ti.func
 def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
     """Stack traversal of the 4-wide BVH: the ray is tested against a node's 4 child boxes at once
     (vector lanes), the children hit are pushed far to near (in any order for any-hit queries, which visit
@@ -89,28 +119,8 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
         if near[sp] > best_t * 1.00000024:
             pass
         elif e >= 0:
-            bmin = st.wnode_min[e]
-            bmax = st.wnode_max[e]
-            tnear = vec4(0.0)
-            tfar = vec4(best_t)
-            for a in ti.static(range(3)):
-                lo = vec4([bmin[a * WIDTH + j] for j in ti.static(range(WIDTH))])
-                hi = vec4([bmax[a * WIDTH + j] for j in ti.static(range(WIDTH))])
-                t0 = (lo - o[a]) * inv_d[a]
-                t1 = (hi - o[a]) * inv_d[a]
-                tnear = ti.max(tnear, ti.min(t0, t1))
-                tfar = ti.min(tfar, ti.max(t0, t1))
-            key = vec4(BIG)
-            for j in ti.static(range(WIDTH)):
-                if tnear[j] <= tfar[j] * 1.00000024:
-                    key[j] = tnear[j]
-            slot = ti.Vector([j for j in ti.static(range(WIDTH))], dt=ti.i32)
-            if ti.static(not any_hit):                # any hit: every overlapping child is visited anyway
-                for i, j in ti.static(_SORT4):          # sorting network: far to near
-                    if key[i] < key[j]:
-                        key[i], key[j] = key[j], key[i]
-                        slot[i], slot[j] = slot[j], slot[i]
-            child = st.wnode_child[e]
+            key, slot = child_entries(st, e, o, inv_d, best_t, not any_hit)   # any hit: every overlapping child
+            child = st.wnode_child[e]                                         # is visited anyway, unsorted
             count = st.wnode_count[e]
             for j in ti.static(range(WIDTH)):
                 if key[j] < BIG and sp < STACK:
