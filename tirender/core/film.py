@@ -242,9 +242,9 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weig
             wy = ti.Vector([0.0] * LOCAL, dt=float)
             if kind == FILTER_TENT:
                 for i in ti.static(range(LOCAL)):  # separable weights: 10 per sample, not 25
-                    wx[i] = ti.max(0.0, 1.0 - ti.abs(px + (i - LOCAL_HALF) + 0.5 - pos[0]) / r)
-                    wy[i] = ti.max(0.0, 1.0 - ti.abs(py + (i - LOCAL_HALF) + 0.5 - pos[1]) / r)
-            else:
+                    wx[i] = _w1(kind, px + (i - LOCAL_HALF) + 0.5 - pos[0], sd, r)
+                    wy[i] = _w1(kind, py + (i - LOCAL_HALF) + 0.5 - pos[1], sd, r)
+            else:   # the Gaussian's inline: its truncation constant exp(-r²a) once, not per weight
                 a = 1.0 / (2.0 * sd * sd)
                 c = ti.exp(-r * r * a)
                 for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
