@@ -513,8 +513,49 @@ class _Builder:
         return mesh, dict(W=W, H=H, thickness=thick, texture=tid, codes=codes, top=top)
 
 
+def _tan_half_fov(spec, w, h, file, key):
+    """(tan(fov_x / 2), tan(fov_y / 2)) as Mitsuba's parse_fov (src/render/sensor.cpp): ``fov`` along
+    ``fov_axis`` (x, y, diagonal, smaller, larger), or ``focal_length`` ("50mm": 35 mm film equivalent, mapped to
+    the 36 x 24 mm diagonal). Neither given: fov 39.3077 along x (tirender's YAML default; Mitsuba XML scenes get
+    Mitsuba's focal_length 50mm from the importer)."""
+    if "fov" in spec and "focal_length" in spec:
+        raise ConfigError("give either 'fov' or 'focal_length', not both", file, f"{key}.focal_length")
+    aspect = w / h
+    if "focal_length" in spec:
+        f = spec["focal_length"]
+        fs = str(f).strip()
+        try:
+            f = float(fs[:-2] if fs.endswith("mm") else fs)
+        except ValueError:
+            raise ConfigError(f"expected a focal length like '50mm', got {spec['focal_length']!r}", file,
+                              f"{key}.focal_length") from None
+        if not (np.isfinite(f) and f > 0):
+            raise ConfigError(f"focal length must be > 0, got {spec['focal_length']!r}", file, f"{key}.focal_length")
+        fov = float(np.degrees(2.0 * np.arctan(np.sqrt(36.0 ** 2 + 24.0 ** 2) / (2.0 * f))))
+        axis = "diagonal"
+    else:
+        fov = _num(spec.get("fov", 39.3077), file, f"{key}.fov", 0.0, 180.0, strict_lo=True)
+        axis = str(spec.get("fov_axis", "x")).lower()
+        if axis == "smaller":
+            axis = "y" if aspect > 1 else "x"
+        elif axis == "larger":
+            axis = "x" if aspect > 1 else "y"
+    t = np.tan(np.radians(fov) / 2)
+    if axis == "x":
+        tx = t
+    elif axis == "y":
+        tx = t * aspect
+    elif axis == "diagonal":
+        tx = t / np.sqrt(1.0 + 1.0 / (aspect * aspect))
+    else:
+        raise ConfigError(f"unknown fov_axis '{axis}' (x, y, diagonal, smaller, larger)", file, f"{key}.fov_axis")
+    if not (0.0 < tx < 1e15):
+        raise ConfigError("the horizontal field of view must lie in (0, 180) degrees", file, f"{key}.fov")
+    return float(tx), float(tx / aspect)
+
+
 def _sensor(spec, file, key):
-    _keys(spec, {"type", "fov", "fov_axis", "to_world", "film", "near_clip", "far_clip", "id"}, file, key)
+    _keys(spec, {"type", "fov", "fov_axis", "focal_length", "to_world", "film", "near_clip", "far_clip", "id"}, file, key)
     if spec.get("type", "perspective") != "perspective":
         raise ConfigError(f"unknown sensor type '{spec.get('type')}' (perspective)", file, f"{key}.type")
     film = spec.get("film", {}) or {}
@@ -538,19 +579,7 @@ def _sensor(spec, file, key):
         radius = _num(fl.get("radius", 1.0), file, f"{key}.film.filter.radius", 0.0, 8.0, strict_lo=True)
     else:
         radius = 4.0 * stddev if ftype == "gaussian" else 0.5
-    fov = _num(spec.get("fov", 39.3077), file, f"{key}.fov", 0.0, 179.0, strict_lo=True)
-    axis = spec.get("fov_axis", "x")
-    t = np.tan(np.radians(fov) / 2)
-    if axis == "smaller":
-        axis = "x" if w <= h else "y"
-    elif axis == "larger":
-        axis = "x" if w >= h else "y"
-    if axis == "x":
-        tx, ty = t, t * h / w
-    elif axis == "y":
-        tx, ty = t * w / h, t
-    else:
-        raise ConfigError(f"unknown fov_axis '{axis}' (x, y, smaller, larger)", file, f"{key}.fov_axis")
+    tx, ty = _tan_half_fov(spec, w, h, file, key)
     m = parse_transform(spec.get("to_world"), file, f"{key}.to_world")
     # normalise the rotation part (a look_at matrix may carry tiny scale errors)
     return Sensor(m, w, h, float(tx), float(ty), ftype, stddev, radius)

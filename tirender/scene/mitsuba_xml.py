@@ -129,6 +129,10 @@ class _Importer:
         self.media = {}
         self.render = {}
         self.used_defines = set()
+        # Mitsuba's file resolver (core/fresolver.h): the scene's folder, with every root-level <path> prepended
+        # (mi.load_file / parser.cpp); `local` holds the folders an <include> adds while its file is read
+        self.resolver = [os.path.dirname(os.path.abspath(file))]
+        self.local = []
 
     # -- errors and attributes ------------------------------------------------------------
     def err(self, node, problem):
@@ -176,10 +180,36 @@ class _Importer:
         return [self.number(node, self.attr(node, a)) if a in node.attrs else default for a in "xyz"]
 
     def path(self, node, s):
-        return s if os.path.isabs(s) else os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(node.file)), s))
+        """A file name as Mitsuba's resolver finds it: absolute as is; else the first of the include's folders
+        (while one is read), the root <path> entries (last first) and the scene's folder holding it; else (where
+        Mitsuba would fail) the folder of the XML file that names it, then the name against that folder."""
+        if os.path.isabs(s):
+            return s
+        own = os.path.dirname(os.path.abspath(node.file))
+        for base in self.local + self.resolver + [own]:
+            cand = os.path.normpath(os.path.join(base, s))
+            if os.path.exists(cand):
+                return cand
+        return os.path.normpath(os.path.join(own, s))
+
+    def resource(self, n, into):
+        """<path value>: a folder prepended to the resolver `into` (relative: to the XML file's folder first,
+        then through the resolver), as parser.cpp does."""
+        v = self.attr(n, "value")
+        full = v if os.path.isabs(v) else os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(n.file)), v))
+        if not os.path.isabs(v) and not os.path.exists(full):
+            full = self.path(n, v)
+        if not os.path.isdir(full):
+            raise self.err(n, f"folder not found: {full}")
+        into.insert(0, full)
 
     # -- the document -----------------------------------------------------------------------
     def run(self, root):
+        for n in root.children:      # root-level <path> entries hold for the whole scene, wherever they stand
+            if n.tag == "default":
+                self.default(n)
+            elif n.tag == "path":
+                self.resource(n, self.resolver)
         self.top(root)
         if self.media:
             self.scene["media"] = self.media
@@ -191,12 +221,18 @@ class _Importer:
         for n in root.children:
             t = n.tag
             if t == "default":
-                name = self.attr(n, "name")
-                if name not in self.fixed and name not in self.defaults:
-                    self.defaults[name] = self.attr(n, "value")
+                self.default(n)
+            elif t == "path":
+                if n.file != self.file:     # in an included file: for the rest of that file (parser.cpp)
+                    self.resource(n, self.local)
             elif t == "include":
-                fn = self.path(n, self.attr(n, "filename"))
-                self.top(_parse_file(fn, n))
+                self.local.insert(0, os.path.dirname(os.path.abspath(n.file)))
+                saved = list(self.local)
+                try:
+                    fn = self.path(n, self.attr(n, "filename"))
+                    self.top(_parse_file(fn, n))
+                finally:
+                    self.local = saved[1:]
             elif t == "bsdf":
                 bid = self.attr(n, "id", required=False) or f"bsdf_line{n.line}"
                 self.scene["bsdfs"][bid] = self.bsdf(n)
@@ -225,6 +261,11 @@ class _Importer:
                 raise self.err(n, f"<{t}> must be nested in a sensor/medium/shape")
             else:
                 raise self.err(n, "unsupported tag")
+
+    def default(self, n):
+        name = self.attr(n, "name")
+        if name not in self.fixed and name not in self.defaults:
+            self.defaults[name] = self.attr(n, "value")
 
     # -- properties ------------------------------------------------------------------------
     def prop(self, n):
@@ -529,7 +570,7 @@ class _Importer:
         t = self.attr(n, "type")
         if t != "perspective":
             raise self.err(n, f"unsupported sensor type '{t}' (tirender has: perspective)")
-        p = self.props(n, "sensor", t, {"fov", "fov_axis", "near_clip", "far_clip", "to_world"},
+        p = self.props(n, "sensor", t, {"fov", "fov_axis", "focal_length", "near_clip", "far_clip", "to_world"},
                        skip=("film", "sampler"))
         spec = {"type": "perspective"}
         spec.update(p)
@@ -562,13 +603,19 @@ class _Importer:
                     self.render["seed"] = sp["seed"]
         if "film" not in spec:   # Mitsuba's defaults: 768 x 576, gaussian
             spec["film"] = {"width": 768, "height": 576}
-        if "fov_axis" not in spec:
-            spec["fov_axis"] = "x"
+        if "fov" not in spec and "focal_length" not in spec:
+            spec["focal_length"] = "50mm"      # Mitsuba's default (sensor.cpp parse_fov)
         return spec
 
     def integrator(self, n):
         from ..integrators import registry
         t = self.attr(n, "type")
+        if t == "moment":
+            inner = [c for c in n.children if c.tag == "integrator"]
+            if len(inner) != 1:
+                raise self.err(n, "the moment integrator wraps one nested integrator here")
+            self.render["moment"] = True
+            return self.integrator(inner[0])
         if t not in registry.PRIMAL:
             raise self.err(n, f"unsupported integrator '{t}' (tirender has: {', '.join(registry.NAMES)})")
         keys = self._keynames(registry.PRIMAL[t])
