@@ -21,7 +21,7 @@ from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from . import shapes as builtin
-from .transforms import parse_transform
+from .transforms import parse_transform, tan_half_fov_x
 
 MAX_BSDF_NESTING = 4
 MAX_COORDINATE = 1e15   # |x| of a vertex after to_world: squares and cross products stay finite in float32
@@ -337,9 +337,10 @@ class _Builder:
         row = EmitterRow(eid, model.TAG, model, shape)
         row.spectrum, row.temperature, row.tint = spectrum
         for k in model.KEYS:
-            if k.kind == "texture":
-                row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
-                                            f"{key}.{k.name}", raw=k.raw))
+            if k.kind == "texture":      # an optional texture key left out (default None): slot -1
+                v = values.get(k.name)
+                row.tex.append(-1 if v is None else self.texture(v, f"{eid}.{k.param}", k.channels, k.lo, k.hi,
+                                                                 f"{key}.{k.name}", raw=k.raw))
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
@@ -514,44 +515,9 @@ class _Builder:
 
 
 def _tan_half_fov(spec, w, h, file, key):
-    """(tan(fov_x / 2), tan(fov_y / 2)) as Mitsuba's parse_fov (src/render/sensor.cpp): ``fov`` along
-    ``fov_axis`` (x, y, diagonal, smaller, larger), or ``focal_length`` ("50mm": 35 mm film equivalent, mapped to
-    the 36 x 24 mm diagonal). Neither given: fov 39.3077 along x (tirender's YAML default; Mitsuba XML scenes get
-    Mitsuba's focal_length 50mm from the importer)."""
-    if "fov" in spec and "focal_length" in spec:
-        raise ConfigError("give either 'fov' or 'focal_length', not both", file, f"{key}.focal_length")
-    aspect = w / h
-    if "focal_length" in spec:
-        f = spec["focal_length"]
-        fs = str(f).strip()
-        try:
-            f = float(fs[:-2] if fs.endswith("mm") else fs)
-        except ValueError:
-            raise ConfigError(f"expected a focal length like '50mm', got {spec['focal_length']!r}", file,
-                              f"{key}.focal_length") from None
-        if not (np.isfinite(f) and f > 0):
-            raise ConfigError(f"focal length must be > 0, got {spec['focal_length']!r}", file, f"{key}.focal_length")
-        fov = float(np.degrees(2.0 * np.arctan(np.sqrt(36.0 ** 2 + 24.0 ** 2) / (2.0 * f))))
-        axis = "diagonal"
-    else:
-        fov = _num(spec.get("fov", 39.3077), file, f"{key}.fov", 0.0, 180.0, strict_lo=True)
-        axis = str(spec.get("fov_axis", "x")).lower()
-        if axis == "smaller":
-            axis = "y" if aspect > 1 else "x"
-        elif axis == "larger":
-            axis = "x" if aspect > 1 else "y"
-    t = np.tan(np.radians(fov) / 2)
-    if axis == "x":
-        tx = t
-    elif axis == "y":
-        tx = t * aspect
-    elif axis == "diagonal":
-        tx = t / np.sqrt(1.0 + 1.0 / (aspect * aspect))
-    else:
-        raise ConfigError(f"unknown fov_axis '{axis}' (x, y, diagonal, smaller, larger)", file, f"{key}.fov_axis")
-    if not (0.0 < tx < 1e15):
-        raise ConfigError("the horizontal field of view must lie in (0, 180) degrees", file, f"{key}.fov")
-    return float(tx), float(tx / aspect)
+    """(tan(fov_x / 2), tan(fov_y / 2)) of a w x h film (transforms.tan_half_fov_x: Mitsuba's parse_fov)."""
+    tx = tan_half_fov_x(spec, w / h, file, key)
+    return tx, float(tx / (w / h))
 
 
 def _sensor(spec, file, key):
