@@ -32,7 +32,7 @@ def _texture(h=4, w=6, seed=0, black=True):
     rng = np.random.default_rng(seed)
     img = rng.uniform(0.05, 1.0, (h, w, 3)).astype(np.float32)
     if black:
-        img[1, 2] = 0.0                              # a black texel: never sampled
+        img[1, 2] = 0.0                              # a black texel (sampled with the floor's probability)
     return img
 
 
@@ -187,10 +187,9 @@ def test_texture_sampling_matches_its_density(tmp_path, tex):
     expect = fine.reshape(gh, 8, gw, 8).mean((1, 3)) / (gw * gh)
     se = np.sqrt(expect * (1 - expect) / len(s))
     assert np.all(np.abs(hist - expect) <= 5 * se + 1e-3 * expect), np.abs((hist - expect) / (se + 1e-12)).max()
-    assert np.all(hist[expect == 0] == 0)
     lum = img @ np.array([0.2, 0.7, 0.1])
     assert abs(out[:, 3].mean() / _integral(img, tex) - 1) < 2e-3, (out[:, 3].mean(), _integral(img, tex))
-    assert lum.min() == 0 and out[:, 2].min() > 0
+    assert lum.min() == 0 and out[:, 2].min() > 0 and expect.min() > 0
 
 
 def _integral(img, tex):

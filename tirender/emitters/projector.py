@@ -13,7 +13,7 @@ black outside [0,1]²), and receives (Mitsuba's sample_direction; a Dirac in pos
 
 so that a plane at z = 1 facing the light receives the irradiance π · scale · E(u, v) (W m⁻²). The
 light tracer's ray (``sample_ray``): uv by the texture's luminance (the texel by a discrete 2D
-distribution, then a tent of one texel's half-width about its centre for bilinear lookups, as Mitsuba's
+distribution — with a floor of 1e-3 of the mean luminance, so that no texel is left out —, then a tent of one texel's half-width about its centre for bilinear lookups, as Mitsuba's
 bitmap ``sample_position``; reflected at clamped borders, wrapped at repeating ones), the direction
 through that point of the image plane, weight π · scale · E(uv) · A / pdf(uv) with A = 4 tan(fov_x/2)
 tan(fov_y/2) the image plane's area at z = 1. The distribution (``distribution``: detached, rebuilt
@@ -113,19 +113,19 @@ class Projector(DeltaEmitter):
 
     @staticmethod
     def distribution(img):
-        """The texels' sampling distribution (luminance, as Mitsuba's bitmap) of irradiance img (H, W, C):
-        float32 [W, H, marginal CDF (H + 1), conditional CDFs (H x (W + 1))]."""
+        """The texels' sampling distribution (luminance, as Mitsuba's bitmap, plus 1e-3 of its mean) of
+        irradiance img (H, W, C): float32 [W, H, marginal CDF (H + 1), conditional CDFs (H x (W + 1))]."""
         img = np.asarray(img, np.float64)
         img = img.reshape(img.shape[0], img.shape[1], -1)
         h, w = img.shape[:2]
         lum = np.maximum(img[..., :3] @ np.asarray(LUMINANCE, np.float64) if img.shape[2] >= 3 else img[..., 0],
                          0.0)
-        if not lum.sum() > 0.0:
-            lum = np.ones_like(lum)       # black: any distribution (every weight is 0)
+        # every texel keeps a little probability (as the envmap's distribution): an optimiser that writes
+        # the texels on the device leaves this distribution stale, and stale stays unbiased
+        lum = lum + 1e-3 * max(lum.mean(), 1e-12)
         rows = lum.sum(1)
-        cond = np.tile(np.arange(w + 1, dtype=np.float64) / w, (h, 1))
-        lit = rows > 0
-        cond[lit, 1:] = np.cumsum(lum[lit], 1) / rows[lit, None]
+        cond = np.zeros((h, w + 1))
+        cond[:, 1:] = np.cumsum(lum, 1) / rows[:, None]
         cond[:, -1] = 1.0
         marg = np.concatenate([[0.0], np.cumsum(rows) / rows.sum()])
         marg[-1] = 1.0

@@ -430,8 +430,8 @@ class Scene:
         Taichi kernel reads in place — a numpy array, or a torch tensor on the device Taichi runs on
         (CPU tensors with the CPU backend, CUDA tensors with CUDA: no host round trip). Checked on
         the device (finite, within the parameter's bounds): a ConfigError and nothing written
-        otherwise. Returns False (nothing done) for environment maps, whose sampling distribution is
-        built on the host: set those through ``scene.params[name] = ...``."""
+        otherwise. Returns False (nothing done) for environment maps and projector textures, whose
+        sampling distribution is built on the host: set those through ``scene.params[name] = ...``."""
         from ..errors import ConfigError
         info = self.params.info(name)
         if info.name in self._env_param_names():
