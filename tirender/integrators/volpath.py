@@ -58,7 +58,8 @@ from ..core.math import BIG, max_component, vec3
 from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
 from ..media import medium as med
-from ..schema import Integer, Number
+from ..errors import ConfigError
+from ..schema import Bool, Integer, Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
 from ..walk.media import (DELTA, INSCATTER_RR, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight,
@@ -70,7 +71,12 @@ from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
-NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
+# volpathmis: Mitsuba's spectral-MIS volpath; tirender's volpath already weighs the channels' (lanes') distance
+# sampling strategies by the balance heuristic (see above), so the two are one estimator here
+NAMES = ("volpath", "prbvolpath", "volpath_raymarch", "volpathmis")
+# Mitsuba 3's defaults where they differ from tirender's YAML ones (volpath.cpp, volpathmis.cpp: max_depth -1;
+# the Python prbvolpath: 6, ad/integrators/common.py)
+MITSUBA_DEFAULTS = {"volpath": {"max_depth": -1}, "volpathmis": {"max_depth": -1}, "prbvolpath": {"max_depth": 6}}
 VARIANTS = variants.NAMES   # media read at the path's wavelengths (media/medium.py); phase functions keep the
 #                             Stokes vector (walk/vertex.mueller), as Mitsuba 3's
 KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
@@ -80,7 +86,18 @@ KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
                                 "estimates the in-scattered light (0: at the collision alone)"),
                     Number("inscatter_rr", default=INSCATTER_RR, lo=0.0, hi=1.0,
                            doc="prbvolpath: Russian roulette on the transmittance at those points below this "
-                               "value (0: off; unbiased either way, skips dense media's faint points)"))
+                               "value (0: off; unbiased either way, skips dense media's faint points)"),
+                    Bool("use_spectral_mis", default=True,
+                         doc="volpathmis (Mitsuba's): spectral MIS over the channels' distance sampling; tirender's "
+                             "volume walk always uses it (false is refused)"))
+
+
+def check(settings, file=None, where="integrator"):
+    """Settings tirender cannot honour (registry.parse calls it): the volume walk always weighs the channels'
+    distance sampling by spectral MIS."""
+    if settings.get("use_spectral_mis") is False:
+        raise ConfigError("tirender's volume walk always uses spectral MIS (false cannot be honoured)", file,
+                          f"{where}.use_spectral_mis")
 
 
 @ti.func

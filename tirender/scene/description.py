@@ -207,11 +207,12 @@ class _Builder:
             img = np.asarray(img, np.float32)
             if img.ndim == 2:
                 img = img[..., None]
-            if img.shape[2] == 4:
-                img = img[..., :3]
+            if img.shape[2] in (2, 4):          # Y A / R G B A: alpha is dropped (Mitsuba's bitmap texture)
+                img = img[..., :img.shape[2] - 1]
             if img.shape[2] != channels:
-                if channels == 1:
-                    img = img.mean(axis=2, keepdims=True)
+                if channels == 1:               # a scalar read from colour: its luminance (Mitsuba's eval_1)
+                    from ..core.math import LUMINANCE
+                    img = (img @ np.asarray(LUMINANCE, np.float32))[..., None]
                 elif img.shape[2] == 1:
                     img = np.repeat(img, 3, axis=2)
                 else:
