@@ -50,7 +50,7 @@ from types import SimpleNamespace
 import taichi as ti
 
 from .. import backend, launch, variants
-from ..bsdfs.base import NULL
+from ..bsdfs.base import NULL, PASS
 from ..bsdfs.registry import dispatch, mask_of
 from ..core.interaction import make_interaction, spawn_origin
 from ..core.intersect import intersect
@@ -125,7 +125,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         if s.medium >= 0:
             if ti.static(mode != PRIMAL):
                 if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
-                    inscatter_adjoint(st, em, vis, pick, s.medium, s.o,
+                    inscatter_adjoint(st, bsdf, em, vis, pick, s.medium, s.o,
                                       s.d, t_surf, s.beta, sampler, dL, max_depth - s.depth - 1,
                                       rr_depth - s.depth - 1, s.hero, s.lam, s.P)
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, s.lam, sampler, s.L, dL,
@@ -158,19 +158,31 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                     s.active = 0
             else:
                 real = 1
-        if real == 1 and s.depth + 1 >= max_depth:
+        last = real == 1 and s.depth + 1 >= max_depth     # a bounce here would exceed max_depth
+        if last and (scattered == 1 or (st.bsdf_flags[st.shape_bsdf[si.shape]] & PASS) == 0):
             real = 0
             s.active = 0
         if real == 1:
-            crossings = 0
             v = vertex.medium_vertex(xs, s.d, s.medium)
             if scattered == 0:
                 v = vertex.surface_vertex(st, si, s.d, s.lam)
-            steps.nee(st, bsdf, em, mode, s, v, sampler, dL, vis, False)
+            if not last:
+                steps.nee(st, bsdf, em, mode, s, v, sampler, dL, vis, False)
+            prev_p, prev_pdf, prev_delta = s.prev_p, s.prev_pdf, s.prev_delta
             bs = steps.scatter(st, bsdf, mode, s, v, sampler, dL)
             if s.active and scattered == 0:
                 s.medium = target_medium(st, si.shape, bs.wo, si.ng, s.medium)
-            if s.active:
+            if s.active and scattered == 0 and bs.passthrough == 1:
+                # a pass-through lobe (Mitsuba's null component: thindielectric's transmission, a mask's holes) is
+                # not a bounce: depth, roulette and the MIS reference (the last real vertex) stay as they were
+                s.prev_p, s.prev_pdf, s.prev_delta = prev_p, prev_pdf, prev_delta
+                crossings += 1
+                if crossings > MAX_CROSSINGS:
+                    s.active = 0
+            elif s.active and last:
+                s.active = 0
+            elif s.active:
+                crossings = 0
                 steps.russian_roulette(s, sampler, rr_depth, RR_MAX)
 
 
