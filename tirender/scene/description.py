@@ -106,6 +106,21 @@ def _vec3(v, file, key):
     return vec3(v, file, key)
 
 
+def _texture_channels(img, channels, from_file):
+    """Mitsuba's bitmap texture on a loaded image (H, W, C): alpha dropped (Y, A -> Y; R, G, B, A -> R, G,
+    B: the texture stores 1 or 3 channels, not premultiplied), and a 1-channel query of a colour image
+    (``eval_1``) reads its luminance 0.212671 R + 0.715160 G + 0.072169 B (Rec. 709). from_file: C = 2
+    is grey + alpha (a .npy array's 2 channels are left to the caller's checks)."""
+    img = np.asarray(img, np.float32)
+    if img.ndim == 2:
+        img = img[..., None]
+    if img.shape[2] == 4 or (img.shape[2] == 2 and from_file):
+        img = img[..., :-1]
+    if channels == 1 and img.shape[2] == 3:
+        img = np.einsum("hwc,c->hw", img, np.array([0.212671, 0.715160, 0.072169], np.float32))[..., None]
+    return img
+
+
 def load_yaml(path):
     if not os.path.exists(path):
         raise ConfigError("file not found", path)
@@ -204,11 +219,7 @@ class _Builder:
                                                            (h, w, channels)), np.float32)
             else:
                 raise ConfigError("a bitmap texture needs 'filename', 'data' or 'width'+'height'", self.file, key)
-            img = np.asarray(img, np.float32)
-            if img.ndim == 2:
-                img = img[..., None]
-            if img.shape[2] == 4:
-                img = img[..., :3]
+            img = _texture_channels(img, channels, "filename" in spec)
             if img.shape[2] != channels:
                 if channels == 1:
                     img = img.mean(axis=2, keepdims=True)
