@@ -279,8 +279,8 @@ def test_bad_files_are_one_config_error_line(tmp_path, capfd):
 
 def test_files_mitsuba_misreads_are_refused(tmp_path):
     """Files Mitsuba reads otherwise than their format says are refused, not read another way: a 16-bit
-    PPM (Mitsuba skips the byte swap), a 16-bit or colour-palette BMP (read as grey levels), a Radiance
-    file stored bottom-up."""
+    PPM (Mitsuba skips the byte swap), a 16-bit BMP (read as grey and alpha), an 8-bit BMP whose palette is not the grey ramp (Mitsuba takes the
+    indices for grey levels), a Radiance file stored bottom-up."""
     p = write(str(tmp_path / "p16.ppm"), pixels("uint16", 3), "uint16")
     with pytest.raises(ConfigError, match="maxval 65535"):
         load_image(p)
@@ -295,6 +295,17 @@ def test_files_mitsuba_misreads_are_refused(tmp_path):
     pal.save(tmp_path / "pal.bmp")
     with pytest.raises(ConfigError, match="palette"):
         load_image(str(tmp_path / "pal.bmp"))
+    import struct
+    row = (np.arange(W, dtype="<u2") * 1057).tobytes() + b"\0" * ((-2 * W) % 4)        # 16-bit RGB555 BMP
+    info = struct.pack("<IiiHHIIiiII", 40, W, H, 1, 16, 0, len(row) * H, 2835, 2835, 0, 0)
+    (tmp_path / "b16.bmp").write_bytes(b"BM" + struct.pack("<IHHI", 54 + len(row) * H, 0, 0, 54) + info + row * H)
+    with pytest.raises(ConfigError, match="16-bit BMP"):
+        load_image(str(tmp_path / "b16.bmp"))
+    inv = Image.fromarray(pixels("uint8", 1)[..., 0], "L").convert("P")
+    inv.putpalette([255 - i for i in range(256) for _ in range(3)])      # grey, but not the identity ramp
+    inv.save(tmp_path / "inv.bmp")
+    with pytest.raises(ConfigError, match="grey ramp"):
+        load_image(str(tmp_path / "inv.bmp"))
     grey = Image.fromarray(pixels("uint8", 1)[..., 0], "L")
     grey.save(tmp_path / "grey.bmp")          # an 8-bit BMP with the grey ramp: read as Mitsuba does
     assert np.array_equal(load_image(str(tmp_path / "grey.bmp"), srgb=False)[..., 0],

@@ -22,8 +22,8 @@ C = 1 (Y), 2 (Y, A), 3 (R, G, B) or 4 (R, G, B, A), and whether the colour chann
 * PFM samples are multiplied by |scale| (Mitsuba and OpenImageIO both do).
 
 Where Mitsuba reads a file differently from its format's definition, the file is refused rather than
-read another way: a P6 PPM whose maxval is not 255, a 16-bit BMP, an 8-bit BMP with a colour palette,
-a Radiance file in another orientation than ``-Y H +X W``. Every problem (missing, unreadable,
+read another way: a P6 PPM whose maxval is not 255, a 16-bit BMP, an 8-bit BMP whose palette is not
+the grey ramp (Mitsuba takes the indices for grey levels), a Radiance file in another orientation than ``-Y H +X W``. Every problem (missing, unreadable,
 truncated or corrupt file, unknown content) is one ConfigError line naming the file; the decoders'
 own messages never reach stdout/stderr.
 """
@@ -282,14 +282,18 @@ def _check_mitsuba_reading(path, kind, h):
                               "save it with maxval 255 or as PNG", file=path)
     elif kind == "BMP":
         with open(path, "rb") as f:
-            head = f.read(30)
+            head = f.read(14 + 124 + 1024)          # file header, the largest info header, 256 colours
         bpp = struct.unpack("<H", head[28:30])[0] if len(head) >= 30 else 0
         if bpp == 16:
             raise ConfigError("a 16-bit BMP file: Mitsuba reads its samples as grey and alpha; save it as "
                               "24/32-bit BMP or PNG", file=path)
-        if bpp <= 8 and len(h.names) != 1:
-            raise ConfigError("a BMP file with a colour palette: Mitsuba reads its palette indices as grey "
-                              "levels; save it as 24-bit BMP or PNG", file=path)
+        if bpp == 8 and len(head) >= 50:            # Mitsuba: the palette indices are the grey levels
+            info, ncol = struct.unpack("<I", head[14:18])[0], struct.unpack("<I", head[46:50])[0] or 256
+            pal = np.frombuffer(head[14 + info:14 + info + 4 * ncol], np.uint8)
+            if pal.size != 4 * ncol or not np.array_equal(pal.reshape(-1, 4)[:, :3],
+                                                          np.repeat(np.arange(ncol, dtype=np.uint8)[:, None], 3, 1)):
+                raise ConfigError("an 8-bit BMP file whose palette is not the grey ramp 0..255: Mitsuba reads its "
+                                  "palette indices as grey levels; save it as 24-bit BMP or PNG", file=path)
     elif kind == "Radiance RGBE" and int(h.attrs.get("Orientation", 1)) != 1:
         raise ConfigError("a Radiance file in another orientation than '-Y H +X W' (Mitsuba reads only "
                           "that one)", file=path)

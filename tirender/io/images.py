@@ -205,7 +205,8 @@ def load_image(path, srgb=None):
         encoded = False
     else:
         h = read_header(path)         # the size check reads the header, not the (compressed) file
-        check(h.height * h.width * len(h.names), f"image of shape {h.shape}", path)
+        check(h.height * h.width * len(h.names),
+              f"image of {h.width}x{h.height} pixels x {len(h.names)} channels", path)
         img, encoded = read_bitmap(path, h)
     if img.ndim == 2:
         img = img[:, :, None]
