@@ -185,7 +185,7 @@ def test_row_zero_is_the_top_row(tmp_path, mi):
 def test_exr_xyz_chromaticities_and_uint(tmp_path, mi):
     """OpenEXR colour rules as Mitsuba's read_exr: X, Y, Z channels converted to linear sRGB; RGB with
     non-Rec.709 chromaticities converted to Rec.709 primaries (XYZ chromaticities mark an XYZ image);
-    UINT channels read as their integer values (not scaled)."""
+    UINT channels read as their integer values (not scaled); a multi-part file's first part."""
     a = pixels("float", 3, seed=4)
     cases = [write(str(tmp_path / "xyz.exr"), a, "float", ["X", "Y", "Z"]),
              write(str(tmp_path / "p3.exr"), a, "float", ["R", "G", "B"],
@@ -198,6 +198,13 @@ def test_exr_xyz_chromaticities_and_uint(tmp_path, mi):
         ref = mitsuba_texels(mi, p, False)
         assert np.allclose(mine, ref, rtol=3e-6, atol=1e-6), (p, np.abs(mine - ref).max())
         assert not np.allclose(mine, a, rtol=1e-3) or p.endswith("layer.exr"), p
+    import OpenEXR
+    rng = np.random.default_rng(5)
+    parts = [OpenEXR.Part({"compression": OpenEXR.ZIP_COMPRESSION, "type": OpenEXR.scanlineimage},
+                          {c: rng.random((H, W)).astype(np.float32) for c in "RGB"}, name=f"p{k}") for k in range(2)]
+    OpenEXR.File(parts).write(str(tmp_path / "parts.exr"))          # multi-part: the first part, as Mitsuba
+    mp = str(tmp_path / "parts.exr")
+    assert np.array_equal(load_image(mp), mitsuba_texels(mi, mp, False))
     u = (np.arange(H * W * 3, dtype=np.uint32).reshape(H, W, 3) * 1000003) % 70001
     p = write(str(tmp_path / "u.exr"), u, "uint", ["R", "G", "B"])
     assert np.array_equal(load_image(p), u.astype(np.float32))
@@ -278,9 +285,9 @@ def test_bad_files_are_one_config_error_line(tmp_path, capfd):
 
 
 def test_files_mitsuba_misreads_are_refused(tmp_path):
-    """Files Mitsuba reads otherwise than their format says are refused, not read another way: a 16-bit
-    PPM (Mitsuba skips the byte swap), a 16-bit BMP (read as grey and alpha), an 8-bit BMP whose palette is not the grey ramp (Mitsuba takes the
-    indices for grey levels), a Radiance file stored bottom-up."""
+    """Files Mitsuba reads otherwise than their format says are refused, not read another way: a 16-bit PPM
+    (Mitsuba skips the byte swap), a 16-bit BMP (read as grey and alpha), an 8-bit BMP whose palette is
+    not the grey ramp (Mitsuba takes the indices for grey levels), a Radiance file stored bottom-up."""
     p = write(str(tmp_path / "p16.ppm"), pixels("uint16", 3), "uint16")
     with pytest.raises(ConfigError, match="maxval 65535"):
         load_image(p)

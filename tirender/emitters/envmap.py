@@ -106,7 +106,7 @@ def _sample_linear(a, b, u):
 
 class Envmap:
     NAME = "envmap"
-    KEYS = (String("filename", default=None, doc="latitude-longitude image (EXR, HDR, PFM, PNG, JPEG, ...; `<id>.radiance`)"),
+    KEYS = (String("filename", default=None, doc="lat-long image (EXR, HDR, PFM, PNG, ...; `<id>.radiance`)"),
             String("data", default=None, doc="or a .npy array (H, W, 3) of radiance"),
             Integer("width", default=None, lo=1, hi=1 << 15, doc="or a constant map of this size"),
             Integer("height", default=None, lo=1, hi=1 << 15, doc="its height (default width / 2)"),

@@ -23,9 +23,9 @@ C = 1 (Y), 2 (Y, A), 3 (R, G, B) or 4 (R, G, B, A), and whether the colour chann
 
 Where Mitsuba reads a file differently from its format's definition, the file is refused rather than
 read another way: a P6 PPM whose maxval is not 255, a 16-bit BMP, an 8-bit BMP whose palette is not
-the grey ramp (Mitsuba takes the indices for grey levels), a Radiance file in another orientation than ``-Y H +X W``. Every problem (missing, unreadable,
-truncated or corrupt file, unknown content) is one ConfigError line naming the file; the decoders'
-own messages never reach stdout/stderr.
+the grey ramp (Mitsuba takes the indices for grey levels), a Radiance file in another orientation
+than ``-Y H +X W``. Every problem (missing, unreadable, truncated or corrupt file, unknown content)
+is one ConfigError line naming the file; the decoders' own messages never reach stdout/stderr.
 """
 import os
 import struct
