@@ -246,5 +246,10 @@ def test_prbvolpath_null_transmission_matches_fd(pname, h):
     sc.params["card.opacity"] = 0.4
     assert dark.mean() < 0.5 * img.mean(), (dark.mean(), img.mean())   # the sheets' shadows are in view
     u = np.ones(sc.params[pname].shape)
-    g, f = projected_gradients(sc, pname, u, _weights(sc), 8, SEEDS_PRB[:6], SEEDS_FD[:6], h)
-    assert_agree(g, f, pname)
+    g, f = projected_gradients(sc, pname, u, _weights(sc), 8, SEEDS_PRB[:4], SEEDS_FD[:4], h)
+    # a directional light and direct light only: nearly noise-free, so the float32 rounding of the renders
+    # (~1e-6 relative) and the central difference's O(h²) truncation set the tolerance beside the noise
+    mg, mf = g.mean(), f.mean()
+    se = np.hypot(g.std(ddof=1), f.std(ddof=1)) / 2.0
+    assert abs(mg - mf) <= 3.0 * se + 1e-3 * abs(mf), (pname, mg, mf, se)
+    assert abs(mf) > 1e-3, (pname, mf)
