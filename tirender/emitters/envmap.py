@@ -90,7 +90,7 @@ def _sample_linear(a, b, u):
 
 class Envmap:
     NAME = "envmap"
-    KEYS = (String("filename", default=None, doc="latitude-longitude image (EXR/PNG/...; `<id>.radiance`)"),
+    KEYS = (String("filename", default=None, doc="lat-long image (EXR, HDR, PFM, PNG, ...; `<id>.radiance`)"),
             String("data", default=None, doc="or a .npy array (H, W, 3) of radiance"),
             Integer("width", default=None, lo=1, hi=1 << 15, doc="or a constant map of this size"),
             Integer("height", default=None, lo=1, hi=1 << 15, doc="its height (default width / 2)"),
@@ -107,8 +107,9 @@ class Envmap:
     @staticmethod
     def build(b, row, values, key):
         if "filename" in values:
-            low = values["filename"].lower()
-            tspec = {"filename": values["filename"], "srgb": low.endswith((".png", ".jpg", ".jpeg")), "wrap": "repeat"}
+            # Mitsuba's envmap: Bitmap(filename).convert(RGB, float, srgb_gamma=false): integer files
+            # decoded from sRGB, float files (EXR, HDR, PFM) linear, alpha dropped (tirender.io.images)
+            tspec = {"filename": values["filename"], "wrap": "repeat"}
         elif "data" in values:
             tspec = {"data": values["data"]}
         elif "width" in values:

@@ -18,6 +18,7 @@ from ..bsdfs.base import Row as BsdfRow
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
+from ..core.math import LUMINANCE
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from . import shapes as builtin
@@ -104,6 +105,21 @@ def _num(v, file, key, lo=-np.inf, hi=np.inf, strict_lo=False, integer=False):
 
 def _vec3(v, file, key):
     return vec3(v, file, key)
+
+
+def _texture_channels(img, channels, from_file):
+    """Mitsuba's bitmap texture on a loaded image (H, W, C): alpha dropped (Y, A -> Y; R, G, B, A -> R, G,
+    B: the texture stores 1 or 3 channels, not premultiplied), and a 1-channel query of a colour image
+    (``eval_1``) reads its luminance 0.212671 R + 0.715160 G + 0.072169 B (Rec. 709). from_file: C = 2
+    is grey + alpha (a .npy array's 2 channels are left to the caller's checks)."""
+    img = np.asarray(img, np.float32)
+    if img.ndim == 2:
+        img = img[..., None]
+    if img.shape[2] == 4 or (img.shape[2] == 2 and from_file):
+        img = img[..., :-1]
+    if channels == 1 and img.shape[2] == 3:
+        img = np.einsum("hwc,c->hw", img, np.asarray(LUMINANCE, np.float32))[..., None]
+    return img
 
 
 def load_yaml(path):
@@ -204,15 +220,9 @@ class _Builder:
                                                            (h, w, channels)), np.float32)
             else:
                 raise ConfigError("a bitmap texture needs 'filename', 'data' or 'width'+'height'", self.file, key)
-            img = np.asarray(img, np.float32)
-            if img.ndim == 2:
-                img = img[..., None]
-            if img.shape[2] == 4:
-                img = img[..., :3]
+            img = _texture_channels(img, channels, "filename" in spec)
             if img.shape[2] != channels:
-                if channels == 1:
-                    img = img.mean(axis=2, keepdims=True)
-                elif img.shape[2] == 1:
+                if img.shape[2] == 1:
                     img = np.repeat(img, 3, axis=2)
                 else:
                     raise ConfigError(f"texture has {img.shape[2]} channels, expected {channels}", self.file, key)

@@ -608,27 +608,31 @@ class _Importer:
         return spec
 
     def integrator(self, n):
+        """<integrator type=...> -> the scene's integrator mapping, with Mitsuba's defaults where tirender's YAML
+        defaults differ (each integrator module's MITSUBA_DEFAULTS); wrappers (moment, stokes) hold the nested one."""
         from ..integrators import registry
         t = self.attr(n, "type")
-        if t == "moment":
-            inner = [c for c in n.children if c.tag == "integrator"]
+        inner = [c for c in n.children if c.tag == "integrator"]
+        if t in registry.WRAPPERS:
             if len(inner) != 1:
-                raise self.err(n, "the moment integrator wraps one nested integrator here")
-            self.render["moment"] = True
-            return self.integrator(inner[0])
+                raise self.err(n, f"tirender's {t} integrator wraps one nested integrator (got {len(inner)})")
+            self.props(n, "integrator", t, set(), skip=("integrator",))
+            return {"type": t, "integrator": self.integrator(inner[0])}
         if t not in registry.PRIMAL:
             raise self.err(n, f"unsupported integrator '{t}' (tirender has: {', '.join(registry.NAMES)})")
         keys = self._keynames(registry.PRIMAL[t])
         nested = {}
         if t == "stokes":   # Mitsuba's stokes wraps the integrator it measures: here the path tracer (or, in
-            inner = [c for c in n.children if c.tag == "integrator"]     # scenes with media, volpath's walk)
-            if inner:
+            if inner:       # scenes with media, volpath's walk)
                 it = self.attr(inner[0], "type")
                 if it not in ("path", "volpath"):
                     raise self.err(inner[0], f"the stokes integrator measures a nested 'path' or 'volpath' integrator "
                                              f"here (got '{it}')")
-                nested = self.props(inner[0], "integrator", it, keys)
-        return dict({"type": t}, **nested, **self.props(n, "integrator", t, keys, skip=("integrator",)))
+                nested = {**registry.mitsuba_defaults(it), **self.props(inner[0], "integrator", it, keys)}
+        elif inner:
+            raise self.err(inner[0], f"the '{t}' integrator takes no nested integrator")
+        return {"type": t, **registry.mitsuba_defaults(t), **nested,
+                **self.props(n, "integrator", t, keys, skip=("integrator",))}
 
 
 def load_xml(path, defines=None):

@@ -98,8 +98,8 @@ class SurfaceVisibility:
 
     @staticmethod
     @ti.func
-    def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(), T_total,
-                      dT):
+    def transmittance(st: ti.template(), bsdf: ti.template(), mode: ti.template(), v, s, so, d, dist,
+                      sampler: ti.template(), T_total, dT):
         T = spec(1.0)
         if ti.static(mode == PRIMAL):
             if occluded(st, so, d, dist):
@@ -127,7 +127,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                 if dist < BIG:
                     dist = (ds.p - so).norm() * (1.0 - 1e-4)
                 saved = sampler.copy()   # for the transmittance replay
-                T = vis.transmittance(st, PRIMAL, v, s, so, ds.d, dist, sampler, spec(0.0), spec(0.0))
+                T = vis.transmittance(st, bsdf, PRIMAL, v, s, so, ds.d, dist, sampler, spec(0.0), spec(0.0))
                 if max_component(T) > 0.0:
                     mis = 1.0
                     if ds.delta == 0:
@@ -151,7 +151,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                                 li = spec(1.0 / ds.pdf)    # RB biased I: Li := 1
                             vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
-                            vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
+                            vis.transmittance(st, bsdf, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight * s0)
     return res_d, res_w
 
