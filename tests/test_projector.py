@@ -86,7 +86,8 @@ _XML = """<scene version="3.0.0">
     <shape type="rectangle"/>
     {emitter}
 </scene>"""
-_TO_WORLD = '<transform name="to_world"><lookat origin="0.3, 1.2, 0.8" target="-0.2, 0, -0.4" up="0.2, 1, 0"/></transform>'
+_TO_WORLD = ('<transform name="to_world"><lookat origin="0.3, 1.2, 0.8" target="-0.2, 0, -0.4" up="0.2, 1, 0"/>'
+             '</transform>')
 CASES = {
     "bitmap_fov_x": '<emitter type="projector"><texture name="irradiance" type="bitmap">'
                     '<string name="filename" value="tex.exr"/></texture><float name="fov" value="50"/>'
@@ -141,9 +142,13 @@ def test_sample_direction_matches_mitsuba(tmp_path, case):
 # -- the light tracer's texture sampling --------------------------------------------------------------
 @ti.kernel
 def _sample_uv(st: ti.template(), n: ti.i32, out: ti.types.ndarray()):
-    """Stratified sample_texture draws (n x n strata) of emitter 0: uv, pdf and E(uv) / pdf."""
+    """Stratified sample_texture draws (n x n strata, jittered by an integer hash: deterministic) of
+    emitter 0: uv, pdf and E(uv) / pdf."""
     for k in range(n * n):
-        u = vec2((k % n + ti.random()) / n, (k // n + ti.random()) / n)
+        h = ti.cast(k, ti.u32) * ti.u32(2654435761)
+        jx = ti.cast(h >> ti.u32(8), float) / 16777216.0
+        jy = ti.cast((h * ti.u32(2246822519)) >> ti.u32(8), float) / 16777216.0
+        u = vec2((k % n + jx) / n, (k // n + jy) / n)
         uv, pdf = Projector.sample_texture(st, 0, u)
         e = tex_eval(st, st.em_tex[0, 0], uv)
         out[k, 0] = uv[0]

@@ -13,9 +13,10 @@ black outside [0,1]²), and receives (Mitsuba's sample_direction; a Dirac in pos
 
 so that a plane at z = 1 facing the light receives the irradiance π · scale · E(u, v) (W m⁻²). The
 light tracer's ray (``sample_ray``): uv by the texture's luminance (the texel by a discrete 2D
-distribution — with a floor of 1e-3 of the mean luminance, so that no texel is left out —, then a tent of one texel's half-width about its centre for bilinear lookups, as Mitsuba's
-bitmap ``sample_position``; reflected at clamped borders, wrapped at repeating ones), the direction
-through that point of the image plane, weight π · scale · E(uv) · A / pdf(uv) with A = 4 tan(fov_x/2)
+distribution, with a floor of 1e-3 of the mean luminance so that no texel is left out; then a tent of
+one texel's half-width about its centre for bilinear lookups, as Mitsuba's bitmap ``sample_position``;
+reflected at clamped borders, wrapped at repeating ones), the direction through that point of the
+image plane, weight π · scale · E(uv) · A / pdf(uv) with A = 4 tan(fov_x/2)
 tan(fov_y/2) the image plane's area at z = 1. The distribution (``distribution``: detached, rebuilt
 from the texture when it is set on the host) lives in st.env_dist at st.em_dist[e]: [W, H, marginal CDF
 over the H rows (H + 1 values), conditional CDFs over each row's W texels (H rows of W + 1)].
