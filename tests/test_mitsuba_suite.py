@@ -37,6 +37,10 @@ def _known(variant, scene, integrator):
 
 
 def _cases(variants):
+    """The cases of these variants: in rgb, each scene's own integrator in the default lane; Mitsuba's mapped
+    integrators (prb, prb_projective, direct_projective, volpathmis, prbvolpath) and the other variants in the
+    extended lane (their primal renders are the base integrator's kernels: test_mapped_integrators_render_alike
+    checks that in the default lane)."""
     if DATA is None:
         return []
     out = []
@@ -45,7 +49,7 @@ def _cases(variants):
         why = _known(v, f, it)
         if why:
             marks.append(pytest.mark.xfail(reason=why, strict=True))
-        if v != "rgb":
+        if v != "rgb" or it != suite.scene_integrator(f):
             marks.append(pytest.mark.extended)
         out.append(pytest.param(v, f, it, marks=marks, id=f"{v}-{suite._short(f)}-{it}"))
     return out
@@ -78,6 +82,30 @@ def test_mitsuba_render_other_variants(variant, scene, integrator):
     _check(r)
 
 
+# a scene of each base integrator: (scene, base integrator, mapped integrators)
+ALIKE = (("floating_sphere/test_directional_direct.xml", "direct", ("direct_projective",)),
+         ("bsdf_spheres/test_pointlight_path.xml", "path", ("prb", "prb_projective")),
+         ("participating_media/test_homo_null_envmap_volpath.xml", "volpath", ("volpathmis", "prbvolpath")))
+
+
+@pytest.mark.skipif(DATA is None, reason=f"no Mitsuba test data (${suite.ENV})")
+@pytest.mark.parametrize("scene,base,mapped", ALIKE, ids=[a[1] for a in ALIKE])
+def test_mapped_integrators_render_alike(scene, base, mapped):
+    """Mitsuba's test also renders each scene with the integrators it maps to the scene's own; in tirender their
+    primal images are the base integrator's (same kernel and random numbers, at the same settings): bit-identical
+    at a few spp, so their Z-test verdicts are the base's (the extended lane runs them at full budget too)."""
+    import numpy as np
+    import tirender
+    f = os.path.join(DATA, "tests", "scenes", scene)
+    sc = tirender.load_scene(f, defines={"spp": "4", "integrator": base})
+    ref = tirender.render(sc, spp=4, seed=3, progress=False)
+    assert ref.max() > 0.0
+    for it in mapped:
+        other = tirender.load_scene(f, defines={"spp": "4", "integrator": it})
+        assert other.integrator["max_depth"] == sc.integrator["max_depth"], it   # the scene sets it
+        assert np.array_equal(tirender.render(other, spp=4, seed=3, progress=False), ref), it
+
+
 def test_ztest_is_mitsubas():
     """The Z-test itself on synthetic images: an unbiased image at the reference's noise passes, a 30 % bias on a
     quarter of the pixels fails (z ≈ 7 there), and a mono image (1 channel) is compared with each of X, Y, Z."""
@@ -97,3 +125,27 @@ def test_ztest_is_mitsubas():
     mono = grey[..., 1:2] + rng.normal(size=(n, n, 1)) * np.sqrt(0.04 / spp)
     assert suite.ztest(mono, spp, grey, var)[0]
     assert not suite.ztest(mono * 1.3, spp, grey, var)[0]
+
+
+@pytest.mark.skipif(DATA is None, reason=f"no Mitsuba test data (${suite.ENV})")
+def test_moment_variance_matches_mitsubas(tmp_path):
+    """The moment integrator's second moments: the per-sample variance m2 − mean² (XYZ) of a test scene equals
+    Mitsuba's variance reference (its moment integrator at 32k spp) in the mean over the image, and the CLI
+    writes it for a scene whose integrator is a moment."""
+    import numpy as np
+    import tirender
+    from tirender.io.exr import read_exr
+    f = os.path.join(DATA, "tests", "scenes", "floating_sphere", "test_directional_direct.xml")
+    sc = tirender.load_scene(f, defines={"spp": "256"})
+    assert sc.integrator.get("moment") and sc.integrator["type"] == "direct"
+    img, m2 = tirender.render_moments(sc, spp=256, seed=0, progress=False)
+    assert np.array_equal(img, tirender.render(sc, spp=256, seed=0, progress=False))   # the same samples
+    var = m2.astype(np.float64) - suite.to_xyz(img) ** 2
+    ref_var = suite.to_xyz(read_exr(suite.reference_files(f, "rgb")[1]))
+    assert (var >= -1e-4 * m2).all()    # m2 >= mean² up to float32 and fixed-point rounding
+    # the image mean of a variance estimated from 256 samples per pixel: within ~3 % of the reference
+    assert np.allclose(var.mean(axis=(0, 1)), ref_var.mean(axis=(0, 1)), rtol=0.05), \
+        (var.mean(axis=(0, 1)), ref_var.mean(axis=(0, 1)))
+    from tirender.cli import main
+    assert main(["render", f, "-D", "spp=16", "--spp", "16", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "m2.exr").exists() and np.load(tmp_path / "m2.npy").shape == img.shape

@@ -39,3 +39,15 @@ def unwrap(spec, file=None, where="integrator"):
         raise ConfigError("a moment integrator cannot wrap another moment integrator", file,
                           f"{where}.integrator.type")
     return inner, f"{where}.integrator"
+
+
+def render_moments(module, scene, spp, seed, sensor, progress, integrator):
+    """(image, m2): the nested integrator's image and, from the same samples (same seed), the per-pixel second
+    moment of the samples' XYZ colour, float32 (H, W, 3) each. The per-sample variance is m2 − mean² (with the
+    mean in XYZ); the variance of the pixel estimate is that over spp."""
+    if not getattr(module, "MOMENTS", False):
+        raise ConfigError(f"the moment integrator wraps sampling integrators (path, direct, volpath and their "
+                          f"variants), not '{integrator}'", key="integrator.integrator.type")
+    img = module.render(scene, spp, seed, sensor, progress, integrator=integrator)
+    m2 = module.render(scene, spp, seed, sensor, progress, integrator=integrator, second_moment=True)
+    return img, m2

@@ -17,8 +17,6 @@ import taichi as ti
 from .. import launch
 from ..bsdfs.registry import dispatch
 from ..core.interaction import make_interaction
-from ..core.intersect import intersect
-from ..core.math import BIG
 from ..schema import Bool, Choice, Integer, Number
 from ..walk import steps, vertex
 from ..walk.state import camera_state, result
@@ -28,6 +26,7 @@ RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
 # `direct` = path with max_depth <= 2; `prb` renders like path; Mitsuba's projective-sampling integrators
 # (prb_projective, direct_projective) render like path / direct (their settings concern gradients only)
 NAMES = ("path", "direct", "prb", "prb_projective", "direct_projective")
+MOMENTS = True   # render(second_moment=True): the moment integrator can wrap these (integrators/moment.py)
 DIRECT = ("direct", "direct_projective")
 # Mitsuba 3's defaults where they differ from tirender's YAML ones (its path: max_depth -1; the Python AD
 # integrators prb, prb_projective: 6, common.py; direct ignores max_depth)
@@ -38,7 +37,9 @@ WALK_KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
                                   "-1: unbounded"),),
                      doc="longest path in segments (-1: unbounded; 0 is refused: it would render nothing)"),
              Integer("rr_depth", default=5, lo=1, hi=1 << 20, doc="Russian roulette from this depth"),
-             Bool("hide_emitters", default=False, doc="directly visible emitters render black"))
+             Bool("hide_emitters", default=False,
+                  doc="directly visible emitters are hidden: camera rays pass through area emitters, the environment "
+                      "is black (Mitsuba 3's)"))
 """The keys every path-space walk shares (volpath, ptracer, mcmc add theirs)."""
 KEYS = WALK_KEYS + (Number("attached_roughness", default=0.0, lo=0.0,
                            doc="method prb_attached: microfacet lobes (roughconductor, roughdielectric, also "
@@ -77,7 +78,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
          sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
     """Continue path state s until it ends; s.L holds the result."""
     while s.active:
-        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        tri, t, b1, b2 = steps.first_hit(st, s, hide_emitters)
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         steps.emission(st, em, mode, s, si, hide_emitters, dL)
         if si.valid == 0 or s.depth + 1 >= max_depth:
@@ -111,14 +112,16 @@ def args(scene, integrator=None):
                            attached_roughness=float(it.get("attached_roughness", 0.0)), sppp=int(it.get("sppp", -1)))
 
 
-def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True, second_moment=False):
     """Add spp samples (indices sample_offset, ...) to the film of `sensor` (cleared first unless
-    clear=False: progressive rendering) and return the image."""
+    clear=False: progressive rendering) and return the image (second_moment: the same samples' per-pixel
+    second moment in XYZ instead, integrators/moment.py)."""
     a = args(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
     bsdf = dispatch(scene.bsdf_levels)
     seed = int(seed) & 0xFFFFFFFF
-    kernel = kernels.render_kernel(sample, launch.wide_filter(scene, sensor))
+    kernel = (kernels.moment_kernel if second_moment else kernels.render_kernel)(sample,
+                                                                                 launch.wide_filter(scene, sensor))
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, scene.em_mask, 0, sensor, k, sample_offset + off, seed, a.max_depth,
                                        a.rr_depth, a.hide), film="flush")

@@ -65,7 +65,11 @@ def parse(spec, file=None, where="integrator", variant=None):
     spec = dict(spec or {})
     if spec.get("type") in WRAPPERS:            # moment: the nested integrator's settings, flagged
         inner, at = WRAPPERS[spec["type"]].unwrap(spec, file, where)
-        return dict(parse(inner, file, at, variant), **{spec["type"]: True})
+        out = parse(inner, file, at, variant)
+        if not getattr(PRIMAL[out["type"]], "MOMENTS", False):
+            raise ConfigError(f"the moment integrator wraps sampling integrators (path, direct, volpath and their "
+                              f"variants), not '{out['type']}'", file, f"{at}.type")
+        return dict(out, **{spec["type"]: True})
     t = spec.pop("type", "path")
     if t not in PRIMAL:
         raise ConfigError(f"unknown integrator '{t}' (expected one of: {', '.join(NAMES)})", file, f"{where}.type")

@@ -53,7 +53,6 @@ from .. import backend, launch, variants
 from ..bsdfs.base import NULL, PASS
 from ..bsdfs.registry import dispatch, mask_of
 from ..core.interaction import make_interaction, spawn_origin
-from ..core.intersect import intersect
 from ..core.math import BIG, max_component, vec3
 from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
@@ -74,6 +73,7 @@ RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath:
 # volpathmis: Mitsuba's spectral-MIS volpath; tirender's volpath already weighs the channels' (lanes') distance
 # sampling strategies by the balance heuristic (see above), so the two are one estimator here
 NAMES = ("volpath", "prbvolpath", "volpath_raymarch", "volpathmis")
+MOMENTS = True   # render(second_moment=True): the moment integrator can wrap these (integrators/moment.py)
 # Mitsuba 3's defaults where they differ from tirender's YAML ones (volpath.cpp, volpathmis.cpp: max_depth -1;
 # the Python prbvolpath: 6, ad/integrators/common.py)
 MITSUBA_DEFAULTS = {"volpath": {"max_depth": -1}, "volpathmis": {"max_depth": -1}, "prbvolpath": {"max_depth": 6}}
@@ -114,7 +114,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     which also names the free-flight estimator; pick: the replay's IndirectPick, see trace)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
-        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        tri, t, b1, b2 = steps.first_hit(st, s, hide_emitters)
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         t_surf = BIG
         if si.valid == 1:
@@ -290,14 +290,16 @@ def prepare(scene, st, a):
     st.info_f[INFO_MARCH_STEP] = a.step
 
 
-def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
-    """Primal render with volpath (delta tracking) or volpath_raymarch."""
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True, second_moment=False):
+    """Primal render with volpath (delta tracking) or volpath_raymarch (second_moment: the samples' per-pixel
+    second moment in XYZ instead, integrators/moment.py)."""
     a = args(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
     prepare(scene, st, a)
     bsdf, em = kernel_dispatch(scene)
     seed = int(seed) & 0xFFFFFFFF
-    kernel = kernels.render_kernel(sample, launch.wide_filter(scene, sensor))
+    kernel = (kernels.moment_kernel if second_moment else kernels.render_kernel)(sample,
+                                                                                 launch.wide_filter(scene, sensor))
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, em, a.vis, sensor, k, sample_offset + off, seed, a.max_depth,
                                        a.rr_depth, a.hide), film="flush")

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import ConfigError
 from .atomic import atomic_write_bytes as _atomic_bytes
 from .bitmap import read_bitmap, read_header
+from .checkpoints import save_npy
 from .exr import write_exr
 
 __all__ = ["to_srgb", "from_srgb", "srgb_to_linear", "save_png", "save_image_set", "save_diverging_png",
@@ -120,12 +121,6 @@ def save_diverging_png(path, values, scale=None):
     return scale
 
 
-def _save_npy(path, arr):
-    buf = io.BytesIO()
-    np.save(buf, arr)
-    _atomic_bytes(path, buf.getvalue())
-
-
 def save_image_set(dir, img, stem="image", exposure=0.0, png=True):
     """Write ``<stem>.png`` (tonemapped; png=False: none), ``<stem>.exr`` (float) and ``<stem>.npy``
     (linear float32 H×W×3, row 0 at the top) into ``dir`` (created if needed).
@@ -142,7 +137,7 @@ def save_image_set(dir, img, stem="image", exposure=0.0, png=True):
     if png:
         save_png(paths["png"], rgb, exposure=exposure)
     write_exr(paths["exr"], rgb)
-    _save_npy(paths["npy"], rgb)
+    save_npy(paths["npy"], rgb)
     return paths
 
 

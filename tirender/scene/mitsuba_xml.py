@@ -442,6 +442,18 @@ class _Importer:
     def _keynames(model):
         return {nm for k in model.KEYS for nm in (k.name,) + tuple(k.aliases)}
 
+    @staticmethod
+    def _mitsuba_defaults(model, spec):
+        """spec with Mitsuba's defaults filled in where the model's YAML default differs (its MITSUBA_DEFAULTS) and
+        no spelling of the key was given."""
+        out = dict(spec)
+        for name, value in getattr(model, "MITSUBA_DEFAULTS", {}).items():
+            key = next((k for k in model.KEYS if k.name == name), None)
+            spellings = (name,) + (tuple(key.aliases) if key is not None else ())
+            if not any(s in out for s in spellings):
+                out[name] = value
+        return out
+
     def bsdf(self, n):
         from ..bsdfs import registry
         t = self.attr(n, "type")
@@ -471,7 +483,7 @@ class _Importer:
             v = spec.get(k)
             if isinstance(v, dict) and "type" not in v:
                 raise self.err(n, f"'{k}' must be a BSDF")
-        return spec
+        return self._mitsuba_defaults(model, spec)
 
     def emitter(self, n):
         from ..emitters import registry
@@ -491,7 +503,7 @@ class _Importer:
         spec.update(p)
         if n.attrs.get("id"):
             spec["id"] = self.attr(n, "id")
-        return spec
+        return self._mitsuba_defaults(model, spec)
 
     def medium(self, n):
         from ..media.phase import BY_NAME as PHASES
@@ -508,8 +520,9 @@ class _Importer:
                 pm = PHASES.get(pt)
                 if pm is None:
                     raise self.err(c, f"unsupported phase function '{pt}' (tirender has: {', '.join(PHASES)})")
-                spec["phase"] = dict({"type": pt}, **self.props(c, "phase", pt, self._keynames(pm)))
-        return spec
+                spec["phase"] = self._mitsuba_defaults(pm, dict({"type": pt}, **self.props(c, "phase", pt,
+                                                                                       self._keynames(pm))))
+        return self._mitsuba_defaults(model, spec)
 
     def shape(self, n):
         t = self.attr(n, "type")
