@@ -19,7 +19,7 @@ class ParamInfo:
     shape: tuple
     lo: float
     hi: float
-    kind: str  # "rgb", "scalar", "texture", "grid", "geometry"; "derived" (see ParameterPool.add)
+    kind: str  # "rgb", "scalar", "texture", "grid", "geometry", "attribute" (mesh); "derived" (see ParameterPool.add)
 
     @property
     def size(self):

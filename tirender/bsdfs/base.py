@@ -67,6 +67,7 @@ generating ``mueller_tangent_at(st, ctx, wi, wo, delta, inner)``.
 """
 import taichi as ti
 
+from .. import mesh_attribute as attr
 from .. import variants
 from ..core.math import vec2, vec3
 from ..textures import tex_eval, tex_eval_adjoint, tex_eval_tangent
@@ -97,8 +98,10 @@ BsdfSample = variants.struct(wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=f
 # A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
 # texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
 # (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
-# (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated.
-BsdfCtx = variants.struct(b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM)
+# (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated; ``tri`` and
+# ``bary``: the triangle hit and its barycentrics (b1, b2) (mesh attribute textures, tirender/mesh_attribute.py).
+BsdfCtx = variants.struct(b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM, tri=ti.i32,
+                          bary=vec2)
 
 
 @ti.func
@@ -107,13 +110,13 @@ def surface_ctx(b, si, lam):
     of wavelengths lam."""
     return BsdfCtx(b=b, uv=si.uv, dpdu=vec3(si.dpdu.dot(si.ss), si.dpdu.dot(si.ts), si.dpdu.dot(si.n)),
                    dpdv=vec3(si.dpdv.dot(si.ss), si.dpdv.dot(si.ts), si.dpdv.dot(si.n)),
-                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam)
+                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam, tri=si.tri, bary=si.bary)
 
 
 @ti.func
 def with_row(ctx, b):
     """ctx for BSDF row b (a composite's child): same shading point."""
-    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam)
+    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam, tri=ctx.tri, bary=ctx.bary)
 
 
 @ti.func
@@ -122,11 +125,18 @@ def invalid_sample():
 
 
 # ---- texture slots and constants of a BSDF row -----------------------------------------------
+# A slot holds a texture index (textures.py), -1 (none: 0) or a mesh attribute (tirender/mesh_attribute.py: a texture
+# lookup of its negative index gives 0 and adds nothing; its own code is compiled only where attr.enabled).
 @ti.func
 def slot_rgb(st: ti.template(), ctx, k):
     """Colour texture slot k of BSDF ctx.b at ctx.uv, as the walk's colour (RGB, or the upsampled
     reflectance at ctx.lam: tirender/variants.py)."""
-    return variants.reflectance(tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv), ctx.lam)
+    tid = st.bsdf_tex[ctx.b, k]
+    res = variants.reflectance(tex_eval(st, tid, ctx.uv), ctx.lam)
+    if ti.static(attr.enabled(st)):
+        if attr.is_attribute(tid):
+            res = attr.eval_spectrum(st, tid, ctx.tri, ctx.bary, ctx.lam)
+    return res
 
 
 @ti.func
@@ -138,34 +148,58 @@ def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
     else:
         d_rgb = d
     tex_eval_adjoint(st, tex, ctx.uv, d_rgb)
+    if ti.static(attr.enabled(st)):
+        if attr.is_attribute(tex):
+            attr.eval_spectrum_adjoint(st, tex, ctx.tri, ctx.bary, ctx.lam, d)
 
 
 @ti.func
 def slot_vec3(st: ti.template(), ctx, k):
     """A 3-channel data slot (normal maps): the texture's raw value in every variant."""
-    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)
+    return _raw(st, ctx, st.bsdf_tex[ctx.b, k], False)
 
 
 @ti.func
 def slot_vec3_adjoint(st: ti.template(), ctx, k, d):
-    tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, d)
+    tid = st.bsdf_tex[ctx.b, k]
+    tex_eval_adjoint(st, tid, ctx.uv, d)
+    if ti.static(attr.enabled(st)):
+        if attr.is_attribute(tid):
+            attr.eval_vec3_adjoint(st, tid, ctx.tri, ctx.bary, d)
 
 
 @ti.func
 def slot_float(st: ti.template(), ctx, k):
     """Scalar (1-channel) texture slot k."""
-    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)[0]
+    return _raw(st, ctx, st.bsdf_tex[ctx.b, k], False)[0]
 
 
 @ti.func
 def slot_float_tangent(st: ti.template(), ctx, k):
     """The tangent of slot_float along forward mode's direction (st a core/pool.Tangent view)."""
-    return tex_eval_tangent(st, st.bsdf_tex[ctx.b, k], ctx.uv)[0]
+    return _raw(st, ctx, st.bsdf_tex[ctx.b, k], True)[0]
 
 
 @ti.func
 def slot_float_adjoint(st: ti.template(), ctx, k, d):
-    tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, vec3(d, 0.0, 0.0))
+    slot_vec3_adjoint(st, ctx, k, vec3(d, 0.0, 0.0))
+
+
+@ti.func
+def _raw(st: ti.template(), ctx, tid, tangent: ti.template()):
+    """Texture or mesh attribute tid as raw data (vec3), or its tangent along forward mode's direction."""
+    res = vec3(0.0)
+    if ti.static(tangent):
+        res = tex_eval_tangent(st, tid, ctx.uv)
+    else:
+        res = tex_eval(st, tid, ctx.uv)
+    if ti.static(attr.enabled(st)):
+        if attr.is_attribute(tid):
+            if ti.static(tangent):
+                res = attr.eval_vec3_tangent(st, tid, ctx.tri, ctx.bary)
+            else:
+                res = attr.eval_vec3(st, tid, ctx.tri, ctx.bary)
+    return res
 
 
 @ti.func

@@ -112,6 +112,7 @@ class BumpMap:
     CHILDREN = ("bsdf",)
     FLAGS = 0
     XML_TEXTURE = "height"   # Mitsuba: the single nested texture, whatever its name
+    UV_DERIVATIVE = ("height",)   # read through its uv derivative: no mesh attribute (Mitsuba: no eval_1_grad)
 
     @staticmethod
     def combine_flags(child_flags):

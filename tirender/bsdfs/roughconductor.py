@@ -65,7 +65,7 @@ def check_roughness(values, file, key):
 def fetch_alpha(st: ti.template(), ctx, iso, au, av, sign):
     """The row's signed (α_u, α_v): slots au, av when the row has them, else slot iso twice."""
     a = vec2(0.0)
-    if st.bsdf_tex[ctx.b, au] >= 0:
+    if st.bsdf_tex[ctx.b, au] != -1:    # -1: no alpha_u slot
         a = vec2(slot_float(st, ctx, au), slot_float(st, ctx, av))
     else:
         r = slot_float(st, ctx, iso)
@@ -76,7 +76,7 @@ def fetch_alpha(st: ti.template(), ctx, iso, au, av, sign):
 @ti.func
 def fetch_alpha_adjoint(st: ti.template(), ctx, iso, au, av, g):
     """Adjoint of fetch_alpha: g = (∂/∂α_u, ∂/∂α_v)."""
-    if st.bsdf_tex[ctx.b, au] >= 0:
+    if st.bsdf_tex[ctx.b, au] != -1:    # -1: no alpha_u slot
         slot_float_adjoint(st, ctx, au, g[0])
         slot_float_adjoint(st, ctx, av, g[1])
     else:

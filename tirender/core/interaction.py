@@ -12,7 +12,7 @@ class SurfaceInteraction:
     shading frame (n interpolated from vertex normals when the shape has them; s along dp/du where
     the triangle has uvs); uv; dpdu, dpdv: the position's derivatives w.r.t. uv (world length per
     unit uv; without uvs, or for a degenerate uv triangle, coordinate_system(ng) as Mitsuba's mesh);
-    tri, shape: indices; t: ray distance."""
+    tri, shape: indices; bary: the hit's barycentrics (b1, b2); t: ray distance."""
     valid: ti.i32
     t: float
     p: vec3
@@ -25,6 +25,7 @@ class SurfaceInteraction:
     dpdv: vec3
     tri: ti.i32
     shape: ti.i32
+    bary: vec2
 
 
 @ti.func
@@ -37,6 +38,7 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
         si.valid = 1
         si.t = t
         si.tri = tri
+        si.bary = vec2(b1, b2)
         si.shape = st.tri_shape[tri]
         si.p = st.tri_p0[tri] + b1 * e1 + b2 * e2
         ng = e1.cross(e2).normalized()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
-from .. import variants
+from .. import mesh_attribute, variants
 from ..bsdfs import registry as bsdf_registry
 from ..bsdfs.base import Row as BsdfRow
 from ..emitters import registry as emitter_registry
@@ -57,8 +57,10 @@ class Shape:
     exterior: int = -1
     heightfield: dict = None   # type heightfield: W, H, thickness, texture (index), codes, top, to_world
     differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
+    attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
 
 
+MESH_FILES = ("obj", "ply", "serialized")   # shape types read from a mesh file (scene/mesh_io.py)
 # reconstruction filters (core/film.py) -> the keys each takes besides "type"
 FILTER_KEYS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}
 
@@ -88,6 +90,7 @@ class SceneDescription:
     warnings: list
     media: list = field(default_factory=list)   # tirender.media.spec.Medium
     bsdf_ids: dict = field(default_factory=dict)   # id under ``bsdfs:`` -> row index
+    mesh_attributes: list = field(default_factory=list)   # mesh_attribute textures (tirender/mesh_attribute.py)
 
 
 def _keys(d, allowed, file, where):
@@ -152,6 +155,7 @@ class _Builder:
         self.warnings = []
         self.media, self.media_index, self.media_specs = [], {}, {}
         self.names = set()
+        self.mesh_attributes = []   # mesh_attribute texture records (tirender/mesh_attribute.py)
 
     def path(self, p, key):
         if not isinstance(p, str):
@@ -177,6 +181,8 @@ class _Builder:
         if spec is None:
             spec = default
         if isinstance(spec, dict):
+            if spec.get("type") == "mesh_attribute":
+                raise ConfigError("a mesh_attribute texture feeds BSDF slots only", self.file, f"{key}.type")
             _keys(spec, {"type", "filename", "data", "width", "height", "value", "srgb", "raw", "filter",
                          "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1"}, self.file, key)
             ttype = spec.get("type", "bitmap")
@@ -294,6 +300,12 @@ class _Builder:
         for k in model.KEYS:
             if k.kind == "texture":
                 v = values.get(k.name)
+                if mesh_attribute.is_spec(v):
+                    if k.name in getattr(model, "UV_DERIVATIVE", ()):
+                        raise ConfigError(f"{model.NAME} differentiates its '{k.name}' in uv: it cannot be a mesh "
+                                          f"attribute", self.file, f"{key}.{k.name}")
+                    row.tex.append(mesh_attribute.texture(self, v, k.channels, k.raw, f"{key}.{k.name}"))
+                    continue
                 row.tex.append(-1 if v is None else self.texture(v, f"{bid}.{k.param}", k.channels, k.lo, k.hi,
                                                                    f"{key}.{k.name}", raw=k.raw))
         if children is None:
@@ -398,14 +410,16 @@ class _Builder:
     def shape(self, i, spec):
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
-                     "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness", "differentiable"},
-              self.file, key)
+                     "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness", "differentiable",
+                     "shape_index"}, self.file, key)
         sid = str(spec.get("id", f"shape{i}"))
         key = f"shapes.{sid}"
         t = spec.get("type")
-        for k in ("height", "thickness"):
-            if k in spec and t != "heightfield":
-                raise ConfigError(f"'{k}' belongs to heightfield shapes (this one is '{t}')", self.file, f"{key}.{k}")
+        for k, types in (("height", ("heightfield",)), ("thickness", ("heightfield",)),
+                         ("shape_index", ("serialized",)), ("flip_tex_coords", ("obj", "ply"))):
+            if k in spec and t not in types:
+                raise ConfigError(f"'{k}' belongs to {' and '.join(types)} shapes (this one is '{t}')", self.file,
+                                  f"{key}.{k}")
         hf = None
         if t == "heightfield":
             mesh, hf = self.heightfield(spec, sid, key)
@@ -415,18 +429,10 @@ class _Builder:
                 mesh = builtin.BUILTIN[t](res)
             else:
                 mesh = builtin.BUILTIN[t]()
-        elif t in ("obj", "ply"):
-            from .mesh_io import load_mesh
-            mesh = load_mesh(self.path(spec.get("filename"), f"{key}.filename"))
-            # Mitsuba 3: v = 0 is the top row of a bitmap; OBJ files (OpenGL convention) are flipped
-            # on load by default, PLY files are not (obj.cpp / ply.cpp: flip_tex_coords)
-            if boolean(spec.get("flip_tex_coords", t == "obj"), self.file, f"{key}.flip_tex_coords") \
-                    and mesh.get("uvs") is not None:
-                uv = np.array(mesh["uvs"], np.float32)
-                uv[:, 1] = 1.0 - uv[:, 1]
-                mesh = dict(mesh, uvs=uv)
+        elif t in MESH_FILES:
+            mesh = self.mesh_file(t, spec, key)
         else:
-            raise ConfigError(f"unknown shape type '{t}' (expected one of: obj, ply, "
+            raise ConfigError(f"unknown shape type '{t}' (expected one of: {', '.join(MESH_FILES)}, "
                               f"{', '.join(builtin.BUILTIN)})", self.file, f"{key}.type")
         m = parse_transform(spec.get("to_world"), self.file, f"{key}.to_world")
         if hf is not None:
@@ -445,6 +451,13 @@ class _Builder:
         faces = np.asarray(mesh["faces"], np.int64)
         if faces.size and (faces.min() < 0 or faces.max() >= len(pos)):
             raise ConfigError("mesh face index out of range", self.file, key)
+        face_normals = boolean(spec.get("face_normals", False), self.file, f"{key}.face_normals")
+        if t in MESH_FILES and mesh.get("normals") is None and not face_normals:
+            # Mitsuba's rule for mesh files without normals, from the file's winding (transform_mesh flipped a
+            # mirroring to_world's: Mitsuba's normals of such a mesh point inwards)
+            from .mesh_io import angle_weighted_normals
+            mirrored = np.linalg.det(m[:3, :3]) < 0
+            mesh["normals"] = angle_weighted_normals(pos, faces) * np.float32(-1 if mirrored else 1)
         v0, v1, v2 = (pos[faces[:, k]].astype(np.float64) for k in range(3))
         area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
         ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
@@ -453,13 +466,14 @@ class _Builder:
             bad[:] = False       # displaced at bind time (scene/heightfield.py): every face is kept
             if np.linalg.det(m[:3, :3]) < 0:          # transform_mesh flipped the winding: flip the codes too
                 hf["codes"] = hf["codes"][:, [0, 2, 1]]
+        attributes = dict(mesh.get("attributes") or {})
         if bad.any():
             self.warnings.append(f"{self.file or '<dict>'}: {key}: skipped {int(bad.sum())} degenerate "
                                  f"(zero-area) triangles")
             faces = faces[~bad]
+            attributes = {n: a[~bad] if n.startswith("face_") else a for n, a in attributes.items()}
         if len(faces) == 0:
             raise ConfigError("mesh has no valid triangles", self.file, key)
-        face_normals = boolean(spec.get("face_normals", False), self.file, f"{key}.face_normals")
         flip = boolean(spec.get("flip_normals", False), self.file, f"{key}.flip_normals")
         normals = None if face_normals else mesh.get("normals")
         if normals is not None and flip:
@@ -489,6 +503,7 @@ class _Builder:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
                   differentiable=("sphere" if t == "sphere" else "mesh") if diff else "")
+        s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
                 from ..media.spec import medium_ref
@@ -499,6 +514,28 @@ class _Builder:
                 raise ConfigError("a heightfield cannot be an emitter (its triangles move)", self.file,
                                   f"{key}.emitter")
             s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
+
+    def mesh_file(self, t, spec, key):
+        """The mesh of an obj / ply / serialized shape (scene/mesh_io.py), uvs flipped as Mitsuba's loaders do.
+        A problem with the file names the scene file and key too: "scene.yaml: shapes.m.filename: m.ply: ..."."""
+        from .mesh_io import load_mesh
+        index = _num(spec.get("shape_index", 0), self.file, f"{key}.shape_index", 0, 2 ** 31 - 1, integer=True)
+        path = self.path(spec.get("filename"), f"{key}.filename")
+        if t != "serialized" and os.path.splitext(path)[1].lower() == ".serialized":
+            raise ConfigError(f"a .serialized file is read by type 'serialized', not '{t}'", self.file, f"{key}.type")
+        try:
+            mesh = load_mesh(path, shape_index=index)
+        except ConfigError as e:
+            where = "shape_index" if "shape_index" in str(e.problem) else "filename"
+            raise ConfigError(f"{e.file}: {e.problem}", self.file, f"{key}.{where}") from None
+        # Mitsuba 3: v = 0 is the top row of a bitmap; OBJ files (OpenGL convention) are flipped
+        # on load by default, PLY files are not (obj.cpp / ply.cpp: flip_tex_coords)
+        if boolean(spec.get("flip_tex_coords", t == "obj"), self.file, f"{key}.flip_tex_coords") \
+                and mesh.get("uvs") is not None:
+            uv = np.array(mesh["uvs"], np.float32)
+            uv[:, 1] = 1.0 - uv[:, 1]
+            mesh = dict(mesh, uvs=uv)
+        return mesh
 
     def heightfield(self, spec, sid, key):
         """The object-space mesh of a heightfield shape (one vertex per triangle corner, heights of the
@@ -612,4 +649,4 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     if not b.shapes and not b.emitters:
         raise ConfigError("the scene has no shapes and no emitters", file, "")
     return SceneDescription(file, base_dir, dict(integ), sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
-                            b.warnings, b.media, dict(b.bsdf_index))
+                            b.warnings, b.media, dict(b.bsdf_index), b.mesh_attributes)

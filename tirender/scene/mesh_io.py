@@ -1,44 +1,56 @@
-"""Triangle mesh files: Wavefront OBJ and PLY (ascii, binary little/big endian).
+"""Triangle mesh files: Wavefront OBJ, PLY (ascii, binary little/big endian) and Mitsuba's
+``.serialized`` (zlib-compressed, versions 3 and 4, several shapes per file).
 
 Everything is parsed with vectorised numpy (no per-face Python loop on the common paths),
 so a 1M-triangle file loads in a few seconds.  A loaded mesh is a dict::
 
-    positions (V, 3) float32    vertex positions (scene units)
-    faces     (F, 3) int32      vertex indices of the triangles (polygons fan-triangulated)
-    normals   (V, 3) float32 or None   per-vertex shading normals (as stored, not normalised)
-    uvs       (V, 2) float32 or None   per-vertex texture coordinates
+    positions  (V, 3) float32    vertex positions (scene units)
+    faces      (F, 3) int32      vertex indices of the triangles (polygons fan-triangulated)
+    normals    (V, 3) float32 or None   per-vertex shading normals (as stored, not normalised)
+    uvs        (V, 2) float32 or None   per-vertex texture coordinates
+    attributes {name: (V or F, C) float32}   PLY's other vertex / face properties, grouped and named
+               as Mitsuba's ply.h does (``vertex_color``, ``face_weight``, ...; a polygon's face row is
+               repeated for each of its triangles); empty for OBJ and .serialized
+
+PLY scalar properties read as Mitsuba 3 reads them (its Struct conversion with the Normalized | Gamma
+flags it gives every integer property): float and double as stored; uchar as the stored integer; any
+other integer type divided by the type's largest value and then decoded from sRGB (x / 12.92 up to
+0.04045, else ((x + 0.055) / 1.055)^2.4).
 
 Bad input raises :class:`tirender.errors.ConfigError` naming the file.
 """
 import os
 import struct
 import warnings
+import zlib
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..io.atomic import atomic_write_bytes as _atomic_write
 
-__all__ = ["load_mesh", "save_ply", "save_obj", "clean_triangles"]
+__all__ = ["load_mesh", "save_ply", "save_obj", "clean_triangles", "angle_weighted_normals"]
 
 _WS = np.zeros(256, dtype=bool)
 _WS[[9, 10, 11, 12, 13, 32]] = True
 
 
 # --------------------------------------------------------------------------- public API
-def load_mesh(path):
-    """Load an ``.obj`` or ``.ply`` triangle mesh -> dict(positions, faces, normals, uvs).
+def load_mesh(path, shape_index=0):
+    """Load an ``.obj``, ``.ply`` or ``.serialized`` triangle mesh -> dict(positions, faces, normals,
+    uvs, attributes).
 
     Polygons are fan-triangulated; OBJ corners are de-duplicated per unique (v, vt, vn)
-    triple so that the result is an indexed mesh with per-vertex attributes.
+    triple so that the result is an indexed mesh with per-vertex attributes. shape_index: which
+    mesh of a ``.serialized`` file (0 for the others).
     Raises ConfigError (with the file name) for a missing/unreadable file, an unknown
     extension, a truncated or malformed file, out-of-range indices, non-finite vertex
     coordinates, or a file without faces.
     """
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
-    if ext not in (".obj", ".ply"):
-        raise ConfigError(f"unknown mesh format '{ext or path}' (expected .obj or .ply)", file=path)
+    if ext not in (".obj", ".ply", ".serialized"):
+        raise ConfigError(f"unknown mesh format '{ext or path}' (expected .obj, .ply or .serialized)", file=path)
     if not os.path.isfile(path):
         raise ConfigError("mesh file not found", file=path)
     from ..limits import check
@@ -52,8 +64,10 @@ def load_mesh(path):
         raise ConfigError(f"cannot read mesh file ({e.strerror})", file=path) from None
     if ext == ".obj":
         mesh = _parse_obj(data, path)
-    else:
+    elif ext == ".ply":
         mesh = _parse_ply(data, path)
+    else:
+        mesh = _parse_serialized(data, path, shape_index)
     _validate(mesh, path)
     mesh["faces"] = np.ascontiguousarray(mesh["faces"], dtype=np.int32)
     return mesh
@@ -362,12 +376,13 @@ def _parse_obj(data, path):
     return _mesh(positions, faces, normals, uvs)
 
 
-def _mesh(positions, faces, normals, uvs):
+def _mesh(positions, faces, normals, uvs, attributes=None):
     return dict(
         positions=np.ascontiguousarray(positions, dtype=np.float32).reshape(-1, 3),
         faces=np.asarray(faces, dtype=np.int64).reshape(-1, 3),
         normals=None if normals is None else np.ascontiguousarray(normals, dtype=np.float32),
         uvs=None if uvs is None else np.ascontiguousarray(uvs, dtype=np.float32),
+        attributes=dict(attributes or {}),
     )
 
 
@@ -376,9 +391,92 @@ _PLY_TYPES = {
     "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1",
     "short": "i2", "int16": "i2", "ushort": "u2", "uint16": "u2",
     "int": "i4", "int32": "i4", "uint": "u4", "uint32": "u4",
+    "long": "i8", "ulong": "u8", "half": "f2", "float16": "f2",
     "float": "f4", "float32": "f4", "double": "f8", "float64": "f8",
 }
-_UV_NAMES = [("u", "v"), ("s", "t"), ("texture_u", "texture_v"), ("texture_s", "texture_t")]
+# Mitsuba's texture-coordinate names, in its order of preference (ply.cpp); texture_s/t: tirender's last resort
+_UV_NAMES = [("u", "v"), ("texture_u", "texture_v"), ("s", "t"), ("texture_s", "texture_t")]
+# ply.h find_other_fields: an attribute's components are <prefix>_<c> with c running through one column
+_POSTFIXES = ("xr01", "yg12", "zb23", "wa34")
+
+
+def _ply_float(v, t):
+    """A PLY scalar property as Mitsuba reads it (module docstring) -> float32 array."""
+    dt = np.dtype(t)
+    if dt.kind == "f" or dt == np.uint8:
+        return np.asarray(v).astype(np.float32)
+    x = np.asarray(v, np.float64) / float(np.iinfo(dt).max)
+    x = np.where(x <= 0.04045, x / 12.92, ((np.maximum(x, 0.04045) + 0.055) / 1.055) ** 2.4)
+    return x.astype(np.float32)
+
+
+def _ply_attribute_fields(kind, names, reserved):
+    """Mitsuba's grouping of an element's other scalar properties into mesh attributes (ply.h
+    find_other_fields, ported with its rules and quirks): ``r g b [a]`` / ``red green blue [alpha]`` ->
+    ``<kind>color``; runs of ``<prefix>_<c>`` with c = x y z w / r g b a / 0 1 2 3 / 1 2 3 4 of length 1 or 3
+    -> ``<kind><prefix>`` (``<kind><prefix>_color`` for r g b); everything else is left out (Mitsuba warns).
+    names: the element's scalar properties in file order. Returns [(attribute name, [property names])]."""
+    have = set(names)
+    rename = {}
+    if not {"r", "g", "b"} <= have and {"red", "green", "blue"} <= have:
+        rename = {"red": "r", "green": "g", "blue": "b", "alpha": "a"}
+    mapped = [rename.get(n, n) for n in names]
+    orig = dict(zip(mapped, names))
+    out = []
+    if {"r", "g", "b"} <= set(mapped):
+        out.append((kind + "color", [orig[c] for c in ("r", "g", "b", "a") if c in orig]))
+    reserved = set(reserved) | {"r", "g", "b", "a"}
+    st = dict(prefix="", post=0, level=0, reading=False)
+    seen = set()
+
+    def reset():
+        st.update(prefix="", post=0, level=0, reading=False)
+
+    def flush():
+        if st["level"] in (1, 3):
+            fields = [orig.get(f"{st['prefix']}_{_POSTFIXES[k][st['post']]}") for k in range(st["level"])]
+            if None not in fields:
+                out.append((kind + st["prefix"] + ("_color" if st["post"] == 1 else ""), fields))
+            seen.add(st["prefix"])
+        reset()
+
+    i, n = 0, len(mapped)
+    while i < n:
+        name = mapped[i]
+        if name in reserved:
+            i += 1
+            continue
+        cut = name.rfind("_")
+        if cut < 0 or len(name) - cut - 1 != 1:
+            if st["reading"]:
+                flush()
+            i += 1
+            continue
+        prefix, ch = name[:cut], name[cut + 1]
+        if st["reading"] and prefix != st["prefix"]:
+            flush()
+        if not st["reading"] and prefix in seen:
+            while i < n and mapped[i].startswith(prefix):
+                i += 1
+            i += 1
+            continue
+        if not st["reading"]:
+            k = _POSTFIXES[0].find(ch)
+            if k < 0:
+                i += 1
+                continue
+            st.update(reading=True, post=k, prefix=prefix)
+        elif st["level"] >= 4 or ch != _POSTFIXES[st["level"]][st["post"]]:
+            reset()
+            while i < n and mapped[i].startswith(prefix):
+                i += 1
+            if i == n:
+                break
+        st["level"] += 1
+        i += 1
+    if st["reading"]:
+        flush()
+    return out
 
 
 def _ply_header(data, path):
@@ -429,18 +527,24 @@ def _parse_ply(data, path):
         raise ConfigError("PLY file has no 'vertex' element", file=path)
     if "face" not in values:
         raise ConfigError("PLY file has no 'face' element", file=path)
+    types = {el["name"]: {n: t for n, t, item in el["props"] if item is None}
+             for el in elements if el["name"] in ("vertex", "face")}
     vert = values["vertex"]
     for n in "xyz":
         if n not in vert or isinstance(vert[n], tuple):
             raise ConfigError(f"PLY vertex element lacks property '{n}'", file=path)
-    positions = np.stack([vert["x"], vert["y"], vert["z"]], axis=1)
+
+    def col(el, n):
+        return _ply_float(values[el][n], types[el][n])
+
+    positions = np.stack([col("vertex", "x"), col("vertex", "y"), col("vertex", "z")], axis=1)
     normals = None
-    if all(n in vert for n in ("nx", "ny", "nz")):
-        normals = np.stack([vert["nx"], vert["ny"], vert["nz"]], axis=1)
-    uvs = None
+    if all(n in types["vertex"] for n in ("nx", "ny", "nz")):
+        normals = np.stack([col("vertex", "nx"), col("vertex", "ny"), col("vertex", "nz")], axis=1)
+    uvs, uv_names = None, ()
     for a, b in _UV_NAMES:
-        if a in vert and b in vert:
-            uvs = np.stack([vert[a], vert[b]], axis=1)
+        if a in types["vertex"] and b in types["vertex"]:
+            uvs, uv_names = np.stack([col("vertex", a), col("vertex", b)], axis=1), (a, b)
             break
     face = values["face"]
     lst = face.get("vertex_indices", face.get("vertex_index"))
@@ -448,7 +552,16 @@ def _parse_ply(data, path):
         raise ConfigError("PLY face element lacks list property 'vertex_indices'", file=path)
     flat, counts = lst
     faces = _fan(flat.astype(np.int64), counts, path)
-    return _mesh(positions, faces, normals, uvs)
+    attributes = {}
+    for el, kind, reserved in (("vertex", "vertex_", {"x", "y", "z", "nx", "ny", "nz", *uv_names}),
+                               ("face", "face_", set())):
+        names = [n for n, t, item in next(e for e in elements if e["name"] == el)["props"] if item is None]
+        for name, fields in _ply_attribute_fields(kind, names, reserved):
+            a = np.stack([col(el, f) for f in fields], axis=1)
+            if el == "face":              # a polygon's row for each triangle of its fan
+                a = np.repeat(a, np.asarray(counts, np.int64) - 2, axis=0)
+            attributes.setdefault(name, a)
+    return _mesh(positions, faces, normals, uvs, attributes)
 
 
 def _ply_ascii(body, elements, path):
@@ -587,3 +700,136 @@ def _ply_binary_element_slow(data, pos, el, endian):
             flat = B[start[:, None] + np.arange(sz)].copy().view(endian + item).reshape(-1)
             vals[name] = (flat, cnt)
     return vals, p
+
+
+# --------------------------------------------------------------------------- Mitsuba .serialized
+SERIALIZED_MAGIC = 0x041C
+_SER_NORMALS, _SER_UVS, _SER_COLORS, _SER_DOUBLE = 0x0001, 0x0002, 0x0008, 0x2000
+
+
+class _Inflate:
+    """Sequential reads from one zlib stream starting at a memoryview (decompressing only what is read)."""
+
+    def __init__(self, src, path, what):
+        self.z, self.tail, self.buf, self.path, self.what = zlib.decompressobj(), src, b"", path, what
+
+    def read(self, n):
+        while len(self.buf) < n and len(self.tail) and not self.z.eof:
+            try:
+                chunk = self.z.decompress(self.tail, n - len(self.buf))
+            except zlib.error as e:
+                raise ConfigError(f"corrupt compressed data in {self.what} ({e})", file=self.path) from None
+            self.tail = self.z.unconsumed_tail
+            self.buf += chunk
+        if len(self.buf) < n:
+            raise ConfigError(f"truncated file: {self.what} ends early", file=self.path)
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def _serialized_range(data, path, index):
+    """(start, end, version) of shape `index`'s compressed stream, from the end-of-file dictionary (Mitsuba's
+    serialized.cpp: uint32 count last, before it the streams' offsets, uint64 in version 4, uint32 in 3)."""
+    if len(data) < 4:
+        raise ConfigError("truncated .serialized file (no header)", file=path)
+    magic, version = struct.unpack_from("<HH", data, 0)
+    if magic != SERIALIZED_MAGIC:
+        raise ConfigError(f"not a Mitsuba .serialized file (identifier 0x{magic:04X}, expected 0x041C)", file=path)
+    if version not in (3, 4):
+        raise ConfigError(f"unsupported .serialized version {version} (Mitsuba 3 reads versions 3 and 4)", file=path)
+    if index == 0:
+        return 4, len(data), version
+    count = struct.unpack_from("<I", data, len(data) - 4)[0] if len(data) >= 8 else 0
+    if index >= count:
+        raise ConfigError(f"shape_index {index} is out of range: the file holds {count} shape(s)", file=path)
+    width = 8 if version == 4 else 4
+    table = len(data) - 4 - width * count
+    if table < 4:
+        raise ConfigError(f"corrupt shape dictionary at the end of the file ({count} shapes do not fit)", file=path)
+    offsets = np.frombuffer(data, "<u8" if width == 8 else "<u4", count, table).astype(np.int64)
+    start = int(offsets[index])
+    end = int(offsets[index + 1]) if index + 1 < count else table
+    if not 0 <= start < end <= table or end - start < 4:
+        raise ConfigError(f"corrupt shape dictionary: shape {index} at byte {start}", file=path)
+    return start + 4, end, version
+
+
+def _parse_serialized(data, path, index):
+    """Shape `index` of a Mitsuba .serialized file (src/shapes/serialized.cpp, versions 3 and 4): per shape a
+    uint16 identifier 0x041C and version, then a zlib stream of the flags (uint32: 0x1 normals, 0x2 uvs,
+    0x8 colours, 0x2000 double precision), the name (version 4: null-terminated), uint64 vertex and triangle
+    counts, positions, normals, uvs and colours (float or double, per vertex) and uint32 triangle indices.
+    Colours are skipped, as Mitsuba 3 skips them; the flag 0x0010 (face normals) is not read (Mitsuba 3.9
+    reads only the ``face_normals`` property)."""
+    start, end, version = _serialized_range(data, path, index)
+    what = f"shape {index}"
+    z = _Inflate(memoryview(data)[start:end], path, what)
+    flags = struct.unpack("<I", z.read(4))[0]
+    name = b""
+    if version == 4:
+        while True:
+            ch = z.read(1)
+            if ch == b"\0":
+                break
+            name += ch
+            if len(name) > 1 << 16:
+                raise ConfigError(f"corrupt {what}: its name has no end", file=path)
+    V, F = struct.unpack("<QQ", z.read(16))
+    if V >= 1 << 32:
+        raise ConfigError(f"{what} has {V} vertices: indices of 2^32 vertices and more (64-bit) are not supported "
+                          f"(nor by Mitsuba 3)", file=path)
+    fs = 8 if flags & _SER_DOUBLE else 4
+    lanes = 3 + 3 * bool(flags & _SER_NORMALS) + 2 * bool(flags & _SER_UVS) + 3 * bool(flags & _SER_COLORS)
+    nbytes = V * lanes * fs + F * 12
+    from ..limits import check
+    check(nbytes, f"mesh of {V} vertices and {F} triangles", path, copies=16, bytes_per_value=1)
+    ftype = "<f8" if fs == 8 else "<f4"
+
+    def floats(k):
+        return np.frombuffer(z.read(V * k * fs), ftype).reshape(V, k).astype(np.float32)
+
+    positions = floats(3)
+    normals = floats(3) if flags & _SER_NORMALS else None
+    uvs = floats(2) if flags & _SER_UVS else None
+    if flags & _SER_COLORS:
+        z.read(V * 3 * fs)
+    faces = np.frombuffer(z.read(F * 12), "<u4").reshape(F, 3).astype(np.int64)
+    mesh = _mesh(positions, faces, normals, uvs)
+    mesh["name"] = name.decode("utf-8", "replace")
+    return mesh
+
+
+# --------------------------------------------------------------------------- vertex normals
+def angle_weighted_normals(positions, faces):
+    """Mitsuba 3's vertex normals of a mesh without them (Mesh::recompute_vertex_normals, after Thürmer and
+    Wüthrich 1998): each face's unit normal n_f = normalize((p1 - p0) × (p2 - p0)) weighted by the face's angle at
+    the vertex, summed over the faces around it and normalised; zero-area faces add nothing, a vertex without a
+    valid face gets (1, 0, 0). Computed in float64 (Mitsuba: float32; they agree to float32 rounding), so that
+    coordinates up to 1e15 stay finite. positions (V, 3), faces (F, 3) -> (V, 3) float32."""
+    p = np.asarray(positions, np.float64)
+    f = np.asarray(faces, np.int64).reshape(-1, 3)
+    v0, v1, v2 = p[f[:, 0]], p[f[:, 1]], p[f[:, 2]]
+    n = np.cross(v1 - v0, v2 - v0)
+    ln = np.linalg.norm(n, axis=1)
+    ok = ln > 0
+    n = n[ok] / ln[ok][:, None]
+
+    def unit(a):
+        la = np.linalg.norm(a, axis=1)[:, None]
+        return a / np.where(la > 0, la, 1.0)
+
+    def angle(a, b):       # drjit's unit_angle: 2 asin(|b - sign(a·b) a| / 2), π minus that when a·b < 0
+        d = np.einsum("ij,ij->i", a, b)
+        t = 2 * np.arcsin(np.minimum(0.5 * np.linalg.norm(b - np.where(d >= 0, 1.0, -1.0)[:, None] * a, axis=1), 1.0))
+        return np.where(d >= 0, t, np.pi - t)
+
+    w0, w1, w2 = v0[ok], v1[ok], v2[ok]
+    ang = np.stack([angle(unit(w1 - w0), unit(w2 - w0)), angle(unit(w2 - w1), unit(w0 - w1)),
+                    angle(unit(w0 - w2), unit(w1 - w2))], 1)
+    idx, contrib = f[ok].reshape(-1), (n[:, None, :] * ang[:, :, None]).reshape(-1, 3)
+    out = np.stack([np.bincount(idx, contrib[:, k], minlength=len(p)) for k in range(3)], 1)
+    lo = np.linalg.norm(out, axis=1)
+    good = lo != 0
+    out[good] /= lo[good][:, None]
+    out[~good] = (1.0, 0.0, 0.0)
+    return out.astype(np.float32)

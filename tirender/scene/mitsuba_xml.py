@@ -11,8 +11,8 @@ Supported: ``<scene version>``, ``<default name value>`` and ``$name`` substitut
 ``defines``, the CLI's ``-D name=value``), ``<include filename>``, ``id`` / ``<ref id>`` / ``name``,
 transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's order, each one
 pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum value="v"> <point>
-<vector> <transform>``, ``<texture type="bitmap">``, ``<volume type="gridvolume"|"constvolume">``,
-shapes obj/ply/rectangle/cube/sphere/disk (``serialized`` refused), ``perspective`` sensors with
+<vector> <transform>``, ``<texture type="bitmap"|"checkerboard"|"mesh_attribute">``, ``<volume
+type="gridvolume"|"constvolume">``, shapes obj/ply/serialized/rectangle/cube/sphere/disk, ``perspective`` sensors with
 ``hdrfilm`` + ``rfilter`` and any of Mitsuba's samplers (sample_count, rounded as that sampler rounds it,
 -> render.spp; seed -> render.seed; tirender samples independently), and the integrators tirender has.
 See docs/mitsuba.md.
@@ -41,7 +41,8 @@ IGNORED = {
 # Mitsuba's sphere is analytic; tirender's is a UV-sphere mesh: 256 segments keep its area and
 # silhouette within ~1e-4 (the parity envmap scene's ball gradient: -0.9 % at 64 segments, -0.5 % at 256)
 SPHERE_SEGMENTS = 256
-SHAPES = ("obj", "ply") + tuple(builtin.BUILTIN)
+MESH_FILES = ("obj", "ply", "serialized")    # Mitsuba's mesh plugins that read a file (serialized: + shape_index)
+SHAPES = MESH_FILES + tuple(builtin.BUILTIN)
 FILTERS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}   # Mitsuba rfilters -> their properties
 
 
@@ -398,6 +399,9 @@ class _Importer:
     # -- textures / volumes ------------------------------------------------------------------
     def texture(self, n):
         t = self.attr(n, "type")
+        if t == "mesh_attribute":     # tirender/mesh_attribute.py: name, scale
+            from ..mesh_attribute import MeshAttribute
+            return dict({"type": t}, **self.props(n, "texture", t, self._keynames(MeshAttribute)))
         if t == "checkerboard":
             p = self.props(n, "texture", t, {"color0", "color1", "to_uv"})
             spec = {"type": "checkerboard"}
@@ -406,7 +410,7 @@ class _Importer:
                     spec[k] = p[k]
             return spec
         if t != "bitmap":
-            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap, checkerboard)")
+            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap, checkerboard, mesh_attribute)")
         p = self.props(n, "texture", t, {"filename", "filter_type", "wrap_mode", "raw", "to_uv"})
         if "filename" not in p:
             raise self.err(n, "a bitmap needs a filename")
@@ -526,12 +530,11 @@ class _Importer:
 
     def shape(self, n):
         t = self.attr(n, "type")
-        if t == "serialized":
-            raise self.err(n, "unsupported shape type 'serialized' (convert the mesh to PLY or OBJ)")
         if t not in SHAPES:
             raise self.err(n, f"unsupported shape type '{t}' (tirender has: {', '.join(SHAPES)})")
         keys = {"to_world", "flip_normals", "face_normals"}
         keys |= {"filename", "flip_tex_coords"} if t in ("obj", "ply") else set()
+        keys |= {"filename", "shape_index"} if t == "serialized" else set()
         keys |= {"center", "radius"} if t == "sphere" else set()
         p = self.props(n, "shape", t, keys | {"interior", "exterior", "bsdf"},
                        skip=("bsdf", "emitter", "medium"))
@@ -546,10 +549,10 @@ class _Importer:
             spec["resolution"] = SPHERE_SEGMENTS
         if not np.allclose(m, np.eye(4)):
             spec["to_world"] = m.tolist()
-        for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords"):
+        for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords", "shape_index"):
             if k in p:
                 spec[k] = p.pop(k)
-        if t in ("obj", "ply") and "filename" not in spec:
+        if t in MESH_FILES and "filename" not in spec:
             raise self.err(n, "a mesh needs a filename")
         if "bsdf" in p:
             spec["bsdf"] = p.pop("bsdf")

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from .. import variants
+from .. import mesh_attribute, variants
 from ..backend import ensure_init
 from ..bsdfs import registry as bsdf_registry
 from ..emitters import registry as emitter_registry
@@ -90,6 +90,7 @@ class Scene:
             info = self.params.add(tex.name, val, tex.lo, tex.hi, kind=kind, file=desc.file)
             self._tex_param.append(info)
         self._deformable_params(desc)
+        mesh_attribute.add_parameters(self.params, desc)
         self.params.aliases = param_aliases(desc)
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
@@ -136,6 +137,7 @@ class Scene:
         a["tri_shape"] = tri_shape
         self._heightfield_arrays(a, desc.shapes or [], starts, order)
         self._deformable_arrays(a, desc.shapes or [], starts, inv)
+        mesh_attribute.arrays(a, desc, self.params, starts, inv)
         a["node_min"], a["node_max"] = bvh.node_min, bvh.node_max
         a["node_first"], a["node_count"] = bvh.node_first, bvh.node_count
         wide = collapse(bvh)
@@ -260,7 +262,7 @@ class Scene:
                           textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
-                          hfs=len(a["hf_tex"]))
+                          hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes))
         self.bsdf_levels = bsdf_levels(bs, [s.bsdf for s in shapes])
         self.em_mask = 0
         for e in ems:
@@ -514,6 +516,7 @@ class Scene:
             tex.data = v.reshape(tex.data.shape) if not tex.constant else v.reshape(1, 1, -1)
             if tex.name == name:
                 tex.data = resample(tex.data)
+        mesh_attribute.carry(self.desc, self.params)
         self.desc.warnings = []
         old = self._storage
         prev = None

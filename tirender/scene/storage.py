@@ -14,6 +14,7 @@ from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
 from ..emitters import registry as emitters
 from ..media import MAJORANT_GRID
+from ..mesh_attribute import MAX_NAMES as MESH_ATTRIBUTES
 from .bvh import WIDTH
 
 INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_i
@@ -24,7 +25,7 @@ GRAD_COPIES, GRAD_COPIES_BYTES = 4, 16 << 20
 
 
 def _cap(n, minimum):
-    c = minimum
+    c = max(minimum, 1 if n > 0 else 0)
     while c < n:
         c *= 2
     return c
@@ -35,7 +36,7 @@ class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
     MINIMUM = dict(tris=1 << 15, nodes=1 << 16, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
-                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8)
+                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0)
     _shared = None
 
     def __init__(self, caps):
@@ -52,11 +53,13 @@ class Storage:
         f.tri_hf = ti.field(ti.i32)
         f.tri_code = ti.Vector.field(3, ti.i32)
         # deformable-mesh triangles (scene/deform.py): pool offset of the shape's derived slot (-1:
-        # static); tri_code then holds the corners' vertex indices
+        # static); tri_code then holds the corners' vertex indices (also for meshes with attributes)
         f.tri_dm = ti.field(ti.i32)
+        # the triangle's face index in its shape (meshes with attributes, tirender/mesh_attribute.py)
+        f.tri_face = ti.field(ti.i32)
         fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
                                          f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape, f.tri_hf, f.tri_code,
-                                         f.tri_dm)
+                                         f.tri_dm, f.tri_face)
         # height fields: height texture, vertex grid, bottom level, object -> world (3x4), normal matrix
         f.hf_tex, f.hf_w, f.hf_h = (ti.field(ti.i32) for _ in range(3))
         f.hf_zb = ti.field(float)
@@ -74,6 +77,13 @@ class Storage:
         f.shape_med_int, f.shape_med_ext = ti.field(ti.i32), ti.field(ti.i32)  # interior/exterior medium
         fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth, f.shape_med_int,
                                           f.shape_med_ext)
+        # mesh attribute textures and each shape's attributes (tirender/mesh_attribute.py); kernels compiled on a
+        # storage without attribute textures (capacity 0: no scene of the process had one) leave their code out
+        self.mesh_attributes = c["atex"] > 0
+        f.atex_attr, f.atex_scale = ti.field(ti.i32), ti.field(float)
+        fb.dense(ti.i, max(c["atex"], 1)).place(f.atex_attr, f.atex_scale)
+        f.shape_attr_off, f.shape_attr_code = ti.field(ti.i32), ti.field(ti.i32)
+        fb.dense(ti.ij, (c["shapes"], MESH_ATTRIBUTES)).place(f.shape_attr_off, f.shape_attr_code)
         # BSDFs (bsdfs/base.py): model tag, flags, texture slots, float constants, nested BSDFs
         f.bsdf_type, f.bsdf_flags = ti.field(ti.i32), ti.field(ti.i32)
         f.bsdf_tex, f.bsdf_f, f.bsdf_child = ti.field(ti.i32), ti.field(float), ti.field(ti.i32)
