@@ -67,11 +67,18 @@ class Sensor:
     to_world: np.ndarray       # 4x4 camera-to-world (columns left, up, forward, origin)
     width: int
     height: int
-    tan_x: float               # tan(fov_x / 2)
-    tan_y: float
+    tan_x: float               # tan(fov_x / 2) (orthographic: the half extent 1)
+    tan_y: float               # tan_x / aspect
     filter: str = "gaussian"   # FILTER_KEYS
     stddev: float = 0.5        # gaussian
     radius: float = 2.0        # support half-width, pixels: 4·stddev (gaussian), 0.5 (box), tent's radius
+    type: str = "perspective"  # the sensor model (tirender/sensors)
+    id: str = ""               # its parameters are named <id>.<name> (default id: sensor<index>)
+    near_clip: float = 1e-2    # clip planes (Mitsuba's defaults)
+    far_clip: float = 1e4
+    focus_distance: float = 1e4
+    principal_point: tuple = (0.0, 0.0)   # principal_point_offset_x, _y (film units; perspective)
+    aperture_radius: float = 0.0          # thinlens
 
 
 @dataclass
@@ -513,51 +520,10 @@ class _Builder:
         return mesh, dict(W=W, H=H, thickness=thick, texture=tid, codes=codes, top=top)
 
 
-def _tan_half_fov(spec, w, h, file, key):
-    """(tan(fov_x / 2), tan(fov_y / 2)) as Mitsuba's parse_fov (src/render/sensor.cpp): ``fov`` along
-    ``fov_axis`` (x, y, diagonal, smaller, larger), or ``focal_length`` ("50mm": 35 mm film equivalent, mapped to
-    the 36 x 24 mm diagonal). Neither given: fov 39.3077 along x (tirender's YAML default; Mitsuba XML scenes get
-    Mitsuba's focal_length 50mm from the importer)."""
-    if "fov" in spec and "focal_length" in spec:
-        raise ConfigError("give either 'fov' or 'focal_length', not both", file, f"{key}.focal_length")
-    aspect = w / h
-    if "focal_length" in spec:
-        f = spec["focal_length"]
-        fs = str(f).strip()
-        try:
-            f = float(fs[:-2] if fs.endswith("mm") else fs)
-        except ValueError:
-            raise ConfigError(f"expected a focal length like '50mm', got {spec['focal_length']!r}", file,
-                              f"{key}.focal_length") from None
-        if not (np.isfinite(f) and f > 0):
-            raise ConfigError(f"focal length must be > 0, got {spec['focal_length']!r}", file, f"{key}.focal_length")
-        fov = float(np.degrees(2.0 * np.arctan(np.sqrt(36.0 ** 2 + 24.0 ** 2) / (2.0 * f))))
-        axis = "diagonal"
-    else:
-        fov = _num(spec.get("fov", 39.3077), file, f"{key}.fov", 0.0, 180.0, strict_lo=True)
-        axis = str(spec.get("fov_axis", "x")).lower()
-        if axis == "smaller":
-            axis = "y" if aspect > 1 else "x"
-        elif axis == "larger":
-            axis = "x" if aspect > 1 else "y"
-    t = np.tan(np.radians(fov) / 2)
-    if axis == "x":
-        tx = t
-    elif axis == "y":
-        tx = t * aspect
-    elif axis == "diagonal":
-        tx = t / np.sqrt(1.0 + 1.0 / (aspect * aspect))
-    else:
-        raise ConfigError(f"unknown fov_axis '{axis}' (x, y, diagonal, smaller, larger)", file, f"{key}.fov_axis")
-    if not (0.0 < tx < 1e15):
-        raise ConfigError("the horizontal field of view must lie in (0, 180) degrees", file, f"{key}.fov")
-    return float(tx), float(tx / aspect)
-
-
-def _sensor(spec, file, key):
-    _keys(spec, {"type", "fov", "fov_axis", "focal_length", "to_world", "film", "near_clip", "far_clip", "id"}, file, key)
-    if spec.get("type", "perspective") != "perspective":
-        raise ConfigError(f"unknown sensor type '{spec.get('type')}' (perspective)", file, f"{key}.type")
+def _sensor(spec, file, key, index=0):
+    """A sensor mapping -> Sensor: its film here, the rest by its model (tirender/sensors)."""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"expected a mapping, got {type(spec).__name__}", file, key)
     film = spec.get("film", {}) or {}
     _keys(film, {"width", "height", "filter", "type", "rfilter"}, file, f"{key}.film")
     w = _num(film.get("width", 256), file, f"{key}.film.width", 1, 16384, integer=True)
@@ -579,10 +545,10 @@ def _sensor(spec, file, key):
         radius = _num(fl.get("radius", 1.0), file, f"{key}.film.filter.radius", 0.0, 8.0, strict_lo=True)
     else:
         radius = 4.0 * stddev if ftype == "gaussian" else 0.5
-    tx, ty = _tan_half_fov(spec, w, h, file, key)
-    m = parse_transform(spec.get("to_world"), file, f"{key}.to_world")
-    # normalise the rotation part (a look_at matrix may carry tiny scale errors)
-    return Sensor(m, w, h, float(tx), float(ty), ftype, stddev, radius)
+    from ..sensors import registry as sensors
+    fields = sensors.parse(spec, w, h, file, key)
+    return Sensor(width=w, height=h, filter=ftype, stddev=stddev, radius=radius,
+                  id=str(spec.get("id", f"sensor{index}")), **fields)
 
 
 def parse_scene(spec, file=None, base_dir=None, variant=None):
@@ -602,7 +568,9 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     sens = spec.get("sensors", [spec["sensor"]] if "sensor" in spec else [{}])
     if not isinstance(sens, list) or not sens:
         raise ConfigError("expected a non-empty list of sensors", file, "sensors")
-    sensors = [_sensor(s or {}, file, f"sensors[{i}]") for i, s in enumerate(sens)]
+    sensors = [_sensor(s or {}, file, f"sensors[{i}]", i) for i, s in enumerate(sens)]
+    if len({s.id for s in sensors}) < len(sensors):
+        raise ConfigError("duplicate sensor id", file, "sensors")
     bsdfs = spec.get("bsdfs", {}) or {}
     if not isinstance(bsdfs, dict):
         raise ConfigError("expected a mapping id -> BSDF", file, "bsdfs")
