@@ -276,7 +276,7 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 9
+    assert len(report) == 10
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)

@@ -247,11 +247,13 @@ def test_camera_parameters_by_name():
     img = tirender.render(sc, spp=2, seed=3, progress=False)
     ref = tirender.load_scene(_ball_scene(fov=25.0, principal_point_offset_x=0.1))
     assert np.array_equal(img, tirender.render(ref, spp=2, seed=3, progress=False))
-    # a to_world set by name moves the camera as set_sensor_transform does
-    m = tirender.load_scene(_ball_scene(to_world={"look_at": {"origin": [0, 0, 4], "target": [0, 0, 0],
-                                                               "up": [0, 1, 0]}})).sensors[0].to_world
-    sc.params["cam.to_world"] = m
-    assert np.array_equal(sc.sensor_params["cam.to_world"], m)
+    # a to_world set by name moves the camera as the scene file's does
+    look = {"look_at": {"origin": [0.5, 0, 4], "target": [0, 0.1, 0], "up": [0, 1, 0]}}
+    ref = tirender.load_scene(_ball_scene(fov=25.0, principal_point_offset_x=0.1, to_world=look))
+    sc.params["cam.to_world"] = ref.sensors[0].to_world
+    assert np.array_equal(sc.sensor_params["cam.to_world"], ref.sensors[0].to_world)
+    assert np.array_equal(tirender.render(sc, spp=2, seed=3, progress=False),
+                          tirender.render(ref, spp=2, seed=3, progress=False))
     with pytest.raises(ConfigError, match="scale factors"):
         sc.params["cam.to_world"] = np.diag([2.0, 2.0, 2.0, 1.0])
     with pytest.raises(ConfigError, match="180"):
