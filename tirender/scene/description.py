@@ -569,8 +569,9 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     if not isinstance(sens, list) or not sens:
         raise ConfigError("expected a non-empty list of sensors", file, "sensors")
     sensors = [_sensor(s or {}, file, f"sensors[{i}]", i) for i, s in enumerate(sens)]
-    if len({s.id for s in sensors}) < len(sensors):
-        raise ConfigError("duplicate sensor id", file, "sensors")
+    for i, s in enumerate(sensors):
+        if s.id in [t.id for t in sensors[:i]]:
+            raise ConfigError(f"duplicate sensor id '{s.id}'", file, f"sensors[{i}].id")
     bsdfs = spec.get("bsdfs", {}) or {}
     if not isinstance(bsdfs, dict):
         raise ConfigError("expected a mapping id -> BSDF", file, "bsdfs")
