@@ -241,6 +241,8 @@ def test_camera_parameters_by_name():
                                                                  "principal_point_offset_y", "to_world", "near_clip",
                                                                  "far_clip")}
     assert "cam.x_fov" in sc.params and "cam.x_fov" not in sc.params.keys()
+    with pytest.raises(ConfigError, match="not differentiable"):
+        sc.params.info("cam.x_fov")          # what optimisers and gradient readers ask for
     assert sc.params["cam.x_fov"] == pytest.approx(40.0, abs=1e-9)
     sc.params["cam.x_fov"] = 25.0
     sc.params["cam.principal_point_offset_x"] = 0.1

@@ -100,6 +100,9 @@ class ParameterPool:
         return name
 
     def info(self, name):
+        if self._extra(name):
+            raise ConfigError("a sensor parameter is not differentiable (Mitsuba marks it NonDifferentiable): set it "
+                              "by name, it has no gradient", key=name)
         name = self.resolve(name)
         if name not in self._info or self._info[name].kind == "derived":
             close = [k for k in self._info if name.split(".")[0] in k]
