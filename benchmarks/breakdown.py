@@ -33,7 +33,7 @@ STAGES = ("camera", "primary", "vertex", "bsdf", "bounce", "shadow")
 
 def stage_kernels():
     import taichi as ti
-    from tirender.core.camera import camera_ray, pixel_sample
+    from tirender.sensors.registry import camera_ray, camera_sample
     from tirender.core.interaction import make_interaction
     from tirender.core.intersect import intersect, occluded
     from tirender.core.math import BIG, to_world, vec3
@@ -48,8 +48,8 @@ def stage_kernels():
             for pix in range(n):
                 acc = 0.0
                 for s in range(spp):
-                    sampler, pos = pixel_sample(st, 0, pix, seed, s)
-                    o, d = camera_ray(st, 0, pos)
+                    sampler, pos, ap = camera_sample(st, 0, pix, seed, s)
+                    o, d, tmax = camera_ray(st, 0, pos, ap)
                     acc += d[0]
                     if ti.static(level >= 1):
                         tri, t, b1, b2 = intersect(st, o, d, BIG)

@@ -157,7 +157,7 @@ def bias_benchmark(arch, spp):
 
 def _path_length_kernel():
     import taichi as ti
-    from tirender.core.camera import camera_ray
+    from tirender.sensors.registry import camera_ray
     from tirender.core.math import vec2, vec3
     from tirender.core.rng import make_sampler
     from tirender.integrators import volpath
@@ -175,8 +175,8 @@ def _path_length_kernel():
             for s in range(spp):
                 sampler = make_sampler(seed, pix, s)
                 pos = vec2(pix % w, pix // w) + sampler.next_2d()
-                o, d = camera_ray(st, 0, pos)
-                _, n = volpath.trace(st, bm, em, vis, PRIMAL, o, d, sampler, max_depth, rr_depth, 0, vec3(0.0),
+                o, d, tmax = camera_ray(st, 0, pos, vec2(0.5))
+                _, n = volpath.trace(st, bm, em, vis, PRIMAL, o, d, tmax, sampler, max_depth, rr_depth, 0, vec3(0.0),
                                      vec3(0.0), 0)
                 total += ti.cast(n, ti.f64)
         return total

@@ -58,7 +58,7 @@ import taichi as ti
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import tirender  # noqa: E402
-from tirender.core.camera import camera_ray  # noqa: E402
+from tirender.sensors.registry import camera_ray  # noqa: E402
 from tirender.core.intersect import child_entries, intersect, ray_triangle, safe_inv  # noqa: E402
 from tirender.core.math import BIG, vec3  # noqa: E402
 from tirender.core.rng import hash_u32  # noqa: E402
@@ -180,7 +180,7 @@ def make_kernels(W):
             for l in ti.static(range(W)):
                 h = hash_u32(7, pix, base + l, 0)
                 pos = ti.Vector([pix % w + _u01(h), pix // w + _u01(hash_u32(7, pix, base + l, 1))])
-                oo, dd = camera_ray(st, cam, pos)
+                oo, dd, _t = camera_ray(st, cam, pos, ti.Vector([0.5, 0.5]))
                 for a in ti.static(range(3)):
                     o[a, l] = oo[a]
                     d[a, l] = dd[a]
@@ -220,7 +220,7 @@ def make_kernels(W):
             pix = g // spp
             s = g % spp
             pos = ti.Vector([pix % w + _u01(hash_u32(7, pix, s, 0)), pix // w + _u01(hash_u32(7, pix, s, 1))])
-            o, d = camera_ray(st, cam, pos)
+            o, d, _t = camera_ray(st, cam, pos, ti.Vector([0.5, 0.5]))
             beta = vec3(1.0)
             L = vec3(0.0)
             for bounce in range(depth):
@@ -289,7 +289,7 @@ def make_interleaved(W):
             live = ti.Vector([1 for _ in ti.static(range(W))], dt=ti.i32)
             for l in ti.static(range(W)):
                 pos = ti.Vector([pix % w + _u01(hash_u32(7, pix, base + l, 0)), pix // w + _u01(hash_u32(7, pix, base + l, 1))])
-                o[l], d[l] = camera_ray(st, cam, pos)
+                o[l], d[l], _t = camera_ray(st, cam, pos, ti.Vector([0.5, 0.5]))
             for bounce in range(depth):
                 stack = [ti.Vector([0] * STACK, dt=ti.i32) for _ in ti.static(range(W))]
                 leaf_n = [ti.Vector([0] * STACK, dt=ti.i32) for _ in ti.static(range(W))]

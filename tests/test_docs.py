@@ -23,6 +23,7 @@ def test_every_model_documents_its_keys():
     from tirender.bsdfs import registry as bsdfs
     from tirender.emitters import registry as emitters
     from tirender.media import phase, registry as media
-    for m in bsdfs.MODELS + emitters.MODELS + media.MEDIA + phase.PHASES:
+    from tirender.sensors import registry as sensors
+    for m in bsdfs.MODELS + emitters.MODELS + media.MEDIA + phase.PHASES + sensors.MODELS:
         for k in m.KEYS:
             assert k.doc, f"{m.NAME}.{k.name} has no documentation"

@@ -2,7 +2,8 @@
 primal (run in a child process with fp = f64, since a process holds one ti.init):
 
 * core/optics.py: Snell refraction w.r.t. the direction, the normal and η; normalisation;
-* core/camera.py: the pinhole connection's film position and importance w.r.t. the point;
+* sensors/base.py: the camera connection's film position and importance w.r.t. the point (a perspective
+  pinhole with a principal point offset; a thin lens through a fixed lens point);
 * core/film.py: the gathered adjoint w.r.t. a splat's film position (Gaussian filter);
 * core/optics.py: mirror reflection w.r.t. the direction and the normal;
 * a surface hit's position, shading normal and uv (core/intersect.py ray_triangle_adjoint,
@@ -37,7 +38,7 @@ def checks():
     import tirender
     from scenes import camera
     from tirender.core import film
-    from tirender.core.camera import camera_connect, camera_connect_adjoint
+    from tirender.sensors.registry import camera_connect, camera_connect_adjoint
     from tirender.core.math import vec2, vec3
     from tirender.core.optics import normalize_adjoint, reflect, reflect_adjoint, refract, refract_adjoint
     rng = np.random.default_rng(0)
@@ -99,39 +100,45 @@ def checks():
 
     sc = tirender.load_scene({"sensors": [dict(camera([0.3, 0.8, 3.0], [0, 0, 0], fov=50, w=40, h=30),
                                                film={"width": 40, "height": 30,
-                                                     "filter": {"type": "gaussian", "stddev": 0.6}}),
+                                                     "filter": {"type": "gaussian", "stddev": 0.6}},
+                                               principal_point_offset_x=0.07, principal_point_offset_y=-0.04),
                                           dict(camera([0.3, 0.8, 3.0], [0, 0, 0], fov=50, w=40, h=30),
                                                film={"width": 40, "height": 30,
-                                                     "filter": {"type": "tent", "radius": 1.3}})],
+                                                     "filter": {"type": "tent", "radius": 1.3}}),
+                                          dict(camera([0.3, 0.8, 3.0], [0, 0, 0], fov=50, w=40, h=30),
+                                               type="thinlens", aperture_radius=0.3, focus_distance=2.5)],
                               "shapes": [{"id": "p", "type": "rectangle"}],
                               "emitters": [{"type": "constant"}]})
     st = sc.bind()
 
-    @ti.kernel
-    def k_cam(p: ti.types.ndarray(), w: ti.types.ndarray()) -> ti.f64:
-        valid, pos, to_cam, dist, imp = camera_connect(st, 0, vec3(p[0], p[1], p[2]))
-        return pos[0] * w[0] + pos[1] * w[1] + imp * w[2] + ti.cast(valid, ti.f64) * 0.0
+    U = (0.3, 0.8)     # the thin lens's connection sample (a fixed lens point)
 
     @ti.kernel
-    def k_cam_valid(p: ti.types.ndarray()) -> ti.i32:
-        valid, pos, to_cam, dist, imp = camera_connect(st, 0, vec3(p[0], p[1], p[2]))
-        return valid
+    def k_cam(cam: ti.i32, p: ti.types.ndarray(), w: ti.types.ndarray()) -> ti.f64:
+        c = camera_connect(st, cam, vec3(p[0], p[1], p[2]), vec2(U[0], U[1]))
+        return c.pos[0] * w[0] + c.pos[1] * w[1] + c.imp * w[2]
 
     @ti.kernel
-    def k_cam_adj(p: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
-        r = camera_connect_adjoint(st, 0, vec3(p[0], p[1], p[2]), vec2(w[0], w[1]), w[2])
+    def k_cam_valid(cam: ti.i32, p: ti.types.ndarray()) -> ti.i32:
+        return camera_connect(st, cam, vec3(p[0], p[1], p[2]), vec2(U[0], U[1])).valid
+
+    @ti.kernel
+    def k_cam_adj(cam: ti.i32, p: ti.types.ndarray(), w: ti.types.ndarray(), out: ti.types.ndarray()):
+        c = camera_connect(st, cam, vec3(p[0], p[1], p[2]), vec2(U[0], U[1]))
+        r = camera_connect_adjoint(st, cam, vec3(p[0], p[1], p[2]), c.q, vec2(w[0], w[1]), w[2])
         for i in ti.static(range(3)):
             out[i] = r[i]
 
-    errs = []
-    while len(errs) < 100:
-        p = rng.uniform(-1.5, 1.5, 3)
-        if not k_cam_valid(p):
-            continue
-        w, adj = rng.normal(size=3) * np.array([1.0, 1.0, 10.0]), np.zeros(3)
-        k_cam_adj(p, w, adj)
-        errs.append(_rel(adj, _fd(lambda y: k_cam(y, w), p)))
-    out["camera_connect (pos, imp) w.r.t. p"] = {"max_rel_err": max(errs), "cases": len(errs)}
+    for cam, what in ((0, "perspective, principal point offset"), (2, "thin lens, fixed lens point")):
+        errs = []
+        while len(errs) < 100:
+            p = rng.uniform(-1.5, 1.5, 3)
+            if not k_cam_valid(cam, p):
+                continue
+            w, adj = rng.normal(size=3) * np.array([1.0, 1.0, 10.0]), np.zeros(3)
+            k_cam_adj(cam, p, w, adj)
+            errs.append(_rel(adj, _fd(lambda y: k_cam(cam, y, w), p)))
+        out[f"camera_connect (pos, imp) w.r.t. p ({what})"] = {"max_rel_err": max(errs), "cases": len(errs)}
 
     @ti.kernel
     def k_set_adj(a: ti.types.ndarray()):
@@ -269,7 +276,7 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 9
+    assert len(report) == 10
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)

@@ -64,6 +64,12 @@ def test_parity_projector_and_spot_texture(run):
         assert ok and abs(mb) > 3 * sb, f"{key}: tirender {ma} ± {sa}, Mitsuba {mb} ± {sb} (z {z:+.2f}, p {p:.3g})"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["thinlens", "orthographic"])   # the sensor models (tests/test_sensors.py)
+def test_parity_sensor_models(run, name):
+    test_parity_images_and_gradients(run, name)
+
+
 def test_welch_test(run):
     """The parity verdict's statistics: Student-t tails against tabulated values, and the verdict on
     clear differences, on noise, and on a sign flip of a gradient that is clear of 0 on both sides."""

@@ -9,6 +9,7 @@ from .emitters import registry as emitters
 from .integrators import registry as integrators
 from .media import phase, registry as media
 from .schema import keys_table
+from .sensors import registry as sensors
 
 HEADER = """# Model reference
 
@@ -53,6 +54,7 @@ def markdown():
     parts.append(_section("Media (`media:` entries, `shapes[i].interior` / `exterior`)", media.MEDIA,
                           lambda m: (m.NAME,) + m.ALIASES))
     parts.append(_section("Phase functions (`phase:` of a medium)", phase.PHASES))
+    parts.append(_section("Sensors (`sensors:` entries; `film:` in docs/scenes.md)", sensors.MODELS))
     out = ["\n## Integrators (`integrator:`)\n"]
     for mod in integrators.PRIMAL_MODULES:
         out.append(f"\n### `{'` / `'.join(mod.NAMES)}`\n\n{_first_line(mod.__doc__)}\n\n{keys_table(mod.KEYS)}\n")

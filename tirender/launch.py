@@ -22,7 +22,7 @@ import taichi as ti
 
 from .core import film, pool
 from .core.film import LOCAL_HALF
-from .core.camera import pixel_sample
+from .sensors.registry import pixel_sample
 from .core.fixed_point import (F32_MAX, INFO_FILM_SCALE, INFO_GRAD_SCALE, N_SLOTS, WEIGHT_SCALE, scale_for,
                                 slots_max)
 from .core.math import vec3

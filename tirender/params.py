@@ -31,7 +31,9 @@ class ParameterPool:
 
     ``pool[name]`` returns a copy shaped like the parameter; ``pool[name] = value`` validates
     (shape, finiteness, bounds) and writes it. The owning scene is told about writes so that
-    it can upload them to the device (``on_change`` callback).
+    it can upload them to the device (``on_change`` callback). Names of ``extra`` (the scene's
+    sensor parameters, NonDifferentiable) are read and written through it; they are not in the
+    pool: not in keys(), no gradients.
     """
 
     def __init__(self):
@@ -41,6 +43,7 @@ class ParameterPool:
         self.on_change = None
         self.before_read = None  # hook: the owner refreshes `data` from the device first
         self.aliases = {}        # alternative spelling -> name (Mitsuba's, see resolve)
+        self.extra = None        # non-differentiable parameters read and written by name (the sensors'), not pooled
 
     # -- building ---------------------------------------------------------------------------
     def add(self, name, value, lo=-np.inf, hi=np.inf, kind="rgb", file=None):
@@ -61,7 +64,11 @@ class ParameterPool:
     # -- access ------------------------------------------------------------------------------
     def __contains__(self, name):
         n = self.resolve(name)
-        return n in self._info and self._info[n].kind != "derived"
+        return (n in self._info and self._info[n].kind != "derived") or self._extra(name)
+
+    def _extra(self, name):
+        """Whether `name` is one of the non-differentiable parameters of ``extra`` (and not a pool name)."""
+        return self.extra is not None and self.resolve(name) not in self._info and name in self.extra
 
     def __iter__(self):
         return iter(self.keys())
@@ -93,6 +100,9 @@ class ParameterPool:
         return name
 
     def info(self, name):
+        if self._extra(name):
+            raise ConfigError("a sensor parameter is not differentiable (Mitsuba marks it NonDifferentiable): set it "
+                              "by name, it has no gradient", key=name)
         name = self.resolve(name)
         if name not in self._info or self._info[name].kind == "derived":
             close = [k for k in self._info if name.split(".")[0] in k]
@@ -101,12 +111,17 @@ class ParameterPool:
         return self._info[name]
 
     def __getitem__(self, name):
+        if self._extra(name):
+            return self.extra[name]
         i = self.info(name)
         if self.before_read is not None:
             self.before_read()
         return self.data[i.offset:i.offset + i.size].reshape(i.shape).copy()
 
     def __setitem__(self, name, value):
+        if self._extra(name):
+            self.extra[name] = value
+            return
         i = self.info(name)
         v = np.asarray(value, np.float32)
         if v.shape != i.shape:

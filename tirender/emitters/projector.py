@@ -34,8 +34,8 @@ import taichi as ti
 from .. import variants
 from ..core.math import LUMINANCE, PI, vec2, vec3
 from ..errors import ConfigError
-from ..scene.transforms import tan_half_fov_x
-from ..schema import Choice, Number, String, Texture, Transform
+from ..sensors import base as sensor_base
+from ..schema import Texture, Transform
 from .base import DeltaEmitter, cdf_search, dist_header, slot, slot_adjoint
 from .point import point_source
 
@@ -69,12 +69,7 @@ class Projector(DeltaEmitter):
                     doc="irradiance E on the image plane at z = 1 (a plane there receives π · scale · E, W m⁻²): "
                         "RGB, a number or a bitmap (its aspect ratio is the projection's)"),
             Texture("scale", 1, default=1.0, lo=0.0, doc="factor on the irradiance (a differentiable scalar)"),
-            Number("fov", default=None, lo=0.0, hi=180.0, strict_lo=True, strict_hi=True,
-                   doc="field of view (degrees) along fov_axis (or focal_length; neither: 50mm, as Mitsuba)"),
-            Choice("fov_axis", ("x", "y", "diagonal", "smaller", "larger"), default="x",
-                   doc="the image axis fov applies to"),
-            String("focal_length", default=None, doc="35 mm film equivalent focal length, e.g. \"50mm\" "
-                                                     "(instead of fov)"),
+            *sensor_base.FOV_KEYS,     # Mitsuba's parse_fov, as its perspective camera (neither given: 50mm here)
             Transform("to_world", default=None,
                       doc="position (origin) and orientation (+z the optical axis, +y the image's up; e.g. "
                           "look_at); rotation and translation only"))
@@ -91,12 +86,10 @@ class Projector(DeltaEmitter):
                 raise ConfigError("a projector's irradiance texture may only flip, transpose or rotate by "
                                   "multiples of 90 degrees in to_uv (as Mitsuba: its texels are sampled)", b.file,
                                   f"{key}.irradiance.to_uv")
-        fov = {k: values[k] for k in ("fov", "fov_axis", "focal_length") if values.get(k) is not None}
-        if "fov" not in fov:
-            fov.pop("fov_axis", None)
-            fov.setdefault("focal_length", "50mm")     # Mitsuba's parse_fov default
-        tan_x = tan_half_fov_x(fov, w / h, b.file, key)
-        tan_y = tan_x / (w / h)
+        fov = dict(values)
+        if fov.get("fov") is None and fov.get("focal_length") is None:
+            fov["focal_length"] = 50.0                 # Mitsuba's parse_fov default (YAML and XML alike)
+        tan_x, tan_y = sensor_base.tan_half(sensor_base.parse_fov(fov, w / h, b.file, key), w / h)
         m = values.get("to_world")
         m = np.eye(4) if m is None else np.asarray(m, np.float64)
         lin = m[:3, :3]

@@ -10,10 +10,10 @@ import taichi as ti
 from .. import variants
 from ..bsdfs.base import surface_ctx
 from ..bsdfs.registry import dispatch
-from ..core.camera import camera_ray, pixel_sample
+from ..sensors.registry import camera_ray, camera_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
-from ..core.math import BIG, PI, vec3
+from ..core.math import PI, vec3
 from ..schema import Choice
 
 AOVS = {"depth": 0, "normal": 1, "albedo": 2, "position": 3, "uv": 4}
@@ -42,10 +42,10 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
     for pix in range(w * st.cam_h[cam]):
         acc = vec3(0.0)
         for s in range(spp):
-            sampler, pos = pixel_sample(st, cam, pix, seed, s)
+            sampler, pos, ap = camera_sample(st, cam, pix, seed, s)
             lam, lw = variants.sample_wavelengths(sampler)
-            o, d = camera_ray(st, cam, pos)
-            tri, t, b1, b2 = intersect(st, o, d, BIG)
+            o, d, tmax = camera_ray(st, cam, pos, ap)
+            tri, t, b1, b2 = intersect(st, o, d, tmax)
             si = make_interaction(st, tri, t, b1, b2, o, d)
             v = vec3(0.0)
             if si.valid == 1:

@@ -29,10 +29,11 @@ import taichi as ti
 
 from .. import variants
 from ..core import film, pool
-from ..core.camera import camera_connect_adjoint, camera_ray
 from ..core.intersect import occluded
-from ..core.math import max_component, vec2, vec3
+from ..core.math import BIG, max_component, vec2, vec3
 from ..core.rng import make_sampler
+from ..sensors.base import project
+from ..sensors.registry import camera_connect_adjoint, camera_ray, check_perspective
 from ..variants import spec
 from ..walk import vertex
 from ..walk.state import PRIMAL
@@ -100,11 +101,14 @@ def _clip(p, q, lo, hi):
 
 def primary_edges(scene, sensor):
     """The candidate edges of the differentiable meshes seen from `sensor` (module doc), projected,
-    clipped, with their CDF: dict of arrays for EdgeTable.holding, and the total length (pixels)."""
+    clipped, with their CDF: dict of arrays for EdgeTable.holding, and the total length (pixels). A perspective
+    sensor only (as Mitsuba's projective integrators)."""
+    check_perspective(scene, sensor, "the primary-visibility boundary term (differentiable meshes; integrator.sppp: 0 "
+                                     "leaves it out)")
     s = scene.sensors[sensor]
     m = s.to_world
     o = m[:3, 3]
-    left, up, fwd = (m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3))
+    fwd = m[:3, 2] / np.linalg.norm(m[:3, 2])
     get = scene.params.__getitem__
     rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1")}
     radius = s.radius if s.filter != "box" else 0.0
@@ -125,13 +129,7 @@ def primary_edges(scene, sensor):
         A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
         B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
         A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
-
-        def film_pos(X):
-            r = X - o
-            z = r @ fwd
-            x, y = (r @ left) / z, (r @ up) / z
-            return np.stack([0.5 * (1.0 - x / s.tan_x) * s.width, 0.5 * (1.0 - y / s.tan_y) * s.height], 1)
-        a, b = film_pos(A), film_pos(B)
+        a, b = project(s, A), project(s, B)
         t0, t1 = _clip(a, b, (-radius, -radius), (s.width + radius, s.height + radius))
         vis = t1 > t0
         a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
@@ -217,16 +215,16 @@ def _kernel(kind="adjoint"):
                         diff_l = spec(0.0)
                         for side in range(2):          # a run-time loop: one inlined path
                             sgn = 1.0 - 2.0 * side      # + then -
-                            o, d = camera_ray(st, cam, x + (sgn * EPS_PIXELS) * nrm)
+                            o, d, tmax = camera_ray(st, cam, x + (sgn * EPS_PIXELS) * nrm, vec2(0.5))
                             sp = make_sampler(seed ^ ti.u32(SEED_MIX), j, 1)   # shared by both sides
-                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, lam, sp, max_depth, rr_depth, hide_emitters,
+                            L = path.sample(st, bsdf, em, 0, PRIMAL, o, d, tmax, lam, sp, max_depth, rr_depth, hide_emitters,
                                             spec(0.0), spec(0.0), 0)
                             diff_l -= sgn * film.nan_to_zero(L)       # L⁻ - L⁺
                         diff = variants.to_rgb(diff_l, lam, lw)      # the film's RGB (linear in L)
-                        o, d = camera_ray(st, cam, x)
+                        o, d, _tmax = camera_ray(st, cam, x, vec2(0.5))
                         tau = _line_param(o, d, tab.x0[k], tab.x1[k])
                         X = tab.x0[k] + tau * (tab.x1[k] - tab.x0[k])
-                        g = camera_connect_adjoint(st, cam, X, nrm, 0.0)      # ∇_X (n · film position)
+                        g = camera_connect_adjoint(st, cam, X, st.cam_o[cam], nrm, 0.0)   # ∇_X (n · film position)
                         if ti.static(kind == "adjoint"):
                             w = scale * dL.dot(diff)
                             pool.add_gradient(st, tab.slot0[k], 3, (w * (1.0 - tau)) * g)
@@ -244,8 +242,10 @@ def _kernel(kind="adjoint"):
 def primary_pass(scene, st, bsdf, sensor, spp, seed, n_samples, walk_args):
     """Add the primary-visibility boundary term of <δy, image> (δy already in st.adj) for an image of
     spp samples per pixel, with n_samples edge samples (module doc); nothing without candidate edges."""
+    if n_samples <= 0:
+        return
     rows, total = primary_edges(scene, sensor)
-    if total <= 0.0 or n_samples <= 0:
+    if total <= 0.0:
         return
     tab = EdgeTable.holding(rows)
     a = walk_args
@@ -258,8 +258,10 @@ def primary_tangent(scene, tv, bsdf, sensor, spp, seed, n_samples, walk_args):
     (launch.forward_pass; tv: the storage's Tangent view, its direction already set) in one
     transaction of its own (film adds: up to a filter footprint per edge sample)."""
     from .. import launch
+    if n_samples <= 0:
+        return
     rows, total = primary_edges(scene, sensor)
-    if total <= 0.0 or n_samples <= 0:
+    if total <= 0.0:
         return
     tab = EdgeTable.holding(rows)
     a = walk_args
@@ -421,7 +423,7 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                     f, _pdf = vertex.eval_pdf(st, bsdf, v, d2)
                     if max_component(f) > 0.0:
                         sp = base.copy()
-                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, lam, sp, depth_left,
+                        L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, BIG, lam, sp, depth_left,
                                         rr_depth, 0, spec(0.0), spec(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() * total / (r * r * le)

@@ -1,9 +1,9 @@
 """The per-pixel megakernels every integrator shares, generated once per sample function.
 
 An integrator's ``sample`` has the signature
-    sample(st, bsdf, em, opts, mode, o, d, lam, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay) -> L
-(``lam``: the path's wavelengths, drawn here first from the sample's random stream in the spectral variant;
-the kernels convert the walk's colour to the film's RGB and the film's adjoint to the walk's lanes through
+    sample(st, bsdf, em, opts, mode, o, d, tmax, lam, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay) -> L
+(``o, d, tmax``: the camera ray and its maxt — the far clip plane, tirender/sensors —; ``lam``: the path's
+wavelengths, drawn here first from the sample's random stream in the spectral variant; the kernels convert the walk's colour to the film's RGB and the film's adjoint to the walk's lanes through
 tirender/variants.py, so integrators never see the variant's film conversion.)
 (``opts``: its compile-time options, e.g. volpath's free-flight estimator; ``mode``: PRIMAL or
 PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
@@ -29,9 +29,10 @@ import taichi as ti
 
 from .. import variants
 from ..core import film, pool
+from ..sensors.registry import camera_ray, camera_sample
 from ..spectra import cie
-from ..core.camera import camera_ray, pixel_sample
 from ..variants import spec
+from ..walk.state import FORWARD, PRB, PRIMAL
 
 _M = cie.SRGB_TO_XYZ.tolist()
 
@@ -44,7 +45,7 @@ def _squared_xyz(rgb):
     if ti.static(not variants.mono()):
         xyz = ti.Vector([_M[i][0] * rgb[0] + _M[i][1] * rgb[1] + _M[i][2] * rgb[2] for i in ti.static(range(3))])
     return xyz * xyz
-from ..walk.state import FORWARD, PRB, PRIMAL
+
 
 _kernels = {}
 
@@ -78,18 +79,18 @@ def _kernel(sample, kind, wide):
             for pix in range(w * st.cam_h[cam]):
                 acc = film.local_zero()
                 for k in range(spp):
-                    sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)
-                    o, d = camera_ray(st, cam, pos)
+                    o, d, tmax = camera_ray(st, cam, pos, ap)
                     if ti.static(kind == "tangent" and variants.polarized()):
-                        tan = sample(st, bsdf, em, opts, FORWARD, o, d, lam, sampler, max_depth, rr_depth,
+                        tan = sample(st, bsdf, em, opts, FORWARD, o, d, tmax, lam, sampler, max_depth, rr_depth,
                                      hide_emitters, spec(0.0), spec(0.0), 0)
                         tan_rgb = variants.to_rgb(tan, lam, lw)
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
                     elif ti.static(kind == "tangent"):
-                        sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                        sampler_p, _pos_p, _ap_p = camera_sample(st, cam, pix, seed, sample_offset + k)
                         variants.sample_wavelengths(sampler_p)
-                        L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth, hide_emitters,
+                        L = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_p, max_depth, rr_depth, hide_emitters,
                                    spec(0.0), spec(1.0), 0)
                         tan = spec(0.0)
                         if L.sum() == L.sum():      # no NaN lane
@@ -97,9 +98,9 @@ def _kernel(sample, kind, wide):
                                 dL = ti.Vector([ti.select(c == i, 1.0, 0.0) for i in ti.static(range(variants.lanes()))],
                                                float)
                                 pool.tangent_reset(st)
-                                sampler_r, pos_r = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                                sampler_r, _pos_r, _ap_r = camera_sample(st, cam, pix, seed, sample_offset + k)
                                 variants.sample_wavelengths(sampler_r)
-                                sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_r, max_depth, rr_depth, hide_emitters,
+                                sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_r, max_depth, rr_depth, hide_emitters,
                                        L, dL, 1)
                                 tan += dL * pool.tangent_value(st)
                         tan_rgb = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
@@ -111,14 +112,14 @@ def _kernel(sample, kind, wide):
                             # δL back-propagated (one walk body, mode PRB, runs both passes)
                             L = spec(0.0)
                             for replay in range(2):
-                                sampler_p, pos_p = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                                sampler_p, _pos_p, _ap_p = camera_sample(st, cam, pix, seed, sample_offset + k)
                                 variants.sample_wavelengths(sampler_p)
-                                L = sample(st, bsdf, em, opts, PRB, o, d, lam, sampler_p, max_depth, rr_depth,
+                                L = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_p, max_depth, rr_depth,
                                            hide_emitters, L, dL, replay)
                                 if not (L.sum() == L.sum()):
                                     break
                     else:
-                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, lam, sampler, max_depth, rr_depth, hide_emitters,
+                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, tmax, lam, sampler, max_depth, rr_depth, hide_emitters,
                                    spec(0.0), spec(0.0), 0)
                         rgb = variants.to_rgb(film.nan_to_zero(L), lam, lw)
                         if ti.static(kind == "moment"):

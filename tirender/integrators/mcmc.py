@@ -37,7 +37,7 @@ import taichi as ti
 from .. import backend, launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, pss
-from ..core.camera import camera_ray, pixel_sample
+from ..sensors.registry import aperture_sample, camera_ray, camera_sample
 from ..core.math import LUMINANCE, luminance, vec2
 from ..errors import ConfigError
 from ..progress import Progress
@@ -86,14 +86,15 @@ def target(rgb):
 @ti.func
 def evaluate(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, smp: ti.template(), max_depth,
              rr_depth, hide_emitters):
-    """One path from primary samples: (its film RGB, film position, vertices walked n); the spectral
-    variants draw its wavelengths from the next sample, as the path tracer does."""
+    """One path from primary samples: (its film RGB, film position, vertices walked n); a thin lens draws
+    its aperture sample next and the spectral variants the wavelengths, as the path tracer does."""
     smp.dim = 0
     u = smp.next_2d()
     pos = vec2(u[0] * st.cam_w[cam], u[1] * st.cam_h[cam])
+    ap = aperture_sample(st, cam, smp)
     lam, lw = variants.sample_wavelengths(smp)
-    o, d = camera_ray(st, cam, pos)
-    s = camera_state(o, d, spec(0.0), 0, lam)
+    o, d, tmax = camera_ray(st, cam, pos, ap)
+    s = camera_state(o, d, tmax, spec(0.0), 0, lam)
     path.walk(st, bsdf, em, PRIMAL, s, smp, max_depth, rr_depth, hide_emitters, spec(0.0))
     return variants.to_rgb(film.nan_to_zero(s.L), lam, lw), pos, s.depth + 1
 
@@ -384,10 +385,10 @@ def _walk_lengths(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam
         for g in range(spp // width):
             longest = 0
             for j in range(width):
-                sampler, pos = pixel_sample(st, cam, pix, seed, g * width + j)
+                sampler, pos, ap = camera_sample(st, cam, pix, seed, g * width + j)
                 lam, lw = variants.sample_wavelengths(sampler)
-                o, d = camera_ray(st, cam, pos)
-                s = camera_state(o, d, spec(0.0), 0, lam)
+                o, d, tmax = camera_ray(st, cam, pos, ap)
+                s = camera_state(o, d, tmax, spec(0.0), 0, lam)
                 path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, spec(0.0))
                 busy += s.depth + 1
                 longest = ti.max(longest, s.depth + 1)

@@ -19,7 +19,7 @@ from ..bsdfs.registry import dispatch
 from ..core.interaction import make_interaction
 from ..schema import Bool, Choice, Integer, Number
 from ..walk import steps, vertex
-from ..walk.state import camera_state, result
+from ..walk.state import camera_state, result, segment_end
 from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
@@ -78,7 +78,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
          sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
     """Continue path state s until it ends; s.L holds the result."""
     while s.active:
-        tri, t, b1, b2 = steps.first_hit(st, s, hide_emitters)
+        tri, t, b1, b2, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         steps.emission(st, em, mode, s, si, hide_emitters, dL)
         if si.valid == 0 or s.depth + 1 >= max_depth:
@@ -93,11 +93,11 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 @ti.func
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), mode: ti.template(), o, d,
-           lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+           tmax, lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """Radiance of one camera path, or its replay from the primal radiance L_in (REPLAY, or PRB with
-    replay = 1), or in FORWARD mode the tangent of its radiance; lam: the path's wavelengths (tirender/variants.py). (opts: unused; the signature of
-    integrators/kernels.py)"""
-    s = camera_state(o, d, L_in, replay, lam)
+    replay = 1), or in FORWARD mode the tangent of its radiance; o, d, tmax: the camera ray and its maxt; lam: the
+    path's wavelengths (tirender/variants.py). (opts: unused; the signature of integrators/kernels.py)"""
+    s = camera_state(o, d, tmax, L_in, replay, lam)
     walk(st, bsdf, em, mode, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return result(mode, s)
 

@@ -49,26 +49,26 @@ import taichi as ti
 from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, pool
-from ..core.camera import camera_ray, pixel_sample
+from ..sensors.registry import camera_ray, camera_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
 from ..core.rng import make_sampler
-from ..core.math import BIG, safe_div, vec2, vec3
+from ..core.math import safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..errors import ConfigError
 from ..variants import spec
 from ..walk import attached, steps, vertex
-from ..walk.state import PRB, PRIMAL, camera_state
+from ..walk.state import PRB, PRIMAL, camera_state, segment_end
 from . import edges, path
 
 INTEGRATES = ("path", "prb")
 
 
 @ti.func
-def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), o, d,
+def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), o, d, tmax,
               sampler: ti.template(), max_depth, rr_depth, hide_emitters, attached_alpha, dL, L_total, stop, lam_o,
               lam_d, le_next, ekey, lam):
-    """Walk the camera path (o, d) exactly as path.walk does (the same steps and random numbers, PRIMAL)
+    """Walk the camera path (o, d; its first segment ending at tmax) exactly as path.walk does (the same steps and random numbers, PRIMAL)
     to segment `stop` (0: the whole path) and, given (λo, λd) of the ray leaving the vertex it reaches,
     return (segments walked, first moving segment (0: none), λo, λd of the ray arriving there, le).
     L_total: the path's radiance (pass 0), so that L_total - L is the part still to come;
@@ -81,7 +81,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     (walk/attached.local_adjoint) and its secondary-visibility boundary term (edges.secondary,
     random numbers from ekey = (seed, pixel, sample)). lam: the path's wavelengths (tirender/variants.py;
     sampler has drawn them already)."""
-    s = camera_state(o, d, spec(0.0), 0, lam)
+    s = camera_state(o, d, tmax, spec(0.0), 0, lam)
     seg = 0
     first = 0
     stop_at = attached.Stop(valid=0)
@@ -92,7 +92,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     moving = 0           # a vertex so far lies on a differentiable mesh: the vertices from there on move
     while s.active:
         seg += 1
-        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        tri, t, b1, b2 = intersect(st, s.o, s.d, segment_end(s))
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         at_stop = seg == stop
         g_uv = vec2(0.0)
@@ -193,17 +193,17 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
 
 @ti.func
 def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti.template(), cam, pix, seed,
-                    index, o, d, lam, dL, max_depth, rr_depth, hide_emitters, attached_alpha):
-    """Back-propagate adjoint radiance dL (per lane) through camera sample `index` of pixel `pix` (ray o, d,
+                    index, o, d, tmax, lam, dL, max_depth, rr_depth, hide_emitters, attached_alpha):
+    """Back-propagate adjoint radiance dL (per lane) through camera sample `index` of pixel `pix` (ray o, d, tmax,
     wavelengths lam): detached PRB's primal walk and replay, then the attached passes (module doc; geo: see
     replay_to)."""
     # passes 0, 1: detached PRB (the primal walk -> L, then its replay)
     L = spec(0.0)
     L_total = spec(0.0)
     for replay in range(2):
-        sampler_p, pos_p = pixel_sample(st, cam, pix, seed, index)
+        sampler_p, _pos_p, _ap_p = camera_sample(st, cam, pix, seed, index)
         variants.sample_wavelengths(sampler_p)
-        L = path.sample(st, bsdf, em, 0, PRB, o, d, lam, sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
+        L = path.sample(st, bsdf, em, 0, PRB, o, d, tmax, lam, sampler_p, max_depth, rr_depth, hide_emitters, L, dL, replay)
         if replay == 0:
             L_total = L
     # pass 2: count the segments; passes 3, ...: segment n, n - 1, ..., first Dirac
@@ -214,9 +214,9 @@ def backprop_sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), g
     le_next = spec(0.0)
     j = 0
     while j >= 0:
-        sampler_a, pos_a = pixel_sample(st, cam, pix, seed, index)
+        sampler_a, _pos_a, _ap_a = camera_sample(st, cam, pix, seed, index)
         variants.sample_wavelengths(sampler_a)
-        ns, fs, lo, ld, le = replay_to(st, bsdf, em, geo, o, d, sampler_a, max_depth, rr_depth, hide_emitters,
+        ns, fs, lo, ld, le = replay_to(st, bsdf, em, geo, o, d, tmax, sampler_a, max_depth, rr_depth, hide_emitters,
                                        attached_alpha, dL, L_total, j, lam_o, lam_d, le_next,
                                        ti.Vector([ti.cast(seed, ti.u32), ti.cast(pix, ti.u32), ti.cast(index, ti.u32)], dt=ti.u32),
                                        lam)
@@ -249,16 +249,16 @@ def _kernel(kind="replay", wide=False):
             for pix in range(w * st.cam_h[cam]):
                 acc = film.local_zero()
                 for k in range(spp):
-                    sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+                    sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them
-                    o, d = camera_ray(st, cam, pos)
+                    o, d, tmax = camera_ray(st, cam, pos, ap)
                     if ti.static(kind == "tangent"):
                         tan = spec(0.0)
                         for c in range(ti.static(variants.lanes())):     # a runtime loop: one inlined body per lane
                             dL = ti.Vector([ti.select(c == i, 1.0, 0.0) for i in ti.static(range(variants.lanes()))],
                                            float)
                             pool.tangent_reset(st)
-                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, lam, dL,
+                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, tmax, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                             tan += dL * pool.tangent_value(st)
                         tan_rgb = variants.to_rgb(film.nan_to_zero(tan), lam, lw)    # J v of the lanes -> the film's RGB
@@ -266,7 +266,7 @@ def _kernel(kind="replay", wide=False):
                     else:
                         dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
                         if dL.max() != 0.0 or dL.min() != 0.0:
-                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, lam, dL,
+                            backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, tmax, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                 if ti.static(kind == "tangent"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)

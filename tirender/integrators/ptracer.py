@@ -4,7 +4,8 @@ to the camera, splatting through the film's reconstruction filter.
 One light path per (pixel, sample) index — spp · W · H paths for ``spp`` — so that its cost and its
 noise are comparable to the path tracer's at the same spp. A path: an emitter picked uniformly, a
 ray of its light (``emitters.registry.sample_ray``: β = Le |cos| / (p_sel pdf_pos pdf_dir)); at
-each surface vertex with a non-Dirac lobe, the camera connection (``core.camera.camera_connect``)
+each surface vertex with a non-Dirac lobe, the camera connection (``sensors.registry.camera_connect``: Mitsuba's
+sample_direction of the perspective or thin lens camera; a thin lens draws its 2D lens sample at every vertex)
 adds β f*(ω_L → ω_C) |cos θ_C| W_cam into the film at the connection's film position (``film.
 splat_light``: w·L, no filter weight); then the adjoint BSDF is sampled and Russian roulette is
 played as in the path tracer. Importance transport: f*(ω_L → ω_C) = f(ω_C, ω_L) (the BSDF's
@@ -33,7 +34,7 @@ Attached gradients (scenes with height fields, whose triangles move with the ``<
 parameters; issue 16): a path's vertices move, so its splats move on the film. Reverse mode along
 the path at constant memory: for j = n, n-1, ..., 1 the path is replayed from its seed to vertex j,
 where (λo, λd) = ∂loss/∂(origin, direction) of the ray leaving vertex j (carried from vertex j+1)
-gains vertex j's own connection (the film's adjoint w.r.t. the splat position, through the pinhole
+gains vertex j's own connection (the film's adjoint w.r.t. the splat position, through the camera's
 projection, and the importance and |cos θ_C| that change with the point: ``_connection_adjoint``),
 goes through its scattering (Dirac reflection/refraction: ∂wo/∂(d, n); other lobes keep wo fixed in
 world space) and its hit (walk/attached.py: the hit point and shading normal w.r.t. the arriving ray
@@ -50,7 +51,6 @@ from .. import launch, variants
 from ..bsdfs.base import SMOOTH
 from ..bsdfs.registry import dispatch
 from ..core import film
-from ..core.camera import camera_connect, camera_connect_adjoint, camera_ray
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect, occluded
 from ..core.math import BIG, max_component, safe_div, to_local, vec2, vec3
@@ -58,6 +58,7 @@ from ..core.rng import make_sampler
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from ..errors import ConfigError
+from ..sensors.registry import aperture_sample, camera_connect, camera_connect_adjoint, camera_ray, check_connect
 from ..variants import spec
 from ..walk import attached, vertex
 from . import path
@@ -81,14 +82,15 @@ def _offset(st: ti.template(), p, n, d):
 def _visible_env(st: ti.template(), em: ti.template(), cam, pix, sampler: ti.template(), grad: ti.template(), lam,
                  lw):
     """An emitter at infinity seen directly: a camera ray through a uniform film position that
-    escapes splats its Le (the one-segment paths a light path cannot reach the pinhole with).
+    escapes splats its Le (the one-segment paths a light path cannot reach the camera with).
     grad: scatter δ(pos) into Le instead. lam, lw: the path's wavelengths and their weights."""
     w = st.cam_w[cam]
     pos = vec2(pix % w, pix // w) + sampler.next_2d()
+    ap = aperture_sample(st, cam, sampler)
     e = st.info_i[1]
     if e >= 0:
-        o, d = camera_ray(st, cam, pos)
-        if not occluded(st, o, d, BIG):
+        o, d, tmax = camera_ray(st, cam, pos, ap)
+        if not occluded(st, o, d, tmax):
             q = env_record(e, o, d)
             if ti.static(grad):
                 emitters.eval_adjoint(st, em, q, _adjoint(st, cam, pos, lam, lw), lam)
@@ -110,7 +112,7 @@ def _adjoint(st: ti.template(), cam, pos, lam, lw):
 
 @ti.func
 def _visible(st: ti.template(), cam, p, to_cam, dist):
-    """The segment p -> pinhole (length dist) is unoccluded."""
+    """The segment p -> the camera point (length dist) is unoccluded."""
     return not occluded(st, p, to_cam, dist * (1.0 - 1e-4))
 
 
@@ -118,14 +120,14 @@ PRIMAL, DETACHED, ATTACHED = 0, 1, 2     # light_path modes
 
 
 @ti.func
-def _connection_adjoint(st: ti.template(), cam, v, c, pos, to_cam, dist, imp):
+def _connection_adjoint(st: ti.template(), cam, v, c, pos, to_cam, dist, imp, q):
     """∂/∂p (the vertex position) of the connection's loss <G(pos), c>: the splat moves with p
-    (film.gather_adjoint_position chained through camera_connect_adjoint) and its value scales with
-    the pinhole's importance W(p) and |cos θ_C| = |n_g · to_cam| (f* |cos θ_L| / |cos θ_Lg| is held:
+    (film.gather_adjoint_position chained through camera_connect_adjoint, through the camera point q) and its
+    value scales with the camera's importance W(p) and |cos θ_C| = |n_g · to_cam| (f* |cos θ_L| / |cos θ_Lg| is held:
     exact for diffuse receivers with n_s = n_g)."""
     val = film.gather_adjoint(st, cam, pos).dot(c)
     dpos = film.gather_adjoint_position(st, cam, pos, c)
-    g = camera_connect_adjoint(st, cam, v.p, dpos, safe_div(val, imp))
+    g = camera_connect_adjoint(st, cam, v.p, q, dpos, safe_div(val, imp))
     cosc = to_cam.dot(v.ng)
     if ti.abs(cosc) > 0.0 and dist > 0.0:
         g += (val / cosc) * (-(v.ng - to_cam * cosc) / dist)
@@ -165,12 +167,14 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                 q = DirectionSample(p=o, n=n, d=-d, dist=1.0, uv=uv, emitter=e, scale=1.0, delta=0)
                 emitters.eval_adjoint(st, em, q, safe_div(A_in, emitters.eval(st, em, q, lam)), lam)
         if pos_w > 0.0:
+            u_cam = aperture_sample(st, cam, sampler)    # in every pass: the replays draw the same numbers
             if mode != ATTACHED:
                 if hide_emitters == 0:   # the surface emitter's point seen by the camera (one segment)
-                    valid, pos, to_cam, dist, imp = camera_connect(st, cam, o)
-                    if valid == 1:
+                    cn = camera_connect(st, cam, o, u_cam)
+                    pos, to_cam, dist, imp = cn.pos, cn.to_cam, cn.dist, cn.imp
+                    if cn.valid == 1:
                         so = _offset(st, o, n, to_cam)
-                        if _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
+                        if _visible(st, cam, so, to_cam, (cn.q - so).norm()):
                             q = direction_record(e, o, n, uv, -to_cam, dist)
                             k = ti.abs(n.dot(to_cam)) * imp * pos_w
                             if ti.static(grad):
@@ -191,17 +195,19 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                 at_stop = ti.static(moving) and mode == ATTACHED and depth == stop
                 g_p = lam_o         # ATTACHED: the next ray's origin is this vertex
                 v = vertex.surface_vertex(st, si, d, lam_p)            # v.wi: towards the light (local)
+                u_cam = aperture_sample(st, cam, sampler)     # at every vertex, in every pass (thin lens)
                 cos_lg = ti.abs(d.dot(v.ng))
                 if (v.flags & SMOOTH) != 0 and depth + 1 <= max_depth and cos_lg > 0.0 and \
                         (mode != ATTACHED or at_stop):
-                    valid, pos, to_cam, dist, imp = camera_connect(st, cam, v.p)
-                    if valid == 1:
+                    cn = camera_connect(st, cam, v.p, u_cam)
+                    pos, to_cam, dist, imp = cn.pos, cn.to_cam, cn.dist, cn.imp
+                    if cn.valid == 1:
                         wc = to_local(v.s, v.t, v.n, to_cam)
                         f, _pdf = bsdf.eval_pdf(st, v.ctx, wc, v.wi)   # f(ω_C, ω_L) |cos θ_L| = f* |cos θ_L|
                         # f* |ω_C·n_s| with pbrt's shading-normal correction = f* |ω_L·n_s| |ω_C·n_g| / |ω_L·n_g|
                         geo = ti.abs(to_cam.dot(v.ng)) / cos_lg * imp
                         so = vertex.spawn(st, v, to_cam)
-                        if max_component(f) > 0.0 and _visible(st, cam, so, to_cam, (st.cam_o[cam] - so).norm()):
+                        if max_component(f) > 0.0 and _visible(st, cam, so, to_cam, (cn.q - so).norm()):
                             c = film.nan_to_zero(beta * f * geo)
                             if ti.static(grad):
                                 if mode == DETACHED:
@@ -214,7 +220,7 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                                 elif ti.static(moving):
                                     if at_stop:
                                         g_p += _connection_adjoint(st, cam, v, variants.to_rgb(c, lam, lw), pos,
-                                                                   to_cam, dist, imp)
+                                                                   to_cam, dist, imp, cn.q)
                             else:
                                 _splat(st, cam, pos, c, lam, lw)
                 if depth + 1 >= max_depth:
@@ -334,7 +340,8 @@ def _sphere(scene):
     return ti.Vector(center), float(radius) * 1.001
 
 
-def _check(scene):
+def _check(scene, sensor):
+    check_connect(scene, sensor, "the light tracer (ptracer)")
     if scene.desc.media:
         raise ConfigError("the light tracer renders surfaces only; this scene has participating media "
                           "(use volpath)", key="integrator.type")
@@ -343,7 +350,7 @@ def _check(scene):
 def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
     """Trace spp · W · H light paths (indices sample_offset, ... per pixel index) into the film of
     `sensor` (cleared first unless clear=False) and return the image."""
-    _check(scene)
+    _check(scene, sensor)
     a = path.args(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
     bsdf = dispatch(scene.bsdf_levels)
@@ -368,7 +375,7 @@ def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):
     """Gradient of <adjoint_image, render(scene)> (the light tracer's image) w.r.t. every parameter
     by detached PRB for light paths (dict name -> array): δy / W_p with W_p the uniform film
     samples' weights (the light tracer's own), spp · W · H light paths, each walked twice."""
-    _check(scene)
+    _check(scene, sensor)
     a = path.args(scene)
     bsdf = dispatch(scene.bsdf_levels)
     scene.bind()                      # height fields displaced: the bounding sphere is current

@@ -39,7 +39,7 @@ import taichi as ti
 from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film
-from ..core.camera import camera_ray, pixel_sample
+from ..sensors.registry import camera_ray, camera_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
 from ..core.math import BIG, max_component, vec3
@@ -47,7 +47,7 @@ from ..core.rng import make_sampler
 from ..errors import ConfigError
 from ..variants import spec
 from ..walk import steps, vertex
-from ..walk.state import PRIMAL, RB, adjoint_on, camera_state
+from ..walk.state import PRIMAL, RB, adjoint_on, camera_state, segment_end
 from . import path
 
 RB_METHODS = ("rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined")
@@ -70,7 +70,7 @@ def li_estimate(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d,
     """Primal radiance arriving at prev_p from direction d: the path walk started at depth depth0,
     its first emitter hit MIS-weighted against the NEE of the vertex prev_p (pdf prev_pdf); lam: the
     path's wavelengths."""
-    s = camera_state(o, d, spec(0.0), 0, lam)
+    s = camera_state(o, d, BIG, spec(0.0), 0, lam)
     s.depth = depth0
     s.prev_p = prev_p
     s.prev_pdf = prev_pdf
@@ -80,19 +80,20 @@ def li_estimate(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d,
 
 
 @ti.func
-def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, lam, sampler: ti.template(),
+def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, tmax, lam, sampler: ti.template(),
             nest: ti.template(), max_depth, rr_depth, hide_emitters, dL, biased: ti.template()):
-    """One RB adjoint path of wavelengths lam (adjoint radiance dL per lane from the sensor along o, d).
+    """One RB adjoint path of wavelengths lam (adjoint radiance dL per lane from the sensor along o, d; its
+    first segment ends at tmax).
     Consumes ``sampler`` exactly like ``path.sample`` and returns the path's primal radiance L (the joint
     pass splats it); ``nest`` feeds the nested Li estimates (unbiased). dL = 0: primal only."""
-    s = camera_state(o, d, spec(0.0), 0, lam)
+    s = camera_state(o, d, tmax, spec(0.0), 0, lam)
     # biased I: the BSDF-sampled term of the previous vertex, applied once its MIS weight is known
     pend = 0
     pend_w = spec(0.0)
     pend_wo = vec3(0.0)
     pend_v = vertex.Vertex(medium_event=0)
     while s.active:
-        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        tri, t, b1, b2 = intersect(st, s.o, s.d, segment_end(s))
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         mis_next = steps.emission(st, em, RB, s, si, hide_emitters, dL)
         if ti.static(biased):
@@ -135,13 +136,13 @@ def rb_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti
     flag so that the joint pass and the plain gradient share one compiled kernel."""
     for pix in range(st.cam_w[cam] * st.cam_h[cam]):
         for k in range(spp):
-            sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+            sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
             lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them
             dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
             if joint == 1 or dL[0] != 0.0 or dL[1] != 0.0 or dL[2] != 0.0:
-                o, d = camera_ray(st, cam, pos)
+                o, d, tmax = camera_ray(st, cam, pos, ap)
                 nest = make_sampler(seed ^ ti.u32(NEST_SEED_XOR), pix, sample_offset + k)
-                L = rb_walk(st, bsdf, em, o, d, lam, sampler, nest, max_depth, rr_depth, hide_emitters, dL, biased)
+                L = rb_walk(st, bsdf, em, o, d, tmax, lam, sampler, nest, max_depth, rr_depth, hide_emitters, dL, biased)
                 if joint == 1:
                     film.splat(st, cam, pos, variants.to_rgb(film.nan_to_zero(L), lam, lw))
 

@@ -21,7 +21,7 @@ import taichi as ti
 from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, mueller
-from ..core.camera import camera_ray, pixel_sample
+from ..sensors.registry import camera_ray, camera_sample
 from ..variants import spec
 from ..walk.state import PRIMAL, camera_state
 from . import path, volpath
@@ -48,10 +48,10 @@ def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis
     for pix in range(w * st.cam_h[cam]):
         acc = ti.Matrix([[0.0, 0.0, 0.0] for _ in ti.static(range(4))])
         for k in range(spp):
-            sampler, pos = pixel_sample(st, cam, pix, seed, sample_offset + k)
+            sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
             lam, lw = variants.sample_wavelengths(sampler)
-            o, d = camera_ray(st, cam, pos)
-            s = camera_state(o, d, spec(0.0), 0, lam)
+            o, d, tmax = camera_ray(st, cam, pos, ap)
+            s = camera_state(o, d, tmax, spec(0.0), 0, lam)
             if ti.static(isinstance(vis, int)):
                 path.walk(st, bsdf, em, PRIMAL, s, sampler, max_depth, rr_depth, hide, spec(0.0))
             else:

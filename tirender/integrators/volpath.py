@@ -66,7 +66,7 @@ from ..walk.media import (DELTA, INSCATTER_RR, MARCH, MAX_CROSSINGS, MediumVisib
 from ..media.phase import phase_sample
 from ..core.rng import PCG32
 from ..variants import spec
-from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state
+from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state, segment_end
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
@@ -114,9 +114,10 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     which also names the free-flight estimator; pick: the replay's IndirectPick, see trace)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
-        tri, t, b1, b2 = steps.first_hit(st, s, hide_emitters)
+        # the camera ray's far clip limits its flight too (Mitsuba's ray.maxt)
+        tri, t, b1, b2, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
-        t_surf = BIG
+        t_surf = tmax
         if si.valid == 1:
             t_surf = t
         # ------------------------- medium: free-flight sampling -------------------------
@@ -188,8 +189,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
 
 @ti.func
 def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
-          lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
-    """One path from o along d (vis: MediumVisibility.of(march)). Returns (L, real scattering vertices).
+          tmax, lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+    """One path from o along d, its first segment ending at tmax (vis: MediumVisibility.of(march)). Returns
+    (L, real scattering vertices).
 
     When replaying (PRB), the flights offer points to an IndirectPick (walk/media.py:
     inscatter_adjoint); after the replay, a second round of the *same* inlined walk (one walk
@@ -198,7 +200,7 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
     depth and roulette counted from the main path, and adds c / w * W * Ls,indirect to the
     density gradient at the point."""
     ti.static_assert(mode == PRIMAL or mode == PRB, "volpath walks in mode PRIMAL or PRB (walk/state.py)")
-    s = camera_state(o, d, L_in, replay, lam)
+    s = camera_state(o, d, tmax, L_in, replay, lam)
     s.hero = _hero(sampler)   # the channel that samples distances
     pick = no_pick()
     smp = PCG32(state=sampler.state, inc=sampler.inc)
@@ -216,7 +218,7 @@ def trace(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.tem
                     smp = indirect_stream(pick)
                     wo, pdf = phase_sample(st, pick.m, pick.d, smp.next_2d())
                     s = PathState(L=spec(0.0), beta=spec(1.0), eta=1.0, depth=0, prev_p=pick.x, prev_pdf=pdf,
-                                  prev_delta=0, o=pick.x, d=wo, active=1, medium=pick.m, hero=pick.hero,
+                                  prev_delta=0, o=pick.x, d=wo, tmax=BIG, active=1, medium=pick.m, hero=pick.hero,
                                   r=spec(1.0), replay=0, lam=pick.lam, P=pick.P)
                     md, rd, hide = pick.depth_left, pick.rr_left, 1
                     rounds = 2
@@ -239,9 +241,9 @@ def walk_primal(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: 
 
 @ti.func
 def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), mode: ti.template(), o, d,
-           lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
+           tmax, lam, sampler: ti.template(), max_depth, rr_depth, hide_emitters, L_in, dL, replay):
     """Radiance of one camera path (the signature of integrators/kernels.py; opts = the visibility)."""
-    L, _ = trace(st, bsdf, em, vis, mode, o, d, lam, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay)
+    L, _ = trace(st, bsdf, em, vis, mode, o, d, tmax, lam, sampler, max_depth, rr_depth, hide_emitters, L_in, dL, replay)
     return L
 
 

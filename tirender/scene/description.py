@@ -22,7 +22,7 @@ from ..core.math import LUMINANCE
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from . import shapes as builtin
-from .transforms import parse_transform, tan_half_fov_x
+from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
 MAX_COORDINATE = 1e15   # |x| of a vertex after to_world: squares and cross products stay finite in float32
@@ -70,11 +70,18 @@ class Sensor:
     to_world: np.ndarray       # 4x4 camera-to-world (columns left, up, forward, origin)
     width: int
     height: int
-    tan_x: float               # tan(fov_x / 2)
-    tan_y: float
+    tan_x: float               # tan(fov_x / 2) (orthographic: the half extent 1)
+    tan_y: float               # tan_x / aspect
     filter: str = "gaussian"   # FILTER_KEYS
     stddev: float = 0.5        # gaussian
     radius: float = 2.0        # support half-width, pixels: 4·stddev (gaussian), 0.5 (box), tent's radius
+    type: str = "perspective"  # the sensor model (tirender/sensors)
+    id: str = ""               # its parameters are named <id>.<name> (default id: sensor<index>)
+    near_clip: float = 1e-2    # clip planes (Mitsuba's defaults)
+    far_clip: float = 1e4
+    focus_distance: float = 1e4
+    principal_point: tuple = (0.0, 0.0)   # principal_point_offset_x, _y (film units; perspective)
+    aperture_radius: float = 0.0          # thinlens
 
 
 @dataclass
@@ -561,16 +568,10 @@ class _Builder:
         return mesh, dict(W=W, H=H, thickness=thick, texture=tid, codes=codes, top=top)
 
 
-def _tan_half_fov(spec, w, h, file, key):
-    """(tan(fov_x / 2), tan(fov_y / 2)) of a w x h film (transforms.tan_half_fov_x: Mitsuba's parse_fov)."""
-    tx = tan_half_fov_x(spec, w / h, file, key)
-    return tx, float(tx / (w / h))
-
-
-def _sensor(spec, file, key):
-    _keys(spec, {"type", "fov", "fov_axis", "focal_length", "to_world", "film", "near_clip", "far_clip", "id"}, file, key)
-    if spec.get("type", "perspective") != "perspective":
-        raise ConfigError(f"unknown sensor type '{spec.get('type')}' (perspective)", file, f"{key}.type")
+def _sensor(spec, file, key, index=0):
+    """A sensor mapping -> Sensor: its film here, the rest by its model (tirender/sensors)."""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"expected a mapping, got {type(spec).__name__}", file, key)
     film = spec.get("film", {}) or {}
     _keys(film, {"width", "height", "filter", "type", "rfilter"}, file, f"{key}.film")
     w = _num(film.get("width", 256), file, f"{key}.film.width", 1, 16384, integer=True)
@@ -592,10 +593,10 @@ def _sensor(spec, file, key):
         radius = _num(fl.get("radius", 1.0), file, f"{key}.film.filter.radius", 0.0, 8.0, strict_lo=True)
     else:
         radius = 4.0 * stddev if ftype == "gaussian" else 0.5
-    tx, ty = _tan_half_fov(spec, w, h, file, key)
-    m = parse_transform(spec.get("to_world"), file, f"{key}.to_world")
-    # normalise the rotation part (a look_at matrix may carry tiny scale errors)
-    return Sensor(m, w, h, float(tx), float(ty), ftype, stddev, radius)
+    from ..sensors import registry as sensors
+    fields = sensors.parse(spec, w, h, file, key)
+    return Sensor(width=w, height=h, filter=ftype, stddev=stddev, radius=radius,
+                  id=str(spec.get("id", f"sensor{index}")), **fields)
 
 
 def parse_scene(spec, file=None, base_dir=None, variant=None):
@@ -615,7 +616,10 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     sens = spec.get("sensors", [spec["sensor"]] if "sensor" in spec else [{}])
     if not isinstance(sens, list) or not sens:
         raise ConfigError("expected a non-empty list of sensors", file, "sensors")
-    sensors = [_sensor(s or {}, file, f"sensors[{i}]") for i, s in enumerate(sens)]
+    sensors = [_sensor(s or {}, file, f"sensors[{i}]", i) for i, s in enumerate(sens)]
+    for i, s in enumerate(sensors):
+        if s.id in [t.id for t in sensors[:i]]:
+            raise ConfigError(f"duplicate sensor id '{s.id}'", file, f"sensors[{i}].id")
     bsdfs = spec.get("bsdfs", {}) or {}
     if not isinstance(bsdfs, dict):
         raise ConfigError("expected a mapping id -> BSDF", file, "bsdfs")

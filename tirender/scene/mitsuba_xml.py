@@ -12,7 +12,8 @@ Supported: ``<scene version>``, ``<default name value>`` and ``$name`` substitut
 transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's order, each one
 pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum value="v"> <point>
 <vector> <transform>``, ``<texture type="bitmap"|"checkerboard"|"mesh_attribute">``, ``<volume
-type="gridvolume"|"constvolume">``, shapes obj/ply/serialized/rectangle/cube/sphere/disk, ``perspective`` sensors with
+type="gridvolume"|"constvolume">``, shapes obj/ply/serialized/rectangle/cube/sphere/disk, the sensors of tirender/sensors
+(perspective, thinlens, orthographic: their KEYS) with
 ``hdrfilm`` + ``rfilter`` and any of Mitsuba's samplers (sample_count, rounded as that sampler rounds it,
 -> render.spp; seed -> render.seed; tirender samples independently), and the integrators tirender has.
 See docs/mitsuba.md.
@@ -583,13 +584,20 @@ class _Importer:
         return spec
 
     def sensor(self, n):
+        from ..sensors import registry
         t = self.attr(n, "type")
-        if t != "perspective":
-            raise self.err(n, f"unsupported sensor type '{t}' (tirender has: perspective)")
-        p = self.props(n, "sensor", t, {"fov", "fov_axis", "focal_length", "near_clip", "far_clip", "to_world"},
-                       skip=("film", "sampler"))
-        spec = {"type": "perspective"}
+        model = registry.BY_NAME.get(t)
+        if model is None:
+            raise self.err(n, f"unsupported sensor type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        refused = {k.name: k for k in model.KEYS if k.kind == "refused"}
+        for c in n.children:
+            if c.attrs.get("name") in refused:
+                raise self.err(c, f"'{c.attrs['name']}' is not supported: {refused[c.attrs['name']].why}")
+        p = self.props(n, "sensor", t, self._keynames(model), skip=("film", "sampler"))
+        spec = {"type": t}
         spec.update(p)
+        if n.attrs.get("id"):
+            spec["id"] = self.attr(n, "id")
         for c in n.children:
             if c.tag == "film":
                 ft = self.attr(c, "type")
@@ -619,8 +627,7 @@ class _Importer:
                     self.render["seed"] = sp["seed"]
         if "film" not in spec:   # Mitsuba's defaults: 768 x 576, gaussian
             spec["film"] = {"width": 768, "height": 576}
-        if "fov" not in spec and "focal_length" not in spec:
-            spec["focal_length"] = "50mm"      # Mitsuba's default (sensor.cpp parse_fov)
+        spec.update(registry.mitsuba_defaults(t, p))   # where Mitsuba's default differs from the YAML one
         return spec
 
     def integrator(self, n):

@@ -14,6 +14,7 @@ from ..bsdfs import registry as bsdf_registry
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..params import ParameterPool
+from ..sensors import registry as sensor_registry
 from .mitsuba_xml import param_aliases
 from .bvh import build_bvh, collapse
 from .description import SceneDescription
@@ -59,7 +60,9 @@ class Scene:
     (list of description.Sensor), ``integrator`` (dict), ``bsdf_levels`` (per nesting depth, the
     bitmask of BSDF models used: bsdfs.registry.dispatch specialises kernels to it), ``em_mask``
     (bitmask of the emitter models used), ``n_triangles``, ``bvh_seconds``, ``bounding_sphere`` ((centre,
-    radius) of the geometry: where light tracing starts the rays of emitters at infinity).
+    radius) of the geometry: where light tracing starts the rays of emitters at infinity), ``sensor_params``
+    (the cameras' NonDifferentiable parameters by Mitsuba's names, ``<sensor id>.x_fov`` etc.: sensors/
+    registry.SensorParameters; ``params[name]`` reads and writes them too).
     """
 
     def __init__(self, desc: SceneDescription, integrator):
@@ -92,6 +95,8 @@ class Scene:
         self._deformable_params(desc)
         mesh_attribute.add_parameters(self.params, desc)
         self.params.aliases = param_aliases(desc)
+        self.sensor_params = sensor_registry.SensorParameters(self.sensors, self._sensor_changed)
+        self.params.extra = self.sensor_params
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
         # ---- geometry ----
@@ -230,18 +235,8 @@ class Scene:
                 dist_off.append(0)
         a["em_dist"] = np.array(dist_off or [0], np.int32)
         a["env_dist"] = np.concatenate(dist) if dist else np.zeros(1, np.float32)
-        # sensors
-        cams = []
-        for s in self.sensors:
-            m = s.to_world
-            cols = [m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3)]
-            cams.append((m[:3, 3], cols[0], cols[1], cols[2]))
-        a["cam_o"] = np.array([c[0] for c in cams], np.float32)
-        a["cam_left"] = np.array([c[1] for c in cams], np.float32)
-        a["cam_up"] = np.array([c[2] for c in cams], np.float32)
-        a["cam_fwd"] = np.array([c[3] for c in cams], np.float32)
-        a["cam_tx"] = np.array([s.tan_x for s in self.sensors], np.float32)
-        a["cam_ty"] = np.array([s.tan_y for s in self.sensors], np.float32)
+        # sensors: the models' rows (tirender/sensors), the films
+        a.update(sensor_registry.device_rows(self.sensors))
         a["cam_stddev"] = np.array([s.stddev for s in self.sensors], np.float32)
         a["cam_radius"] = np.array([s.radius for s in self.sensors], np.float32)
         a["cam_w"] = np.array([s.width for s in self.sensors], np.int32)
@@ -549,16 +544,18 @@ class Scene:
         self._geometry_dirty = bool(self.heightfield_params or self.deformables)
 
     def set_sensor_transform(self, sensor, to_world):
-        """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin). Cheap (no recompile)."""
-        import numpy as np
-        m = np.asarray(to_world, float)
-        s = self.sensors[sensor]
-        s.to_world = m
-        cols = [m[:3, k] / np.linalg.norm(m[:3, k]) for k in range(3)]
-        for name, v in (("cam_o", m[:3, 3]), ("cam_left", cols[0]), ("cam_up", cols[1]), ("cam_fwd", cols[2])):
-            self._arrays[name][sensor] = v
+        """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin; checked as the sensor's
+        ``to_world`` parameter: no scale for perspective / thin lens). Cheap (no recompile)."""
+        self.sensor_params[f"{self.sensors[sensor].id}.to_world"] = to_world
+
+    def _sensor_changed(self, sensor):
+        """A camera parameter changed (sensor_params): its device row, written in place (no kernel compiled)."""
+        rows = sensor_registry.device_rows([self.sensors[sensor]])
+        for name, v in rows.items():
+            self._arrays[name][sensor] = v[0]
             if self._storage is not None:
-                getattr(self._storage, name)[sensor] = v.tolist()
+                f = getattr(self._storage, name)
+                f[sensor] = v[0].tolist() if v[0].ndim else v[0].item()
 
     def __repr__(self):
         return (f"Scene({self.desc.file or '<dict>'}: {self.n_triangles} triangles, {len(self.desc.bsdfs)} BSDFs, "

@@ -127,6 +127,14 @@ class Storage:
         f.cam_w, f.cam_h, f.cam_filter = (ti.field(ti.i32) for _ in range(3))
         fb.dense(ti.i, c["sensors"]).place(f.cam_o, f.cam_left, f.cam_up, f.cam_fwd, f.cam_tx, f.cam_ty,
                                            f.cam_stddev, f.cam_radius, f.cam_w, f.cam_h, f.cam_filter)
+        # the sensor model (tirender/sensors: its tag, to_world's linear part, clip planes, principal point,
+        # thin lens)
+        f.cam_type = ti.field(ti.i32)
+        f.cam_lin = ti.Matrix.field(3, 3, float)
+        f.cam_near, f.cam_far, f.cam_aperture, f.cam_focus = (ti.field(float) for _ in range(4))
+        f.cam_pp = vec2.field()
+        fb.dense(ti.i, c["sensors"]).place(f.cam_type, f.cam_lin, f.cam_near, f.cam_far, f.cam_aperture, f.cam_focus,
+                                           f.cam_pp)
         # film: (Σ w·rgb, Σ w) in fixed point; adjoint image and its per-pixel weight sum (fixed point)
         f.film = ti.Vector.field(4, ti.i64)
         f.adj = vec3.field()

@@ -24,7 +24,7 @@ import taichi as ti
 
 from .. import variants
 from ..core import mueller
-from ..core.math import vec3
+from ..core.math import BIG, vec3
 from ..variants import SPECTRUM, spec
 
 PRIMAL, REPLAY, RB, PRB, FORWARD = 0, 1, 2, 3, 4
@@ -41,24 +41,35 @@ def adjoint_mode(mode):
 # prev_p / prev_pdf / prev_delta: the previous real vertex, the sampling pdf of the direction that
 # left it and whether it was a Dirac lobe (1: no MIS for the next emitter hit); o, d: the current
 # ray; active; medium: the medium the ray travels in (-1: vacuum); hero / r: the hero channel and
-# the renormalised per-channel pdf ratios of spectral MIS in media; replay: 1 in the replay pass
+# the renormalised per-channel pdf ratios of spectral MIS in media; tmax: the current ray's maxt (the camera
+# ray's far clip, tirender/sensors; BIG once the first segment is traced); replay: 1 in the replay pass
 # (mode PRB); P: per lane, the product of the (normalised) Mueller matrices of the vertices so far, in the
 # implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
 # β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0); FORWARD mode:
 # dbeta, dP the tangents of β and P, dS the tangent of (S0..S3) (rows) per lane (columns).
 PathState = variants.struct(L=SPECTRUM, beta=SPECTRUM, eta=float, depth=ti.i32, prev_p=vec3, prev_pdf=float,
-                            prev_delta=ti.i32, o=vec3, d=vec3, active=ti.i32, medium=ti.i32, hero=ti.i32, r=SPECTRUM,
+                            prev_delta=ti.i32, o=vec3, d=vec3, tmax=float, active=ti.i32, medium=ti.i32, hero=ti.i32, r=SPECTRUM,
                             replay=ti.i32, lam=SPECTRUM, P=mueller.MuellerLanes, S=stokes_lanes, dbeta=SPECTRUM,
                             dP=mueller.MuellerLanes, dS=mueller.mat4)
 
 
 @ti.func
-def camera_state(o, d, L_in, replay, lam):
-    """A path of wavelengths lam (spectral variant; unused otherwise) leaving the camera at o along d (L_in:
-    the primal radiance when replaying)."""
+def camera_state(o, d, tmax, L_in, replay, lam):
+    """A path of wavelengths lam (spectral variant; unused otherwise) leaving the camera at o along d, its
+    first segment ending at tmax (the far clip plane; BIG: unclipped) (L_in: the primal radiance when
+    replaying)."""
     return PathState(L=L_in, beta=spec(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
-                     active=1, medium=-1, hero=0, r=spec(1.0), replay=replay, lam=lam, P=mueller.identity_lanes(),
+                     tmax=tmax, active=1, medium=-1, hero=0, r=spec(1.0), replay=replay, lam=lam, P=mueller.identity_lanes(),
                      S=stokes_lanes(0.0), dbeta=spec(0.0), dP=mueller.zero_lanes(), dS=mueller.mat4(0.0))
+
+
+@ti.func
+def segment_end(s: ti.template()):
+    """The maxt of the segment about to be traced (the camera ray's far clip on the first), after which
+    every segment is unclipped."""
+    tmax = s.tmax
+    s.tmax = BIG
+    return tmax
 
 
 @ti.func
