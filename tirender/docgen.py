@@ -28,6 +28,9 @@ def _mitsuba_note(defaults, name=None):
     """One line naming Mitsuba 3's defaults that differ from the YAML ones (what an XML scene gets)."""
     if not defaults:
         return ""
+    if callable(defaults):        # defaults that depend on the given properties: the function says which
+        doc = " ".join((defaults.__doc__ or "").split())
+        return f"\nIn Mitsuba XML scenes{' (' + name + ')' if name else ''}: {doc}\n"
     items = ", ".join(f"`{k}` = `{v}`" for k, v in defaults.items())
     return f"\nIn Mitsuba XML scenes{' (' + name + ')' if name else ''}, Mitsuba's defaults: {items}.\n"
 

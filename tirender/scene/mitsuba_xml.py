@@ -449,10 +449,13 @@ class _Importer:
 
     @staticmethod
     def _mitsuba_defaults(model, spec):
-        """spec with Mitsuba's defaults filled in where the model's YAML default differs (its MITSUBA_DEFAULTS) and
-        no spelling of the key was given."""
+        """spec with Mitsuba's defaults filled in where the model's YAML default differs (its MITSUBA_DEFAULTS: a
+        dict, or a function of the given properties returning one) and no spelling of the key was given."""
         out = dict(spec)
-        for name, value in getattr(model, "MITSUBA_DEFAULTS", {}).items():
+        defaults = getattr(model, "MITSUBA_DEFAULTS", {})
+        if callable(defaults):
+            defaults = defaults(spec)
+        for name, value in defaults.items():
             key = next((k for k in model.KEYS if k.name == name), None)
             spellings = (name,) + (tuple(key.aliases) if key is not None else ())
             if not any(s in out for s in spellings):
@@ -627,8 +630,7 @@ class _Importer:
                     self.render["seed"] = sp["seed"]
         if "film" not in spec:   # Mitsuba's defaults: 768 x 576, gaussian
             spec["film"] = {"width": 768, "height": 576}
-        spec.update(registry.mitsuba_defaults(t, p))   # where Mitsuba's default differs from the YAML one
-        return spec
+        return self._mitsuba_defaults(model, spec)   # where Mitsuba's default differs from the YAML one
 
     def integrator(self, n):
         """<integrator type=...> -> the scene's integrator mapping, with Mitsuba's defaults where tirender's YAML

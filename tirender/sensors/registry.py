@@ -56,13 +56,6 @@ def parse(spec, width, height, file, key):
     return fields
 
 
-def mitsuba_defaults(name, given):
-    """The properties a Mitsuba XML sensor of type `name` gets where Mitsuba's default differs from the YAML
-    default (given: the properties the XML names)."""
-    f = getattr(BY_NAME.get(name), "MITSUBA_DEFAULTS", None)
-    return f(given) if f is not None else {}
-
-
 # ------------------------------------------------------------------------------ device rows
 FIELDS = ("cam_type", "cam_o", "cam_left", "cam_up", "cam_fwd", "cam_lin", "cam_tx", "cam_ty", "cam_near",
           "cam_far", "cam_pp", "cam_aperture", "cam_focus")
