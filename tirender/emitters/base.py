@@ -26,7 +26,7 @@ import taichi as ti
 from .. import variants
 from ..core.math import BIG, PI, coordinate_system, vec2, vec3
 from ..core.warp import square_to_uniform_disk_concentric
-from ..textures import tex_eval, tex_eval_adjoint
+from ..textures import is_spectrum, tex_eval, tex_eval_adjoint
 
 SURFACE = 1     # attached to a shape; found by rays hitting it
 DELTA = 2       # a Dirac in position or direction (point, directional): never hit, no MIS
@@ -76,12 +76,25 @@ def infinite_ray(ds, u_pos, center, radius):
 
 @ti.func
 def slot(st: ti.template(), e, k, uv):
-    """RGB texture slot k of emitter e at uv."""
-    return tex_eval(st, st.em_tex[e, k], uv)
+    """RGB texture slot k of emitter e at uv. A sampled spectrum (spectral variants, the emitter's spectrum
+    kind SPECTRUM_SAMPLED) is a unit factor here: the registry's ``emission`` multiplies by its value at the
+    path's wavelengths."""
+    res = vec3(0.0)
+    tid = st.em_tex[e, k]
+    if ti.static(variants.spectral()):
+        if is_spectrum(st, tid):
+            res = vec3(1.0)
+        else:
+            res = tex_eval(st, tid, uv)
+    else:
+        res = tex_eval(st, tid, uv)
+    return res
 
 
 @ti.func
 def slot_adjoint(st: ti.template(), e, k, uv, d):
+    """Adjoint of slot (not called for a sampled spectrum: the registry's ``eval_adjoint`` differentiates its
+    values)."""
     tex_eval_adjoint(st, st.em_tex[e, k], uv, d)
 
 

@@ -20,6 +20,7 @@ from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
+from ..spectra import sampled as _spectra
 from . import shapes as builtin
 from .transforms import parse_transform
 
@@ -41,6 +42,7 @@ class Texture:
     wrap: int = 0              # 0 repeat, 1 clamp
     constant: bool = True      # named parameter shape (C,) rather than (H, W, C)
     to_uv: np.ndarray = None   # (2, 3) affine uv transform (Mitsuba's to_uv), None: identity
+    lam: int = -1              # a sampled spectrum's offset in SceneDescription.spectra (-1: RGB; textures.py)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class SceneDescription:
     warnings: list
     media: list = field(default_factory=list)   # tirender.media.spec.Medium
     bsdf_ids: dict = field(default_factory=dict)   # id under ``bsdfs:`` -> row index
+    spectra: list = field(default_factory=list)    # the spectrum table (textures.py: st.spec_tab)
 
 
 def _keys(d, allowed, file, where):
@@ -136,6 +139,7 @@ class _Builder:
         self.warnings = []
         self.media, self.media_index, self.media_specs = [], {}, {}
         self.names = set()
+        self.spectra = []          # the spectrum table (N, wavelengths[, values]) of sampled spectra
 
     def path(self, p, key):
         if not isinstance(p, str):
@@ -154,12 +158,15 @@ class _Builder:
         return len(self.textures) - 1
 
     # -- textures -------------------------------------------------------------------------
-    def texture(self, spec, name, channels, lo, hi, key, default=None, raw=None):
-        """Number / RGB list / {type: bitmap, ...} -> texture index (a named pool slice). raw: bitmaps
-        skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are raw unless they say
-        `srgb: true` or `raw: false` (Mitsuba XML bitmaps always say raw: true/false)."""
+    def texture(self, spec, name, channels, lo, hi, key, default=None, raw=None, role=None):
+        """Number / RGB list / {type: bitmap, ...} / a spectrum mapping -> texture index (a named pool slice).
+        raw: bitmaps skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are raw unless
+        they say `srgb: true` or `raw: false` (Mitsuba XML bitmaps always say raw: true/false). role: what a
+        spectrum means here (spectra/sampled.py: REFLECTANCE by default, EMISSION, UNBOUNDED)."""
         if spec is None:
             spec = default
+        if _spectra.is_spectrum(spec):
+            return self.spectrum_texture(spec, name, channels, lo, hi, key, role or _spectra.REFLECTANCE, raw)
         if isinstance(spec, dict):
             _keys(spec, {"type", "filename", "data", "width", "height", "value", "srgb", "raw", "filter",
                          "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1"}, self.file, key)
@@ -246,6 +253,63 @@ class _Builder:
             raise ConfigError(f"value {bad:g} is out of range [{lo:g}, {hi:g}]", self.file, key)
         return v.astype(np.float32)
 
+    def spectrum(self, spec, role, key):
+        """A spectrum mapping -> spectra/sampled.Resolved for this scene's variant (ConfigError on bad input)."""
+        try:
+            return _spectra.resolve(spec, role, self.variant, lambda p: self.path(p, f"{key}.filename"))
+        except ValueError as e:
+            raise ConfigError(e.args[0], self.file, f"{key}.{e.args[1]}" if len(e.args) > 1 else key) from None
+
+    def spectrum_texture(self, spec, name, channels, lo, hi, key, role, raw=None):
+        """A spectrum mapping as texture `name`: its value in this variant (an RGB or scalar constant), or a
+        sampled spectrum (its N values the parameter, its wavelengths in the spectrum table)."""
+        if raw:
+            raise ConfigError("expected a number, an RGB value or a bitmap (this key holds data, not a spectrum)",
+                              self.file, key)
+        r = self.spectrum(spec, role, key)
+        if r.spectrum is None:
+            if channels == 1 and not r.uniform:
+                raise ConfigError("a scalar key takes a uniform spectrum (a number), not a colour", self.file, key)
+            v = float(np.mean(r.value)) if channels == 1 else [float(x) for x in np.broadcast_to(r.value, 3)]
+            return self.texture(v, name, channels, lo, hi, key)
+        if channels != 3:
+            raise ConfigError("a scalar key takes a uniform spectrum (a number), not a wavelength list", self.file, key)
+        v = r.spectrum.values
+        if v.min() < lo or v.max() > hi:
+            raise ConfigError(f"spectrum values must lie in [{lo:g}, {hi:g}] (found {v.min():g}..{v.max():g})",
+                              self.file, key)
+        t = self.add_texture(name, v.reshape(1, 1, -1).astype(np.float32), lo, hi, True, 0, True, key)
+        self.textures[t].lam = self.add_spectrum(r.spectrum)
+        return t
+
+    def add_spectrum(self, s, constant=False):
+        """Append a sampled spectrum to the spectrum table: N, its wavelengths (and its values if ``constant``);
+        returns its offset."""
+        o = len(self.spectra)
+        self.spectra += [float(len(s.wavelengths))] + [float(x) for x in s.wavelengths]
+        if constant:
+            self.spectra += [float(x) for x in s.values]
+        return o
+
+    def colour_constants(self, spec, model, key):
+        """A model's colour constants given as spectra (Vec3 keys declaring a ``spectrum`` role: a conductor's η,
+        k) -> spec with each replaced by its RGB value in this variant, or by a spectrum-table reference
+        (spectra/sampled.TableRef) for a wavelength list in the spectral variants."""
+        out = dict(spec)
+        for k in model.KEYS:
+            role = getattr(k, "spectrum", None)
+            name = next((n for n in (k.name,) + k.aliases if n in spec), None)
+            if role is None or name is None or not _spectra.is_spectrum(spec[name]):
+                continue
+            r = self.spectrum(spec[name], role, f"{key}.{name}")
+            if r.spectrum is None:
+                out[name] = [float(x) for x in np.broadcast_to(r.value, 3)]
+            else:
+                if r.spectrum.values.min() < k.lo or r.spectrum.values.max() > k.hi:
+                    raise ConfigError(f"spectrum values must lie in [{k.lo:g}, {k.hi:g}]", self.file, f"{key}.{name}")
+                out[name] = _spectra.TableRef(self.add_spectrum(r.spectrum, constant=True))
+        return out
+
     # -- BSDFs ----------------------------------------------------------------------------
     def bsdf(self, bid, spec, key, depth=0):
         """A BSDF mapping -> row index. Keys that a wrapper model declares as SUGAR (``normalmap``,
@@ -278,6 +342,7 @@ class _Builder:
 
     def _row(self, bid, model, spec, key, depth, children=None):
         keys = model.KEYS if children is None else tuple(k for k in model.KEYS if not isinstance(k, Child))
+        spec = self.colour_constants(spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
                           family=("BSDF", model.NAME, _BSDF_KEYS))
         row = BsdfRow(bid, model.TAG, model)
@@ -336,10 +401,9 @@ class _Builder:
                           family=("emitter", t, _EMITTER_KEYS))
         row = EmitterRow(eid, model.TAG, model, shape)
         row.spectrum, row.temperature, row.tint = spectrum
-        for k in model.KEYS:
-            if k.kind == "texture":
-                row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
-                                            f"{key}.{k.name}", raw=k.raw))
+        for i, k in enumerate(k for k in model.KEYS if k.kind == "texture"):
+            row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
+                                        f"{key}.{k.name}", raw=k.raw, role=_spectra.EMISSION if i == 0 else None))
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
@@ -358,6 +422,9 @@ class _Builder:
         k0 = next((k for k in model.KEYS if k.kind == "texture"), None)
         v = spec.get(k0.name) if k0 is not None else None
         plain = (variants.SPECTRUM_RGB, 0.0, (1.0, 1.0, 1.0))
+        sampled = self.emitter_sampled(spec, v, k0, key)
+        if sampled is not None:
+            return sampled
         if not (isinstance(v, dict) and v.get("type") in ("blackbody", "d65", "uniform")):
             return spec, plain
         where = f"{key}.{k0.name}"
@@ -382,6 +449,22 @@ class _Builder:
             factor = _num(v.get("value", 1.0), self.file, f"{where}.value", 0.0)
             kind = (variants.SPECTRUM_UNIFORM, 0.0, (1.0, 1.0, 1.0))
         return dict(spec, **{k0.name: factor}), kind
+
+    def emitter_sampled(self, spec, v, k0, key):
+        """The kind of an emitter's spectrum given as data (spectra/sampled.py) -> (spec, kind) or None: a
+        wavelength list (or ``d65`` without a colour) is a sampled spectrum in the spectral variants (its values
+        the parameter; kind SPECTRUM_SAMPLED), a uniform ``{type: spectrum, value: v}`` the uniform kind there; in
+        rgb and mono the texture holds its reduced value (texture() with the EMISSION role)."""
+        if not _spectra.is_spectrum(v) or v["type"] in ("blackbody", "uniform") or (v["type"] == "d65" and "color" in v):
+            return None
+        white = (1.0, 1.0, 1.0)
+        if self.variant in ("spectral", "spectral_polarized"):
+            r = self.spectrum(v, _spectra.EMISSION, f"{key}.{k0.name}")
+            if r.spectrum is not None:
+                return spec, (variants.SPECTRUM_SAMPLED, 0.0, white)
+            if r.uniform:
+                return dict(spec, **{k0.name: float(r.value)}), (variants.SPECTRUM_UNIFORM, 0.0, white)
+        return spec, (variants.SPECTRUM_RGB, 0.0, white)
 
     # -- shapes ---------------------------------------------------------------------------
     def shape(self, i, spec):
@@ -636,4 +719,4 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     if not b.shapes and not b.emitters:
         raise ConfigError("the scene has no shapes and no emitters", file, "")
     return SceneDescription(file, base_dir, dict(integ), sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
-                            b.warnings, b.media, dict(b.bsdf_index))
+                            b.warnings, b.media, dict(b.bsdf_index), spectra=list(b.spectra))
