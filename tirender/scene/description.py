@@ -267,6 +267,7 @@ class _Builder:
             raise ConfigError("expected a number, an RGB value or a bitmap (this key holds data, not a spectrum)",
                               self.file, key)
         r = self.spectrum(spec, role, key)
+        self.spectrum_range(r, lo, hi, key)
         if r.spectrum is None:
             if channels == 1 and not r.uniform:
                 raise ConfigError("a scalar key takes a uniform spectrum (a number), not a colour", self.file, key)
@@ -274,13 +275,18 @@ class _Builder:
             return self.texture(v, name, channels, lo, hi, key)
         if channels != 3:
             raise ConfigError("a scalar key takes a uniform spectrum (a number), not a wavelength list", self.file, key)
-        v = r.spectrum.values
-        if v.min() < lo or v.max() > hi:
-            raise ConfigError(f"spectrum values must lie in [{lo:g}, {hi:g}] (found {v.min():g}..{v.max():g})",
-                              self.file, key)
-        t = self.add_texture(name, v.reshape(1, 1, -1).astype(np.float32), lo, hi, True, 0, True, key)
+        t = self.add_texture(name, r.spectrum.values.reshape(1, 1, -1).astype(np.float32), lo, hi, True, 0, True, key)
         self.textures[t].lam = self.add_spectrum(r.spectrum)
         return t
+
+    def spectrum_range(self, r, lo, hi, key):
+        """A wavelength list's values must lie in the key's range (in every variant: Mitsuba clamps only the
+        reduced RGB)."""
+        if r.data is not None:
+            v = r.data.values
+            if v.min() < lo or v.max() > hi:
+                raise ConfigError(f"spectrum values must lie in [{lo:g}, {hi:g}] (found {v.min():g}..{v.max():g})",
+                                  self.file, key)
 
     def add_spectrum(self, s, constant=False):
         """Append a sampled spectrum to the spectrum table: N, its wavelengths (and its values if ``constant``);
@@ -302,11 +308,10 @@ class _Builder:
             if role is None or name is None or not _spectra.is_spectrum(spec[name]):
                 continue
             r = self.spectrum(spec[name], role, f"{key}.{name}")
+            self.spectrum_range(r, k.lo, k.hi, f"{key}.{name}")
             if r.spectrum is None:
                 out[name] = [float(x) for x in np.broadcast_to(r.value, 3)]
             else:
-                if r.spectrum.values.min() < k.lo or r.spectrum.values.max() > k.hi:
-                    raise ConfigError(f"spectrum values must lie in [{k.lo:g}, {k.hi:g}]", self.file, f"{key}.{name}")
                 out[name] = _spectra.TableRef(self.add_spectrum(r.spectrum, constant=True))
         return out
 

@@ -208,10 +208,12 @@ class TableRef:
 @dataclass
 class Resolved:
     """What a spectrum mapping is in a variant: ``value`` (a number or (3,) RGB: a plain texture value), or a
-    ``spectrum`` (Sampled, spectral variants); ``uniform``: the value came from a uniform spectrum."""
+    ``spectrum`` (Sampled, spectral variants); ``uniform``: the value came from a uniform spectrum; ``data``: the
+    list given (every variant; its values are range-checked like any texture value)."""
     value: object = None
     spectrum: Sampled = None
     uniform: bool = False
+    data: Sampled = None
 
 
 def _keys(spec, allowed):
@@ -287,9 +289,9 @@ def resolve(spec, role, variant, path=None):
                 return Resolved(value=s * E_SRGB, uniform=True)
             return Resolved(value=s, uniform=True)
         if spectral:
-            return Resolved(spectrum=s)
+            return Resolved(spectrum=s, data=s)
         rgb = spectrum_list_to_srgb(s.wavelengths, s.values, bounded=not unb, d65=role != EMISSION)
-        return Resolved(value=np.full(3, LUMINANCE @ rgb) if variant == "mono" else rgb)
+        return Resolved(value=np.full(3, LUMINANCE @ rgb) if variant == "mono" else rgb, data=s)
     if t == "uniform":
         _keys(spec, {"type", "value"})
         return Resolved(value=_number(spec.get("value", 1.0), "value"), uniform=True)
