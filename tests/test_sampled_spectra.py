@@ -356,7 +356,8 @@ def test_spectral_gradients_of_the_values(spectral_report):
 # ------------------------------------------------------------------------------------------------ float64
 def f64_checks():
     """(name -> max relative error vs central differences): the sampled spectrum's adjoint, directly and through
-    the BSDF slot, the emitter registry and a homogeneous medium, fp = f64, spectral."""
+    the BSDF slot, the emitter registry and a medium (homogeneous, and at a point as grid media read it), fp = f64,
+    spectral."""
     import taichi as ti
 
     import tirender
@@ -366,7 +367,8 @@ def f64_checks():
     from tirender.emitters import registry
     from tirender.emitters.base import direction_record
     from tirender.launch import read_gradients, reset_gradients
-    from tirender.media.medium import homogeneous_coefficients, homogeneous_coefficients_adjoint
+    from tirender.media.medium import (coefficients, coefficients_adjoint, homogeneous_coefficients,
+                                       homogeneous_coefficients_adjoint)
     from tirender.textures import spectrum_eval, spectrum_eval_adjoint
     tirender.set_variant("spectral")
     rng = np.random.default_rng(3)
@@ -402,6 +404,7 @@ def f64_checks():
         q = direction_record(0, vec3(0.0), vec3(0.0, 0.0, 1.0), vec2(0.5), vec3(0.0, 0.0, -1.0), 1.0)
         v = tirender.variants.spec(0.0)
         sig, alb = homogeneous_coefficients(st, 0, lam)
+        sig_p, alb_p = coefficients(st, 0, vec3(0.1, -0.2, 0.3), lam)     # the grid media's path
         if which == 0:
             v = spectrum_eval(st, t0, lam)
         elif which == 1:
@@ -410,8 +413,12 @@ def f64_checks():
             v = registry.eval(st, em, q, lam)
         elif which == 3:
             v = alb
-        else:
+        elif which == 4:
             v = sig
+        elif which == 5:
+            v = alb_p
+        else:
+            v = sig_p
         return v.dot(gs)
 
     @ti.kernel
@@ -429,12 +436,17 @@ def f64_checks():
             registry.eval_adjoint(st, em, q, d, lam)
         elif which == 3:
             homogeneous_coefficients_adjoint(st, 0, lam, z, d)
-        else:
+        elif which == 4:
             homogeneous_coefficients_adjoint(st, 0, lam, d, z)
+        elif which == 5:
+            coefficients_adjoint(st, 0, vec3(0.1, -0.2, 0.3), lam, z, d)
+        else:
+            coefficients_adjoint(st, 0, vec3(0.1, -0.2, 0.3), lam, d, z)
 
     out = {}
     for which, label, name in ((0, "spectrum_eval", names[0]), (1, "BSDF slot", names[0]), (2, "area emitter", names[1]),
-                               (3, "medium albedo", names[2]), (4, "medium sigma_t", names[3])):
+                               (3, "medium albedo", names[2]), (4, "medium sigma_t", names[3]),
+                               (5, "medium albedo at a point", names[2]), (6, "medium sigma_t at a point", names[3])):
         errs = []
         for _ in range(40):
             lam = rng.uniform(370.0, 810.0, 4)         # some lanes outside the list's range
@@ -458,7 +470,7 @@ def f64_checks():
 def test_sampled_adjoints_vs_central_differences_f64():
     from gradcheck_util import f64_child_report
     report = f64_child_report(__file__)
-    assert len(report) == 5
+    assert len(report) == 7
     for name, r in report.items():
         assert r["cases"] >= 40 and r["max_rel_err"] <= 1e-6, (name, r)
 

@@ -131,7 +131,8 @@ class Row:
         self.floats = []            # model constants, st.em_f[e, 0:N_FLOAT] (e.g. a spot's falloff)
         self.flags = model.FLAGS
         # the spectrum of its light (variants.SPECTRUM_*, st.em_spec): RGB (D65-scaled in the spectral
-        # variant), a black body at `temperature` K (st.em_temp) or uniform; `tint` (st.em_tint) is the
+        # variant), a black body at `temperature` K (st.em_temp), uniform, or a sampled spectrum (spectral: the
+        # radiance texture holds a wavelength list's values, textures.py); `tint` (st.em_tint) is the
         # spectrum's linear sRGB per unit texture value, by which the RGB and mono variants multiply
         self.spectrum = 0
         self.temperature = 0.0

@@ -9,7 +9,8 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
     pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
     eval(st, em, q, lam) -> Spectrum / eval_adjoint(st, em, q, d_le, lam)
     emission(st, e, rgb, lam) / emission_adjoint(...)      an emitter's RGB value through its spectrum
-                                                            (Row.spectrum: RGB, black body, uniform)
+                                                            (Row.spectrum: RGB, black body, uniform, or a
+                                                            sampled spectrum: textures.spectrum_eval)
     eval_grad(st, em, q, w, lam) -> (vec2, vec3)            ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
                                                             seen at a moving point or along a moving
                                                             direction (attached PRB); 0 for models

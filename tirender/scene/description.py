@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from ..spectra import sampled as _spectra
 from . import shapes as builtin
+from . import spectra as scene_spectra
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
@@ -166,7 +167,7 @@ class _Builder:
         if spec is None:
             spec = default
         if _spectra.is_spectrum(spec):
-            return self.spectrum_texture(spec, name, channels, lo, hi, key, role or _spectra.REFLECTANCE, raw)
+            return scene_spectra.texture(self, spec, name, channels, lo, hi, key, role or _spectra.REFLECTANCE, raw)
         if isinstance(spec, dict):
             _keys(spec, {"type", "filename", "data", "width", "height", "value", "srgb", "raw", "filter",
                          "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1"}, self.file, key)
@@ -253,68 +254,6 @@ class _Builder:
             raise ConfigError(f"value {bad:g} is out of range [{lo:g}, {hi:g}]", self.file, key)
         return v.astype(np.float32)
 
-    def spectrum(self, spec, role, key):
-        """A spectrum mapping -> spectra/sampled.Resolved for this scene's variant (ConfigError on bad input)."""
-        try:
-            return _spectra.resolve(spec, role, self.variant, lambda p: self.path(p, f"{key}.filename"))
-        except ValueError as e:
-            raise ConfigError(e.args[0], self.file, f"{key}.{e.args[1]}" if len(e.args) > 1 else key) from None
-
-    def spectrum_texture(self, spec, name, channels, lo, hi, key, role, raw=None):
-        """A spectrum mapping as texture `name`: its value in this variant (an RGB or scalar constant), or a
-        sampled spectrum (its N values the parameter, its wavelengths in the spectrum table)."""
-        if raw:
-            raise ConfigError("expected a number, an RGB value or a bitmap (this key holds data, not a spectrum)",
-                              self.file, key)
-        r = self.spectrum(spec, role, key)
-        self.spectrum_range(r, lo, hi, key)
-        if r.spectrum is None:
-            if channels == 1 and not r.uniform:
-                raise ConfigError("a scalar key takes a uniform spectrum (a number), not a colour", self.file, key)
-            v = float(np.mean(r.value)) if channels == 1 else [float(x) for x in np.broadcast_to(r.value, 3)]
-            return self.texture(v, name, channels, lo, hi, key)
-        if channels != 3:
-            raise ConfigError("a scalar key takes a uniform spectrum (a number), not a wavelength list", self.file, key)
-        t = self.add_texture(name, r.spectrum.values.reshape(1, 1, -1).astype(np.float32), lo, hi, True, 0, True, key)
-        self.textures[t].lam = self.add_spectrum(r.spectrum)
-        return t
-
-    def spectrum_range(self, r, lo, hi, key):
-        """A wavelength list's values must lie in the key's range (in every variant: Mitsuba clamps only the
-        reduced RGB)."""
-        if r.data is not None:
-            v = r.data.values
-            if v.min() < lo or v.max() > hi:
-                raise ConfigError(f"spectrum values must lie in [{lo:g}, {hi:g}] (found {v.min():g}..{v.max():g})",
-                                  self.file, key)
-
-    def add_spectrum(self, s, constant=False):
-        """Append a sampled spectrum to the spectrum table: N, its wavelengths (and its values if ``constant``);
-        returns its offset."""
-        o = len(self.spectra)
-        self.spectra += [float(len(s.wavelengths))] + [float(x) for x in s.wavelengths]
-        if constant:
-            self.spectra += [float(x) for x in s.values]
-        return o
-
-    def colour_constants(self, spec, model, key):
-        """A model's colour constants given as spectra (Vec3 keys declaring a ``spectrum`` role: a conductor's η,
-        k) -> spec with each replaced by its RGB value in this variant, or by a spectrum-table reference
-        (spectra/sampled.TableRef) for a wavelength list in the spectral variants."""
-        out = dict(spec)
-        for k in model.KEYS:
-            role = getattr(k, "spectrum", None)
-            name = next((n for n in (k.name,) + k.aliases if n in spec), None)
-            if role is None or name is None or not _spectra.is_spectrum(spec[name]):
-                continue
-            r = self.spectrum(spec[name], role, f"{key}.{name}")
-            self.spectrum_range(r, k.lo, k.hi, f"{key}.{name}")
-            if r.spectrum is None:
-                out[name] = [float(x) for x in np.broadcast_to(r.value, 3)]
-            else:
-                out[name] = _spectra.TableRef(self.add_spectrum(r.spectrum, constant=True))
-        return out
-
     # -- BSDFs ----------------------------------------------------------------------------
     def bsdf(self, bid, spec, key, depth=0):
         """A BSDF mapping -> row index. Keys that a wrapper model declares as SUGAR (``normalmap``,
@@ -347,7 +286,7 @@ class _Builder:
 
     def _row(self, bid, model, spec, key, depth, children=None):
         keys = model.KEYS if children is None else tuple(k for k in model.KEYS if not isinstance(k, Child))
-        spec = self.colour_constants(spec, model, key)
+        spec = scene_spectra.colour_constants(self, spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
                           family=("BSDF", model.NAME, _BSDF_KEYS))
         row = BsdfRow(bid, model.TAG, model)
@@ -427,7 +366,7 @@ class _Builder:
         k0 = next((k for k in model.KEYS if k.kind == "texture"), None)
         v = spec.get(k0.name) if k0 is not None else None
         plain = (variants.SPECTRUM_RGB, 0.0, (1.0, 1.0, 1.0))
-        sampled = self.emitter_sampled(spec, v, k0, key)
+        sampled = scene_spectra.emitter_kind(self, spec, v, k0, key)
         if sampled is not None:
             return sampled
         if not (isinstance(v, dict) and v.get("type") in ("blackbody", "d65", "uniform")):
@@ -454,22 +393,6 @@ class _Builder:
             factor = _num(v.get("value", 1.0), self.file, f"{where}.value", 0.0)
             kind = (variants.SPECTRUM_UNIFORM, 0.0, (1.0, 1.0, 1.0))
         return dict(spec, **{k0.name: factor}), kind
-
-    def emitter_sampled(self, spec, v, k0, key):
-        """The kind of an emitter's spectrum given as data (spectra/sampled.py) -> (spec, kind) or None: a
-        wavelength list (or ``d65`` without a colour) is a sampled spectrum in the spectral variants (its values
-        the parameter; kind SPECTRUM_SAMPLED), a uniform ``{type: spectrum, value: v}`` the uniform kind there; in
-        rgb and mono the texture holds its reduced value (texture() with the EMISSION role)."""
-        if not _spectra.is_spectrum(v) or v["type"] in ("blackbody", "uniform") or (v["type"] == "d65" and "color" in v):
-            return None
-        white = (1.0, 1.0, 1.0)
-        if self.variant in ("spectral", "spectral_polarized"):
-            r = self.spectrum(v, _spectra.EMISSION, f"{key}.{k0.name}")
-            if r.spectrum is not None:
-                return spec, (variants.SPECTRUM_SAMPLED, 0.0, white)
-            if r.uniform:
-                return dict(spec, **{k0.name: float(r.value)}), (variants.SPECTRUM_UNIFORM, 0.0, white)
-        return spec, (variants.SPECTRUM_RGB, 0.0, white)
 
     # -- shapes ---------------------------------------------------------------------------
     def shape(self, i, spec):
