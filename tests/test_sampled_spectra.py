@@ -57,8 +57,10 @@ def _scene_xml(refl, rad, sigma, const_sigma, albedo, eta, k, uniform_rad=3.0, s
                 <spectrum name="albedo" value="{albedo}"/></medium>
             <medium type="homogeneous" id="cv"><volume name="sigma_t" type="constvolume">
                 <spectrum name="value" value="{const_sigma}"/></volume></medium>
-            <shape type="rectangle" id="l"><emitter type="area"><spectrum name="radiance" value="{rad}"/></emitter></shape>
-            <shape type="rectangle" id="u"><emitter type="area"><spectrum name="radiance" value="{uniform_rad}"/></emitter></shape>
+            <shape type="rectangle" id="l">
+                <emitter type="area"><spectrum name="radiance" value="{rad}"/></emitter></shape>
+            <shape type="rectangle" id="u">
+                <emitter type="area"><spectrum name="radiance" value="{uniform_rad}"/></emitter></shape>
             <shape type="cube" id="box"><ref name="bsdf" id="r"/><ref name="interior" id="m"/></shape>
             <shape type="cube" id="box2"><ref name="bsdf" id="c"/><ref name="interior" id="cv"/></shape>
             <shape type="cube" id="box3"><ref name="bsdf" id="g"/></shape>
@@ -341,7 +343,8 @@ def test_image_parity_with_mitsuba(mi, variant, spectral_report, spectral_out):
     theirs = parity.mitsuba_run(PARITY, PARITY_DEFINES, 32, 4, [], 0, grad=False, variant="scalar_" + variant)
     r = parity.compare(ours, theirs, "spectra")
     print(variant, r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
-    assert np.all(r["p"] >= parity.P_FAIL) and r["rmse_ratio"] <= 1.2, (r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
+    assert np.all(r["p"] >= parity.P_FAIL) and r["rmse_ratio"] <= 1.2, \
+        (r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
 
 
 def test_spectral_gradients_of_the_values(spectral_report):
@@ -444,7 +447,8 @@ def f64_checks():
             coefficients_adjoint(st, 0, vec3(0.1, -0.2, 0.3), lam, d, z)
 
     out = {}
-    for which, label, name in ((0, "spectrum_eval", names[0]), (1, "BSDF slot", names[0]), (2, "area emitter", names[1]),
+    for which, label, name in ((0, "spectrum_eval", names[0]), (1, "BSDF slot", names[0]),
+                               (2, "area emitter", names[1]),
                                (3, "medium albedo", names[2]), (4, "medium sigma_t", names[3]),
                                (5, "medium albedo at a point", names[2]), (6, "medium sigma_t at a point", names[3])):
         errs = []

@@ -10,8 +10,9 @@ the tag: ``scene.xml: line 12: <bsdf type="plastic">: unsupported BSDF type`` (C
 Supported: ``<scene version>``, ``<default name value>`` and ``$name`` substitution (overridden by
 ``defines``, the CLI's ``-D name=value``), ``<include filename>``, ``id`` / ``<ref id>`` / ``name``,
 transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's order, each one
-pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum> (value, wavelength:value pairs, files,
-and the spectrum plugins: spectra/sampled.py) <point> <vector> <transform>``, ``<texture type="bitmap">``, ``<volume type="gridvolume"|"constvolume">``,
+pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum> <point> <vector> <transform>``
+(spectra: a value, wavelength:value pairs, files and the spectrum plugins, spectra/sampled.py),
+``<texture type="bitmap">``, ``<volume type="gridvolume"|"constvolume">``,
 shapes obj/ply/rectangle/cube/sphere/disk (``serialized`` refused), ``perspective`` sensors with
 ``hdrfilm`` + ``rfilter`` and any of Mitsuba's samplers (sample_count, rounded as that sampler rounds it,
 -> render.spp; seed -> render.seed; tirender samples independently), and the integrators tirender has.
