@@ -111,6 +111,23 @@ def k_grad_dirs(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.
             out[i, 3 + k] = go[k]
 
 
+@ti.kernel
+def k_null(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), uv: ti.types.ndarray(),
+           out: ti.types.ndarray()):
+    """out[i] = null_transmission(wi_in[i]) (3 channels)."""
+    for i in range(out.shape[0]):
+        w = D.null_transmission(st, _ctx(b, uv, i), _v3(wi_in, i))
+        for k in ti.static(range(3)):
+            out[i, k] = w[k]
+
+
+@ti.kernel
+def k_null_adjoint(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(),
+                   uv: ti.types.ndarray(), dout: ti.types.ndarray()):
+    for i in range(wi_in.shape[0]):
+        D.null_transmission_adjoint(st, _ctx(b, uv, i), _v3(wi_in, i), _v3(dout, i))
+
+
 class Bench:
     """Scene with the BSDFs `specs` (id -> YAML spec; a texture given as {"range": (lo, hi)} (lo, hi
     numbers or per-channel lists; "channels": 1 for scalars) becomes an N x 1 random
@@ -185,6 +202,20 @@ class Bench:
         out = np.zeros((wo.shape[0], 6), fdt())
         k_grad_dirs(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv, self._arr(dout), out)
         return out.astype(np.float64)
+
+    def null_transmission(self, bid, wi, per_sample=False):
+        """(n, 3): the row's null transmission (a shadow ray's weight across it) for directions wi[i]."""
+        wi = self._arr(wi)
+        out = np.zeros((wi.shape[0], 3), fdt())
+        k_null(self.st, self.D(bid), self.row(bid), wi, self.uv if per_sample else self.uv0, out)
+        return out.astype(np.float64)
+
+    def null_adjoint(self, bid, wi, dout, scale=2.0 ** 36):
+        """Per-parameter gradient arrays of Σ_i <dout_i, null_transmission_i> (per-sample texels)."""
+        from tirender.launch import read_gradients, reset_gradients
+        reset_gradients(self.st, scale)
+        k_null_adjoint(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv, self._arr(dout))
+        return read_gradients(self.scene, self.st)
 
     # --- parameters: per-sample texels of the pool (set in full precision on the device) ---
     def params_of(self, bid):

@@ -50,6 +50,20 @@ def test_parity_images_and_gradients(run, name):
         assert ok, f"{name}: {key}: tirender {ma} ± {sa}, Mitsuba {mb} ± {sb} (z {z:+.2f}, Welch p {p:.3g})"
 
 
+def test_parity_projector_and_spot_texture(run):
+    """projector.xml (a projector with a bitmap irradiance, a spot light projecting a bitmap): images, and
+    PRB gradients of the projector's irradiance and scale and the spot's texture and intensity, each clear
+    of 0 in Mitsuba (6 seeds: the RMSE's noise estimate is steadier at this small budget)."""
+    r = run.run_scene("projector", res=16, spp=32, seeds=6, grad_spp=8)
+    print(run.table([r], ""))
+    assr = f"projector: z={r['z']}, Welch p={r['p']}, RMSE/noise={r['rmse_ratio']:.2f}"
+    assert all(p >= run.P_FAIL for p in r["p"]), assr
+    assert r["rmse_ratio"] <= 1.2, assr
+    assert len(r["grads"]) == 4
+    for key, ma, sa, mb, sb, z, p, ok in r["grads"]:
+        assert ok and abs(mb) > 3 * sb, f"{key}: tirender {ma} ± {sa}, Mitsuba {mb} ± {sb} (z {z:+.2f}, p {p:.3g})"
+
+
 def test_welch_test(run):
     """The parity verdict's statistics: Student-t tails against tabulated values, and the verdict on
     clear differences, on noise, and on a sign flip of a gradient that is clear of 0 on both sides."""

@@ -208,3 +208,48 @@ def test_exact_kernels_match_shared_ones(smoke):
     np.testing.assert_allclose(res[False][0], res[True][0], rtol=1e-5, atol=1e-7)
     for k, v in res[True][1].items():
         np.testing.assert_allclose(res[False][1][k], v, rtol=1e-4, atol=1e-5 * np.abs(v).max(), err_msg=k)
+
+
+def _pass_through_sheets():
+    """A floor lit by the sun through a thin dielectric sheet and a masked card (Mitsuba's null components:
+    volume integrators' shadow rays cross them weighted by their null transmission). Direct light only
+    (max_depth 2) and the sheets outside the view: every path's light is an NEE term through the sheets."""
+    return {
+        "integrator": {"type": "prbvolpath", "max_depth": 2},
+        "sensors": [camera([0, 0.8, 0], [0, 0, 0], up=(0, 0, 1), fov=60, w=10, h=10)],
+        "shapes": [
+            {"id": "floor", "type": "rectangle", "bsdf": {"type": "diffuse", "reflectance": 0.6},
+             "to_world": [{"scale": [3, 3, 1]}, {"rotate": {"axis": [1, 0, 0], "angle": -90}}]},
+            {"id": "sheet", "type": "rectangle", "to_world": [{"scale": [2, 2, 1]}, {"rotate": {"axis": [1, 0, 0],
+                                                                                          "angle": -80}},
+                                                           {"translate": [0.6, 1.5, 0]}],
+             "bsdf": {"type": "thindielectric", "int_ior": 1.6, "specular_transmittance": [0.8, 0.7, 0.9]}},
+            {"id": "card", "type": "rectangle", "to_world": [{"scale": [1.2, 1.2, 1]}, {"rotate": {"axis": [1, 0, 0],
+                                                                                              "angle": -90}},
+                                                          {"translate": [-0.8, 2.0, 0]}],
+             "bsdf": {"type": "mask", "opacity": 0.4, "bsdf": {"type": "diffuse", "reflectance": 0.5}}},
+        ],
+        "emitters": [{"type": "directional", "direction": [0.1, -1.0, 0.05], "irradiance": 3.0}],
+    }
+
+
+@pytest.mark.parametrize("pname,h", [("sheet.specular_transmittance", 0.02), ("sheet.int_ior", 0.03),
+                                     ("card.opacity", 0.03)], ids=["transmittance", "int_ior", "opacity"])
+def test_prbvolpath_null_transmission_matches_fd(pname, h):
+    """Shadow rays through pass-through surfaces: their null transmission's adjoint (walk/media.py)."""
+    sc = tirender.load_scene(_pass_through_sheets())
+    img = tirender.render(sc, spp=16, seed=1, progress=False)
+    sc.params["sheet.specular_transmittance"] = [0.0, 0.0, 0.0]
+    sc.params["card.opacity"] = 1.0
+    dark = tirender.render(sc, spp=16, seed=1, progress=False)
+    sc.params["sheet.specular_transmittance"] = [0.8, 0.7, 0.9]
+    sc.params["card.opacity"] = 0.4
+    assert dark.mean() < 0.5 * img.mean(), (dark.mean(), img.mean())   # the sheets' shadows are in view
+    u = np.ones(sc.params[pname].shape)
+    g, f = projected_gradients(sc, pname, u, _weights(sc), 8, SEEDS_PRB[:4], SEEDS_FD[:4], h)
+    # a directional light and direct light only: nearly noise-free, so the float32 rounding of the renders
+    # (~1e-6 relative) and the central difference's O(h²) truncation set the tolerance beside the noise
+    mg, mf = g.mean(), f.mean()
+    se = np.hypot(g.std(ddof=1), f.std(ddof=1)) / 2.0
+    assert abs(mg - mf) <= 3.0 * se + 1e-3 * abs(mf), (pname, mg, mf, se)
+    assert abs(mf) > 1e-3, (pname, mf)

@@ -1,6 +1,6 @@
 """The light tracer (``ptracer``) against the path tracer on scenes both render: a Cornell-like box
 (box, Gaussian and tent filters), every emitter type (area, point, spot, directional, constant,
-envmap), a glass caustic (importance transport through refraction), directly visible emitters
+envmap, projector, a spot's texture), a glass caustic (importance transport through refraction), directly visible emitters
 and hide_emitters; determinism; one-line refusals (media, gradients)."""
 import numpy as np
 import pytest
@@ -62,6 +62,22 @@ def _plane_scene(emitter, w=24):
 ], ids=["point", "spot", "directional", "constant", "beam", "beam_square"])
 def test_emitters_match_path_tracer(emitter):
     _compare(tirender.load_scene(_plane_scene(emitter)), 512, 512, 0.03, 0.08)
+
+
+@pytest.mark.slow
+def test_projector_and_textured_spot_match_path_tracer(tmp_path):
+    """Bitmap lights: the projector's rays drawn by its texture's luminance (a dark third of the texels),
+    the spot's rays carrying its projected texture at their uv."""
+    tex = np.random.default_rng(5).uniform(0.0, 1.0, (6, 8, 3)).astype(np.float32)
+    tex[:, :3] *= 0.05
+    path = str(tmp_path / "t.npy")
+    np.save(path, tex)
+    d = _plane_scene({"type": "projector", "irradiance": {"type": "bitmap", "data": path}, "scale": 2.0, "fov": 50,
+                      "to_world": {"look_at": {"origin": [0.5, 2.0, 1.0], "target": [0, 0, 0], "up": [0, 1, 0]}}})
+    d["emitters"].append({"type": "spot", "intensity": 15.0, "cutoff_angle": 30.0, "texture": {"type": "bitmap",
+                                                                                            "data": path},
+                          "to_world": {"look_at": {"origin": [-0.5, 1.5, 1.0], "target": [0, 0, 0], "up": [0, 0, 1]}}})
+    _compare(tirender.load_scene(d), 512, 512, 0.03, 0.08)
 
 
 @pytest.mark.slow

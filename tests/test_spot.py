@@ -1,6 +1,7 @@
 """The ``spot`` emitter (Mitsuba 3 src/emitters/spot.cpp): its falloff curve against Mitsuba's
 formula, the irradiance it gives a plane (E = I·falloff(θ)·cos θ'/r²), the intensity adjoint against
-central differences in f64, input errors, and a render against Mitsuba 3 (scalar_rgb)."""
+central differences in f64, input errors, and a render against Mitsuba 3 (scalar_rgb). The projection
+texture: tests/test_projector.py."""
 import json
 import os
 import subprocess
@@ -170,7 +171,7 @@ def test_intensity_adjoint_vs_finite_differences_f64():
 @pytest.mark.parametrize("patch, key, msg", [
     ({"beam_width": 40.0}, "emitters[0].beam_width", "must be <= cutoff_angle"),
     ({"cutoff_angle": 0.0}, "emitters[0].cutoff_angle", "must be >"),
-    ({"texture": {"type": "bitmap", "filename": "x.png"}}, "emitters[0].texture", "not supported"),
+    ({"texture": [0.5, 0.5, 0.5]}, "emitters[0].texture", "spatially varying"),
     ({"intensity": {"type": "bitmap", "width": 4, "height": 4, "value": 1.0}}, "emitters[0].intensity",
      "not a bitmap"),
     ({"to_world": [{"scale": [1, 2, 1]}]}, "emitters[0].to_world", "uniform scale"),

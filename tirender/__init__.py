@@ -12,13 +12,14 @@ Public API::
     grads = tirender.render_grad(scene, adjoint_image, spp=64, seed=1)   # PRB
     jv = tirender.render_forward(scene, {"red.reflectance": 1.0}, spp=64)   # forward mode: J v
     S = tirender.render_stokes(scene, spp=64)     # (4, H, W, 3): Stokes S0..S3 (spectral_polarized)
+    img, m2 = tirender.render_moments(scene, spp=64)   # and the samples' second moments (XYZ, per pixel)
 """
 from .backend import current_arch, init  # noqa: F401
 from .errors import ConfigError, TirenderError  # noqa: F401
 
 __version__ = "0.1.0"
 _API = ("load_scene", "render", "render_grad", "render_and_grad", "render_forward", "render_progressive",
-        "render_stokes", "scene_from_config", "set_gradients")
+        "render_stokes", "render_moments", "scene_from_config", "set_gradients")
 
 
 def __getattr__(name):

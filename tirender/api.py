@@ -103,6 +103,20 @@ def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
     return registry.module(t).render(scene, spp, seed, sensor, progress, integrator=t)
 
 
+def render_moments(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
+    """(image, m2): the image as ``render`` gives it and, from the same samples, the per-pixel second moment of
+    the samples' colour in XYZ (float32 (H, W, 3) each; Mitsuba's ``moment`` integrator's ``m2_*`` channels).
+    The per-sample variance in XYZ is m2 − mean², the pixel estimate's that over spp. Any scene (with or without
+    a ``moment`` integrator) whose integrator samples pixels (path, direct, volpath and their variants)."""
+    from .integrators import moment
+    spp, seed, sensor, progress = _check(spp=launch.DEFAULT_SPP if spp is None else spp, seed=seed, sensor=sensor,
+                                         progress=progress)
+    scene = _scene(scene)
+    spp, sensor = launch.check_args(scene, spp, sensor)
+    t = _integrator(scene, integrator)
+    return moment.render_moments(registry.module(t), scene, spp, seed, sensor, progress, t)
+
+
 def render_stokes(scene, spp=None, seed=0, sensor=0, progress=True):
     """The Stokes components S0..S3 of one sensor: float32 (4, H, W, 3) linear sRGB, row 0 at the top, in the
     camera's frame (x = ray × up, as Mitsuba 3's ``stokes``): the path tracer with the scene's integrator

@@ -143,18 +143,23 @@ def cmd_render(args):
         raise ConfigError(f"sensor index must be < {nsens} (the scene has {nsens})", rs["sensor_file"],
                           rs["sensor_key"])
     stokes = (rs["integrator"] or described[1]["type"]) == "stokes"
+    moments = bool(described[1].get("moment")) and not stokes   # a moment integrator: also the second moments
     from .io.stokes import NAMES as STOKES_NAMES
     out = check_output_dir(rs["out"], rs["out_key"], rs["out_file"],
-                           names=("image.png", "image.exr", "image.npy") + (STOKES_NAMES if stokes else ()))
+                           names=("image.png", "image.exr", "image.npy") + (STOKES_NAMES if stokes else ())
+                           + (("m2.exr", "m2.npy") if moments else ()))
     _check_arch(args, cfg)
     arch = _init(args, cfg)
     scene = scene_from_config(cfg, described)
-    from .api import render, render_stokes
+    from .api import render, render_moments, render_stokes
     spp, sensor = rs["spp"], rs["sensor"]
     t0 = time.perf_counter()
+    m2 = None
     if stokes:
         S = render_stokes(scene, spp=spp, seed=rs["seed"], sensor=sensor)
         img = S[0]
+    elif moments:
+        img, m2 = render_moments(scene, spp=spp, seed=rs["seed"], sensor=sensor, integrator=rs["integrator"])
     else:
         img = render(scene, spp=spp, seed=rs["seed"], sensor=sensor, integrator=rs["integrator"])
     dt = time.perf_counter() - t0
@@ -163,6 +168,11 @@ def cmd_render(args):
 
     def write():
         save_image_set(out, img, "image")
+        if m2 is not None:      # XYZ second moments, as Mitsuba's m2_* channels (in R, G, B: X, Y, Z)
+            from .io.exr import write_exr
+            from .io.checkpoints import save_npy
+            write_exr(os.path.join(out, "m2.exr"), m2)
+            save_npy(os.path.join(out, "m2.npy"), m2)
         if stokes:
             from .io.stokes import save_stokes_set
             save_stokes_set(out, S)
@@ -171,7 +181,8 @@ def cmd_render(args):
     mean = [round(float(x), 6) for x in img.reshape(-1, 3).mean(0)]
     print(f"rendered {s.width}x{s.height} at {spp} spp on {arch} in {dt:.2f} s ({ms:.2f} Msamples/s, "
           f"incl. compile on first use), mean RGB {mean} -> {os.path.join(out, 'image.png')} (.exr, .npy)"
-          + (" and Stokes S0-S3 (S*.exr/.npy, stokes.npy, dolp.png, aolp.png, docp.png)" if stokes else ""))
+          + (" and Stokes S0-S3 (S*.exr/.npy, stokes.npy, dolp.png, aolp.png, docp.png)" if stokes else "")
+          + (" and the second moments of the samples in XYZ (m2.exr, m2.npy)" if moments else ""))
     return 0
 
 

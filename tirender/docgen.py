@@ -23,6 +23,14 @@ def _first_line(doc):
     return (doc or "").strip().split("\n\n")[0].replace("\n", " ")
 
 
+def _mitsuba_note(defaults, name=None):
+    """One line naming Mitsuba 3's defaults that differ from the YAML ones (what an XML scene gets)."""
+    if not defaults:
+        return ""
+    items = ", ".join(f"`{k}` = `{v}`" for k, v in defaults.items())
+    return f"\nIn Mitsuba XML scenes{' (' + name + ')' if name else ''}, Mitsuba's defaults: {items}.\n"
+
+
 def _section(title, models, names=lambda m: (m.NAME,)):
     out = [f"\n## {title}\n"]
     for m in models:
@@ -30,6 +38,7 @@ def _section(title, models, names=lambda m: (m.NAME,)):
         out.append(f"\n### `{'` / `'.join(names(m))}`\n\n{_first_line(m.__doc__ or mod.__doc__)}\n")
         if m.KEYS:
             out.append("\n" + keys_table(m.KEYS) + "\n")
+            out.append(_mitsuba_note(getattr(m, "MITSUBA_DEFAULTS", {})))
         else:
             out.append("\nNo keys.\n")
     return "".join(out)
@@ -47,6 +56,8 @@ def markdown():
     out = ["\n## Integrators (`integrator:`)\n"]
     for mod in integrators.PRIMAL_MODULES:
         out.append(f"\n### `{'` / `'.join(mod.NAMES)}`\n\n{_first_line(mod.__doc__)}\n\n{keys_table(mod.KEYS)}\n")
+        for name, d in getattr(mod, "MITSUBA_DEFAULTS", {}).items():
+            out.append(_mitsuba_note(d, f"`{name}`"))
     methods = ", ".join(f"`{m}`" for m in integrators.METHODS)
     out.append(f"\nGradient methods (`render_grad(method=...)`, `optimize.method`): {methods}.\n")
     parts.append("".join(out))

@@ -55,6 +55,7 @@ SCENES = {
     "mask": ["card.bsdf.opacity.value", "floor.bsdf.reflectance.value",
              "card.bsdf.nested_bsdf.reflectance.value=card.bsdf.reflectance"],
     "spot": ["spot.intensity.value", "floor.bsdf.reflectance.value"],
+    "projector": ["proj.irradiance.data", "proj.scale", "spot.texture.data", "spot.intensity.value"],
     "beckmann": ["floor.bsdf.alpha.value", "sky.radiance.value"],
     "anisotropic": ["floor.bsdf.alpha_u.value", "floor.bsdf.alpha_v.value"],
     "checkerboard": ["floor.bsdf.reflectance.color0.value=floor.reflectance@0,0;1,1",

@@ -79,6 +79,9 @@ DELTA = 2          # has a Dirac lobe (sampled only)
 BOTH_SIDES = 4     # handles wi below the surface itself (dielectrics, null, twosided)
 TRANSMISSION = 8   # can transmit through the surface
 NULL = 16          # index-matched interface: the path passes unchanged (media boundaries)
+PASS = 32          # has a straight pass-through lobe (Mitsuba's BSDFFlags::Null component: thindielectric's
+                   # transmission, a mask's holes): volume integrators do not count it as a bounce, and their
+                   # shadow rays cross the surface weighted by ``null_transmission`` (Mitsuba's eval_null_transmission)
 
 
 # Result of BSDF sampling: wo (local), weight = eval/pdf (Spectrum, cosine included), pdf (solid angle;
@@ -86,9 +89,10 @@ NULL = 16          # index-matched interface: the path passes unchanged (media b
 # roulette), delta (1: a Dirac lobe, no MIS), valid (0: sampling failed, the path ends), null (1:
 # a pass-through wo = -wi of a model's null lobe, e.g. a mask's 1 - opacity; also delta), disperse (1: a
 # dispersive event ended the path's secondary wavelengths, weight × (n, 0, …, 0) for n lanes: the walk terminates
-# them, variants.terminate_secondary).
+# them, variants.terminate_secondary), passthrough (1: the path went straight on through a PASS lobe — null,
+# a mask's hole, thindielectric's transmission —, Mitsuba's sampled type Null: not a bounce for volume integrators).
 BsdfSample = variants.struct(wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=float, delta=ti.i32,
-                             valid=ti.i32, null=ti.i32, disperse=ti.i32)
+                             valid=ti.i32, null=ti.i32, disperse=ti.i32, passthrough=ti.i32)
 
 # A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
 # texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv

@@ -107,3 +107,22 @@ class BlendBsdf:
         gi0, go0 = inner.grad_dirs(st, child(st, ctx, 0), wi, wo, d_out * (1.0 - w))
         gi1, go1 = inner.grad_dirs(st, child(st, ctx, 1), wi, wo, d_out * w)
         return gi0 + gi1, go0 + go1
+
+    @staticmethod
+    @ti.func
+    def null_transmission_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        """(1 − w) n_0 + w n_1 (Mitsuba's eval_null_transmission)."""
+        w = _weight(st, ctx)
+        return (1.0 - w) * inner.null_transmission(st, child(st, ctx, 0), wi) + \
+            w * inner.null_transmission(st, child(st, ctx, 1), wi)
+
+    @staticmethod
+    @ti.func
+    def null_transmission_adjoint_at(st: ti.template(), ctx, wi, d, inner: ti.template()):
+        w = _weight(st, ctx)
+        c0 = child(st, ctx, 0)
+        c1 = child(st, ctx, 1)
+        slot_float_adjoint(st, ctx, _W, (d * (inner.null_transmission(st, c1, wi) -
+                                              inner.null_transmission(st, c0, wi))).sum())
+        inner.null_transmission_adjoint(st, c0, wi, d * (1.0 - w))
+        inner.null_transmission_adjoint(st, c1, wi, d * w)

@@ -5,9 +5,10 @@ surface is absent (a null interaction: the path passes unchanged).
 Sampling (as Mitsuba): with probability 1 - o a pass-through sample wo = -wi, weight 1,
 pdf 1 - o, delta, eta 1; otherwise the nested BSDF is sampled with u1 / o, keeping its weight,
 its pdf multiplied by o. Both sides pass (flag BOTH_SIDES); the nested BSDF sees wi as it is.
-Integrators: a pass-through counts as a bounce and emitter-sampling shadow rays are blocked by a
-masked surface, as in Mitsuba's ``path`` (Mitsuba's ``volpath`` instead attenuates its shadow
-rays by 1 - o: a difference for masked surfaces lit through their holes in volpath).
+Integrators: in ``path`` a pass-through counts as a bounce and emitter-sampling shadow rays are blocked by a
+masked surface, as in Mitsuba's ``path``; the pass-through is Mitsuba's null component (flag PASS): volume
+integrators do not count it, and their shadow rays cross the surface weighted by its null transmission
+1 − o (1 − n), n the nested BSDF's (as Mitsuba's ``volpath``).
 Differentiable: the nested BSDF's parameters, and the opacity through both lobes: the nested one
 (∂<δ, eval>/∂o = <δ, f_nested>, i.e. L_nested / o in PRB) and the pass-through (``null_adjoint_at``:
 ∂ ln(1 - o)/∂o = -1/(1 - o) times the radiance that came through, -L_through / (1 - o)), so the
@@ -27,7 +28,7 @@ import taichi as ti
 from ..core import mueller as mu
 from ..schema import Child, Texture
 from ..variants import spec
-from .base import (BOTH_SIDES, DELTA, TRANSMISSION, BsdfSample, child, composite, slot_float,
+from .base import (BOTH_SIDES, DELTA, PASS, TRANSMISSION, BsdfSample, child, composite, slot_float,
                    slot_float_adjoint)
 
 _O = 0  # texture slot: opacity
@@ -48,7 +49,7 @@ class MaskBsdf:
 
     @staticmethod
     def combine_flags(child_flags):
-        return child_flags[0] | DELTA | TRANSMISSION | BOTH_SIDES
+        return child_flags[0] | DELTA | TRANSMISSION | BOTH_SIDES | PASS
 
     @staticmethod
     @ti.func
@@ -61,7 +62,7 @@ class MaskBsdf:
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
         o = _opacity(st, ctx)
-        bs = BsdfSample(wo=-wi, weight=spec(1.0), pdf=1.0 - o, eta=1.0, delta=1, valid=1, null=1)
+        bs = BsdfSample(wo=-wi, weight=spec(1.0), pdf=1.0 - o, eta=1.0, delta=1, valid=1, null=1, passthrough=1)
         if u1 < o:
             bs = inner.sample(st, child(st, ctx, 0), wi, ti.min(u1 / o, 0.99999994), u2)
             bs.pdf *= o
@@ -96,3 +97,17 @@ class MaskBsdf:
         o = _opacity(st, ctx)
         if o < 1.0:
             slot_float_adjoint(st, ctx, _O, -d_log / (1.0 - o))
+
+    @staticmethod
+    @ti.func
+    def null_transmission_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        """1 − o (1 − n): the holes, and what the nested BSDF lets through (Mitsuba's eval_null_transmission)."""
+        return 1.0 - _opacity(st, ctx) * (1.0 - inner.null_transmission(st, child(st, ctx, 0), wi))
+
+    @staticmethod
+    @ti.func
+    def null_transmission_adjoint_at(st: ti.template(), ctx, wi, d, inner: ti.template()):
+        c = child(st, ctx, 0)
+        n = inner.null_transmission(st, c, wi)
+        slot_float_adjoint(st, ctx, _O, -(d * (1.0 - n)).sum())
+        inner.null_transmission_adjoint(st, c, wi, d * _opacity(st, ctx))

@@ -190,6 +190,29 @@ def _make(levels):
 
         @staticmethod
         @ti.func
+        def null_transmission(st: ti.template(), ctx, wi):
+            """The fraction of light that passes straight through the surface (Mitsuba's eval_null_transmission:
+            a shadow ray's weight across a PASS surface; 0 for models without a pass-through lobe)."""
+            res = spec(0.0)
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "null_transmission_at")):
+                    if t == models[i].TAG:
+                        res = models[i].null_transmission_at(st, ctx, wi, inner)
+            return res
+
+        @staticmethod
+        @ti.func
+        def null_transmission_adjoint(st: ti.template(), ctx, wi, d):
+            """Scatter ∂<d, null_transmission>/∂π into the pool (d: per lane)."""
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "null_transmission_adjoint_at")):
+                    if t == models[i].TAG:
+                        models[i].null_transmission_adjoint_at(st, ctx, wi, d, inner)
+
+        @staticmethod
+        @ti.func
         def mueller(st: ti.template(), ctx, wi, wo, delta, smooth: ti.template()):
             res = mu.uniform_lanes(mu.depolarizer(1.0))     # models without a Mueller matrix (as Mitsuba's)
             t = st.bsdf_type[ctx.b]

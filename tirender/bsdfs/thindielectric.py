@@ -7,6 +7,10 @@ otherwise (weight = specular_transmittance); both are Dirac lobes, eval and pdf 
 Two-sided. η = int_ior / ext_ior; ``int_ior`` is a pool parameter (a number, an IOR name or a one-channel
 bitmap, as dielectric's; no dispersion: wo does not depend on η).
 
+The transmission is Mitsuba's null component (flag PASS, sampled type ``passthrough``): volume integrators do not
+count it as a bounce, and their shadow rays cross the sheet weighted by its null transmission (1 − R)·
+specular_transmittance (R at the shadow ray's |cos θ|), differentiable in specular_transmittance and int_ior.
+
 Derivatives: detached PRB does not differentiate Dirac lobes (as Mitsuba's prb), so int_ior gets 0 there.
 Attached PRB (``prb_attached``) differentiates the sampled lobe's probability P = R or 1 − R (the weights are
 constants): through cos θi (``dlog``: ∂ ln P/∂cos θi) and through η (``dirac_ior_adjoint_at``: ∂ ln P/∂η into
@@ -16,7 +20,8 @@ import taichi as ti
 
 from ..schema import IorTexture
 from ..variants import spec
-from .base import BsdfSample, const, dirac, invalid_sample, slot_float, slot_float_adjoint, slot_rgb
+from .base import (BOTH_SIDES, DELTA, PASS, TRANSMISSION, BsdfSample, const, dirac, invalid_sample, slot_float,
+                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .dielectric import DIELECTRIC_KEYS, SmoothInterface, dlog_lobe, ior_constants
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect
 
@@ -32,6 +37,7 @@ class ThinDielectric(SmoothInterface):
                                                   "(attached PRB: the lobes' probabilities)"),
         DIELECTRIC_KEYS[3])
     N_CONST = EXT_IOR + 1
+    FLAGS = DELTA | BOTH_SIDES | TRANSMISSION | PASS
 
     @staticmethod
     def constants(values, file, key):
@@ -87,7 +93,26 @@ class ThinDielectric(SmoothInterface):
             if u1 <= R:
                 s = BsdfSample(wo=reflect(wi), weight=p.specular, pdf=R, eta=1.0, delta=1, valid=1)
             else:
-                s = BsdfSample(wo=-wi, weight=p.transmittance, pdf=1.0 - R, eta=1.0, delta=1, valid=1)
+                s = BsdfSample(wo=-wi, weight=p.transmittance, pdf=1.0 - R, eta=1.0, delta=1, valid=1, passthrough=1)
             if s.pdf <= 0.0:
                 s.valid = 0
         return s
+
+    @staticmethod
+    @ti.func
+    def null_transmission_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        """(1 − R(|cos θi|, η)) · specular_transmittance (Mitsuba's eval_null_transmission)."""
+        p = ThinDielectric.fetch(st, ctx)
+        return (1.0 - ThinDielectric.reflectance(p, wi[2])) * p.transmittance
+
+    @staticmethod
+    @ti.func
+    def null_transmission_adjoint_at(st: ti.template(), ctx, wi, d, inner: ti.template()):
+        """∂<d, (1 − R) T_s>/∂π: into specular_transmittance ((1 − R) d) and int_ior (−<d, T_s> ∂R/∂η / ext_ior,
+        R = 2r / (1 + r), ∂R/∂r = 2 / (1 + r)²)."""
+        p = ThinDielectric.fetch(st, ctx)
+        c = ti.abs(wi[2])
+        r, ct, ei, et = fresnel_dielectric(c, p.eta)
+        slot_rgb_adjoint(st, ctx, _TRANS, d * (1.0 - 2.0 * r / (1.0 + r)))
+        dR = 2.0 / ((1.0 + r) * (1.0 + r)) * fresnel_dielectric_deta(c, p.eta)
+        slot_float_adjoint(st, ctx, _IOR, -(d * p.transmittance).sum() * dR / const(st, ctx, EXT_IOR))

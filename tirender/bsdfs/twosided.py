@@ -90,3 +90,15 @@ class TwoSided:
         if s < 0.0:
             m = mu.mirror_z_lanes(m, wi, wo)
         return m
+
+    @staticmethod
+    @ti.func
+    def null_transmission_at(st: ti.template(), ctx, wi, inner: ti.template()):
+        c, s = _side(st, ctx, wi)
+        return inner.null_transmission(st, c, _flip(wi, s))
+
+    @staticmethod
+    @ti.func
+    def null_transmission_adjoint_at(st: ti.template(), ctx, wi, d, inner: ti.template()):
+        c, s = _side(st, ctx, wi)
+        inner.null_transmission_adjoint(st, c, _flip(wi, s), d)

@@ -16,7 +16,12 @@ the Taichi functions the dispatch (``registry.py``) calls:
                                           uv, weight = Le |cos| / (pdf_pos pdf_dir) (RGB) and
                                           pos_weight = 1 / pdf_pos (area) for surface emitters, else
                                           0. center, radius: the scene's bounding sphere (emitters at
-                                          infinity start their rays on a disk that covers it)
+                                          infinity start their rays on a disk that covers it);
+                                          uv: what ``eval`` of a record with this uv and scale 1
+                                          looks up (the light tracer's replay scatters its adjoint)
+    distribution(img) -> float32 array        optional (Python): a sampling distribution built on the
+                                          host from the model's first texture img (H, W, C), stored
+                                          in st.env_dist at st.em_dist[e] (rebuilt when it is set)
 
 Records ``q`` are DirectionSamples; for a hit found by a path, ``direction_record`` builds one:
 d is the direction of travel towards the emitter (the ray direction), p/n/uv the hit.
@@ -72,6 +77,29 @@ def infinite_ray(ds, u_pos, center, radius):
     if ds.pdf > 0.0:
         w = ds.le_rgb * (PI * radius * radius / ds.pdf)
     return o, d, w
+
+
+@ti.func
+def dist_header(st: ti.template(), e):
+    """(base, W, H): where emitter e's sampling distribution starts in st.env_dist and the texel grid
+    its first two values give."""
+    base = st.em_dist[e]
+    return base, ti.cast(st.env_dist[base], ti.i32), ti.cast(st.env_dist[base + 1], ti.i32)
+
+
+@ti.func
+def cdf_search(st: ti.template(), base, n, u):
+    """Largest i in [0, n) with cdf[base + i] <= u, for a CDF of n + 1 entries (cdf[0] = 0) stored at
+    ``st.env_dist[base:]`` (the emitters' sampling distributions, ``distribution`` in the models)."""
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if st.env_dist[base + mid] <= u:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @ti.func

@@ -15,6 +15,7 @@ class Directional(DeltaEmitter):
     NAME = "directional"
     KEYS = (Texture("irradiance", 3, default=1.0, lo=0.0, doc="irradiance E (W m⁻²) on a surface facing the light"),
             Vec3("direction", default=(0.0, 0.0, -1.0), doc="direction of propagation"))
+    MITSUBA_DEFAULTS = {"direction": [0.0, 0.0, 1.0]}   # Mitsuba 3's directional.cpp: +z (to_world's z axis)
 
     @staticmethod
     def build(b, row, values, key):

@@ -22,23 +22,9 @@ from ..core.math import BIG, INV_PI, INV_TWO_PI, PI, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Integer, Number, String, Transform, Vec3
 from ..textures import tex_eval, tex_eval_adjoint, tex_grad_uv
-from .base import INFINITE, DirectionSample, infinite_ray
+from .base import INFINITE, DirectionSample, cdf_search, dist_header, infinite_ray
 
 MIN_WIDTH, MIN_HEIGHT = 2, 3  # Mitsuba's Bitmap::pad_to in its envmap
-
-
-@ti.func
-def _search(st: ti.template(), base, n, u):
-    """Largest i in [0, n) with cdf[base + i] <= u (cdf has n + 1 entries, cdf[0] = 0)."""
-    lo = 0
-    hi = n - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if st.env_dist[base + mid] <= u:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 @ti.func
@@ -63,9 +49,7 @@ def _tex_uv(st: ti.template(), tid, uvm):
 @ti.func
 def _layout(st: ti.template(), e):
     """(base, W, H, marginal, conditional, vertex) offsets of emitter e's distribution."""
-    base = st.em_dist[e]
-    w = ti.cast(st.env_dist[base], ti.i32)
-    h = ti.cast(st.env_dist[base + 1], ti.i32)
+    base, w, h = dist_header(st, e)
     marg = base + 3
     cond = marg + h
     vert = cond + (h - 1) * (w + 1)
@@ -106,7 +90,7 @@ def _sample_linear(a, b, u):
 
 class Envmap:
     NAME = "envmap"
-    KEYS = (String("filename", default=None, doc="latitude-longitude image (EXR/PNG/...; `<id>.radiance`)"),
+    KEYS = (String("filename", default=None, doc="lat-long image (EXR, HDR, PFM, PNG, ...; `<id>.radiance`)"),
             String("data", default=None, doc="or a .npy array (H, W, 3) of radiance"),
             Integer("width", default=None, lo=1, hi=1 << 15, doc="or a constant map of this size"),
             Integer("height", default=None, lo=1, hi=1 << 15, doc="its height (default width / 2)"),
@@ -116,10 +100,16 @@ class Envmap:
     FLAGS = INFINITE
 
     @staticmethod
+    def distribution(img):
+        """The sampling distribution of radiance map img (H, W, 3), stored in st.env_dist at st.em_dist[e]."""
+        return build_distribution(img)
+
+    @staticmethod
     def build(b, row, values, key):
         if "filename" in values:
-            low = values["filename"].lower()
-            tspec = {"filename": values["filename"], "srgb": low.endswith((".png", ".jpg", ".jpeg")), "wrap": "repeat"}
+            # Mitsuba's envmap: Bitmap(filename).convert(RGB, float, srgb_gamma=false): integer files
+            # decoded from sRGB, float files (EXR, HDR, PFM) linear, alpha dropped (tirender.io.images)
+            tspec = {"filename": values["filename"], "wrap": "repeat"}
         elif "data" in values:
             tspec = {"data": values["data"]}
         elif "width" in values:
@@ -186,12 +176,12 @@ class Envmap:
         ds = DirectionSample(delta=0, emitter=e, scale=1.0, dist=BIG)
         tid = st.em_tex[e, 0]
         base, w, h, marg, cond, vert = _layout(st, e)
-        row = _search(st, marg, h - 1, u[1])
+        row = cdf_search(st, marg, h - 1, u[1])
         c0 = st.env_dist[marg + row]
         c1 = st.env_dist[marg + row + 1]
         fv = ti.min(ti.max((u[1] - c0) / ti.max(c1 - c0, 1e-20), 0.0), 0.99999)
         cb = cond + row * (w + 1)
-        col = _search(st, cb, w, u[0])
+        col = cdf_search(st, cb, w, u[0])
         d0 = st.env_dist[cb + col]
         d1 = st.env_dist[cb + col + 1]
         fu = ti.min(ti.max((u[0] - d0) / ti.max(d1 - d0, 1e-20), 0.0), 0.99999)

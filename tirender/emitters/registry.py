@@ -32,6 +32,7 @@ from .constant import Constant
 from .directional import Directional
 from .envmap import Envmap
 from .point import Point
+from .projector import Projector
 from .spot import Spot
 
 MODELS = (
@@ -42,9 +43,10 @@ MODELS = (
     Envmap,
     Spot,
     Beam,
+    Projector,
 )
 BY_NAME, ALL = register(MODELS)
-N_FLOAT = 4     # per-emitter constants (Row.floats -> st.em_f)
+N_FLOAT = 5     # per-emitter constants (Row.floats -> st.em_f)
 N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
            "eval_adjoint", "eval_grad", "mask_of", "sample_ray"]

@@ -8,24 +8,33 @@ beam_width and cutoff_angle).
                = 0                                          θ >= cutoff
 
 (tested as Mitsuba does: cos θ >= cos beam_width -> 1, cos θ <= cos cutoff -> 0). Le/pdf =
-I · falloff(θ) / dist² (the sample's ``scale``). Delta emitter (never hit). Differentiable:
-intensity (RGB; its adjoint is DeltaEmitter.eval_adjoint: ∂Le/∂I = falloff / dist²). The angles
-and the frame are constants. Mitsuba's projection ``texture`` is not supported (refused).
+I · falloff(θ) / dist² (the sample's ``scale``). Delta emitter (never hit).
+
+An optional projection ``texture`` (a bitmap, as Mitsuba requires) multiplies the intensity: with
+(x, y, z) the emitted direction in the light's frame (to_world's columns), it is looked up at
+
+    u = 1/2 + x / (2 z tan(cutoff)),    v = 1/2 + y / (2 z tan(cutoff))
+
+(Mitsuba's direction_to_uv: the cone's circle is inscribed in the unit square; u grows along local +x,
+v along local +y). Differentiable: intensity (RGB, a constant) and the texture (RGB texels; adjoint
+through the bilinear lookup). The angles and the frame are constants. Spectral variants: the product
+I · texture is one emitter spectrum (Mitsuba multiplies the intensity's emitter spectrum by the
+texture's reflectance-like one).
 """
 import math
 
 import numpy as np
 import taichi as ti
 
-from ..core.math import PI, coordinate_system, vec2, vec3
+from ..core.math import PI, vec2, vec3
 from ..errors import ConfigError
-from ..schema import Key, Number, Texture, Transform
-from .base import DeltaEmitter, slot
+from ..schema import Number, Texture, Transform
+from .base import DeltaEmitter, slot, slot_adjoint
 from .point import point_source
 
-_INTENSITY = 0
-# st.em_f[e, k]: constants of the falloff curve
-_COS_CUTOFF, _COS_BEAM, _CUTOFF, _INV_TRANSITION = 0, 1, 2, 3
+_INTENSITY, _TEXTURE = 0, 1
+# st.em_f[e, k]: constants of the falloff curve, tan(cutoff) (the texture's uv scale)
+_COS_CUTOFF, _COS_BEAM, _CUTOFF, _INV_TRANSITION, _TAN_CUTOFF = 0, 1, 2, 3, 4
 
 
 def falloff_np(cos_theta, cutoff_deg, beam_deg):
@@ -48,12 +57,13 @@ class Spot(DeltaEmitter):
             Transform("to_world", default=None,
                       doc="position (origin) and orientation (+z = the axis; e.g. look_at); "
                           "rotation, translation and uniform scale only"),
-            Key("texture", default=None, doc="Mitsuba's projection texture: not supported (refused)"))
+            Texture("texture", 3, default=None, lo=0.0,
+                    doc="projected texture (a bitmap) multiplying the intensity, uv over the cutoff cone"))
 
     @staticmethod
     def build(b, row, values, key):
-        if values.get("texture") is not None:
-            raise ConfigError("a spot light's projection texture is not supported (only a constant intensity)",
+        if values.get("texture") is not None and not isinstance(values["texture"], dict):
+            raise ConfigError("a spot light's texture must be spatially varying (a bitmap), as in Mitsuba",
                               b.file, f"{key}.texture")
         if b.textures[row.tex[_INTENSITY]].data.shape[-3:-1] != (1, 1):
             raise ConfigError("must be a constant (RGB or a number), not a bitmap (as in Mitsuba)",
@@ -70,10 +80,11 @@ class Spot(DeltaEmitter):
             raise ConfigError("a spot light's to_world must be a rotation, translation and uniform scale "
                               "(no shear or non-uniform scale)", b.file, f"{key}.to_world")
         axis = lin @ np.array([0.0, 0.0, 1.0])
+        row.to_world = m                  # the light's frame (st.em_rot): the texture's axes
         row.position = tuple(float(x) for x in m[:3, 3])
         row.direction = tuple(axis / np.linalg.norm(axis))
         cut, bw = math.radians(cutoff), math.radians(beam)
-        row.floats = [math.cos(cut), math.cos(bw), cut, 1.0 / (cut - bw) if cut > bw else 0.0]
+        row.floats = [math.cos(cut), math.cos(bw), cut, 1.0 / (cut - bw) if cut > bw else 0.0, math.tan(cut)]
 
     @staticmethod
     @ti.func
@@ -89,25 +100,59 @@ class Spot(DeltaEmitter):
 
     @staticmethod
     @ti.func
+    def texture(st: ti.template(), e, uv):
+        """The projection texture at uv (1 without one)."""
+        res = vec3(1.0)
+        if st.em_tex[e, _TEXTURE] >= 0:
+            res = slot(st, e, _TEXTURE, uv)
+        return res
+
+    @staticmethod
+    @ti.func
+    def uv_of(st: ti.template(), e, loc):
+        """Mitsuba's direction_to_uv of the emitted direction loc in the light's frame (loc.z > 0)."""
+        k = 0.5 / (ti.max(loc[2], 1e-20) * st.em_f[e, _TAN_CUTOFF])
+        return vec2(0.5 + loc[0] * k, 0.5 + loc[1] * k)
+
+    @staticmethod
+    @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
         ds, dist2 = point_source(st, e, ref_p)
         if ds.dist > 0.0:
             ds.scale = Spot.falloff(st, e, -ds.d.dot(st.em_dir[e])) / dist2
-            ds.le_rgb = slot(st, e, _INTENSITY, ds.uv) * ds.scale
+            if ds.scale > 0.0 and st.em_tex[e, _TEXTURE] >= 0:
+                ds.uv = Spot.uv_of(st, e, st.em_rot[e] @ -ds.d)
+            ds.le_rgb = Spot.eval(st, e, ds)
             ds.weight_rgb = ds.le_rgb
         return ds
 
     @staticmethod
     @ti.func
+    def eval(st: ti.template(), e, q):
+        """I · texture(q.uv) · q.scale (q.scale: falloff / dist² of a sample, 1 for a light-tracing ray)."""
+        return slot(st, e, _INTENSITY, q.uv) * Spot.texture(st, e, q.uv) * q.scale
+
+    @staticmethod
+    @ti.func
+    def eval_adjoint(st: ti.template(), e, q, d_le):
+        slot_adjoint(st, e, _INTENSITY, q.uv, d_le * Spot.texture(st, e, q.uv) * q.scale)
+        if st.em_tex[e, _TEXTURE] >= 0:
+            slot_adjoint(st, e, _TEXTURE, q.uv, d_le * slot(st, e, _INTENSITY, q.uv) * q.scale)
+
+    @staticmethod
+    @ti.func
     def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
         """A direction uniform in the cone of the cutoff angle (pdf 1 / (2π (1 - cos cutoff))):
-        weight I falloff / pdf."""
+        weight I texture(uv) falloff / pdf."""
         cos_cut = st.em_f[e, _COS_CUTOFF]
         cos_t = 1.0 - u_dir[1] * (1.0 - cos_cut)
         sin_t = ti.sqrt(ti.max(1.0 - cos_t * cos_t, 0.0))
         phi = 2.0 * PI * u_dir[0]
-        a = st.em_dir[e]
-        s, t = coordinate_system(a)
-        d = (s * ti.cos(phi) * sin_t + t * ti.sin(phi) * sin_t + a * cos_t).normalized()
-        w = slot(st, e, _INTENSITY, vec2(0.5)) * (Spot.falloff(st, e, cos_t) * 2.0 * PI * (1.0 - cos_cut))
-        return st.em_pos[e], d, vec3(0.0), vec2(0.5), w, 0.0
+        loc = vec3(ti.cos(phi) * sin_t, ti.sin(phi) * sin_t, cos_t)
+        d = (st.em_rot[e].transpose() @ loc).normalized()
+        uv = vec2(0.5)
+        if st.em_tex[e, _TEXTURE] >= 0:
+            uv = Spot.uv_of(st, e, loc)
+        w = slot(st, e, _INTENSITY, uv) * Spot.texture(st, e, uv) * \
+            (Spot.falloff(st, e, cos_t) * 2.0 * PI * (1.0 - cos_cut))
+        return st.em_pos[e], d, vec3(0.0), uv, w, 0.0

@@ -10,6 +10,9 @@ PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
 
     render_kernel(sample)   primal: one thread per pixel, its samples' filter footprints gathered
                             in a pixel-local accumulator and flushed into st.film (fixed point)
+    moment_kernel(sample)   the same samples (same seed: same random numbers), each splatting its colour in XYZ
+                            squared per channel: the film resolves to the per-pixel second moment (Mitsuba's
+                            ``moment`` integrator's m2 channels; integrators/moment.py)
     replay_kernel(sample)   detached PRB (Vicini et al. 2021): one thread per pixel, per sample
                             δL = Σ_p w_p δy_p / W_p, the primal walk -> L, then the RNG reset and
                             the replay that back-propagates δL (constant memory) — both passes
@@ -26,8 +29,21 @@ import taichi as ti
 
 from .. import variants
 from ..core import film, pool
+from ..spectra import cie
 from ..core.camera import camera_ray, pixel_sample
 from ..variants import spec
+
+_M = cie.SRGB_TO_XYZ.tolist()
+
+
+@ti.func
+def _squared_xyz(rgb):
+    """Per channel, the square of the sample's colour in XYZ (Mitsuba's moment integrator; mono: Y in every
+    channel, as its Color3f of the luminance)."""
+    xyz = rgb
+    if ti.static(not variants.mono()):
+        xyz = ti.Vector([_M[i][0] * rgb[0] + _M[i][1] * rgb[1] + _M[i][2] * rgb[2] for i in ti.static(range(3))])
+    return xyz * xyz
 from ..walk.state import FORWARD, PRB, PRIMAL
 
 _kernels = {}
@@ -36,6 +52,10 @@ _kernels = {}
 def render_kernel(sample, wide=False):
     """wide: a Gaussian filter wider than the pixel-local block (core/film.py), compile-time."""
     return _kernel(sample, "render", bool(wide))
+
+
+def moment_kernel(sample, wide=False):
+    return _kernel(sample, "moment", bool(wide))
 
 
 def replay_kernel(sample):
@@ -101,6 +121,8 @@ def _kernel(sample, kind, wide):
                         L = sample(st, bsdf, em, opts, PRIMAL, o, d, lam, sampler, max_depth, rr_depth, hide_emitters,
                                    spec(0.0), spec(0.0), 0)
                         rgb = variants.to_rgb(film.nan_to_zero(L), lam, lw)
+                        if ti.static(kind == "moment"):
+                            rgb = _squared_xyz(rgb)
                         film.local_splat(st, cam, pix % w, pix // w, pos, rgb, acc, False, wide)
                 if ti.static(kind != "replay"):
                     film.local_flush(st, cam, pix % w, pix // w, acc, False)

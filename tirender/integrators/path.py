@@ -17,22 +17,29 @@ import taichi as ti
 from .. import launch
 from ..bsdfs.registry import dispatch
 from ..core.interaction import make_interaction
-from ..core.intersect import intersect
-from ..core.math import BIG
-from ..schema import Bool, Integer, Number
+from ..schema import Bool, Choice, Integer, Number
 from ..walk import steps, vertex
 from ..walk.state import camera_state, result
 from . import kernels
 
 RR_MAX = 0.95   # Mitsuba 3 path: survival probability cap
-NAMES = ("path", "direct", "prb")   # `direct` = path with max_depth <= 2; `prb` renders like path
+# `direct` = path with max_depth <= 2; `prb` renders like path; Mitsuba's projective-sampling integrators
+# (prb_projective, direct_projective) render like path / direct (their settings concern gradients only)
+NAMES = ("path", "direct", "prb", "prb_projective", "direct_projective")
+MOMENTS = True   # render(second_moment=True): the moment integrator can wrap these (integrators/moment.py)
+DIRECT = ("direct", "direct_projective")
+# Mitsuba 3's defaults where they differ from tirender's YAML ones (its path: max_depth -1; the Python AD
+# integrators prb, prb_projective: 6, common.py; direct ignores max_depth)
+MITSUBA_DEFAULTS = {"path": {"max_depth": -1}, "prb": {"max_depth": 6}, "prb_projective": {"max_depth": 6}}
 VARIANTS = ("rgb", "mono", "spectral", "spectral_polarized")   # tirender/variants.py (others: rgb only)
 WALK_KEYS = (Integer("max_depth", default=6, lo=-1, hi=1 << 20,
                      exclude=((0, "it would render nothing, as in Mitsuba; 1: only directly visible emitters, "
                                   "-1: unbounded"),),
                      doc="longest path in segments (-1: unbounded; 0 is refused: it would render nothing)"),
              Integer("rr_depth", default=5, lo=1, hi=1 << 20, doc="Russian roulette from this depth"),
-             Bool("hide_emitters", default=False, doc="directly visible emitters render black"))
+             Bool("hide_emitters", default=False,
+                  doc="directly visible emitters are hidden: camera rays pass through area emitters, the environment "
+                      "is black (Mitsuba 3's)"))
 """The keys every path-space walk shares (volpath, ptracer, mcmc add theirs)."""
 KEYS = WALK_KEYS + (Number("attached_roughness", default=0.0, lo=0.0,
                            doc="method prb_attached: microfacet lobes (roughconductor, roughdielectric, also "
@@ -41,7 +48,28 @@ KEYS = WALK_KEYS + (Number("attached_roughness", default=0.0, lo=0.0,
                           Integer("sppp", default=-1, lo=-1, hi=1 << 20,
                                   doc="method prb_attached with differentiable meshes: edge samples per pixel for "
                                       "the primary-visibility boundary term (integrators/edges.py; -1: the "
-                                      "gradient pass's spp, 0: none)"))
+                                      "gradient pass's spp, 0: none)"),
+                          Integer("emitter_samples", default=1, lo=1, hi=1,
+                                  doc="direct: emitter samples per shading point (Mitsuba's; tirender takes one "
+                                      "per sample: raise spp instead)"),
+                          Integer("bsdf_samples", default=1, lo=1, hi=1,
+                                  doc="direct: BSDF samples per shading point (as emitter_samples)"),
+                          Integer("shading_samples", default=1, lo=1, hi=1,
+                                  doc="direct: emitter_samples and bsdf_samples at once (as emitter_samples)"),
+                          Integer("sppc", default=None, lo=0, hi=1 << 20,
+                                  doc="prb_projective / direct_projective (Mitsuba's): samples per pixel of the "
+                                      "continuous derivative; the image does not depend on it"),
+                          Integer("sppi", default=None, lo=0, hi=1 << 20,
+                                  doc="prb_projective / direct_projective: samples per pixel of the indirect "
+                                      "visibility derivative; the image does not depend on it"),
+                          Choice("guiding", ("none", "grid", "octree"), default="octree",
+                                 doc="prb_projective / direct_projective: Mitsuba's guiding of boundary samples; the "
+                                     "image does not depend on it"),
+                          Bool("guiding_proj", default=True, doc="prb_projective / direct_projective (Mitsuba's)"),
+                          Integer("guiding_rounds", default=1, lo=1, hi=1 << 10,
+                                  doc="prb_projective / direct_projective (Mitsuba's)"),
+                          Choice("project_seed", ("both", "bsdf", "emitter"), default="both",
+                                 doc="prb_projective / direct_projective (Mitsuba's)"))
 UNBOUNDED = 1 << 20
 
 
@@ -50,7 +78,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
          sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
     """Continue path state s until it ends; s.L holds the result."""
     while s.active:
-        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        tri, t, b1, b2 = steps.first_hit(st, s, hide_emitters)
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         steps.emission(st, em, mode, s, si, hide_emitters, dL)
         if si.valid == 0 or s.depth + 1 >= max_depth:
@@ -78,20 +106,22 @@ def args(scene, integrator=None):
     """Kernel arguments (max_depth, rr_depth, hide) of the scene's integrator section."""
     it = scene.integrator
     max_depth = it["max_depth"] if it["max_depth"] >= 0 else UNBOUNDED
-    if (integrator or it["type"]) == "direct":
+    if (integrator or it["type"]) in DIRECT:
         max_depth = min(max_depth, 2)
     return SimpleNamespace(max_depth=max_depth, rr_depth=it["rr_depth"], hide=int(it["hide_emitters"]),
                            attached_roughness=float(it.get("attached_roughness", 0.0)), sppp=int(it.get("sppp", -1)))
 
 
-def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True, second_moment=False):
     """Add spp samples (indices sample_offset, ...) to the film of `sensor` (cleared first unless
-    clear=False: progressive rendering) and return the image."""
+    clear=False: progressive rendering) and return the image (second_moment: the same samples' per-pixel
+    second moment in XYZ instead, integrators/moment.py)."""
     a = args(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
     bsdf = dispatch(scene.bsdf_levels)
     seed = int(seed) & 0xFFFFFFFF
-    kernel = kernels.render_kernel(sample, launch.wide_filter(scene, sensor))
+    kernel = (kernels.moment_kernel if second_moment else kernels.render_kernel)(sample,
+                                                                                 launch.wide_filter(scene, sensor))
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, scene.em_mask, 0, sensor, k, sample_offset + off, seed, a.max_depth,
                                        a.rr_depth, a.hide), film="flush")

@@ -63,6 +63,7 @@ from ..walk import attached, vertex
 from . import path
 
 NAMES = ("ptracer",)
+MITSUBA_DEFAULTS = {"ptracer": {"max_depth": -1}}     # Mitsuba 3's ptracer.cpp (tirender's YAML default: 6)
 VARIANTS = ("rgb", "mono", "spectral")
 KEYS = path.WALK_KEYS
 RR_MAX = path.RR_MAX

@@ -16,12 +16,13 @@ from functools import partial
 from .. import variants
 from ..errors import ConfigError
 from ..schema import validate
-from . import aov, forward_gradient, mcmc, path, prb, prb_attached, prbvolpath, ptracer, rb, stokes, volpath
+from . import aov, forward_gradient, mcmc, moment, path, prb, prb_attached, prbvolpath, ptracer, rb, stokes, volpath
 
 PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer, stokes)
 GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
 
 PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
+WRAPPERS = {n: m for m in (moment,) for n in m.NAMES}   # integrators that wrap another one (its settings + a flag)
 GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}
 GRADIENT_VARIANTS = {(n, meth): getattr(m, "VARIANTS", ("rgb",)) for m in GRADIENT_MODULES for n in m.INTEGRATES
                      for meth in m.METHODS}
@@ -41,7 +42,7 @@ for (_n, _meth), _fn in list(FORWARD.items()):
 PER_PARAMETER = ("forward",)     # methods that differentiate any named parameter element by element (no
                                  # reverse-mode refusals: check_reverse_params)
 check_reverse_params = prb.check_params   # reverse methods: names a variant cannot differentiate (spectral_polarized)
-NAMES = tuple(PRIMAL)
+NAMES = tuple(PRIMAL) + tuple(WRAPPERS)
 METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
 VOLUME = volpath.NAMES
 
@@ -62,6 +63,13 @@ def parse(spec, file=None, where="integrator", variant=None):
     """Validate a scene's ``integrator:`` mapping against its type's keys -> settings dict (with
     ``type`` and every key's default); the type must run in ``variant`` (default: the current one)."""
     spec = dict(spec or {})
+    if spec.get("type") in WRAPPERS:            # moment: the nested integrator's settings, flagged
+        inner, at = WRAPPERS[spec["type"]].unwrap(spec, file, where)
+        out = parse(inner, file, at, variant)
+        if not getattr(PRIMAL[out["type"]], "MOMENTS", False):
+            raise ConfigError(f"the moment integrator wraps sampling integrators (path, direct, volpath and their "
+                              f"variants), not '{out['type']}'", file, f"{at}.type")
+        return dict(out, **{spec["type"]: True})
     t = spec.pop("type", "path")
     if t not in PRIMAL:
         raise ConfigError(f"unknown integrator '{t}' (expected one of: {', '.join(NAMES)})", file, f"{where}.type")
@@ -69,11 +77,23 @@ def parse(spec, file=None, where="integrator", variant=None):
                      variant=variant)
     out = validate(spec, PRIMAL[t].KEYS, file, where)
     out["type"] = t
+    if hasattr(PRIMAL[t], "check"):             # settings a module cannot honour
+        PRIMAL[t].check(out, file, where)
     return out
+
+
+def mitsuba_defaults(name):
+    """{key: value}: Mitsuba 3's defaults of integrator ``name`` where they differ from tirender's YAML defaults
+    (each module's ``MITSUBA_DEFAULTS``), for scenes read from Mitsuba XML."""
+    m = PRIMAL.get(name)
+    return dict(getattr(m, "MITSUBA_DEFAULTS", {}).get(name, {})) if m is not None else {}
 
 
 def check_type(name, key="integrator"):
     if name not in PRIMAL:
+        if name in WRAPPERS:
+            raise ConfigError(f"'{name}' wraps another integrator: give it in the scene ({{type: {name}, "
+                              f"integrator: {{...}}}})", key=key)
         raise ConfigError(f"unknown integrator '{name}' (expected one of: {', '.join(NAMES)})", key=key)
     return name
 

@@ -50,15 +50,15 @@ from types import SimpleNamespace
 import taichi as ti
 
 from .. import backend, launch, variants
-from ..bsdfs.base import NULL
+from ..bsdfs.base import NULL, PASS
 from ..bsdfs.registry import dispatch, mask_of
 from ..core.interaction import make_interaction, spawn_origin
-from ..core.intersect import intersect
 from ..core.math import BIG, max_component, vec3
 from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
 from ..media import medium as med
-from ..schema import Integer, Number
+from ..errors import ConfigError
+from ..schema import Bool, Integer, Number
 from ..scene.storage import INFO_MARCH_STEP
 from ..walk import steps, vertex
 from ..walk.media import (DELTA, INSCATTER_RR, MARCH, MAX_CROSSINGS, MediumVisibility, free_flight,
@@ -70,7 +70,13 @@ from ..walk.state import PRB, PRIMAL, PathState, adjoint_on, camera_state
 from . import kernels, path
 
 RR_MAX = 0.99                # Russian-roulette survival cap (Mitsuba 3 volpath: 0.99; path uses 0.95)
-NAMES = ("volpath", "prbvolpath", "volpath_raymarch")
+# volpathmis: Mitsuba's spectral-MIS volpath; tirender's volpath already weighs the channels' (lanes') distance
+# sampling strategies by the balance heuristic (see above), so the two are one estimator here
+NAMES = ("volpath", "prbvolpath", "volpath_raymarch", "volpathmis")
+MOMENTS = True   # render(second_moment=True): the moment integrator can wrap these (integrators/moment.py)
+# Mitsuba 3's defaults where they differ from tirender's YAML ones (volpath.cpp, volpathmis.cpp: max_depth -1;
+# the Python prbvolpath: 6, ad/integrators/common.py)
+MITSUBA_DEFAULTS = {"volpath": {"max_depth": -1}, "volpathmis": {"max_depth": -1}, "prbvolpath": {"max_depth": 6}}
 VARIANTS = variants.NAMES   # media read at the path's wavelengths (media/medium.py); phase functions keep the
 #                             Stokes vector (walk/vertex.mueller), as Mitsuba 3's
 KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
@@ -80,7 +86,18 @@ KEYS = path.WALK_KEYS + (Number("step_size", default=0.0, lo=0.0,
                                 "estimates the in-scattered light (0: at the collision alone)"),
                     Number("inscatter_rr", default=INSCATTER_RR, lo=0.0, hi=1.0,
                            doc="prbvolpath: Russian roulette on the transmittance at those points below this "
-                               "value (0: off; unbiased either way, skips dense media's faint points)"))
+                               "value (0: off; unbiased either way, skips dense media's faint points)"),
+                    Bool("use_spectral_mis", default=True,
+                         doc="volpathmis (Mitsuba's): spectral MIS over the channels' distance sampling; tirender's "
+                             "volume walk always uses it (false is refused)"))
+
+
+def check(settings, file=None, where="integrator"):
+    """Settings tirender cannot honour (registry.parse calls it): the volume walk always weighs the channels'
+    distance sampling by spectral MIS."""
+    if settings.get("use_spectral_mis") is False:
+        raise ConfigError("tirender's volume walk always uses spectral MIS (false cannot be honoured)", file,
+                          f"{where}.use_spectral_mis")
 
 
 @ti.func
@@ -97,7 +114,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     which also names the free-flight estimator; pick: the replay's IndirectPick, see trace)."""
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
-        tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+        tri, t, b1, b2 = steps.first_hit(st, s, hide_emitters)
         si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
         t_surf = BIG
         if si.valid == 1:
@@ -108,7 +125,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
         if s.medium >= 0:
             if ti.static(mode != PRIMAL):
                 if adjoint_on(mode, s, dL) and s.depth + 1 < max_depth and tracked(st, vis, s.medium):
-                    inscatter_adjoint(st, em, vis, pick, s.medium, s.o,
+                    inscatter_adjoint(st, bsdf, em, vis, pick, s.medium, s.o,
                                       s.d, t_surf, s.beta, sampler, dL, max_depth - s.depth - 1,
                                       rr_depth - s.depth - 1, s.hero, s.lam, s.P)
             sc, ts, w, q = free_flight(st, mode, vis, s.medium, s.o, s.d, t_surf, s.hero, s.lam, sampler, s.L, dL,
@@ -141,19 +158,31 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
                     s.active = 0
             else:
                 real = 1
-        if real == 1 and s.depth + 1 >= max_depth:
+        last = real == 1 and s.depth + 1 >= max_depth     # a bounce here would exceed max_depth
+        if last and (scattered == 1 or (st.bsdf_flags[st.shape_bsdf[si.shape]] & PASS) == 0):
             real = 0
             s.active = 0
         if real == 1:
-            crossings = 0
             v = vertex.medium_vertex(xs, s.d, s.medium)
             if scattered == 0:
                 v = vertex.surface_vertex(st, si, s.d, s.lam)
-            steps.nee(st, bsdf, em, mode, s, v, sampler, dL, vis, False)
+            if not last:
+                steps.nee(st, bsdf, em, mode, s, v, sampler, dL, vis, False)
+            prev_p, prev_pdf, prev_delta = s.prev_p, s.prev_pdf, s.prev_delta
             bs = steps.scatter(st, bsdf, mode, s, v, sampler, dL)
             if s.active and scattered == 0:
                 s.medium = target_medium(st, si.shape, bs.wo, si.ng, s.medium)
-            if s.active:
+            if s.active and scattered == 0 and bs.passthrough == 1:
+                # a pass-through lobe (Mitsuba's null component: thindielectric's transmission, a mask's holes) is
+                # not a bounce: depth, roulette and the MIS reference (the last real vertex) stay as they were
+                s.prev_p, s.prev_pdf, s.prev_delta = prev_p, prev_pdf, prev_delta
+                crossings += 1
+                if crossings > MAX_CROSSINGS:
+                    s.active = 0
+            elif s.active and last:
+                s.active = 0
+            elif s.active:
+                crossings = 0
                 steps.russian_roulette(s, sampler, rr_depth, RR_MAX)
 
 
@@ -261,14 +290,16 @@ def prepare(scene, st, a):
     st.info_f[INFO_MARCH_STEP] = a.step
 
 
-def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True):
-    """Primal render with volpath (delta tracking) or volpath_raymarch."""
+def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0, clear=True, second_moment=False):
+    """Primal render with volpath (delta tracking) or volpath_raymarch (second_moment: the samples' per-pixel
+    second moment in XYZ instead, integrators/moment.py)."""
     a = args(scene, integrator)
     st = launch.begin_film(scene, sensor, clear)
     prepare(scene, st, a)
     bsdf, em = kernel_dispatch(scene)
     seed = int(seed) & 0xFFFFFFFF
-    kernel = kernels.render_kernel(sample, launch.wide_filter(scene, sensor))
+    kernel = (kernels.moment_kernel if second_moment else kernels.render_kernel)(sample,
+                                                                                 launch.wide_filter(scene, sensor))
     launch.sweep(scene, sensor, spp, "render", progress,
                  lambda off, k: kernel(st, bsdf, em, a.vis, sensor, k, sample_offset + off, seed, a.max_depth,
                                        a.rr_depth, a.hide), film="flush")

@@ -1,5 +1,6 @@
-"""Image input/output: sRGB transfer curves, PNG output with a simple tonemap, and loading
-of PNG/JPG/EXR/NPY files as linear float32 (H, W, C) arrays (row 0 at the top)."""
+"""Image input/output: sRGB transfer curves, PNG output with a simple tonemap, and loading of every
+image format Mitsuba 3 reads (tirender.io.bitmap, through OpenImageIO) and .npy arrays as float32
+(H, W, C) arrays (row 0 at the top), with Mitsuba's colour rules."""
 import io
 import os
 
@@ -7,11 +8,12 @@ import numpy as np
 
 from ..errors import ConfigError
 from .atomic import atomic_write_bytes as _atomic_bytes
-from .exr import read_exr, read_exr_shape, write_exr
+from .bitmap import read_bitmap, read_header
+from .checkpoints import save_npy
+from .exr import write_exr
 
-__all__ = ["to_srgb", "from_srgb", "save_png", "save_image_set", "save_diverging_png", "load_image"]
-
-_LDR_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tga", ".tif", ".tiff", ".gif")
+__all__ = ["to_srgb", "from_srgb", "srgb_to_linear", "save_png", "save_image_set", "save_diverging_png",
+           "load_image"]
 
 
 def to_srgb(linear):
@@ -119,12 +121,6 @@ def save_diverging_png(path, values, scale=None):
     return scale
 
 
-def _save_npy(path, arr):
-    buf = io.BytesIO()
-    np.save(buf, arr)
-    _atomic_bytes(path, buf.getvalue())
-
-
 def save_image_set(dir, img, stem="image", exposure=0.0, png=True):
     """Write ``<stem>.png`` (tonemapped; png=False: none), ``<stem>.exr`` (float) and ``<stem>.npy``
     (linear float32 H×W×3, row 0 at the top) into ``dir`` (created if needed).
@@ -141,28 +137,57 @@ def save_image_set(dir, img, stem="image", exposure=0.0, png=True):
     if png:
         save_png(paths["png"], rgb, exposure=exposure)
     write_exr(paths["exr"], rgb)
-    _save_npy(paths["npy"], rgb)
+    save_npy(paths["npy"], rgb)
     return paths
 
 
-def load_image(path, srgb=None):
-    """Load an image as float32 (H, W, C), row 0 at the top.
+def _fma32(a, b, c):
+    """float32 a·b + c rounded once (the product of two float32 is exact in float64)."""
+    return (a.astype(np.float64) * b + c).astype(np.float32)
 
-    png/jpg/... (8 or 16 bit): scaled to [0, 1], then decoded from sRGB to linear when
-    ``srgb`` is True or None (alpha stays linear); exr/npy: returned as stored (decoded
-    only when ``srgb`` is True). A missing or unreadable file raises ConfigError.
+
+def _estrin32(x, coeffs):
+    """Dr.Jit's estrin(x, c0, c1, ...) polynomial in float32 with fused multiply-adds."""
+    c = [np.float32(k) for k in coeffs]
+    while len(c) > 1:
+        nxt = [_fma32(x, np.float64(c[2 * i + 1]), np.float64(c[2 * i])) for i in range(len(c) // 2)]
+        if len(c) % 2:
+            nxt.append(c[-1])
+        c, x = nxt, (x * x).astype(np.float32)
+    return c[0]
+
+
+def srgb_to_linear(srgb):
+    """sRGB-encoded values -> linear, exactly as Mitsuba decodes its bitmaps (Dr.Jit's float32
+    ``srgb_to_linear``, drjit/color.h: x/12.92 up to 0.04045, above it x·p(x)/q(x), a rational fit of the
+    IEC 61966-2-1 curve within ~3e-6 relative). float32 in, float32 out, shape kept."""
+    x = np.asarray(srgb, np.float32)
+    p = _estrin32(x, (-0.0163933279112946, -0.7386328024653209, -11.199318357635072,
+                      -47.46726633009393, -36.04572663838034))
+    q = _estrin32(x, (-0.004261480793199332, -19.140923959601675, -59.096406619244426,
+                      -18.225745396846637, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(x > np.float32(0.04045), p / q, np.float32(1.0 / 12.92)).astype(np.float32)
+    return (r * x).astype(np.float32)
+
+
+def load_image(path, srgb=None):
+    """Load an image as float32 (H, W, C), row 0 at the top, as Mitsuba 3 reads it (tirender.io.bitmap:
+    PNG, JPEG, OpenEXR, Radiance .hdr, PFM, PPM, BMP, TGA, and TIFF/GIF; the format from the content).
+
+    C = 1 (grey), 2 (grey, alpha), 3 (RGB) or 4 (RGBA); integer samples (8/16 bit) are scaled to
+    [0, 1], float samples kept. srgb: None (Mitsuba's rule, ``raw="false"``): integer formats are
+    decoded from sRGB to linear (:func:`srgb_to_linear`, Mitsuba's decode), float formats are linear;
+    False (``raw="true"``): nothing is decoded; True: float files are decoded too. Alpha stays linear.
+    ``.npy`` arrays (2-D or 3-D, numeric) are read as stored (decoded only when ``srgb`` is True).
+    A missing, unreadable, truncated or corrupt file raises one ConfigError line naming it.
     """
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     if not os.path.isfile(path):
         raise ConfigError("image file not found", file=path)
     from ..limits import check
-    if ext == ".exr":   # compressed files: the size check reads the header, not the file size
-        H, W, C = read_exr_shape(path)
-        check(H * W * C, f"image of shape {(H, W, C)}", path)
-        img = read_exr(path)
-        ldr = False
-    elif ext == ".npy":
+    if ext == ".npy":
         try:
             img = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception as e:  # noqa: BLE001 - any numpy load failure is bad input
@@ -172,41 +197,15 @@ def load_image(path, srgb=None):
                               f"{img.dtype} {img.shape}", file=path)
         check(img.size, f"image of shape {img.shape}", path)
         img = np.array(img, np.float32)
-        ldr = False
-    elif ext in _LDR_EXTS:
-        import imageio.v3 as iio
-        try:
-            from PIL import Image
-            Image.MAX_IMAGE_PIXELS = None   # tirender.limits decides (no PIL bomb warnings on stderr)
-            with Image.open(path) as im:   # the header only: size before decoding
-                w, h, nb = im.size[0], im.size[1], len(im.getbands())
-        except Exception:  # noqa: BLE001 - unreadable headers are reported by imread below
-            w = h = nb = 0
-        check(w * h * nb, f"image of {w}x{h} pixels x {nb} channels", path)
-        try:
-            raw = iio.imread(path, plugin="pillow")
-        except Exception as e:  # noqa: BLE001 - imageio raises many types
-            raise ConfigError(f"cannot read image ({type(e).__name__}: {e})", file=path) from None
-        if raw.ndim == 4 or (raw.ndim == 3 and raw.shape[2] not in (1, 2, 3, 4)):
-            raw = raw[0]                         # animated image: first frame
-        if raw.ndim not in (2, 3):
-            raise ConfigError(f"unsupported image layout {raw.shape}", file=path)
-        if raw.dtype == np.uint8:
-            img = raw.astype(np.float32) / 255.0
-        elif raw.dtype == np.uint16:
-            img = raw.astype(np.float32) / 65535.0
-        elif raw.dtype == bool:
-            img = raw.astype(np.float32)
-        else:
-            img = raw.astype(np.float32)
-        ldr = True
+        encoded = False
     else:
-        raise ConfigError(f"unknown image format '{ext or path}' (png, jpg, exr or npy)",
-                          file=path)
+        h = read_header(path)         # the size check reads the header, not the (compressed) file
+        check(h.height * h.width * len(h.names),
+              f"image of {h.width}x{h.height} pixels x {len(h.names)} channels", path)
+        img, encoded = read_bitmap(path, h)
     if img.ndim == 2:
         img = img[:, :, None]
-    if srgb or (srgb is None and ldr):
-        C = img.shape[2]
-        n_col = 3 if C >= 3 else 1
-        img = np.concatenate([from_srgb(img[:, :, :n_col]), img[:, :, n_col:]], axis=2)
+    if srgb or (srgb is None and encoded):
+        n_col = 3 if img.shape[2] >= 3 else 1
+        img = np.concatenate([srgb_to_linear(img[:, :, :n_col]), img[:, :, n_col:]], axis=2)
     return np.ascontiguousarray(img, dtype=np.float32)

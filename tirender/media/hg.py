@@ -53,6 +53,7 @@ def _g(st: ti.template(), m):
 class HenyeyGreenstein:
     NAME = "hg"
     KEYS = (Texture("g", 1, default=0.0, lo=-0.999, hi=0.999, doc="asymmetry (mean cosine)"),)
+    MITSUBA_DEFAULTS = {"g": 0.8}     # Mitsuba 3's hg.cpp (tirender's YAML default: 0, isotropic)
 
     @staticmethod
     @ti.func

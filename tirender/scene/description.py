@@ -18,12 +18,13 @@ from ..bsdfs.base import Row as BsdfRow
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
+from ..core.math import LUMINANCE
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from ..spectra import sampled as _spectra
 from . import shapes as builtin
 from . import spectra as scene_spectra
-from .transforms import parse_transform
+from .transforms import parse_transform, tan_half_fov_x
 
 MAX_BSDF_NESTING = 4
 MAX_COORDINATE = 1e15   # |x| of a vertex after to_world: squares and cross products stay finite in float32
@@ -108,6 +109,21 @@ def _num(v, file, key, lo=-np.inf, hi=np.inf, strict_lo=False, integer=False):
 
 def _vec3(v, file, key):
     return vec3(v, file, key)
+
+
+def _texture_channels(img, channels, from_file):
+    """Mitsuba's bitmap texture on a loaded image (H, W, C): alpha dropped (Y, A -> Y; R, G, B, A -> R, G,
+    B: the texture stores 1 or 3 channels, not premultiplied), and a 1-channel query of a colour image
+    (``eval_1``) reads its luminance 0.212671 R + 0.715160 G + 0.072169 B (Rec. 709). from_file: C = 2
+    is grey + alpha (a .npy array's 2 channels are left to the caller's checks)."""
+    img = np.asarray(img, np.float32)
+    if img.ndim == 2:
+        img = img[..., None]
+    if img.shape[2] == 4 or (img.shape[2] == 2 and from_file):
+        img = img[..., :-1]
+    if channels == 1 and img.shape[2] == 3:
+        img = np.einsum("hwc,c->hw", img, np.asarray(LUMINANCE, np.float32))[..., None]
+    return img
 
 
 def load_yaml(path):
@@ -212,15 +228,9 @@ class _Builder:
                                                            (h, w, channels)), np.float32)
             else:
                 raise ConfigError("a bitmap texture needs 'filename', 'data' or 'width'+'height'", self.file, key)
-            img = np.asarray(img, np.float32)
-            if img.ndim == 2:
-                img = img[..., None]
-            if img.shape[2] == 4:
-                img = img[..., :3]
+            img = _texture_channels(img, channels, "filename" in spec)
             if img.shape[2] != channels:
-                if channels == 1:
-                    img = img.mean(axis=2, keepdims=True)
-                elif img.shape[2] == 1:
+                if img.shape[2] == 1:
                     img = np.repeat(img, 3, axis=2)
                 else:
                     raise ConfigError(f"texture has {img.shape[2]} channels, expected {channels}", self.file, key)
@@ -346,8 +356,10 @@ class _Builder:
         row = EmitterRow(eid, model.TAG, model, shape)
         row.spectrum, row.temperature, row.tint = spectrum
         for i, k in enumerate(k for k in model.KEYS if k.kind == "texture"):
-            row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
-                                        f"{key}.{k.name}", raw=k.raw, role=_spectra.EMISSION if i == 0 else None))
+            v = values.get(k.name)     # an optional texture key left out (default None): slot -1
+            row.tex.append(-1 if v is None else self.texture(v, f"{eid}.{k.param}", k.channels, k.lo, k.hi,
+                                                             f"{key}.{k.name}", raw=k.raw,
+                                                             role=_spectra.EMISSION if i == 0 else None))
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
@@ -525,44 +537,9 @@ class _Builder:
 
 
 def _tan_half_fov(spec, w, h, file, key):
-    """(tan(fov_x / 2), tan(fov_y / 2)) as Mitsuba's parse_fov (src/render/sensor.cpp): ``fov`` along
-    ``fov_axis`` (x, y, diagonal, smaller, larger), or ``focal_length`` ("50mm": 35 mm film equivalent, mapped to
-    the 36 x 24 mm diagonal). Neither given: fov 39.3077 along x (tirender's YAML default; Mitsuba XML scenes get
-    Mitsuba's focal_length 50mm from the importer)."""
-    if "fov" in spec and "focal_length" in spec:
-        raise ConfigError("give either 'fov' or 'focal_length', not both", file, f"{key}.focal_length")
-    aspect = w / h
-    if "focal_length" in spec:
-        f = spec["focal_length"]
-        fs = str(f).strip()
-        try:
-            f = float(fs[:-2] if fs.endswith("mm") else fs)
-        except ValueError:
-            raise ConfigError(f"expected a focal length like '50mm', got {spec['focal_length']!r}", file,
-                              f"{key}.focal_length") from None
-        if not (np.isfinite(f) and f > 0):
-            raise ConfigError(f"focal length must be > 0, got {spec['focal_length']!r}", file, f"{key}.focal_length")
-        fov = float(np.degrees(2.0 * np.arctan(np.sqrt(36.0 ** 2 + 24.0 ** 2) / (2.0 * f))))
-        axis = "diagonal"
-    else:
-        fov = _num(spec.get("fov", 39.3077), file, f"{key}.fov", 0.0, 180.0, strict_lo=True)
-        axis = str(spec.get("fov_axis", "x")).lower()
-        if axis == "smaller":
-            axis = "y" if aspect > 1 else "x"
-        elif axis == "larger":
-            axis = "x" if aspect > 1 else "y"
-    t = np.tan(np.radians(fov) / 2)
-    if axis == "x":
-        tx = t
-    elif axis == "y":
-        tx = t * aspect
-    elif axis == "diagonal":
-        tx = t / np.sqrt(1.0 + 1.0 / (aspect * aspect))
-    else:
-        raise ConfigError(f"unknown fov_axis '{axis}' (x, y, diagonal, smaller, larger)", file, f"{key}.fov_axis")
-    if not (0.0 < tx < 1e15):
-        raise ConfigError("the horizontal field of view must lie in (0, 180) degrees", file, f"{key}.fov")
-    return float(tx), float(tx / aspect)
+    """(tan(fov_x / 2), tan(fov_y / 2)) of a w x h film (transforms.tan_half_fov_x: Mitsuba's parse_fov)."""
+    tx = tan_half_fov_x(spec, w / h, file, key)
+    return tx, float(tx / (w / h))
 
 
 def _sensor(spec, file, key):

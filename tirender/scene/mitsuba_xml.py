@@ -467,6 +467,18 @@ class _Importer:
     def _keynames(model):
         return {nm for k in model.KEYS for nm in (k.name,) + tuple(k.aliases)}
 
+    @staticmethod
+    def _mitsuba_defaults(model, spec):
+        """spec with Mitsuba's defaults filled in where the model's YAML default differs (its MITSUBA_DEFAULTS) and
+        no spelling of the key was given."""
+        out = dict(spec)
+        for name, value in getattr(model, "MITSUBA_DEFAULTS", {}).items():
+            key = next((k for k in model.KEYS if k.name == name), None)
+            spellings = (name,) + (tuple(key.aliases) if key is not None else ())
+            if not any(s in out for s in spellings):
+                out[name] = value
+        return out
+
     def bsdf(self, n):
         from ..bsdfs import registry
         t = self.attr(n, "type")
@@ -496,7 +508,7 @@ class _Importer:
             v = spec.get(k)
             if isinstance(v, dict) and "type" not in v:
                 raise self.err(n, f"'{k}' must be a BSDF")
-        return spec
+        return self._mitsuba_defaults(model, spec)
 
     def emitter(self, n):
         from ..emitters import registry
@@ -516,7 +528,7 @@ class _Importer:
         spec.update(p)
         if n.attrs.get("id"):
             spec["id"] = self.attr(n, "id")
-        return spec
+        return self._mitsuba_defaults(model, spec)
 
     def medium(self, n):
         from ..media.phase import BY_NAME as PHASES
@@ -533,8 +545,9 @@ class _Importer:
                 pm = PHASES.get(pt)
                 if pm is None:
                     raise self.err(c, f"unsupported phase function '{pt}' (tirender has: {', '.join(PHASES)})")
-                spec["phase"] = dict({"type": pt}, **self.props(c, "phase", pt, self._keynames(pm)))
-        return spec
+                spec["phase"] = self._mitsuba_defaults(pm, dict({"type": pt}, **self.props(c, "phase", pt,
+                                                                                       self._keynames(pm))))
+        return self._mitsuba_defaults(model, spec)
 
     def shape(self, n):
         t = self.attr(n, "type")
@@ -633,27 +646,31 @@ class _Importer:
         return spec
 
     def integrator(self, n):
+        """<integrator type=...> -> the scene's integrator mapping, with Mitsuba's defaults where tirender's YAML
+        defaults differ (each integrator module's MITSUBA_DEFAULTS); wrappers (moment, stokes) hold the nested one."""
         from ..integrators import registry
         t = self.attr(n, "type")
-        if t == "moment":
-            inner = [c for c in n.children if c.tag == "integrator"]
+        inner = [c for c in n.children if c.tag == "integrator"]
+        if t in registry.WRAPPERS:
             if len(inner) != 1:
-                raise self.err(n, "the moment integrator wraps one nested integrator here")
-            self.render["moment"] = True
-            return self.integrator(inner[0])
+                raise self.err(n, f"tirender's {t} integrator wraps one nested integrator (got {len(inner)})")
+            self.props(n, "integrator", t, set(), skip=("integrator",))
+            return {"type": t, "integrator": self.integrator(inner[0])}
         if t not in registry.PRIMAL:
             raise self.err(n, f"unsupported integrator '{t}' (tirender has: {', '.join(registry.NAMES)})")
         keys = self._keynames(registry.PRIMAL[t])
         nested = {}
         if t == "stokes":   # Mitsuba's stokes wraps the integrator it measures: here the path tracer (or, in
-            inner = [c for c in n.children if c.tag == "integrator"]     # scenes with media, volpath's walk)
-            if inner:
+            if inner:       # scenes with media, volpath's walk)
                 it = self.attr(inner[0], "type")
                 if it not in ("path", "volpath"):
                     raise self.err(inner[0], f"the stokes integrator measures a nested 'path' or 'volpath' integrator "
                                              f"here (got '{it}')")
-                nested = self.props(inner[0], "integrator", it, keys)
-        return dict({"type": t}, **nested, **self.props(n, "integrator", t, keys, skip=("integrator",)))
+                nested = {**registry.mitsuba_defaults(it), **self.props(inner[0], "integrator", it, keys)}
+        elif inner:
+            raise self.err(inner[0], f"the '{t}' integrator takes no nested integrator")
+        return {"type": t, **registry.mitsuba_defaults(t), **nested,
+                **self.props(n, "integrator", t, keys, skip=("integrator",))}
 
 
 def load_xml(path, defines=None):

@@ -11,7 +11,6 @@ import numpy as np
 from .. import variants
 from ..backend import ensure_init
 from ..bsdfs import registry as bsdf_registry
-from ..emitters import envmap as envmap_mod
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..params import ParameterPool
@@ -217,12 +216,13 @@ class Scene:
         a["em_rot"] = np.array(rots or [np.eye(3)], np.float32)
         a["emtri_idx"] = np.array(emtri_idx or [0], np.int32)
         a["emtri_cdf"] = np.array(emtri_cdf or [1.0], np.float32)
-        self._env_emitters = [i for i, e in enumerate(ems) if e.model is envmap_mod.Envmap]
+        # emitters whose sampling distribution is built on the host from their first texture (envmap, projector)
+        self._env_emitters = [i for i, e in enumerate(ems) if hasattr(e.model, "distribution")]
         dist_off, dist = [], []
         n = 0
         for e in ems:
-            if e.model is envmap_mod.Envmap:
-                d = envmap_mod.build_distribution(self.params[desc.textures[e.tex[0]].name])
+            if hasattr(e.model, "distribution"):
+                d = e.model.distribution(self._texture_values(e.tex[0]))
                 dist_off.append(n)
                 dist.append(d)
                 n += len(d)
@@ -432,8 +432,8 @@ class Scene:
         Taichi kernel reads in place — a numpy array, or a torch tensor on the device Taichi runs on
         (CPU tensors with the CPU backend, CUDA tensors with CUDA: no host round trip). Checked on
         the device (finite, within the parameter's bounds): a ConfigError and nothing written
-        otherwise. Returns False (nothing done) for environment maps, whose sampling distribution is
-        built on the host: set those through ``scene.params[name] = ...``."""
+        otherwise. Returns False (nothing done) for environment maps and projector textures, whose
+        sampling distribution is built on the host: set those through ``scene.params[name] = ...``."""
         from ..errors import ConfigError
         info = self.params.info(name)
         if info.name in self._env_param_names():
@@ -449,6 +449,11 @@ class Scene:
         if info.name in self.heightfield_params or info.name in self.deform_params:
             self._update_geometry(st)
         return True
+
+    def _texture_values(self, tid):
+        """The current values of texture tid, shaped as its data (H, W, C) (a constant: (1, 1, C))."""
+        tex = self.desc.textures[tid]
+        return np.asarray(self.params[tex.name]).reshape(tex.data.shape)
 
     def _env_param_names(self):
         return {self._tex_param[self.desc.emitters[e].tex[0]].name for e in self._env_emitters}
@@ -480,8 +485,8 @@ class Scene:
         if getattr(self, "_env_dirty", False):
             dist = []
             for e in self.desc.emitters:
-                if e.model is envmap_mod.Envmap:
-                    dist.append(envmap_mod.build_distribution(self.params[self.desc.textures[e.tex[0]].name]))
+                if hasattr(e.model, "distribution"):
+                    dist.append(e.model.distribution(self._texture_values(e.tex[0])))
             if dist:
                 d = np.concatenate(dist)
                 st.env_dist.from_numpy(padded(d, st.caps["envdist"]))

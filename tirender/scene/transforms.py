@@ -133,3 +133,48 @@ def _matrix(val, file, key):
     if a.shape != (4, 4) or not np.all(np.isfinite(a)):
         raise ConfigError("matrix must be 4x4 finite numbers", file, key)
     return a
+
+
+def tan_half_fov_x(spec, aspect, file=None, key=""):
+    """tan(fov_x / 2) of an image of aspect ratio `aspect` (width / height) as Mitsuba's parse_fov
+    (src/render/sensor.cpp; perspective sensors and the projector emitter): ``fov`` (degrees) along
+    ``fov_axis`` (x, y, diagonal, smaller, larger), or ``focal_length`` ("50mm": 35 mm film equivalent,
+    mapped to the 36 x 24 mm diagonal). Neither given: fov 39.3077 along x (tirender's YAML default;
+    Mitsuba's own default, focal_length 50mm, is what its XML scenes get from the importer)."""
+    if "fov" in spec and "focal_length" in spec:
+        raise ConfigError("give either 'fov' or 'focal_length', not both", file, f"{key}.focal_length")
+    if "focal_length" in spec:
+        f = spec["focal_length"]
+        fs = str(f).strip()
+        try:
+            f = float(fs[:-2] if fs.endswith("mm") else fs)
+        except ValueError:
+            raise ConfigError(f"expected a focal length like '50mm', got {spec['focal_length']!r}", file,
+                              f"{key}.focal_length") from None
+        if not (np.isfinite(f) and f > 0):
+            raise ConfigError(f"focal length must be > 0, got {spec['focal_length']!r}", file, f"{key}.focal_length")
+        fov = float(np.degrees(2.0 * np.arctan(np.sqrt(36.0 ** 2 + 24.0 ** 2) / (2.0 * f))))
+        axis = "diagonal"
+    else:
+        fov = spec.get("fov", 39.3077)
+        if isinstance(fov, bool) or not isinstance(fov, (int, float, np.integer, np.floating)) \
+                or not 0.0 < fov <= 180.0:
+            raise ConfigError(f"must be a number > 0 and <= 180, got {fov!r}", file, f"{key}.fov")
+        fov = float(fov)
+        axis = str(spec.get("fov_axis", "x")).lower()
+        if axis == "smaller":
+            axis = "y" if aspect > 1 else "x"
+        elif axis == "larger":
+            axis = "x" if aspect > 1 else "y"
+    t = np.tan(np.radians(fov) / 2)
+    if axis == "x":
+        tx = t
+    elif axis == "y":
+        tx = t * aspect
+    elif axis == "diagonal":
+        tx = t / np.sqrt(1.0 + 1.0 / (aspect * aspect))
+    else:
+        raise ConfigError(f"unknown fov_axis '{axis}' (x, y, diagonal, smaller, larger)", file, f"{key}.fov_axis")
+    if not (0.0 < tx < 1e15):
+        raise ConfigError("the horizontal field of view must lie in (0, 180) degrees", file, f"{key}.fov")
+    return float(tx)

@@ -26,10 +26,11 @@ d albedo_c / albedo_c at the colliding step; transmittance d T_c = -dt T_c d sig
 import taichi as ti
 
 from .. import variants
-from ..bsdfs.base import NULL
+from ..bsdfs.base import NULL, PASS, surface_ctx
+from ..core.interaction import make_interaction
 from ..core import mueller
 from ..core.intersect import intersect
-from ..core.math import BIG, max_component, safe_div, vec3
+from ..core.math import BIG, max_component, safe_div, to_local, vec3
 from ..core.rng import PCG32
 from ..emitters import registry as emitters
 from ..media import MAJORANT_GRID
@@ -384,12 +385,32 @@ def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.templa
 
 
 @ti.func
-def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o, d, dist, medium, lam,
-                  sampler: ti.template(), T_total, dT):
+def _null_factor(st: ti.template(), bsdf: ti.template(), mode: ti.template(), tri, t, b1, b2, o, d, lam, T_total, dT):
+    """The null transmission w of the surface a shadow ray o + t d hits (triangle tri at barycentrics b1, b2);
+    REPLAY: scatters ∂/∂π of <dT, T_total> through w, dT · T_total / w (per lane)."""
+    si = make_interaction(st, tri, t, b1, b2, o, d)
+    b = st.shape_bsdf[si.shape]
+    ctx = surface_ctx(b, si, lam)
+    wi = to_local(si.ss, si.ts, si.n, -d)
+    w = bsdf.null_transmission(st, ctx, wi)
+    if ti.static(mode == REPLAY):
+        g = spec(0.0)
+        for i in ti.static(range(variants.lanes())):
+            if w[i] > 0.0:
+                g[i] = dT[i] * T_total[i] / w[i]
+        bsdf.null_transmission_adjoint(st, ctx, wi, g)
+    return w
+
+
+@ti.func
+def transmittance(st: ti.template(), bsdf: ti.template(), mode: ti.template(), est: ti.template(), o, d, dist,
+                  medium, lam, sampler: ti.template(), T_total, dT):
     """Transmittance (RGB) of the shadow ray o + t d, t in [0, dist), that starts in `medium`:
-    media are crossed (ratio tracking / analytic), null interfaces switch the medium, any other
-    surface blocks (T = 0). REPLAY: the nested replay (call with a copy of the sampler state
-    taken before the PRIMAL call, T_total its result and dT = d(objective)/dT)."""
+    media are crossed (ratio tracking / analytic), null interfaces switch the medium, surfaces with a
+    pass-through lobe (flag PASS: thindielectric, mask) attenuate it by their null transmission (Mitsuba's
+    volpath: eval_null_transmission) and switch the medium, any other surface blocks (T = 0). REPLAY: the
+    nested replay (call with a copy of the sampler state taken before the PRIMAL call, T_total its result
+    and dT = d(objective)/dT), which also scatters dT T_total / w ∂w/∂π of each surface's factor w."""
     T = spec(1.0)
     ray_o = o
     remaining = dist
@@ -407,10 +428,13 @@ def transmittance(st: ti.template(), mode: ti.template(), est: ti.template(), o,
             going = False
         else:
             shape = st.tri_shape[tri]
-            if (st.bsdf_flags[st.shape_bsdf[shape]] & NULL) == 0 or crossings >= MAX_CROSSINGS:
+            flags = st.bsdf_flags[st.shape_bsdf[shape]]
+            if (flags & (NULL | PASS)) == 0 or crossings >= MAX_CROSSINGS:
                 T = spec(0.0)
                 going = False
             else:
+                if (flags & NULL) == 0:          # a pass-through lobe: its null transmission w
+                    T *= _null_factor(st, bsdf, mode, tri, t, b1, b2, ray_o, d, lam, T_total, dT)
                 ng = st.tri_e1[tri].cross(st.tri_e2[tri]).normalized()
                 m = target_medium(st, shape, d, ng, m)
                 p = ray_o + t * d
@@ -464,8 +488,8 @@ def indirect_stream(pick):
 
 
 @ti.func
-def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), pick: ti.template(), m, o, d,
-                      tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero, lam, P):
+def inscatter_adjoint(st: ti.template(), bsdf: ti.template(), em: ti.template(), est: ti.template(),
+                      pick: ti.template(), m, o, d, tmax, beta, sampler: ti.template(), dL, depth_left, rr_left, hero, lam, P):
     """The in-scattering term of the density derivative of one flight segment o + t d, t in
     [0, tmax), in grid medium m, estimated along the whole segment (REPLAY).
 
@@ -527,7 +551,8 @@ def inscatter_adjoint(st: ti.template(), em: ti.template(), est: ti.template(), 
                         dist = ds.dist
                         if dist < BIG:
                             dist = (ds.p - x).norm() * (1.0 - 1e-4)
-                        Tsh = transmittance(st, PRIMAL, est, x, ds.d, dist, m, lam, side, spec(0.0), spec(0.0))
+                        Tsh = transmittance(st, bsdf, PRIMAL, est, x, ds.d, dist, m, lam, side, spec(0.0),
+                                            spec(0.0))
                         Ls += ph * Tsh * ds.weight
                 if max_component(Ls) > 0.0:
                     med.sigma_t_adjoint(st, m, x, lam, c * Ls * s0)
@@ -571,11 +596,12 @@ class MediumVisibility:
 
                 @staticmethod
                 @ti.func
-                def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(),
+                def transmittance(st: ti.template(), bsdf: ti.template(), mode: ti.template(), v, s, so, d, dist,
+                                  sampler: ti.template(),
                                   T_total, dT):
                     m = s.medium
                     if v.medium_event == 0:
                         m = target_medium(st, v.shape, d, v.ng, s.medium)
-                    return transmittance(st, mode, Vis, so, d, dist, m, s.lam, sampler, T_total, dT)
+                    return transmittance(st, bsdf, mode, Vis, so, d, dist, m, s.lam, sampler, T_total, dT)
             cls._cache[key] = Vis
         return cls._cache[key]

@@ -3,9 +3,12 @@ see state.py). All take the path state ``s`` by reference and update it.
 
     emitter_found(st, em, s, si) -> (q, mis)
         the record of the emitter the current ray found (surface hit or escape) and its MIS weight.
+    first_hit(st, s, hide_emitters) -> (tri, t, b1, b2)
+        the current ray's intersection; on the camera segment with hide_emitters, past every area emitter.
     emission(st, em, mode, s, si, hide_emitters, dL) -> mis
         Le of the emitter the path found (surface hit or escape), MIS-weighted against NEE from the
-        previous vertex (power heuristic). Adjoint: δL β mis -> the emitter's radiance.
+        previous vertex (power heuristic); an environment seen directly is black with hide_emitters.
+        Adjoint: δL β mis -> the emitter's radiance.
     nee(st, bsdf, em, mode, s, v, sampler, dL, vis, biased)
         next-event estimation at vertex v: an emitter sample, the shadow ray's transmittance from
         ``vis`` (SURFACE_VISIBILITY here, media in walk/media.py), MIS with the BSDF/phase pdf.
@@ -29,7 +32,8 @@ import taichi as ti
 
 from .. import variants
 from ..core import mueller, pool
-from ..core.intersect import occluded
+from ..core.interaction import make_interaction, spawn_origin
+from ..core.intersect import intersect, occluded
 from ..core.math import BIG, max_component, mis_power, safe_div, vec3
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
@@ -93,13 +97,32 @@ def emission(st: ti.template(), em: ti.template(), mode: ti.template(), s: ti.te
     return mis
 
 
+MAX_SKIPS = 64   # area emitters a hidden-emitter camera ray passes at most (a guard)
+
+
+@ti.func
+def first_hit(st: ti.template(), s: ti.template(), hide_emitters):
+    """The intersection (tri, t, b1, b2) of the path's current ray. With hide_emitters on the camera's segment
+    (depth 0), area emitters along it are passed through as if absent (Mitsuba 3's ``hide_emitters``:
+    skip_area_emitters); s.o moves past them, so the caller builds the interaction from s.o."""
+    tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+    if hide_emitters != 0 and s.depth == 0:
+        k = 0
+        while tri >= 0 and st.shape_emitter[st.tri_shape[tri]] >= 0 and k < MAX_SKIPS:
+            si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+            s.o = spawn_origin(st, si, s.d)
+            tri, t, b1, b2 = intersect(st, s.o, s.d, BIG)
+            k += 1
+    return tri, t, b1, b2
+
+
 class SurfaceVisibility:
     """Shadow rays between surfaces: transmittance 1 or 0 (no media)."""
 
     @staticmethod
     @ti.func
-    def transmittance(st: ti.template(), mode: ti.template(), v, s, so, d, dist, sampler: ti.template(), T_total,
-                      dT):
+    def transmittance(st: ti.template(), bsdf: ti.template(), mode: ti.template(), v, s, so, d, dist,
+                      sampler: ti.template(), T_total, dT):
         T = spec(1.0)
         if ti.static(mode == PRIMAL):
             if occluded(st, so, d, dist):
@@ -127,7 +150,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                 if dist < BIG:
                     dist = (ds.p - so).norm() * (1.0 - 1e-4)
                 saved = sampler.copy()   # for the transmittance replay
-                T = vis.transmittance(st, PRIMAL, v, s, so, ds.d, dist, sampler, spec(0.0), spec(0.0))
+                T = vis.transmittance(st, bsdf, PRIMAL, v, s, so, ds.d, dist, sampler, spec(0.0), spec(0.0))
                 if max_component(T) > 0.0:
                     mis = 1.0
                     if ds.delta == 0:
@@ -151,7 +174,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                                 li = spec(1.0 / ds.pdf)    # RB biased I: Li := 1
                             vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
-                            vis.transmittance(st, REPLAY, v, s, so, ds.d, dist, saved, T,
+                            vis.transmittance(st, bsdf, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight * s0)
     return res_d, res_w
 
