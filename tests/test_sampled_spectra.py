@@ -303,6 +303,7 @@ def spectral_report(spectral_out):
     return run_child(__file__, ["--child"], spectral_out, timeout=1500)
 
 
+@pytest.mark.slow       # a spectral child (path, prb and a probe kernel)
 def test_spectral_values_at_wavelengths_equal_mitsuba(mi, spectral_report):
     """The kernels' reads at the path's wavelengths (a BSDF slot, an emitter through the registry, a medium's σt
     and albedo, a conductor's η and k) against Mitsuba 3's scalar_spectral: the BSDF through the XML (so the
@@ -329,6 +330,7 @@ def test_spectral_values_at_wavelengths_equal_mitsuba(mi, spectral_report):
     assert any(v == 0.0 for rows in spectral_report["probe"] for v in rows[0])     # outside a list's range: 0
 
 
+@pytest.mark.slow
 @pytest.mark.parity
 @pytest.mark.parametrize("variant", ["rgb", "spectral"])
 def test_image_parity_with_mitsuba(mi, variant, spectral_report, spectral_out):
@@ -347,6 +349,7 @@ def test_image_parity_with_mitsuba(mi, variant, spectral_report, spectral_out):
         (r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
 
 
+@pytest.mark.slow       # a spectral child (path, prb and a probe kernel)
 def test_spectral_gradients_of_the_values(spectral_report):
     """PRB's gradient of a sampled spectrum's values (a BSDF reflectance, an area light's radiance: parameters of
     the list's length, Mitsuba's ``values``) against central differences with correlated random numbers."""
