@@ -28,7 +28,7 @@ from child_util import run_child  # noqa: E402
 from gradcheck_util import central_differences, max_rel_err  # noqa: E402
 
 PARITY = os.path.join(ROOT, "benchmarks", "parity", "scenes", "spectra.xml")
-PARITY_DEFINES = {"res": "24", "spp": "32"}
+PARITY_DEFINES = {"res": "24", "spp": "16"}
 LLVM = os.environ.get("DRJIT_LIBLLVM_PATH", "/usr/lib/x86_64-linux-gnu/libLLVM-19.so")
 
 # wavelength lists exercising the reduction: smooth, spiky (out of gamut: clamped), a regular one, one reaching
@@ -275,7 +275,7 @@ def spectral_checks():
         probe(st, np.array(lam, np.float32), o)
         rows.append(o.tolist())
     out["probe"] = rows
-    r = _parity_module().tirender_run(PARITY, PARITY_DEFINES, 32, 4, [], 0, grad=False)
+    r = _parity_module().tirender_run(PARITY, PARITY_DEFINES, 16, 8, [], 0, grad=False)
     np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], "spectra.npy"), r["imgs"])
     box = tirender.load_scene(PARITY, defines={"res": "12", "spp": "4"})
     grows = gradcheck.check(box, ["floor.reflectance", "light.radiance"], spp=16, seeds=8, h_rel=0.05)
@@ -339,10 +339,10 @@ def test_image_parity_with_mitsuba(mi, variant, spectral_report, spectral_out):
     RMSE within 1.2x the combined noise (benchmarks/parity/run.py's criteria)."""
     parity = _parity_module()
     if variant == "rgb":
-        ours = parity.tirender_run(PARITY, PARITY_DEFINES, 32, 4, [], 0, grad=False)
+        ours = parity.tirender_run(PARITY, PARITY_DEFINES, 16, 8, [], 0, grad=False)
     else:
         ours = {"imgs": np.load(os.path.join(spectral_out, "spectra.npy")), "grads": {}}
-    theirs = parity.mitsuba_run(PARITY, PARITY_DEFINES, 32, 4, [], 0, grad=False, variant="scalar_" + variant)
+    theirs = parity.mitsuba_run(PARITY, PARITY_DEFINES, 16, 8, [], 0, grad=False, variant="scalar_" + variant)
     r = parity.compare(ours, theirs, "spectra")
     print(variant, r["mean_ti"], r["mean_mi"], r["z"], r["rmse_ratio"])
     assert np.all(r["p"] >= parity.P_FAIL) and r["rmse_ratio"] <= 1.2, \

@@ -48,6 +48,8 @@ SCENES = {
     "texture_meshes": ["texmat.reflectance.data", "sky.radiance.value"],
     "homogeneous": ["fog.sigma_t.value.value", "fog.albedo.value.value", "floor.bsdf.reflectance.value"],
     "heterogeneous": ["smoke.sigma_t.data", "smoke.albedo.value.value", "floor.bsdf.reflectance.value"],
+    "spectra": ["floor.bsdf.reflectance.value", "ball.bsdf.reflectance.value", "light.emitter.radiance.value",
+                "fill.emitter.radiance.value"],
     # models other branches add; "model missing" until they are merged
     "plastic": ["floor.bsdf.diffuse_reflectance.value", "light.emitter.radiance.value"],
     "principled": ["ball.bsdf.base_color.value", "ball.bsdf.roughness.value"],
