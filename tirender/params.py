@@ -86,11 +86,12 @@ class ParameterPool:
     def resolve(self, name):
         """`name`, or the pool name a Mitsuba-style key stands for (docs/mitsuba.md):
         ``floor.bsdf.reflectance.value`` -> ``floor.reflectance``, ``light.emitter.radiance.value``
-        -> ``light.radiance``, ``metal.alpha.value`` -> ``metal.roughness`` (schema aliases)."""
+        -> ``light.radiance``, ``metal.alpha.value`` -> ``metal.roughness`` (schema aliases);
+        ``floor.bsdf.reflectance.values`` (a sampled spectrum's values) -> ``floor.reflectance``."""
         if name in self._info:
             return name
         n = name
-        while n.endswith((".value", ".data")):
+        while n.endswith((".value", ".data", ".values")):
             n = n.rsplit(".", 1)[0]
         cands = [n, ".".join(p for p in n.split(".") if p not in ("bsdf", "emitter", "phase_function"))]
         for c in cands:

@@ -150,13 +150,18 @@ class Choice(Key):
 
 
 class Vec3(Key):
+    """Three numbers. ``spectrum``: the key is a colour constant that may also be given as a spectrum
+    (spectra/sampled.py role, e.g. a conductor's η: UNBOUNDED); the scene builder resolves it to three numbers, or
+    to a spectrum-table reference (an object with ``table_offset``) that parse passes through."""
     kind = "3 numbers"
 
-    def __init__(self, name, default=REQUIRED, lo=-math.inf, hi=math.inf, doc="", aliases=()):
+    def __init__(self, name, default=REQUIRED, lo=-math.inf, hi=math.inf, doc="", aliases=(), spectrum=None):
         super().__init__(name, default, doc, aliases)
-        self.lo, self.hi = lo, hi
+        self.lo, self.hi, self.spectrum = lo, hi, spectrum
 
     def parse(self, v, file, key):
+        if self.spectrum is not None and hasattr(v, "table_offset"):
+            return v
         return vec3(v, file, key, self.lo, self.hi)
 
 
@@ -205,7 +210,7 @@ class Volume(Texture):
         self.grid = grid
 
     def parse(self, v, file, key):
-        if isinstance(v, dict) and not self.grid:
+        if isinstance(v, dict) and not self.grid and v.get("type", "grid") == "grid":
             raise ConfigError("expected a number or RGB values (grids belong to heterogeneous media)", file, key)
         return super().parse(v, file, key)
 

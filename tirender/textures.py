@@ -7,12 +7,20 @@ as Mitsuba's obj loader does). Texel centres at ((x + 0.5) / W, (y + 0.5) / H). 
 textures.
 Differentiable: the texel values. The adjoint scatters ``d_out`` with the bilinear weights into
 ``st.grad_fx`` (deterministic fixed point, see core/fixed_point.py) with ti.atomic_add (four texels per lookup).
+
+A *sampled spectrum* (spectra/sampled.py; the spectral variants) is a texture of its N values (a 1x1 texture of
+N channels, the differentiable parameter (N,), Mitsuba's ``regular`` / ``irregular`` ``values``) whose nodes
+lie in the scene's spectrum table ``st.spec_tab`` at ``st.tex_lam[tid]`` (N, then the N wavelengths in nm;
+-1: an RGB texture). ``spectrum_eval`` reads it at the path's wavelengths; its adjoint adds into the two
+samples around each wavelength. ``table_eval`` reads a constant spectrum of the table (N, N wavelengths, N
+values: a conductor's η and k).
 """
 import numpy as np
 import taichi as ti
 
 from .core import pool
 from .core.math import vec3
+from .variants import lanes, spec
 
 
 @ti.func
@@ -193,3 +201,71 @@ def resample_texture(tex, h, w):
     c = tex[y1][:, x0]
     d = tex[y1][:, x1]
     return ((1 - fy) * ((1 - fx) * a + fx * b) + fy * ((1 - fx) * c + fx * d)).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------- sampled spectra
+@ti.func
+def is_spectrum(st: ti.template(), tid):
+    """Whether texture tid is a sampled spectrum (st.tex_lam >= 0)."""
+    return tid >= 0 and st.tex_lam[tid] >= 0
+
+
+@ti.func
+def _interval(st: ti.template(), o, x):
+    """(j, t, inside) of wavelength x in the spectrum at table offset o (N = st.spec_tab[o], nodes after it):
+    Mitsuba's IrregularContinuousDistribution::eval_pdf — j the interval whose upper node is the first node ≥ x
+    (clamped to [0, N - 2]), t the fraction along it, inside: x within [first node, last node] (else 0)."""
+    n = ti.cast(st.spec_tab[o], ti.i32)
+    a = 0
+    b = n
+    while a < b:                         # the first node >= x
+        m = (a + b) // 2
+        if st.spec_tab[o + 1 + m] < x:
+            a = m + 1
+        else:
+            b = m
+    j = ti.min(ti.max(a, 1), n - 1) - 1
+    x0 = st.spec_tab[o + 1 + j]
+    x1 = st.spec_tab[o + 2 + j]
+    inside = x >= st.spec_tab[o + 1] and x <= st.spec_tab[o + n]
+    return j, (x - x0) / (x1 - x0), inside
+
+
+@ti.func
+def spectrum_eval(st: ti.template(), tid, lam):
+    """Sampled spectrum tid at the wavelengths lam (nm, Spectrum): per lane y_j + t (y_{j+1} − y_j), 0 outside
+    its nodes' range (Mitsuba's regular / irregular eval)."""
+    o = st.tex_lam[tid]
+    base = st.tex_offset[tid]
+    out = spec(0.0)
+    for i in ti.static(range(lanes())):
+        j, t, inside = _interval(st, o, lam[i])
+        if inside:
+            y0 = st.pool[base + j]
+            out[i] = y0 + t * (st.pool[base + j + 1] - y0)
+    return out
+
+
+@ti.func
+def spectrum_eval_adjoint(st: ti.template(), tid, lam, d):
+    """Adjoint of spectrum_eval: per lane (1 − t) d_i into value j and t d_i into value j + 1."""
+    o = st.tex_lam[tid]
+    base = st.tex_offset[tid]
+    for i in ti.static(range(lanes())):
+        j, t, inside = _interval(st, o, lam[i])
+        if inside and d[i] != 0.0:
+            pool.add_gradient(st, base + j, 1, vec3((1.0 - t) * d[i], 0.0, 0.0))
+            pool.add_gradient(st, base + j + 1, 1, vec3(t * d[i], 0.0, 0.0))
+
+
+@ti.func
+def table_eval(st: ti.template(), o, lam):
+    """The constant spectrum at table offset o (N, N nodes, N values) at the wavelengths lam (Spectrum)."""
+    n = ti.cast(st.spec_tab[o], ti.i32)
+    out = spec(0.0)
+    for i in ti.static(range(lanes())):
+        j, t, inside = _interval(st, o, lam[i])
+        if inside:
+            y0 = st.spec_tab[o + 1 + n + j]
+            out[i] = y0 + t * (st.spec_tab[o + 2 + n + j] - y0)
+    return out

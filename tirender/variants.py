@@ -389,6 +389,7 @@ def emission_adjoint(rgb, lam, d):
 SPECTRUM_RGB = 0          # rgb × D65 by upsampling (Mitsuba's d65 convention; also the ``d65`` type)
 SPECTRUM_BLACKBODY = 1    # rgb (a factor, usually grey) × Planck's B(λ, T)
 SPECTRUM_UNIFORM = 2      # rgb upsampled without D65 (``uniform``: a flat spectrum for grey values)
+SPECTRUM_SAMPLED = 3      # rgb[0] (a factor) × the emitter's sampled spectrum (textures.spectrum_eval)
 
 
 @ti.func

@@ -50,6 +50,8 @@ SCENES = {
     "heterogeneous": ["smoke.sigma_t.data", "smoke.albedo.value.value", "floor.bsdf.reflectance.value"],
     "thinlens": ["floor.bsdf.reflectance.value", "ball.bsdf.reflectance.value", "far.bsdf.reflectance.value"],
     "orthographic": ["floor.bsdf.reflectance.value", "sky.radiance.value", "light.emitter.radiance.value"],
+    "spectra": ["floor.bsdf.reflectance.value", "ball.bsdf.reflectance.value", "light.emitter.radiance.value",
+                "fill.emitter.radiance.value"],
     # models other branches add; "model missing" until they are merged
     "plastic": ["floor.bsdf.diffuse_reflectance.value", "light.emitter.radiance.value"],
     "principled": ["ball.bsdf.base_color.value", "ball.bsdf.roughness.value"],

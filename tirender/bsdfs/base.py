@@ -70,7 +70,7 @@ import taichi as ti
 from .. import mesh_attribute as attr
 from .. import variants
 from ..core.math import vec2, vec3
-from ..textures import tex_eval, tex_eval_adjoint, tex_eval_tangent
+from ..textures import is_spectrum, spectrum_eval, spectrum_eval_adjoint, tex_eval, tex_eval_adjoint, tex_eval_tangent
 from ..variants import spec
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
@@ -130,9 +130,17 @@ def invalid_sample():
 @ti.func
 def slot_rgb(st: ti.template(), ctx, k):
     """Colour texture slot k of BSDF ctx.b at ctx.uv, as the walk's colour (RGB, or the upsampled
-    reflectance at ctx.lam: tirender/variants.py)."""
+    reflectance at ctx.lam: tirender/variants.py; a sampled spectrum at ctx.lam: textures.spectrum_eval; a mesh
+    attribute at the hit: tirender/mesh_attribute.py)."""
     tid = st.bsdf_tex[ctx.b, k]
-    res = variants.reflectance(tex_eval(st, tid, ctx.uv), ctx.lam)
+    res = spec(0.0)
+    if ti.static(variants.spectral()):
+        if is_spectrum(st, tid):
+            res = spectrum_eval(st, tid, ctx.lam)
+        else:
+            res = variants.reflectance(tex_eval(st, tid, ctx.uv), ctx.lam)
+    else:
+        res = variants.reflectance(tex_eval(st, tid, ctx.uv), ctx.lam)
     if ti.static(attr.enabled(st)):
         if attr.is_attribute(tid):
             res = attr.eval_spectrum(st, tid, ctx.tri, ctx.bary, ctx.lam)
@@ -142,12 +150,15 @@ def slot_rgb(st: ti.template(), ctx, k):
 @ti.func
 def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
     tex = st.bsdf_tex[ctx.b, k]
-    d_rgb = vec3(0.0)
-    if ti.static(not variants.rgb()):
-        d_rgb = variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d)
+    if ti.static(variants.spectral()):
+        if is_spectrum(st, tex):
+            spectrum_eval_adjoint(st, tex, ctx.lam, d)
+        else:
+            tex_eval_adjoint(st, tex, ctx.uv, variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d))
+    elif ti.static(variants.mono()):
+        tex_eval_adjoint(st, tex, ctx.uv, variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d))
     else:
-        d_rgb = d
-    tex_eval_adjoint(st, tex, ctx.uv, d_rgb)
+        tex_eval_adjoint(st, tex, ctx.uv, d)
     if ti.static(attr.enabled(st)):
         if attr.is_attribute(tex):
             attr.eval_spectrum_adjoint(st, tex, ctx.tri, ctx.bary, ctx.lam, d)

@@ -13,6 +13,8 @@ from ..core.math import vec3
 from ..errors import ConfigError
 from ..schema import Choice, Texture, Vec3
 from ..spectra import conductors
+from ..spectra.sampled import UNBOUNDED
+from ..textures import table_eval
 from ..variants import SPECTRUM, spec, struct
 from .base import DELTA, BsdfSample, const, const_rgb, dirac, invalid_sample, slot_rgb
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect
@@ -21,34 +23,41 @@ from .ior import CONDUCTORS
 _SPEC = 0                  # texture slot: specular_reflectance
 ETA, K, NONE = 0, 3, 6     # constants: η (3), k (3), 1 = perfect mirror
 MATERIAL = 7               # constant: row of the named material's measured spectrum (spectra/conductors.py), -1: none
+ETA_TABLE, K_TABLE = 8, 9  # constants: η, k given as wavelength lists (spectral variants): their offsets in the
+N_CONDUCTOR = 10           # scene's spectrum table (textures.table_eval), -1: none
 
 CONDUCTOR_KEYS = (
     Texture("specular_reflectance", 3, default=1.0, lo=0.0, hi=1e3, doc="scale of the reflectance"),
     Choice("material", ("none",) + tuple(CONDUCTORS), default="none",
            doc="named complex IOR, any of Mitsuba 3's (bsdfs/ior.py; `none`: perfect mirror, F = 1)"),
-    Vec3("eta", default=None, lo=0.0, doc="real part of the complex IOR (RGB); with `k` overrides `material`"),
-    Vec3("k", default=None, lo=0.0, doc="imaginary part of the complex IOR (RGB)"),
+    Vec3("eta", default=None, lo=0.0, spectrum=UNBOUNDED,
+         doc="real part of the complex IOR (RGB or a spectrum); with `k` overrides `material`"),
+    Vec3("k", default=None, lo=0.0, spectrum=UNBOUNDED, doc="imaginary part of the complex IOR (RGB or a spectrum)"),
 )
 
 
 def conductor_constants(values, file, key):
-    """[η (3), k (3), none] from the parsed keys (explicit eta/k, a named material, or none)."""
+    """[η (3), k (3), none, material, η table, k table] from the parsed keys (explicit eta/k — RGB, or wavelength
+    lists in the spectral variants: spectrum-table references —, a named material, or none)."""
     if values.get("eta") is not None or values.get("k") is not None:
         eta = values.get("eta", (0.0, 0.0, 0.0)) if values.get("eta") is not None else (0.0, 0.0, 0.0)
         k = values.get("k") if values.get("k") is not None else (0.0, 0.0, 0.0)
+        tables = [float(getattr(v, "table_offset", -1)) for v in (eta, k)]
+        eta, k = ((1.0,) * 3 if hasattr(v, "table_offset") else v for v in (eta, k))
         if min(eta) <= 0.0:
             raise ConfigError("conductor eta must be > 0", file, f"{key}.eta")
-        return list(eta) + list(k) + [0.0, -1.0]
+        return list(eta) + list(k) + [0.0, -1.0] + tables
     if values["material"] == "none":
-        return [0.0] * 6 + [1.0, -1.0]
+        return [0.0] * 6 + [1.0, -1.0, -1.0, -1.0]
     eta, k = CONDUCTORS[values["material"]]
-    return list(eta) + list(k) + [0.0, float(conductors.index(values["material"]))]
+    return list(eta) + list(k) + [0.0, float(conductors.index(values["material"])), -1.0, -1.0]
 
 
 @ti.func
 def conductor_ior(st: ti.template(), ctx):
     """(η, k) as the walk's colour: the named material's measured spectrum at the path's wavelengths (spectral
-    variant), else the RGB constants through the variant (explicit eta/k are upsampled in spectral)."""
+    variant), else the RGB constants through the variant (explicit eta/k are upsampled in spectral; given as
+    wavelength lists, the lists at the path's wavelengths)."""
     eta = const_rgb(st, ctx, ETA)
     k = const_rgb(st, ctx, K)
     if ti.static(variants.spectral()):
@@ -59,6 +68,12 @@ def conductor_ior(st: ti.template(), ctx):
                 ek = conductors.eta_k(table, row, ctx.lam[i])
                 eta[i] = ek[0]
                 k[i] = ek[1]
+        te = ti.cast(const(st, ctx, ETA_TABLE), ti.i32)
+        if te >= 0:
+            eta = table_eval(st, te, ctx.lam)
+        tk = ti.cast(const(st, ctx, K_TABLE), ti.i32)
+        if tk >= 0:
+            k = table_eval(st, tk, ctx.lam)
     return eta, k
 
 
@@ -91,6 +106,7 @@ class Conductor:
     NAME = "conductor"
     KEYS = CONDUCTOR_KEYS
     FLAGS = DELTA
+    N_CONST = N_CONDUCTOR
     Params = struct(specular=SPECTRUM, eta=SPECTRUM, k=SPECTRUM, none=ti.i32)
 
     constants = staticmethod(conductor_constants)

@@ -25,13 +25,13 @@ from ..schema import Bool, Choice, Texture
 from ..variants import SPECTRUM, spec, struct
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float,
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
-from .conductor import CONDUCTOR_KEYS, MATERIAL, NONE, conductor_constants, conductor_ior, conductor_mueller
+from .conductor import CONDUCTOR_KEYS, N_CONDUCTOR, NONE, conductor_constants, conductor_ior, conductor_mueller
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
 from .microfacet import (half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
                          smith_g1)
 
 _SPEC, _ALPHA, _AU, _AV = 0, 1, 2, 3  # texture slots
-DIST = MATERIAL + 1   # constant: the distribution (after the conductor's)
+DIST = N_CONDUCTOR    # constant: the distribution (after the conductor's)
 
 class _Default(float):
     """A default value recognisable by identity (was the key given, or defaulted?)."""
@@ -100,6 +100,7 @@ class RoughConductor:
     NAME = "roughconductor"
     KEYS = CONDUCTOR_KEYS[:1] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + CONDUCTOR_KEYS[1:]
     FLAGS = SMOOTH
+    N_CONST = DIST + 1
     Params = struct(specular=SPECTRUM, alpha=vec2, eta=SPECTRUM, k=SPECTRUM, none=ti.i32)
 
     constants = staticmethod(rough_conductor_constants)

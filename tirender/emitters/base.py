@@ -31,7 +31,7 @@ import taichi as ti
 from .. import variants
 from ..core.math import BIG, PI, coordinate_system, vec2, vec3
 from ..core.warp import square_to_uniform_disk_concentric
-from ..textures import tex_eval, tex_eval_adjoint
+from ..textures import is_spectrum, tex_eval, tex_eval_adjoint
 
 SURFACE = 1     # attached to a shape; found by rays hitting it
 DELTA = 2       # a Dirac in position or direction (point, directional): never hit, no MIS
@@ -104,12 +104,25 @@ def cdf_search(st: ti.template(), base, n, u):
 
 @ti.func
 def slot(st: ti.template(), e, k, uv):
-    """RGB texture slot k of emitter e at uv."""
-    return tex_eval(st, st.em_tex[e, k], uv)
+    """RGB texture slot k of emitter e at uv. A sampled spectrum (spectral variants, the emitter's spectrum
+    kind SPECTRUM_SAMPLED) is a unit factor here: the registry's ``emission`` multiplies by its value at the
+    path's wavelengths."""
+    res = vec3(0.0)
+    tid = st.em_tex[e, k]
+    if ti.static(variants.spectral()):
+        if is_spectrum(st, tid):
+            res = vec3(1.0)
+        else:
+            res = tex_eval(st, tid, uv)
+    else:
+        res = tex_eval(st, tid, uv)
+    return res
 
 
 @ti.func
 def slot_adjoint(st: ti.template(), e, k, uv, d):
+    """Adjoint of slot (not called for a sampled spectrum: the registry's ``eval_adjoint`` differentiates its
+    values)."""
     tex_eval_adjoint(st, st.em_tex[e, k], uv, d)
 
 
@@ -146,7 +159,8 @@ class Row:
         self.floats = []            # model constants, st.em_f[e, 0:N_FLOAT] (e.g. a spot's falloff)
         self.flags = model.FLAGS
         # the spectrum of its light (variants.SPECTRUM_*, st.em_spec): RGB (D65-scaled in the spectral
-        # variant), a black body at `temperature` K (st.em_temp) or uniform; `tint` (st.em_tint) is the
+        # variant), a black body at `temperature` K (st.em_temp), uniform, or a sampled spectrum (spectral: the
+        # radiance texture holds a wavelength list's values, textures.py); `tint` (st.em_tint) is the
         # spectrum's linear sRGB per unit texture value, by which the RGB and mono variants multiply
         self.spectrum = 0
         self.temperature = 0.0

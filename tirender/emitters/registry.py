@@ -9,7 +9,8 @@ bitmask passed as ``ti.template()``). Emitters are chosen uniformly for next-eve
     pdf_hit(st, em, ref_p, q) -> float                      density of having sampled hit record q
     eval(st, em, q, lam) -> Spectrum / eval_adjoint(st, em, q, d_le, lam)
     emission(st, e, rgb, lam) / emission_adjoint(...)      an emitter's RGB value through its spectrum
-                                                            (Row.spectrum: RGB, black body, uniform)
+                                                            (Row.spectrum: RGB, black body, uniform, or a
+                                                            sampled spectrum: textures.spectrum_eval)
     eval_grad(st, em, q, w, lam) -> (vec2, vec3)            ∂<w, Le(q)>/∂(q.uv, q.d): the radiance
                                                             seen at a moving point or along a moving
                                                             direction (attached PRB); 0 for models
@@ -22,6 +23,7 @@ import taichi as ti
 from .. import variants
 from ..core.math import vec3
 from ..registry import mask_of, register
+from ..textures import spectrum_eval, spectrum_eval_adjoint
 from ..variants import spec
 from .area import Area
 from .base import DELTA, INFINITE, SURFACE, DirectionSample
@@ -78,7 +80,10 @@ def emission(st: ti.template(), e, rgb, lam):
     uniform; the RGB and mono variants multiply by the spectrum's sRGB ``st.em_tint[e]``)."""
     out = spec(0.0)
     if ti.static(variants.spectral()):
-        out = variants.emission_spectrum(rgb, lam, st.em_spec[e], st.em_temp[e])
+        if st.em_spec[e] == variants.SPECTRUM_SAMPLED:   # rgb: the model's unit factor (base.slot) × scale
+            out = spectrum_eval(st, st.em_tex[e, 0], lam) * rgb[0]
+        else:
+            out = variants.emission_spectrum(rgb, lam, st.em_spec[e], st.em_temp[e])
     else:
         out = variants.emission(rgb * st.em_tint[e], lam)
     return out
@@ -86,10 +91,14 @@ def emission(st: ti.template(), e, rgb, lam):
 
 @ti.func
 def emission_adjoint(st: ti.template(), e, rgb, lam, d):
-    """∂<d, emission(st, e, rgb, λ)>/∂rgb."""
+    """∂<d, emission(st, e, rgb, λ)>/∂rgb (a sampled spectrum: ∂/∂ of its factor rgb[0]; the spectrum's own
+    values are differentiated by eval_adjoint)."""
     g = vec3(0.0)
     if ti.static(variants.spectral()):
-        g = variants.emission_spectrum_adjoint(rgb, lam, st.em_spec[e], st.em_temp[e], d)
+        if st.em_spec[e] == variants.SPECTRUM_SAMPLED:
+            g[0] = d.dot(spectrum_eval(st, st.em_tex[e, 0], lam))
+        else:
+            g = variants.emission_spectrum_adjoint(rgb, lam, st.em_spec[e], st.em_temp[e], d)
     else:
         g = variants.emission_adjoint(rgb * st.em_tint[e], lam, d) * st.em_tint[e]
     return g
@@ -135,11 +144,17 @@ def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le, lam):
             if ti.max(rgb[0], rgb[1], rgb[2]) <= 0.0:
                 rgb = q.le_rgb              # a Dirac emitter's sampled record
         d_rgb = emission_adjoint(st, q.emitter, rgb, lam, d_le)   # (rgb, mono: linear, rgb unused)
-        t = st.em_type[q.emitter]
-        for i in ti.static(range(len(MODELS))):
-            if ti.static(em & (1 << MODELS[i].TAG)):
-                if t == MODELS[i].TAG:
-                    MODELS[i].eval_adjoint(st, q.emitter, q, d_rgb)
+        sampled = False
+        if ti.static(variants.spectral()):
+            sampled = st.em_spec[q.emitter] == variants.SPECTRUM_SAMPLED
+            if sampled:      # Le = rgb[0] S(λ): the spectrum's values (rgb[0]: the model's factor, 0 off its front)
+                spectrum_eval_adjoint(st, st.em_tex[q.emitter, 0], lam, d_le * rgb[0])
+        if not sampled:
+            t = st.em_type[q.emitter]
+            for i in ti.static(range(len(MODELS))):
+                if ti.static(em & (1 << MODELS[i].TAG)):
+                    if t == MODELS[i].TAG:
+                        MODELS[i].eval_adjoint(st, q.emitter, q, d_rgb)
 
 
 @ti.func

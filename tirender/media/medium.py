@@ -6,12 +6,14 @@ sigma_t(x) = scale * sigma(x) (the ``sigma_t`` volume of a homogeneous medium, t
 volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume; both RGB, read as the walk's
 colour at the path's wavelengths ``lam`` (tirender/variants.py: as RGB, their luminance in mono, in the
 spectral variants flat spectra for 1 channel and upsampled spectra for 3: σ unbounded, the albedo a
-reflectance). Their adjoints take the lanes' derivatives back to the stored RGB values.
+reflectance; a sampled spectrum (textures.py) at the path's wavelengths). Their adjoints take the lanes'
+derivatives back to the stored values.
 """
 import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
+from ..textures import is_spectrum, spectrum_eval, spectrum_eval_adjoint
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS, MAJORANT_GRID
 from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
 
@@ -28,10 +30,14 @@ def _colour(st: ti.template(), tid, rgb, lam, bounded: ti.template()):
     can reach 2 max(rgb) (update_majorants bounds it)."""
     out = variants.spec(0.0)
     lift = True                     # mono: always (Y); spectral: 3-channel volumes only
+    sampled = False                 # spectral: a sampled spectrum (textures.spectrum_eval)
     if ti.static(variants.spectral()):
+        sampled = is_spectrum(st, tid)
         lift = tid >= 0 and st.tex_c[tid] == 3
     if ti.static(variants.spectral() or variants.mono()):
-        if lift:
+        if sampled:
+            out = spectrum_eval(st, tid, lam)
+        elif lift:
             if ti.static(bounded):
                 out = variants.reflectance(rgb, lam)
             else:
@@ -64,6 +70,26 @@ def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template())
 
 
 @ti.func
+def _scatter(st: ti.template(), tid, u, lam, d, bounded: ti.template(), const: ti.template()):
+    """Scatter ∂<d, _colour(volume tid at u, λ)>/∂ into the volume (a sampled spectrum: into its values; const:
+    a 1x1x1 volume, no lookup code)."""
+    sampled = False
+    if ti.static(variants.spectral()):
+        sampled = is_spectrum(st, tid)
+        if sampled:
+            spectrum_eval_adjoint(st, tid, lam, d)
+    if not sampled:
+        rgb = vec3(0.0)
+        if ti.static(not variants.rgb()):
+            rgb = const_eval(st, tid) if ti.static(const) else grid_eval(st, tid, u)
+        g = _colour_adjoint(st, tid, rgb, lam, d, bounded)
+        if ti.static(const):
+            const_eval_adjoint(st, tid, g)
+        else:
+            grid_eval_adjoint(st, tid, u, g)
+
+
+@ti.func
 def coefficients(st: ti.template(), m, p, lam):
     """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam."""
     u = to_local(st, m, p)
@@ -77,24 +103,15 @@ def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
     """Scatter d(objective)/d sigma_t and d/d albedo (per lane) at p into the medium's volumes."""
     u = to_local(st, m, p)
     sigma_t_adjoint(st, m, p, lam, d_sigma_t)
-    ta = st.med_albedo[m]
     if d_albedo[0] != 0.0 or d_albedo[1] != 0.0 or d_albedo[2] != 0.0:
-        rgb = vec3(0.0)
-        if ti.static(not variants.rgb()):
-            rgb = grid_eval(st, ta, u)
-        grid_eval_adjoint(st, ta, u, _colour_adjoint(st, ta, rgb, lam, d_albedo, True))
+        _scatter(st, st.med_albedo[m], u, lam, d_albedo, True, False)
 
 
 @ti.func
 def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
     """Scatter d(objective)/d sigma_t (per lane) at p into the medium's sigma_t / density volume only."""
     if d_sigma_t[0] != 0.0 or d_sigma_t[1] != 0.0 or d_sigma_t[2] != 0.0:
-        u = to_local(st, m, p)
-        ts = st.med_sigma[m]
-        rgb = vec3(0.0)
-        if ti.static(not variants.rgb()):
-            rgb = grid_eval(st, ts, u)
-        grid_eval_adjoint(st, ts, u, _colour_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m], False))
+        _scatter(st, st.med_sigma[m], to_local(st, m, p), lam, d_sigma_t * st.med_scale[m], False, False)
 
 
 @ti.func
@@ -107,10 +124,8 @@ def homogeneous_coefficients(st: ti.template(), m, lam):
 
 @ti.func
 def homogeneous_coefficients_adjoint(st: ti.template(), m, lam, d_sigma_t, d_albedo):
-    ts = st.med_sigma[m]
-    ta = st.med_albedo[m]
-    const_eval_adjoint(st, ts, _colour_adjoint(st, ts, const_eval(st, ts), lam, d_sigma_t * st.med_scale[m], False))
-    const_eval_adjoint(st, ta, _colour_adjoint(st, ta, const_eval(st, ta), lam, d_albedo, True))
+    _scatter(st, st.med_sigma[m], vec3(0.0), lam, d_sigma_t * st.med_scale[m], False, True)
+    _scatter(st, st.med_albedo[m], vec3(0.0), lam, d_albedo, True, True)
 
 
 @ti.func

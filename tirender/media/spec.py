@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..schema import family_keys, number, validate
+from ..spectra.sampled import is_spectrum
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
 from .phase import BY_NAME as PHASES
 from .registry import BY_NAME as MEDIA
@@ -109,8 +110,10 @@ def _load_grid(b, spec, key, channels):
 
 
 def _volume(b, k, spec, name, key):
-    """Volume key k's value -> (texture index, bbox of a .vol file or None)."""
-    if isinstance(spec, dict):
+    """Volume key k's value -> (texture index, bbox of a .vol file or None). A spectrum mapping (spectra/sampled.py)
+    is a constant of the variant's meaning (Mitsuba's get_volume: bounded, D65-weighted in rgb; a sampled spectrum
+    in the spectral variants)."""
+    if isinstance(spec, dict) and not is_spectrum(spec):
         data, bbox = _load_grid(b, spec, key, k.channels)
         if data.min() < k.lo or data.max() > k.hi:
             raise ConfigError(f"grid values must lie in [{k.lo:g}, {k.hi:g}] (found {data.min():g}..{data.max():g})",

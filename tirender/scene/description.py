@@ -21,7 +21,9 @@ from ..emitters.base import Row as EmitterRow
 from ..core.math import LUMINANCE
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
+from ..spectra import sampled as _spectra
 from . import shapes as builtin
+from . import spectra as scene_spectra
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
@@ -42,6 +44,7 @@ class Texture:
     wrap: int = 0              # 0 repeat, 1 clamp
     constant: bool = True      # named parameter shape (C,) rather than (H, W, C)
     to_uv: np.ndarray = None   # (2, 3) affine uv transform (Mitsuba's to_uv), None: identity
+    lam: int = -1              # a sampled spectrum's offset in SceneDescription.spectra (-1: RGB; textures.py)
 
 
 @dataclass
@@ -98,6 +101,7 @@ class SceneDescription:
     media: list = field(default_factory=list)   # tirender.media.spec.Medium
     bsdf_ids: dict = field(default_factory=dict)   # id under ``bsdfs:`` -> row index
     mesh_attributes: list = field(default_factory=list)   # mesh_attribute textures (tirender/mesh_attribute.py)
+    spectra: list = field(default_factory=list)    # the spectrum table (textures.py: st.spec_tab)
 
 
 def _keys(d, allowed, file, where):
@@ -163,6 +167,7 @@ class _Builder:
         self.media, self.media_index, self.media_specs = [], {}, {}
         self.names = set()
         self.mesh_attributes = []   # mesh_attribute texture records (tirender/mesh_attribute.py)
+        self.spectra = []          # the spectrum table (N, wavelengths[, values]) of sampled spectra
 
     def path(self, p, key):
         if not isinstance(p, str):
@@ -181,12 +186,15 @@ class _Builder:
         return len(self.textures) - 1
 
     # -- textures -------------------------------------------------------------------------
-    def texture(self, spec, name, channels, lo, hi, key, default=None, raw=None):
-        """Number / RGB list / {type: bitmap, ...} -> texture index (a named pool slice). raw: bitmaps
-        skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are raw unless they say
-        `srgb: true` or `raw: false` (Mitsuba XML bitmaps always say raw: true/false)."""
+    def texture(self, spec, name, channels, lo, hi, key, default=None, raw=None, role=None):
+        """Number / RGB list / {type: bitmap, ...} / a spectrum mapping -> texture index (a named pool slice).
+        raw: bitmaps skip the sRGB curve unless they say otherwise (normal maps); 1-channel maps are raw unless
+        they say `srgb: true` or `raw: false` (Mitsuba XML bitmaps always say raw: true/false). role: what a
+        spectrum means here (spectra/sampled.py: REFLECTANCE by default, EMISSION, UNBOUNDED)."""
         if spec is None:
             spec = default
+        if _spectra.is_spectrum(spec):
+            return scene_spectra.texture(self, spec, name, channels, lo, hi, key, role or _spectra.REFLECTANCE, raw)
         if isinstance(spec, dict):
             if spec.get("type") == "mesh_attribute":
                 raise ConfigError("a mesh_attribute texture feeds BSDF slots only", self.file, f"{key}.type")
@@ -301,6 +309,7 @@ class _Builder:
 
     def _row(self, bid, model, spec, key, depth, children=None):
         keys = model.KEYS if children is None else tuple(k for k in model.KEYS if not isinstance(k, Child))
+        spec = scene_spectra.colour_constants(self, spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
                           family=("BSDF", model.NAME, _BSDF_KEYS))
         row = BsdfRow(bid, model.TAG, model)
@@ -365,11 +374,11 @@ class _Builder:
                           family=("emitter", t, _EMITTER_KEYS))
         row = EmitterRow(eid, model.TAG, model, shape)
         row.spectrum, row.temperature, row.tint = spectrum
-        for k in model.KEYS:
-            if k.kind == "texture":      # an optional texture key left out (default None): slot -1
-                v = values.get(k.name)
-                row.tex.append(-1 if v is None else self.texture(v, f"{eid}.{k.param}", k.channels, k.lo, k.hi,
-                                                                 f"{key}.{k.name}", raw=k.raw))
+        for i, k in enumerate(k for k in model.KEYS if k.kind == "texture"):
+            v = values.get(k.name)     # an optional texture key left out (default None): slot -1
+            row.tex.append(-1 if v is None else self.texture(v, f"{eid}.{k.param}", k.channels, k.lo, k.hi,
+                                                             f"{key}.{k.name}", raw=k.raw,
+                                                             role=_spectra.EMISSION if i == 0 else None))
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
@@ -388,6 +397,9 @@ class _Builder:
         k0 = next((k for k in model.KEYS if k.kind == "texture"), None)
         v = spec.get(k0.name) if k0 is not None else None
         plain = (variants.SPECTRUM_RGB, 0.0, (1.0, 1.0, 1.0))
+        sampled = scene_spectra.emitter_kind(self, spec, v, k0, key)
+        if sampled is not None:
+            return sampled
         if not (isinstance(v, dict) and v.get("type") in ("blackbody", "d65", "uniform")):
             return spec, plain
         where = f"{key}.{k0.name}"
@@ -653,4 +665,4 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     if not b.shapes and not b.emitters:
         raise ConfigError("the scene has no shapes and no emitters", file, "")
     return SceneDescription(file, base_dir, dict(integ), sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
-                            b.warnings, b.media, dict(b.bsdf_index), b.mesh_attributes)
+                            b.warnings, b.media, dict(b.bsdf_index), b.mesh_attributes, spectra=list(b.spectra))

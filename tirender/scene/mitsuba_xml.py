@@ -10,10 +10,11 @@ the tag: ``scene.xml: line 12: <bsdf type="plastic">: unsupported BSDF type`` (C
 Supported: ``<scene version>``, ``<default name value>`` and ``$name`` substitution (overridden by
 ``defines``, the CLI's ``-D name=value``), ``<include filename>``, ``id`` / ``<ref id>`` / ``name``,
 transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's order, each one
-pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum value="v"> <point>
-<vector> <transform>``, ``<texture type="bitmap"|"checkerboard"|"mesh_attribute">``, ``<volume
-type="gridvolume"|"constvolume">``, shapes obj/ply/serialized/rectangle/cube/sphere/disk, the sensors of tirender/sensors
-(perspective, thinlens, orthographic: their KEYS) with
+pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum> <point> <vector> <transform>``
+(spectra: a value, wavelength:value pairs, files and the spectrum plugins, spectra/sampled.py),
+``<texture type="bitmap"|"checkerboard"|"mesh_attribute">``, ``<volume type="gridvolume"|"constvolume">``,
+shapes obj/ply/serialized/rectangle/cube/sphere/disk, the sensors of tirender/sensors (perspective, thinlens,
+orthographic: their KEYS) with
 ``hdrfilm`` + ``rfilter`` and any of Mitsuba's samplers (sample_count, rounded as that sampler rounds it,
 -> render.spp; seed -> render.seed; tirender samples independently), and the integrators tirender has.
 See docs/mitsuba.md.
@@ -293,15 +294,7 @@ class _Importer:
         if t == "spectrum" and "type" in n.attrs:
             return self.spectrum_type(n)
         if t == "spectrum":
-            if "filename" in n.attrs:
-                raise self.err(n, "spectral data files are not supported (use <rgb>)")
-            s = self.attr(n, "value")
-            if ":" in s:
-                raise self.err(n, "wavelength:value spectra are not supported (use <rgb> or a single value)")
-            v = self.numbers(n, s)
-            if len(v) != 1:
-                raise self.err(n, "expected a single value (grey) or use <rgb>")
-            return v[0]
+            return self.spectrum(n)
         if t in ("point", "vector"):
             return self.xyz(n)
         if t == "transform":
@@ -317,13 +310,37 @@ class _Importer:
             return self.objects[rid][1]
         raise self.err(n, "unsupported tag")
 
+    def spectrum(self, n):
+        """<spectrum name value="v" | value="λ:v, ..." | filename="x.spd"> (parser.cpp, Properties::Spectrum) ->
+        {type: spectrum, value: v | [[λ, v], ...]} (spectra/sampled.py: its meaning depends on the variant and
+        the key; the file is read here, resolved like every file name)."""
+        from ..spectra import sampled
+        has_v, has_f = "value" in n.attrs, "filename" in n.attrs
+        if has_v == has_f:
+            raise self.err(n, "<spectrum> needs either a 'value' or a 'filename' attribute (not both)")
+        try:
+            if has_v:
+                p = sampled.parse_text(self.attr(n, "value"))
+            else:
+                p = sampled.read_spd(self.path(n, self.attr(n, "filename")))
+            if isinstance(p, float):
+                return {"type": "spectrum", "value": p}
+            s = sampled.sampled(*p)
+        except ValueError as e:
+            raise self.err(n, e.args[0])
+        return {"type": "spectrum", "value": [[float(a), float(b)] for a, b in zip(s.wavelengths, s.values)]}
+
     def spectrum_type(self, n):
-        """<spectrum type="blackbody|d65|uniform"> with its <float>/<rgb> children -> the emitter spectrum
-        mapping of tirender's scene format (scene/description.py emitter_spectrum)."""
+        """<spectrum type="blackbody|d65|uniform|regular|irregular|srgb"> with its properties -> the spectrum
+        mapping of tirender's scene format (spectra/sampled.py; emitters: scene/description.py emitter_spectrum).
+        The lists of ``regular`` / ``irregular`` (strings, as in Mitsuba) are parsed here."""
+        from ..spectra import sampled
         typ = self.attr(n, "type")
-        allowed = {"blackbody": ("temperature", "scale"), "d65": ("scale", "color"), "uniform": ("value",)}
+        allowed = {"blackbody": ("temperature", "scale"), "d65": ("scale", "color"), "uniform": ("value",),
+                   "regular": ("wavelength_min", "wavelength_max", "values"), "irregular": ("wavelengths", "values"),
+                   "srgb": ("color",)}
         if typ not in allowed:
-            raise self.err(n, f"unsupported spectrum type '{typ}' (blackbody, d65, uniform)")
+            raise self.err(n, f"unsupported spectrum type '{typ}' ({', '.join(allowed)})")
         out = {"type": typ}
         if typ == "uniform" and "value" in n.attrs:
             out["value"] = self.number(n, self.attr(n, "value"))
@@ -333,6 +350,11 @@ class _Importer:
                 raise self.err(c, f"unsupported property '{name}' of a {typ} spectrum "
                                   f"(expected: {', '.join(allowed[typ])})")
             out[name] = self.prop(c)
+            if name in ("values", "wavelengths"):
+                try:
+                    out[name] = sampled.parse_numbers(out[name], name[:-1]).tolist()
+                except ValueError as e:
+                    raise self.err(c, e.args[0])
         return out
 
     def props(self, node, family, typ, keys, skip=(), renames=None):
@@ -434,7 +456,10 @@ class _Importer:
         t = self.attr(n, "type")
         if t == "constvolume":
             p = self.props(n, "volume", t, {"value"})
-            return p.get("value", 1.0)
+            v = p.get("value", 1.0)
+            if isinstance(v, dict) and v.get("type") in ("spectrum", "regular", "irregular"):
+                v = dict(v, unbounded=True)      # const.cpp: get_unbounded_texture("value")
+            return v
         if t == "gridvolume":
             p = self.props(n, "volume", t, {"filename"})
             if "filename" not in p:

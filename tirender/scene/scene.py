@@ -174,6 +174,8 @@ class Scene:
         a["tex_wrap"] = np.array([t.wrap for t in texs] or [0], np.int32)
         ident = np.array([[1, 0, 0], [0, 1, 0]], np.float32)
         a["tex_uvm"] = np.array([t.to_uv if t.to_uv is not None else ident for t in texs] or [ident], np.float32)
+        a["tex_lam"] = np.array([t.lam for t in texs] or [-1], np.int32)           # sampled spectra (textures.py)
+        a["spec_tab"] = np.array(list(desc.spectra) or [0.0], np.float32)
         # ---- emitters ----
         ems = desc.emitters
         em_tri_start, em_tri_count, em_area, emtri_idx, emtri_cdf = [], [], [], [], []
@@ -254,10 +256,10 @@ class Scene:
         a.update(media_arrays(desc.media))
         self._arrays = a
         self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
-                          textures=len(a["tex_w"]), pool=self.params.data.size, emitters=len(a["em_type"]),
+                          textures=len(a["tex_w"]), pool=self.params.data.size + 2, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
-                          hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes))
+                          hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes), spectra=len(a["spec_tab"]))
         self.bsdf_levels = bsdf_levels(bs, [s.bsdf for s in shapes])
         self.em_mask = 0
         for e in ems:

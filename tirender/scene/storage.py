@@ -36,7 +36,8 @@ class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
     MINIMUM = dict(tris=1 << 15, nodes=1 << 16, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
-                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0)
+                   emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
+                   spectra=1 << 10)
     _shared = None
 
     def __init__(self, caps):
@@ -94,8 +95,12 @@ class Storage:
         f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap = (ti.field(ti.i32) for _ in range(6))
         f.tex_d = ti.field(ti.i32)  # depth of 3D grids (media), 1 for 2D textures
         f.tex_uvm = ti.Matrix.field(2, 3, float)  # uv transform (Mitsuba's to_uv), uv' = A (u, v, 1)
+        f.tex_lam = ti.field(ti.i32)   # a sampled spectrum's offset in spec_tab (-1: an RGB texture; textures.py)
         fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap,
-                                            f.tex_d, f.tex_uvm)
+                                            f.tex_d, f.tex_uvm, f.tex_lam)
+        # the scene's spectrum table: per sampled spectrum N and its N wavelengths (nm), constants also their values
+        f.spec_tab = ti.field(float)
+        fb.dense(ti.i, c["spectra"]).place(f.spec_tab)
         # parameters, gradients (float, for readout and the optimiser) and the deterministic
         # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
         f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
