@@ -19,6 +19,7 @@ direction derivatives; attached sampling (``warp``: bsdfs/halfwarp.py; the warp 
 """
 import taichi as ti
 
+from .. import variants
 from ..core.math import vec2, vec3
 from ..variants import SPECTRUM, spec, struct
 from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf,
@@ -124,6 +125,15 @@ def _f_grads(p, wi, wo, d_out):
     return gwi, gwo, geta
 
 
+@ti.func
+def _dispersed(lanes):
+    """1 when the lane weights end the secondary wavelengths (hero_only: (n, 0, …, 0)); 0 with one lane (mono)."""
+    res = 0
+    if ti.static(variants.lanes() > 1):
+        res = ti.select(lanes[1] == 0.0, 1, 0)
+    return res
+
+
 @leaf
 class RoughDielectric:
     NAME = "roughdielectric"
@@ -227,7 +237,7 @@ class RoughDielectric:
                 pd *= ti.abs(dwh)
                 if side_ok == 1 and g1 > 0.0 and pd > 0.0:
                     s = BsdfSample(wo=wo, weight=weight * g1 * p.lanes, pdf=pd, eta=ev, delta=0, valid=1,
-                                   disperse=ti.select(p.lanes[1] == 0.0, 1, 0))
+                                   disperse=_dispersed(p.lanes))
         return s
 
     @staticmethod
