@@ -69,7 +69,8 @@ import taichi as ti
 
 from .. import variants
 from ..core.math import vec2, vec3
-from ..textures import tex_eval, tex_eval_adjoint, tex_eval_tangent
+from ..media.grid import volume_eval, volume_eval_adjoint, volume_eval_tangent
+from ..textures import TEX_RAW, TEX_VOLUME, tex_eval, tex_eval_adjoint, tex_eval_tangent
 from ..variants import spec
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
@@ -93,8 +94,9 @@ BsdfSample = variants.struct(wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=f
 # A shading point as the BSDF sees it: the BSDF's row index ``b`` in the scene tables, the
 # texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
 # (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
-# (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated.
-BsdfCtx = variants.struct(b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM)
+# (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated; ``p``: the
+# world position (volume textures, Mitsuba's ``volume`` texture).
+BsdfCtx = variants.struct(b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM, p=vec3)
 
 
 @ti.func
@@ -103,13 +105,13 @@ def surface_ctx(b, si, lam):
     of wavelengths lam."""
     return BsdfCtx(b=b, uv=si.uv, dpdu=vec3(si.dpdu.dot(si.ss), si.dpdu.dot(si.ts), si.dpdu.dot(si.n)),
                    dpdv=vec3(si.dpdv.dot(si.ss), si.dpdv.dot(si.ts), si.dpdv.dot(si.n)),
-                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam)
+                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam, p=si.p)
 
 
 @ti.func
 def with_row(ctx, b):
     """ctx for BSDF row b (a composite's child): same shading point."""
-    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam)
+    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam, p=ctx.p)
 
 
 @ti.func
@@ -118,50 +120,137 @@ def invalid_sample():
 
 
 # ---- texture slots and constants of a BSDF row -----------------------------------------------
+def _volumes(st):
+    """Compile time: whether the kernel's scene has volume textures in BSDF slots (st a
+    scene.storage.VolumeTextureView): only then do the slot lookups carry the 3D branch."""
+    return getattr(st, "VOLUME_TEXTURES", False)
+
+
+@ti.func
+def _is_volume(st: ti.template(), tid):
+    res = False
+    if ti.static(_volumes(st)):
+        if tid >= 0:
+            res = (st.tex_flags[tid] & TEX_VOLUME) != 0
+    return res
+
+
+@ti.func
+def _lookup(st: ti.template(), ctx, tid):
+    """Texture tid (vec3) at the shading point: a bitmap at ctx.uv (textures.py), a volume texture (TEX_VOLUME)
+    at the world position ctx.p (media/grid.py); 0 for tid < 0."""
+    res = vec3(0.0)
+    if ti.static(_volumes(st)):
+        if _is_volume(st, tid):
+            res = volume_eval(st, tid, ctx.p)
+        else:
+            res = tex_eval(st, tid, ctx.uv)
+    else:
+        res = tex_eval(st, tid, ctx.uv)
+    return res
+
+
+@ti.func
+def _lookup_tangent(st: ti.template(), ctx, tid):
+    res = vec3(0.0)
+    if ti.static(_volumes(st)):
+        if _is_volume(st, tid):
+            res = volume_eval_tangent(st, tid, ctx.p)
+        else:
+            res = tex_eval_tangent(st, tid, ctx.uv)
+    else:
+        res = tex_eval_tangent(st, tid, ctx.uv)
+    return res
+
+
+@ti.func
+def _lookup_adjoint(st: ti.template(), ctx, tid, d):
+    if ti.static(_volumes(st)):
+        if _is_volume(st, tid):
+            volume_eval_adjoint(st, tid, ctx.p, d)
+        else:
+            tex_eval_adjoint(st, tid, ctx.uv, d)
+    else:
+        tex_eval_adjoint(st, tid, ctx.uv, d)
+
+
+@ti.func
+def _flat(st: ti.template(), tid):
+    """Whether colour slot texture tid is one value at every wavelength outside rgb: 1 channel (Mitsuba's
+    interpolate_1), or raw (rawconstant)."""
+    res = True
+    if tid >= 0:
+        res = st.tex_c[tid] == 1 or (st.tex_flags[tid] & TEX_RAW) != 0
+    return res
+
+
 @ti.func
 def slot_rgb(st: ti.template(), ctx, k):
-    """Colour texture slot k of BSDF ctx.b at ctx.uv, as the walk's colour (RGB, or the upsampled
-    reflectance at ctx.lam: tirender/variants.py)."""
-    return variants.reflectance(tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv), ctx.lam)
+    """Colour texture slot k of BSDF ctx.b at the shading point, as the walk's colour: RGB in rgb; otherwise a
+    1-channel or raw texture is flat (its value at every wavelength, no upsampling: Mitsuba's interpolate_1,
+    rawconstant), a 3-channel bitmap the upsampled reflectance at ctx.lam (tirender/variants.py), a 3-channel
+    volume texture in the spectral variants the unbounded spectrum k S(c(rgb/k)) (as Mitsuba's gridvolume)."""
+    tid = st.bsdf_tex[ctx.b, k]
+    rgb = _lookup(st, ctx, tid)
+    out = variants.spec(0.0)
+    if ti.static(variants.rgb()):
+        out = rgb
+    elif _flat(st, tid):
+        out = variants.spec(rgb[0])
+    elif ti.static(variants.spectral() and _volumes(st)):
+        if _is_volume(st, tid):      # Mitsuba's gridvolume stores each voxel as k S(c(rgb/k)), k = 2 max(rgb)
+            out = variants.unbounded(rgb, ctx.lam)
+        else:
+            out = variants.reflectance(rgb, ctx.lam)
+    else:
+        out = variants.reflectance(rgb, ctx.lam)
+    return out
 
 
 @ti.func
 def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
-    tex = st.bsdf_tex[ctx.b, k]
+    tid = st.bsdf_tex[ctx.b, k]
     d_rgb = vec3(0.0)
-    if ti.static(not variants.rgb()):
-        d_rgb = variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d)
-    else:
+    if ti.static(variants.rgb()):
         d_rgb = d
-    tex_eval_adjoint(st, tex, ctx.uv, d_rgb)
+    elif _flat(st, tid):
+        d_rgb = vec3(d.sum(), 0.0, 0.0)    # the value read is channel 0 (1 channel: replicated)
+    elif ti.static(variants.spectral() and _volumes(st)):
+        if _is_volume(st, tid):
+            d_rgb = variants.unbounded_adjoint(_lookup(st, ctx, tid), ctx.lam, d)
+        else:
+            d_rgb = variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d)
+    else:
+        d_rgb = variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d)
+    _lookup_adjoint(st, ctx, tid, d_rgb)
 
 
 @ti.func
 def slot_vec3(st: ti.template(), ctx, k):
     """A 3-channel data slot (normal maps): the texture's raw value in every variant."""
-    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)
+    return _lookup(st, ctx, st.bsdf_tex[ctx.b, k])
 
 
 @ti.func
 def slot_vec3_adjoint(st: ti.template(), ctx, k, d):
-    tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, d)
+    _lookup_adjoint(st, ctx, st.bsdf_tex[ctx.b, k], d)
 
 
 @ti.func
 def slot_float(st: ti.template(), ctx, k):
     """Scalar (1-channel) texture slot k."""
-    return tex_eval(st, st.bsdf_tex[ctx.b, k], ctx.uv)[0]
+    return _lookup(st, ctx, st.bsdf_tex[ctx.b, k])[0]
 
 
 @ti.func
 def slot_float_tangent(st: ti.template(), ctx, k):
     """The tangent of slot_float along forward mode's direction (st a core/pool.Tangent view)."""
-    return tex_eval_tangent(st, st.bsdf_tex[ctx.b, k], ctx.uv)[0]
+    return _lookup_tangent(st, ctx, st.bsdf_tex[ctx.b, k])[0]
 
 
 @ti.func
 def slot_float_adjoint(st: ti.template(), ctx, k, d):
-    tex_eval_adjoint(st, st.bsdf_tex[ctx.b, k], ctx.uv, vec3(d, 0.0, 0.0))
+    _lookup_adjoint(st, ctx, st.bsdf_tex[ctx.b, k], vec3(d, 0.0, 0.0))
 
 
 @ti.func

@@ -12,8 +12,9 @@ import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
+from ..textures import CLAMP
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS, MAJORANT_GRID
-from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
+from .grid import clip_bbox, const_eval, const_eval_adjoint, volume_eval, volume_eval_adjoint, volume_local
 
 __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
            "homogeneous_coefficients_adjoint", "is_homogeneous", "default_step", "sigma_t_adjoint",
@@ -65,36 +66,35 @@ def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template())
 
 @ti.func
 def coefficients(st: ti.template(), m, p, lam):
-    """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam."""
-    u = to_local(st, m, p)
+    """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam (each volume
+    looked up through its own world -> local map, grid.volume_local)."""
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    return _colour(st, ts, grid_eval(st, ts, u), lam, False) * st.med_scale[m], _colour(st, ta, grid_eval(st, ta, u), lam, True)
+    return _colour(st, ts, volume_eval(st, ts, p), lam, False) * st.med_scale[m], \
+        _colour(st, ta, volume_eval(st, ta, p), lam, True)
 
 
 @ti.func
 def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
     """Scatter d(objective)/d sigma_t and d/d albedo (per lane) at p into the medium's volumes."""
-    u = to_local(st, m, p)
     sigma_t_adjoint(st, m, p, lam, d_sigma_t)
     ta = st.med_albedo[m]
     if d_albedo[0] != 0.0 or d_albedo[1] != 0.0 or d_albedo[2] != 0.0:
         rgb = vec3(0.0)
         if ti.static(not variants.rgb()):
-            rgb = grid_eval(st, ta, u)
-        grid_eval_adjoint(st, ta, u, _colour_adjoint(st, ta, rgb, lam, d_albedo, True))
+            rgb = volume_eval(st, ta, p)
+        volume_eval_adjoint(st, ta, p, _colour_adjoint(st, ta, rgb, lam, d_albedo, True))
 
 
 @ti.func
 def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
     """Scatter d(objective)/d sigma_t (per lane) at p into the medium's sigma_t / density volume only."""
     if d_sigma_t[0] != 0.0 or d_sigma_t[1] != 0.0 or d_sigma_t[2] != 0.0:
-        u = to_local(st, m, p)
         ts = st.med_sigma[m]
         rgb = vec3(0.0)
         if ti.static(not variants.rgb()):
-            rgb = grid_eval(st, ts, u)
-        grid_eval_adjoint(st, ts, u, _colour_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m], False))
+            rgb = volume_eval(st, ts, p)
+        volume_eval_adjoint(st, ts, p, _colour_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m], False))
 
 
 @ti.func
@@ -130,19 +130,34 @@ def default_step(st: ti.template(), m):
 
 # ------------------------------------------------------------------------------- majorants
 @ti.func
-def _voxel_range(cell, n):
-    """Voxels (lo, hi) along one axis whose trilinear support reaches cell `cell` of MAJORANT_GRID
-    over n voxels (centres at (i + 0.5) / n, clamped lookups)."""
-    r = ti.static(MAJORANT_GRID)
-    lo = ti.cast(ti.floor(cell * n / r - 0.5), ti.i32)
-    hi = ti.cast(ti.floor((cell + 1) * n / r - 0.5), ti.i32) + 1
-    return ti.min(ti.max(lo, 0), n - 1), ti.min(ti.max(hi, 0), n - 1)
+def _voxel_range(lo, hi, n, mode, bilinear):
+    """Voxels (i0, i1) along one axis that a lookup reads anywhere in the local interval [lo, hi] (n voxels,
+    centres at (i + 0.5) / n; textures.texel_axis): clamped ranges clamp, a repeated or mirrored range that
+    leaves [0, n) is the whole axis. The interval is widened by 1e-5 against rounding."""
+    a = lo * n - 1e-5
+    b = hi * n + 1e-5
+    if bilinear:
+        a -= 0.5
+        b -= 0.5
+    i0 = ti.cast(ti.floor(ti.max(a, -1.0e9)), ti.i32)
+    i1 = ti.cast(ti.floor(ti.min(b, 1.0e9)), ti.i32)
+    if bilinear:
+        i1 += 1
+    if mode == CLAMP:
+        i0 = ti.min(ti.max(i0, 0), n - 1)
+        i1 = ti.min(ti.max(i1, 0), n - 1)
+    elif i0 < 0 or i1 > n - 1:
+        i0 = 0
+        i1 = n - 1
+    return i0, i1
 
 
 @ti.kernel
 def _cell_majorants(st: ti.template(), m: ti.i32, margin: float):
     """st.med_majgrid[m, cell] = max(fixed majorant, margin * scale * max of the density voxels that
-    the trilinear lookup reads anywhere in the cell) for each cell of the MAJORANT_GRID^3 grid."""
+    the lookup reads anywhere in the cell) for each cell of the MAJORANT_GRID^3 grid over the medium's bbox
+    (the cell's box mapped to the volume's local coordinates: the bounding box of its image under
+    grid.volume_local, exact for an affine map)."""
     r = ti.static(MAJORANT_GRID)
     tid = st.med_sigma[m]
     base = st.tex_offset[tid]
@@ -150,10 +165,19 @@ def _cell_majorants(st: ti.template(), m: ti.i32, margin: float):
     h = st.tex_h[tid]
     d = st.tex_d[tid]
     c = st.tex_c[tid]
+    mode = st.tex_wrap[tid]
+    lin = st.tex_bilinear[tid] == 1
+    M = st.tex_vol[tid]
+    A = ti.Matrix([[M[i, j] for j in ti.static(range(3))] for i in ti.static(range(3))])
+    bmin = st.med_bmin[m]
+    cell_ext = (st.med_bmax[m] - bmin) / r
+    half = 0.5 * (ti.abs(A) @ cell_ext)
     for cell in range(r * r * r):
-        x0, x1 = _voxel_range(cell % r, w)
-        y0, y1 = _voxel_range((cell // r) % r, h)
-        z0, z1 = _voxel_range(cell // (r * r), d)
+        centre = bmin + (vec3(cell % r, (cell // r) % r, cell // (r * r)) + 0.5) * cell_ext
+        u = volume_local(st, tid, centre)
+        x0, x1 = _voxel_range(u[0] - half[0], u[0] + half[0], w, mode, lin)
+        y0, y1 = _voxel_range(u[1] - half[1], u[1] + half[1], h, mode, lin)
+        z0, z1 = _voxel_range(u[2] - half[2], u[2] + half[2], d, mode, lin)
         mx = 0.0
         for z in range(z0, z1 + 1):
             for y in range(y0, y1 + 1):

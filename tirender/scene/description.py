@@ -19,7 +19,9 @@ from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
+from ..core.math import LUMINANCE
 from ..schema import Child, boolean, family_keys, number, validate, vec3
+from ..textures import TEX_RAW, WRAP_MODES, bitmap_format
 from . import shapes as builtin
 from .transforms import parse_transform
 
@@ -38,9 +40,11 @@ class Texture:
     lo: float
     hi: float
     bilinear: bool = True
-    wrap: int = 0              # 0 repeat, 1 clamp
+    wrap: int = 0              # textures.WRAP_MODES: 0 repeat, 1 clamp, 2 mirror
     constant: bool = True      # named parameter shape (C,) rather than (H, W, C)
     to_uv: np.ndarray = None   # (2, 3) affine uv transform (Mitsuba's to_uv), None: identity
+    flags: int = 0             # textures.TEX_VOLUME | TEX_RAW
+    to_local: np.ndarray = None   # volumes: (3, 4) world -> unit cube (media/grid.py), None: identity
 
 
 @dataclass
@@ -160,12 +164,15 @@ class _Builder:
         `srgb: true` or `raw: false` (Mitsuba XML bitmaps always say raw: true/false)."""
         if spec is None:
             spec = default
+        if isinstance(spec, dict) and spec.get("type") in ("rawconstant", "volume"):
+            return self.texture_plugin(spec, name, channels, lo, hi, key, raw)
         if isinstance(spec, dict):
             _keys(spec, {"type", "filename", "data", "width", "height", "value", "srgb", "raw", "filter",
-                         "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1"}, self.file, key)
+                         "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1", "format"}, self.file, key)
             ttype = spec.get("type", "bitmap")
             if ttype not in ("bitmap", "checkerboard"):
-                raise ConfigError(f"unknown texture type '{ttype}' (bitmap, checkerboard)", self.file, f"{key}.type")
+                raise ConfigError(f"unknown texture type '{ttype}' (bitmap, checkerboard, rawconstant, volume)",
+                                  self.file, f"{key}.type")
             to_uv = None
             if spec.get("to_uv") is not None:
                 m = parse_transform(spec["to_uv"], self.file, f"{key}.to_uv")
@@ -187,6 +194,7 @@ class _Builder:
                 if srgb is None and channels == 1 and "raw" not in spec:
                     srgb = False   # scalar maps default to raw; an explicit `raw: false` decodes them
                 img = load_image(full, srgb=srgb if srgb is not None else None)
+                stored = load_image(full, srgb=False) if spec.get("format") == "uint8" else None
             elif "data" in spec:
                 from ..limits import load_npy
                 img = load_npy(self.path(spec["data"], f"{key}.data"), (2, 3), "texture")
@@ -207,11 +215,17 @@ class _Builder:
             img = np.asarray(img, np.float32)
             if img.ndim == 2:
                 img = img[..., None]
-            if img.shape[2] == 4:
-                img = img[..., :3]
+            if img.shape[2] in (2, 4):   # YA, RGBA: alpha dropped (Mitsuba's bitmap keeps Y / RGB)
+                img = img[..., :img.shape[2] - 1]
+            img = bitmap_format(img, spec.get("format", "auto"), self.file, f"{key}.format", self.variant,
+                                stored if "filename" in spec else None)
             if img.shape[2] != channels:
-                if channels == 1:
-                    img = img.mean(axis=2, keepdims=True)
+                if channels == 1:      # Mitsuba's eval_1 of an RGB bitmap: its luminance (no value in spectral)
+                    if self.variant in ("spectral", "spectral_polarized") and not spec.get("raw", raw):
+                        raise ConfigError("an RGB bitmap in a scalar slot has no value in the spectral variants "
+                                          "(Mitsuba's eval_1 of upsampled texels); give a 1-channel image or raw: true",
+                                          self.file, key)
+                    img = img @ np.asarray(LUMINANCE, np.float32)[:, None]
                 elif img.shape[2] == 1:
                     img = np.repeat(img, 3, axis=2)
                 else:
@@ -225,15 +239,35 @@ class _Builder:
             wrap = spec.get("wrap", spec.get("wrap_mode", "repeat"))
             if filt not in ("bilinear", "nearest"):
                 raise ConfigError(f"unknown filter '{filt}' (bilinear, nearest)", self.file, f"{key}.filter")
-            if wrap not in ("repeat", "clamp"):
-                raise ConfigError(f"unknown wrap mode '{wrap}' (repeat, clamp)", self.file, f"{key}.wrap")
-            t = self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear",
-                                 0 if wrap == "repeat" else 1, False, key)
+            if wrap not in WRAP_MODES:
+                raise ConfigError(f"unknown wrap mode '{wrap}' ({', '.join(WRAP_MODES)})", self.file, f"{key}.wrap")
+            t = self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear", WRAP_MODES[wrap], False,
+                                 key)
             self.textures[t].to_uv = to_uv
             return t
         else:
             v = self.texture_constant(spec, channels, lo, hi, key)
             return self.add_texture(name, v.reshape(1, 1, channels), lo, hi, True, 0, True, key)
+
+    def texture_plugin(self, spec, name, channels, lo, hi, key, raw):
+        """Mitsuba's ``rawconstant`` ({type: rawconstant, value: v | [x, y, z]}: the value as is, no colour
+        processing: no spectral upsampling, flat v at every wavelength; a 3-vector is refused where Mitsuba's
+        eval has no meaning for it: scalar slots, colour slots outside rgb) and ``volume`` textures
+        (media/spec.py volume_texture) -> texture index. raw: the slot reads data (normal maps), not colour."""
+        if spec["type"] == "volume":
+            from ..media.spec import volume_texture
+            return volume_texture(self, spec, name, channels, lo, hi, key, data_slot=bool(raw))
+        _keys(spec, {"type", "value"}, self.file, key)
+        if "value" not in spec:
+            raise ConfigError("a rawconstant needs a value (a number or 3 numbers)", self.file, key)
+        v = spec["value"]
+        if isinstance(v, (list, tuple)) and (channels == 1 or (not raw and self.variant != "rgb")):
+            raise ConfigError(f"a 3-vector rawconstant has no {'scalar' if channels == 1 else 'spectral'} value "
+                              f"(Mitsuba's RawConstantTexture); give one number", self.file, f"{key}.value")
+        t = self.add_texture(name, self.texture_constant(v, channels, lo, hi, f"{key}.value").reshape(1, 1, channels),
+                             lo, hi, True, 0, True, key)
+        self.textures[t].flags |= TEX_RAW
+        return t
 
     def texture_constant(self, spec, channels, lo, hi, key):
         """A number / RGB list -> float32 (channels,), range-checked."""
@@ -340,6 +374,10 @@ class _Builder:
             if k.kind == "texture":
                 row.tex.append(self.texture(values[k.name], f"{eid}.{k.param}", k.channels, k.lo, k.hi,
                                             f"{key}.{k.name}", raw=k.raw))
+        if self.variant in ("spectral", "spectral_polarized") and \
+                any(t >= 0 and self.textures[t].flags & TEX_RAW for t in row.tex):
+            raise ConfigError("a rawconstant emitter value is not available in the spectral variants (emitters "
+                              "lift their values as light: use a <spectrum type=\"uniform\">)", self.file, key)
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
