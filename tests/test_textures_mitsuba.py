@@ -395,6 +395,14 @@ def test_bad_textures_one_line(spec, words):
     assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+def test_volume_texture_only_in_bsdf_slots():
+    """An area emitter reads its radiance at uv: a volume texture there is refused (one line)."""
+    with pytest.raises(ConfigError, match="only BSDF slots"):
+        tirender.load_scene({"sensors": [camera([0, 0, 3], [0, 0, 0], w=4, h=4)],
+                             "shapes": [{"type": "rectangle", "emitter": {"type": "area", "radiance": {
+                                 "type": "volume", "volume": {"type": "grid", "resolution": 2, "value": 1.0}}}}]})
+
+
 def test_bumpmap_refuses_volume_texture():
     with pytest.raises(ConfigError, match="no uv gradient"):
         tirender.load_scene({"sensors": [camera([0, 0, 3], [0, 0, 0], w=4, h=4)],

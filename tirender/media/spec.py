@@ -270,6 +270,7 @@ def _phase(b, mid, spec, key):
     for k in model.KEYS:   # at most one differentiable parameter per phase function
         if k.kind == "texture":
             tex = b.texture(values[k.name], f"{mid}.{k.param}", k.channels, k.lo, k.hi, f"{key}.{k.name}")
+            b.refuse_volumes([tex], f"{key}.{k.name}")
     return model.TAG, tex
 
 

@@ -21,7 +21,7 @@ from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
 from ..core.math import LUMINANCE
 from ..schema import Child, boolean, family_keys, number, validate, vec3
-from ..textures import TEX_RAW, WRAP_MODES, bitmap_format
+from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
 from . import shapes as builtin
 from .transforms import parse_transform
 
@@ -269,6 +269,13 @@ class _Builder:
         self.textures[t].flags |= TEX_RAW
         return t
 
+    def refuse_volumes(self, tids, key):
+        """Refuse volume textures where textures are read at uv only (emitters, height fields): BSDF slots read them
+        at the shading point's position."""
+        if any(t >= 0 and self.textures[t].flags & TEX_VOLUME for t in tids):
+            raise ConfigError("a volume texture is read at a position: only BSDF slots take one",
+                              self.file, key)
+
     def texture_constant(self, spec, channels, lo, hi, key):
         """A number / RGB list -> float32 (channels,), range-checked."""
         if channels == 3:
@@ -378,6 +385,7 @@ class _Builder:
                 any(t >= 0 and self.textures[t].flags & TEX_RAW for t in row.tex):
             raise ConfigError("a rawconstant emitter value is not available in the spectral variants (emitters "
                               "lift their values as light: use a <spectrum type=\"uniform\">)", self.file, key)
+        self.refuse_volumes(row.tex, key)
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
@@ -540,6 +548,7 @@ class _Builder:
         check(W * H * 6, f"heightfield of {W}x{H} vertices", self.file, f"{key}.resolution")
         thick = _num(spec.get("thickness", 0.0), self.file, f"{key}.thickness", 0.0, 1e6)
         tid = self.texture(spec.get("height", 0.0), f"{sid}.height", 1, -1e6, 1e6, f"{key}.height")
+        self.refuse_volumes([tid], f"{key}.height")
         tex = self.textures[tid]
         tex.wrap = 1              # clamp: the border vertices see the border texels
         codes, top, nobj, uv = hfmod.topology(W, H, thick)

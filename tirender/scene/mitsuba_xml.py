@@ -670,14 +670,18 @@ def parse_defines(items, file=None):
 
 def param_aliases(desc):
     """{alternative name: pool name} for a SceneDescription: the models' schema aliases (Mitsuba's
-    ``alpha`` for ``roughness``, ...) and RENAMES (heterogeneous ``sigma_t`` = ``density``)."""
+    ``alpha`` for ``roughness``, ...), a volume texture's ``<key>.volume`` and RENAMES (heterogeneous ``sigma_t``
+    = ``density``)."""
+    from ..textures import TEX_VOLUME
     out = {}
     for row in list(desc.bsdfs) + list(desc.emitters):
-        for k in row.model.KEYS:
-            if getattr(k, "kind", None) == "texture":
-                for a in (k.name,) + tuple(k.aliases):
-                    if a != k.param:
-                        out[f"{row.id}.{a}"] = f"{row.id}.{k.param}"
+        keys = [k for k in row.model.KEYS if getattr(k, "kind", None) == "texture"]
+        for k, t in zip(keys, row.tex):
+            for a in (k.name,) + tuple(k.aliases):
+                if a != k.param:
+                    out[f"{row.id}.{a}"] = f"{row.id}.{k.param}"
+                if t >= 0 and desc.textures[t].flags & TEX_VOLUME:   # Mitsuba: <id>.<key>.volume.data
+                    out[f"{row.id}.{a}.volume"] = f"{row.id}.{k.param}"
     names = {t.name for t in desc.textures}
     for m in desc.media:
         for ren in RENAMES.values():
