@@ -113,6 +113,23 @@ def _lookup(st: ti.template(), tid, uv, tangent: ti.template()):
 
 
 @ti.func
+def tex_corner(st: ti.template(), tid, uv, k):
+    """Corner k (0..3; bit 0: the upper x texel, bit 1: the upper y one) of the lookup of bitmap tid (tid >= 0)
+    at uv: (pool offset, weight); a 1x1 texture is its texel at k = 0 (weight 0 elsewhere). For lookups that
+    transform each texel before interpolating (Mitsuba's spectral bitmaps: bsdfs/base.py)."""
+    base = st.tex_offset[tid]
+    w = st.tex_w[tid]
+    c = st.tex_c[tid]
+    off = base
+    wt = 1.0 if k == 0 else 0.0
+    if not (w == 1 and st.tex_h[tid] == 1):
+        x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
+        off = base + ((y1 if k & 2 else y0) * w + (x1 if k & 1 else x0)) * c
+        wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy)
+    return off, wt
+
+
+@ti.func
 def tex_eval_adjoint(st: ti.template(), tid, uv, d_out):
     """Adjoint of tex_eval: st.grad[texels] += bilinear weights * d_out (summed over channels for C=1)."""
     if tid >= 0:

@@ -68,9 +68,10 @@ generating ``mueller_tangent_at(st, ctx, wi, wo, delta, inner)``.
 import taichi as ti
 
 from .. import variants
+from ..core import pool
 from ..core.math import vec2, vec3
-from ..media.grid import volume_eval, volume_eval_adjoint, volume_eval_tangent
-from ..textures import TEX_RAW, TEX_VOLUME, tex_eval, tex_eval_adjoint, tex_eval_tangent
+from ..media.grid import volume_eval, volume_eval_adjoint, volume_eval_tangent, volume_spectrum
+from ..textures import TEX_RAW, TEX_VOLUME, tex_corner, tex_eval, tex_eval_adjoint, tex_eval_tangent
 from ..variants import spec
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
@@ -185,44 +186,67 @@ def _flat(st: ti.template(), tid):
 
 
 @ti.func
+def _spectral_texels(st: ti.template(), ctx, tid, d, adjoint: ti.template()):
+    """Mitsuba's spectral lookup of a 3-channel colour bitmap tid >= 0 (BitmapTexture's interpolate_spectral): the
+    texels' upsampled reflectance spectra, interpolated (not the spectrum of the interpolated RGB). Returns it, or
+    (adjoint) scatters ∂<d, ·>/∂texels into the pool."""
+    A = variants.spec(0.0)
+    for k in range(4):                 # a runtime loop: one upsampling in the megakernel
+        off, wt = tex_corner(st, tid, ctx.uv, k)
+        if wt != 0.0:
+            rgb = pool.value(st, off, 3)
+            if ti.static(adjoint):
+                pool.add_gradient(st, off, 3, wt * variants.reflectance_adjoint(rgb, ctx.lam, d))
+            else:
+                A += wt * variants.reflectance(rgb, ctx.lam)
+    return A
+
+
+@ti.func
+def _spectral(st: ti.template(), ctx, tid, d, adjoint: ti.template()):
+    """A 3-channel colour texture in the spectral variants, lifted texel by texel as Mitsuba (volume textures only
+    where the kernel's scene has them)."""
+    res = variants.spec(0.0)
+    if ti.static(_volumes(st)):
+        if _is_volume(st, tid):
+            res = volume_spectrum(st, tid, ctx.p, ctx.lam, d, adjoint)
+        else:
+            res = _spectral_texels(st, ctx, tid, d, adjoint)
+    else:
+        res = _spectral_texels(st, ctx, tid, d, adjoint)
+    return res
+
+
+@ti.func
 def slot_rgb(st: ti.template(), ctx, k):
-    """Colour texture slot k of BSDF ctx.b at the shading point, as the walk's colour: RGB in rgb; otherwise a
-    1-channel or raw texture is flat (its value at every wavelength, no upsampling: Mitsuba's interpolate_1,
-    rawconstant), a 3-channel bitmap the upsampled reflectance at ctx.lam (tirender/variants.py), a 3-channel
-    volume texture in the spectral variants the unbounded spectrum k S(c(rgb/k)) (as Mitsuba's gridvolume)."""
+    """Colour texture slot k of BSDF ctx.b at the shading point, as the walk's colour: RGB in rgb; the luminance in
+    mono; in the spectral variants a 1-channel or raw texture is flat (its value at every wavelength, no upsampling:
+    Mitsuba's interpolate_1, rawconstant), a 3-channel one is lifted texel by texel before interpolating
+    (_spectral, as Mitsuba)."""
     tid = st.bsdf_tex[ctx.b, k]
-    rgb = _lookup(st, ctx, tid)
     out = variants.spec(0.0)
     if ti.static(variants.rgb()):
-        out = rgb
+        out = _lookup(st, ctx, tid)
     elif _flat(st, tid):
-        out = variants.spec(rgb[0])
-    elif ti.static(variants.spectral() and _volumes(st)):
-        if _is_volume(st, tid):      # Mitsuba's gridvolume stores each voxel as k S(c(rgb/k)), k = 2 max(rgb)
-            out = variants.unbounded(rgb, ctx.lam)
-        else:
-            out = variants.reflectance(rgb, ctx.lam)
+        out = variants.spec(_lookup(st, ctx, tid)[0])
+    elif ti.static(variants.spectral()):
+        out = _spectral(st, ctx, tid, variants.spec(0.0), False)
     else:
-        out = variants.reflectance(rgb, ctx.lam)
+        out = variants.reflectance(_lookup(st, ctx, tid), ctx.lam)
     return out
 
 
 @ti.func
 def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
     tid = st.bsdf_tex[ctx.b, k]
-    d_rgb = vec3(0.0)
     if ti.static(variants.rgb()):
-        d_rgb = d
+        _lookup_adjoint(st, ctx, tid, d)
     elif _flat(st, tid):
-        d_rgb = vec3(d.sum(), 0.0, 0.0)    # the value read is channel 0 (1 channel: replicated)
-    elif ti.static(variants.spectral() and _volumes(st)):
-        if _is_volume(st, tid):
-            d_rgb = variants.unbounded_adjoint(_lookup(st, ctx, tid), ctx.lam, d)
-        else:
-            d_rgb = variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d)
+        _lookup_adjoint(st, ctx, tid, vec3(d.sum(), 0.0, 0.0))   # the value read is channel 0 (1 channel: replicated)
+    elif ti.static(variants.spectral()):
+        _spectral(st, ctx, tid, d, True)
     else:
-        d_rgb = variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d)
-    _lookup_adjoint(st, ctx, tid, d_rgb)
+        _lookup_adjoint(st, ctx, tid, variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d))
 
 
 @ti.func

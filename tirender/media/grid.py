@@ -17,6 +17,7 @@ fixed point, core/fixed_point.py) with ti.atomic_add, exactly like textures.py d
 import numpy as np
 import taichi as ti
 
+from .. import variants
 from ..core import pool
 from ..core.math import vec3
 from ..textures import texel_axis
@@ -128,6 +129,75 @@ def volume_eval(st: ti.template(), tid, p):
     if tid >= 0:
         res = _trilinear(st, tid, volume_local(st, tid, p), vec3(0.0), PRIMAL)
     return res
+
+
+@ti.func
+def volume_corner(st: ti.template(), tid, p, k):
+    """Corner k (0..7; bits 0, 1, 2: the upper x, y, z voxel) of the lookup of volume tid (tid >= 0) at world
+    position p: (pool offset, weight); a 1x1x1 volume is its voxel at k = 0. For lookups that transform each
+    voxel before interpolating (Mitsuba's spectral grids: bsdfs/base.py)."""
+    base = st.tex_offset[tid]
+    w = st.tex_w[tid]
+    h = st.tex_h[tid]
+    d = st.tex_d[tid]
+    off = base
+    wt = 1.0 if k == 0 else 0.0
+    if w * h * d != 1:
+        u = volume_local(st, tid, p)
+        wrap = st.tex_wrap[tid]
+        lin = st.tex_bilinear[tid] == 1
+        x0, x1, fx = texel_axis(u[0], w, wrap, lin)
+        y0, y1, fy = texel_axis(u[1], h, wrap, lin)
+        z0, z1, fz = texel_axis(u[2], d, wrap, lin)
+        off = base + (((z1 if k & 4 else z0) * h + (y1 if k & 2 else y0)) * w + (x1 if k & 1 else x0)) * \
+            st.tex_c[tid]
+        wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
+    return off, wt
+
+
+@ti.func
+def _argmax(rgb):
+    m = 0
+    if rgb[1] >= rgb[0]:
+        m = 1
+    if rgb[2] >= ti.max(rgb[0], rgb[1]):
+        m = 2
+    return m
+
+
+@ti.func
+def volume_spectrum(st: ti.template(), tid, p, lam, d, adjoint: ti.template()):
+    """Mitsuba's spectral lookup of a 3-channel volume tid (GridVolume's interpolate_spectral; spectral variants) at
+    world position p and wavelengths lam: the voxels' spectra S_i = S(c(rgb_i / k_i)) and, apart, their scales
+    k_i = 2 max(rgb_i), each interpolated, then multiplied: (Σ w_i S_i)(Σ w_i k_i) (not the spectrum of the
+    interpolated RGB). Returns it (Spectrum), or (adjoint) scatters ∂<d, ·>/∂voxels into the pool:
+    w_i [B ∂<d, S_i>/∂rgb_i + <d, A> ∂k_i/∂rgb_i] with A = Σ w S, B = Σ w k (a second pass over the corners).
+    Each pass is a runtime loop: one upsampling in the megakernel."""
+    A = variants.spec(0.0)
+    B = 0.0
+    for k in range(8):
+        off, wt = volume_corner(st, tid, p, k)
+        if wt != 0.0:
+            rgb = pool.value(st, off, 3)
+            kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+            if kk > 0.0:               # variants.unbounded = k S(c(rgb / k))
+                A += wt * variants.unbounded(rgb, lam) / kk
+            B += wt * kk
+    if ti.static(adjoint):
+        dA = d.dot(A)
+        for k in range(8):
+            off, wt = volume_corner(st, tid, p, k)
+            if wt != 0.0:
+                rgb = pool.value(st, off, 3)
+                kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+                m = _argmax(rgb)
+                g = vec3(0.0)
+                if kk > 0.0:           # S = U / k: ∂<g, S> = ∂<g, U> / k - <g, U> ∂k / k²
+                    g = B * variants.unbounded_adjoint(rgb, lam, d) / kk
+                    g[m] -= B * d.dot(variants.unbounded(rgb, lam)) * 2.0 / (kk * kk)
+                g[m] += 2.0 * dA
+                pool.add_gradient(st, off, 3, wt * g)
+    return A * B
 
 
 @ti.func

@@ -12,9 +12,10 @@ import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
-from ..textures import CLAMP
+from ..textures import CLAMP, TEX_VOLUME
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS, MAJORANT_GRID
-from .grid import clip_bbox, const_eval, const_eval_adjoint, volume_eval, volume_eval_adjoint, volume_local
+from .grid import (clip_bbox, const_eval, const_eval_adjoint, volume_eval, volume_eval_adjoint, volume_local,
+                   volume_spectrum)
 
 __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
            "homogeneous_coefficients_adjoint", "is_homogeneous", "default_step", "sigma_t_adjoint",
@@ -65,13 +66,38 @@ def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template())
 
 
 @ti.func
+def _per_voxel(st: ti.template(), tid):
+    """Whether σ volume tid is lifted voxel by voxel (spectral variants: a 3-channel grid, Mitsuba's gridvolume,
+    grid.volume_spectrum)."""
+    res = False
+    if ti.static(variants.spectral()):
+        if tid >= 0:
+            res = st.tex_c[tid] == 3 and (st.tex_flags[tid] & TEX_VOLUME) != 0
+    return res
+
+
+@ti.func
+def _sigma(st: ti.template(), ts, p, lam):
+    """The σ volume ts at p as the walk's colour (before the medium's scale)."""
+    out = variants.spec(0.0)
+    if ti.static(variants.spectral()):
+        if _per_voxel(st, ts):
+            out = volume_spectrum(st, ts, p, lam, variants.spec(0.0), False)
+        else:
+            out = _colour(st, ts, volume_eval(st, ts, p), lam, False)
+    else:
+        out = _colour(st, ts, volume_eval(st, ts, p), lam, False)
+    return out
+
+
+@ti.func
 def coefficients(st: ti.template(), m, p, lam):
     """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam (each volume
-    looked up through its own world -> local map, grid.volume_local)."""
+    looked up through its own world -> local map, grid.volume_local; in the spectral variants a 3-channel σ grid
+    voxel by voxel as Mitsuba's, the albedo as a reflectance of the interpolated RGB, which keeps it <= 1)."""
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    return _colour(st, ts, volume_eval(st, ts, p), lam, False) * st.med_scale[m], \
-        _colour(st, ta, volume_eval(st, ta, p), lam, True)
+    return _sigma(st, ts, p, lam) * st.med_scale[m], _colour(st, ta, volume_eval(st, ta, p), lam, True)
 
 
 @ti.func
@@ -91,10 +117,22 @@ def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
     """Scatter d(objective)/d sigma_t (per lane) at p into the medium's sigma_t / density volume only."""
     if d_sigma_t[0] != 0.0 or d_sigma_t[1] != 0.0 or d_sigma_t[2] != 0.0:
         ts = st.med_sigma[m]
-        rgb = vec3(0.0)
-        if ti.static(not variants.rgb()):
-            rgb = volume_eval(st, ts, p)
-        volume_eval_adjoint(st, ts, p, _colour_adjoint(st, ts, rgb, lam, d_sigma_t * st.med_scale[m], False))
+        if ti.static(variants.spectral()):
+            if _per_voxel(st, ts):
+                volume_spectrum(st, ts, p, lam, d_sigma_t * st.med_scale[m], True)
+            else:
+                _sigma_adjoint(st, ts, p, lam, d_sigma_t * st.med_scale[m])
+        else:
+            _sigma_adjoint(st, ts, p, lam, d_sigma_t * st.med_scale[m])
+
+
+@ti.func
+def _sigma_adjoint(st: ti.template(), ts, p, lam, d):
+    """Adjoint of _colour(volume_eval(ts, p)) (a σ volume lifted after interpolating)."""
+    rgb = vec3(0.0)
+    if ti.static(not variants.rgb()):
+        rgb = volume_eval(st, ts, p)
+    volume_eval_adjoint(st, ts, p, _colour_adjoint(st, ts, rgb, lam, d, False))
 
 
 @ti.func

@@ -207,12 +207,19 @@ class VolumeTextureView:
     per storage (``of``): kernels compile once against it."""
 
     VOLUME_TEXTURES = True
+    tangent_view = None                   # its own forward-mode view (core/pool.Tangent.of), not the storage's
 
     def __init__(self, st):
         self.base = st
 
     def __getattr__(self, name):          # only called for names the view itself does not have
         return getattr(self.__dict__["base"], name)
+
+    def __setattr__(self, name, value):   # host state (launch.py: films, gradients) lives on the storage
+        if name in ("base", "tangent_view"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.base, name, value)
 
     @staticmethod
     def of(st):
