@@ -376,7 +376,7 @@ def test_heterogeneous_gridvolume_placement_matches_mitsuba(tmp_path):
     from tirender.media.grid import volume_eval
     write_vol(str(tmp_path / "s.vol"), _grid(1, 9) * 3, bbox_min=(0.0, -1.0, 0.5), bbox_max=(2.0, 1.0, 1.5))
     write_vol(str(tmp_path / "a.vol"), _grid(3, 10), bbox_min=(0, 0, 0), bbox_max=(1, 1, 1))
-    xml = f"""<scene version="3.0.0">
+    xml = """<scene version="3.0.0">
   <sensor type="perspective"><film type="hdrfilm"><integer name="width" value="4"/><integer name="height" value="4"/>
   </film></sensor>
   <medium type="heterogeneous" id="fog"><float name="scale" value="2.5"/>

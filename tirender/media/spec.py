@@ -66,6 +66,15 @@ class Grid:
     raw: bool = False
 
 
+def _box_to_local(lo, hi):
+    """The map (4x4, float64) of an axis-aligned box onto the unit cube."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    m = np.eye(4)
+    m[:3, :3] = np.diag(1.0 / (hi - lo))
+    m[:3, 3] = -lo / (hi - lo)
+    return m
+
+
 def _placement(b, spec, key, file_bbox):
     """(to_local (3, 4), world box (lo, hi)) of a grid spec with ``to_world`` / ``use_grid_bbox`` (Mitsuba's
     Volume: to_local = to_world⁻¹, preceded by VolumeGrid::bbox_transform with use_grid_bbox; bbox = the image of
@@ -85,21 +94,9 @@ def _placement(b, spec, key, file_bbox):
         lo, hi = (np.asarray(x, np.float64) for x in file_bbox)
         if np.any(hi <= lo):
             raise ConfigError(f"the .vol bbox {lo.tolist()} .. {hi.tolist()} is empty", b.file, f"{key}.use_grid_bbox")
-        norm = np.eye(4)
-        norm[:3, :3] = np.diag(1.0 / (hi - lo))
-        norm[:3, 3] = -lo / (hi - lo)
-        to_local = norm @ to_local
+        to_local = _box_to_local(lo, hi) @ to_local
     corners = (np.linalg.inv(to_local) @ np.c_[_CORNERS, np.ones(8)].T).T[:, :3]
     return to_local[:3].astype(np.float32), (corners.min(0), corners.max(0))
-
-
-def _box_to_local(lo, hi):
-    """The world -> unit cube map (3, 4) of an axis-aligned box."""
-    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    m = np.zeros((3, 4))
-    m[:, :3] = np.diag(1.0 / (hi - lo))
-    m[:, 3] = -lo / (hi - lo)
-    return m.astype(np.float32)
 
 
 def _filter_wrap(b, spec, key):
@@ -313,7 +310,7 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
         m.majorant = values["majorant"]
         for t in tex.values():     # grids without a placement of their own span the medium's box
             if b.textures[t].flags & TEX_VOLUME and b.textures[t].to_local is None:
-                b.textures[t].to_local = _box_to_local(lo, hi)
+                b.textures[t].to_local = _box_to_local(lo, hi)[:3].astype(np.float32)
     b.media.append(m)
     return len(b.media) - 1
 

@@ -15,11 +15,11 @@ import yaml
 from .. import variants
 from ..bsdfs import registry as bsdf_registry
 from ..bsdfs.base import Row as BsdfRow
+from ..core.math import LUMINANCE
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
-from ..core.math import LUMINANCE
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
 from . import shapes as builtin
