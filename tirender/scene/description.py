@@ -215,8 +215,8 @@ class _Builder:
             img = np.asarray(img, np.float32)
             if img.ndim == 2:
                 img = img[..., None]
-            if img.shape[2] in (2, 4):   # YA, RGBA: alpha dropped (Mitsuba's bitmap keeps Y / RGB)
-                img = img[..., :img.shape[2] - 1]
+            if img.shape[2] == 4 or (img.shape[2] == 2 and "filename" in spec):   # RGBA, YA images: alpha dropped
+                img = img[..., :img.shape[2] - 1]                                   # (Mitsuba's bitmap keeps RGB / Y)
             img = bitmap_format(img, spec.get("format", "auto"), self.file, f"{key}.format", self.variant,
                                 stored if "filename" in spec else None)
             if img.shape[2] != channels:
