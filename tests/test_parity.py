@@ -70,6 +70,13 @@ def test_parity_sensor_models(run, name):
     test_parity_images_and_gradients(run, name)
 
 
+@pytest.mark.slow
+def test_parity_texture_wrap_volume(run):
+    """Mitsuba's texture meanings beyond the unit square: mirrored bitmaps (bilinear, nearest), a volume texture
+    under a rotating to_world, a rawconstant (benchmarks/parity/scenes/texture_wrap_volume.xml)."""
+    test_parity_images_and_gradients(run, "texture_wrap_volume")
+
+
 def test_welch_test(run):
     """The parity verdict's statistics: Student-t tails against tabulated values, and the verdict on
     clear differences, on noise, and on a sign flip of a gradient that is clear of 0 on both sides."""

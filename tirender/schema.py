@@ -200,9 +200,9 @@ class Texture(Key):
 
 
 class Volume(Texture):
-    """A medium coefficient: a number / RGB list (a 1x1x1 volume) or, where ``grid`` is true, a grid
-    mapping ({type: grid, filename | data | resolution, value}; see docs/media.md). The pool
-    parameter is named ``<id>.<param>``."""
+    """A medium coefficient: a number / RGB list (a 1x1x1 volume), {type: const, value, to_world} (Mitsuba's
+    constvolume) or, where ``grid`` is true, a grid mapping ({type: grid, filename | data | resolution, value};
+    see docs/media.md). The pool parameter is named ``<id>.<param>``."""
     kind = "volume"
 
     def __init__(self, name, channels, default=REQUIRED, lo=0.0, hi=math.inf, grid=True, doc="", aliases=()):
@@ -210,6 +210,8 @@ class Volume(Texture):
         self.grid = grid
 
     def parse(self, v, file, key):
+        if isinstance(v, dict) and v.get("type") == "const":   # Mitsuba's constvolume: checked by media/spec.py
+            return v
         if isinstance(v, dict) and not self.grid and v.get("type", "grid") == "grid":
             raise ConfigError("expected a number or RGB values (grids belong to heterogeneous media)", file, key)
         return super().parse(v, file, key)

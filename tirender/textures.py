@@ -1,10 +1,20 @@
-"""Bitmap textures stored in the parameter pool: lookup (nearest / bilinear) and its adjoint.
+"""Bitmap textures stored in the parameter pool: lookup (nearest / bilinear; repeat / clamp / mirror) and
+its adjoint, as Mitsuba 3's ``bitmap`` texture (Dr.Jit's texture: drjit/texture_impl.h).
 
 A texture ``tid`` is a (H, W, C) slice of ``st.pool`` at ``st.tex_offset[tid]``, texel (row y, column x,
 channel c) at offset + (y * W + x) * C + c, row 0 at the top of the image; uv (0, 0) is the image's
 top-left corner (v grows downwards: Mitsuba 3's bitmap convention; OBJ files are flipped on load,
-as Mitsuba's obj loader does). Texel centres at ((x + 0.5) / W, (y + 0.5) / H). Constants are 1x1
-textures.
+as Mitsuba's obj loader does). The lookup point is uv' = to_uv (u, v, 1) (``st.tex_uvm``), then per axis:
+
+    nearest:   texel floor(u' W)                                      (no half-texel shift)
+    bilinear:  p = u' W - 0.5, texels floor(p) and floor(p) + 1, weight of the upper one p - floor(p)
+
+and integer texel indices outside [0, W) are wrapped (``wrap_index``): ``repeat`` i mod W, ``clamp`` to
+[0, W - 1], ``mirror`` i mod 2W folded back (m < W ? m : 2W - 1 - m) — the bilinear footprint is wrapped
+per texel, so a mirrored border interpolates between a texel and itself. Constants are 1x1 textures.
+``st.tex_flags``: TEX_VOLUME (a 3D grid looked up at the world position, media/grid.py; BSDF slots
+dispatch on it), TEX_RAW (BSDF colour slots return the value as is: no spectral upsampling; Mitsuba's
+``rawconstant``).
 Differentiable: the texel values. The adjoint scatters ``d_out`` with the bilinear weights into
 ``st.grad_fx`` (deterministic fixed point, see core/fixed_point.py) with ti.atomic_add (four texels per lookup).
 
@@ -22,17 +32,34 @@ from .core import pool
 from .core.math import vec3
 from .variants import lanes, spec
 
+REPEAT, CLAMP, MIRROR = 0, 1, 2          # st.tex_wrap
+WRAP_MODES = {"repeat": REPEAT, "clamp": CLAMP, "mirror": MIRROR}
+TEX_VOLUME, TEX_RAW = 1, 2               # st.tex_flags bits
+_MAX_INDEX = 1.0e9                       # texel coordinates are clamped to ±this before the integer cast
+
 
 @ti.func
-def _wrap(i, n, mode):
-    r = i
-    if mode == 0:
-        r = i % n
-        if r < 0:
-            r += n
-    else:
-        r = ti.min(ti.max(i, 0), n - 1)
+def wrap_index(i, n, mode):
+    """Integer texel index i wrapped into [0, n) as Dr.Jit's ``tex_wrap``: REPEAT i mod n, CLAMP to [0, n - 1],
+    MIRROR m = i mod 2n, then m if m < n else 2n - 1 - m (…, 1, 0 | 0, 1, …, n - 1 | n - 1, …). (Taichi's %
+    is Python's: non-negative for n > 0; min(m, 2n - 1 - m) leaves a repeated m < n unchanged.)"""
+    r = ti.min(ti.max(i, 0), n - 1)
+    if mode != CLAMP:
+        m = i % (n + n * (mode // MIRROR))
+        r = ti.min(m, 2 * n - 1 - m)
     return r
+
+
+@ti.func
+def texel_axis(x, n, mode, bilinear):
+    """One axis of a lookup at x (texture coordinate, 1 = the extent) over n texels: (i0, i1, f) with the
+    texels i0, i1 (wrapped) and f the weight of i1, as Dr.Jit's ``tex_eval``: bilinear p = x n - 0.5,
+    i0 = floor(p), i1 = i0 + 1, f = p - floor(p); nearest i0 = i1 = floor(x n), f = 0."""
+    lin = ti.cast(bilinear, ti.i32)
+    p = ti.min(ti.max(x * ti.cast(n, float) - 0.5 * lin, -_MAX_INDEX), _MAX_INDEX)
+    pf = ti.floor(p)
+    i = ti.cast(pf, ti.i32)
+    return wrap_index(i, n, mode), wrap_index(i + lin, n, mode), (p - pf) * lin
 
 
 @ti.func
@@ -53,31 +80,12 @@ def _texel_add(st: ti.template(), base, w, c, x, y, d):
 @ti.func
 def _footprint(st: ti.template(), tid, uv_in):
     """Texel coordinates (x0, y0, x1, y1) and bilinear fractions (fx, fy) of a lookup at uv (after
-    the texture's to_uv transform)."""
+    the texture's to_uv transform); nearest filtering: x1 = x0, y1 = y0, fx = fy = 0."""
     uv = st.tex_uvm[tid] @ ti.Vector([uv_in[0], uv_in[1], 1.0])
-    w = st.tex_w[tid]
-    h = st.tex_h[tid]
     mode = st.tex_wrap[tid]
-    x = uv[0] * w - 0.5
-    y = uv[1] * h - 0.5
-    x0 = 0
-    y0 = 0
-    fx = 0.0
-    fy = 0.0
-    if st.tex_bilinear[tid] == 1:
-        xf = ti.floor(x)
-        yf = ti.floor(y)
-        fx = x - xf
-        fy = y - yf
-        x0 = ti.cast(xf, ti.i32)
-        y0 = ti.cast(yf, ti.i32)
-    else:
-        x0 = ti.cast(ti.floor(x + 0.5), ti.i32)
-        y0 = ti.cast(ti.floor(y + 0.5), ti.i32)
-    x1 = _wrap(x0 + 1, w, mode)
-    y1 = _wrap(y0 + 1, h, mode)
-    x0 = _wrap(x0, w, mode)
-    y0 = _wrap(y0, h, mode)
+    lin = st.tex_bilinear[tid] == 1
+    x0, x1, fx = texel_axis(uv[0], st.tex_w[tid], mode, lin)
+    y0, y1, fy = texel_axis(uv[1], st.tex_h[tid], mode, lin)
     return x0, y0, x1, y1, fx, fy
 
 
@@ -103,13 +111,30 @@ def _lookup(st: ti.template(), tid, uv, tangent: ti.template()):
         c = st.tex_c[tid]
         if w == 1 and st.tex_h[tid] == 1:
             res = _texel(st, base, w, c, 0, 0, tangent)
-        else:
+        else:   # nearest: x1 = x0, y1 = y0, weights (1, 0, 0, 0)
             x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
             res = ((1.0 - fx) * (1.0 - fy)) * _texel(st, base, w, c, x0, y0, tangent) \
                 + (fx * (1.0 - fy)) * _texel(st, base, w, c, x1, y0, tangent) \
                 + ((1.0 - fx) * fy) * _texel(st, base, w, c, x0, y1, tangent) \
                 + (fx * fy) * _texel(st, base, w, c, x1, y1, tangent)
     return res
+
+
+@ti.func
+def tex_corner(st: ti.template(), tid, uv, k):
+    """Corner k (0..3; bit 0: the upper x texel, bit 1: the upper y one) of the lookup of bitmap tid (tid >= 0)
+    at uv: (pool offset, weight); a 1x1 texture is its texel at k = 0 (weight 0 elsewhere). For lookups that
+    transform each texel before interpolating (Mitsuba's spectral bitmaps: bsdfs/base.py)."""
+    base = st.tex_offset[tid]
+    w = st.tex_w[tid]
+    c = st.tex_c[tid]
+    off = base
+    wt = 1.0 if k == 0 else 0.0
+    if not (w == 1 and st.tex_h[tid] == 1):
+        x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
+        off = base + ((y1 if k & 2 else y0) * w + (x1 if k & 1 else x0)) * c
+        wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy)
+    return off, wt
 
 
 @ti.func
@@ -130,6 +155,16 @@ def tex_eval_adjoint(st: ti.template(), tid, uv, d_out):
 
 
 @ti.func
+def _uv_varying(st: ti.template(), tid):
+    """Whether texture tid's value varies smoothly with uv (a bilinear bitmap larger than 1x1)."""
+    res = False
+    if tid >= 0:
+        res = st.tex_bilinear[tid] == 1 and (st.tex_flags[tid] & TEX_VOLUME) == 0 and \
+            not (st.tex_w[tid] == 1 and st.tex_h[tid] == 1)
+    return res
+
+
+@ti.func
 def tex_grad_uv(st: ti.template(), tid, uv):
     """(∂/∂u, ∂/∂v) of tex_eval at uv (vec3 each, per channel): the derivative of the bilinear
     interpolation inside the texel cell (Mitsuba's ``eval_1_grad``, analytic; with (u', v') = A (u, v)
@@ -138,7 +173,7 @@ def tex_grad_uv(st: ti.template(), tid, uv):
     texture value per unit uv."""
     du = vec3(0.0)
     dv = vec3(0.0)
-    if tid >= 0 and st.tex_bilinear[tid] == 1 and not (st.tex_w[tid] == 1 and st.tex_h[tid] == 1):
+    if _uv_varying(st, tid):
         base = st.tex_offset[tid]
         w = st.tex_w[tid]
         c = st.tex_c[tid]
@@ -158,7 +193,7 @@ def tex_grad_uv(st: ti.template(), tid, uv):
 @ti.func
 def tex_grad_uv_adjoint(st: ti.template(), tid, uv, g_du, g_dv):
     """Adjoint of tex_grad_uv: scatter <g_du, ∂/∂u> + <g_dv, ∂/∂v> into the four texels of the cell."""
-    if tid >= 0 and st.tex_bilinear[tid] == 1 and not (st.tex_w[tid] == 1 and st.tex_h[tid] == 1):
+    if _uv_varying(st, tid):
         base = st.tex_offset[tid]
         w = st.tex_w[tid]
         c = st.tex_c[tid]
@@ -181,6 +216,29 @@ def tex_eval_scalar(st: ti.template(), tid, uv):
 def tex_eval_scalar_adjoint(st: ti.template(), tid, uv, d):
     """Adjoint of a 1-channel lookup: d is a scalar."""
     tex_eval_adjoint(st, tid, uv, vec3(d, 0.0, 0.0))
+
+
+def bitmap_format(img, fmt, file=None, key=None, variant="rgb", stored=None):
+    """Mitsuba's bitmap ``format`` (the texels' storage precision) applied to a linear (H, W, C) float32 image:
+    ``auto`` / ``variant`` as read (float32; Mitsuba's auto keeps an 8-bit source's bytes, which is the same
+    value, and stores a 16-bit source in half precision: within 2^-11 relative), ``float16`` (``fp16``) rounded
+    to half precision, ``uint8`` as read when the file holds 8-bit values (``stored``: the values as the file
+    stores them, before any sRGB decoding; default img) and refused otherwise (Mitsuba quantises other sources
+    with dithering) and in the spectral variants (as Mitsuba)."""
+    from .errors import ConfigError
+    if fmt in ("auto", "variant"):
+        return img
+    if fmt in ("float16", "fp16"):
+        return img.astype(np.float16).astype(np.float32)
+    if fmt != "uint8":
+        raise ConfigError(f"unknown format {fmt!r} (auto, variant, float16, uint8)", file, key)
+    if variant in ("spectral", "spectral_polarized"):
+        raise ConfigError("format uint8 is not available in the spectral variants (as Mitsuba's)", file, key)
+    v = np.asarray(img if stored is None else stored, np.float64) * 255.0
+    if not np.all(np.abs(v - np.round(v)) < 1e-4):
+        raise ConfigError("format uint8 of an image that is not 8-bit: Mitsuba quantises it with dithering, which "
+                          "tirender does not reproduce (use auto, variant or float16)", file, key)
+    return img
 
 
 def resample_texture(tex, h, w):
@@ -206,8 +264,11 @@ def resample_texture(tex, h, w):
 # ---------------------------------------------------------------------------------------- sampled spectra
 @ti.func
 def is_spectrum(st: ti.template(), tid):
-    """Whether texture tid is a sampled spectrum (st.tex_lam >= 0)."""
-    return tid >= 0 and st.tex_lam[tid] >= 0
+    """Whether texture tid is a sampled spectrum (st.tex_lam >= 0; no table read for tid < 0)."""
+    res = False
+    if tid >= 0:
+        res = st.tex_lam[tid] >= 0
+    return res
 
 
 @ti.func

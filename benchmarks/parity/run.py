@@ -46,6 +46,8 @@ SCENES = {
     "envmap": ["ball.bsdf.reflectance.value", "floor.bsdf.reflectance.value"],
     "texture_rectangle": ["board.bsdf.reflectance.data", "board2.bsdf.reflectance.data", "sky.radiance.value"],
     "texture_meshes": ["texmat.reflectance.data", "sky.radiance.value"],
+    "texture_wrap_volume": ["board.bsdf.reflectance.data", "board2.bsdf.reflectance.data",
+                            "blob.bsdf.reflectance.volume.data", "floor.bsdf.reflectance.value"],
     "homogeneous": ["fog.sigma_t.value.value", "fog.albedo.value.value", "floor.bsdf.reflectance.value"],
     "heterogeneous": ["smoke.sigma_t.data", "smoke.albedo.value.value", "floor.bsdf.reflectance.value"],
     "thinlens": ["floor.bsdf.reflectance.value", "ball.bsdf.reflectance.value", "far.bsdf.reflectance.value"],

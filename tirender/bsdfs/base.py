@@ -69,8 +69,11 @@ import taichi as ti
 
 from .. import mesh_attribute as attr
 from .. import variants
+from ..core import pool
 from ..core.math import vec2, vec3
-from ..textures import is_spectrum, spectrum_eval, spectrum_eval_adjoint, tex_eval, tex_eval_adjoint, tex_eval_tangent
+from ..media.grid import volume_eval, volume_eval_adjoint, volume_eval_tangent, volume_spectrum
+from ..textures import (TEX_RAW, TEX_VOLUME, is_spectrum, spectrum_eval, spectrum_eval_adjoint, tex_corner, tex_eval,
+                        tex_eval_adjoint, tex_eval_tangent)
 from ..variants import spec
 from .halfwarp import half_warp, half_warp_adjoint, warp_record
 
@@ -99,9 +102,10 @@ BsdfSample = variants.struct(wo=vec3, weight=variants.SPECTRUM, pdf=float, eta=f
 # texture coordinates ``uv``, and, in the local shading frame, the surface's dp/du and dp/dv
 # (world length per unit uv) and geometric normal ``ng`` (bump mapping); ``lam``: the path's wavelengths
 # (nm, Spectrum, spectral variants; tirender/variants.py) at which colour slots are evaluated; ``tri`` and
-# ``bary``: the triangle hit and its barycentrics (b1, b2) (mesh attribute textures, tirender/mesh_attribute.py).
+# ``bary``: the triangle hit and its barycentrics (b1, b2) (mesh attribute textures, tirender/mesh_attribute.py);
+# ``p``: the world position (volume textures, Mitsuba's ``volume`` texture).
 BsdfCtx = variants.struct(b=ti.i32, uv=vec2, dpdu=vec3, dpdv=vec3, ng=vec3, lam=variants.SPECTRUM, tri=ti.i32,
-                          bary=vec2)
+                          bary=vec2, p=vec3)
 
 
 @ti.func
@@ -110,13 +114,15 @@ def surface_ctx(b, si, lam):
     of wavelengths lam."""
     return BsdfCtx(b=b, uv=si.uv, dpdu=vec3(si.dpdu.dot(si.ss), si.dpdu.dot(si.ts), si.dpdu.dot(si.n)),
                    dpdv=vec3(si.dpdv.dot(si.ss), si.dpdv.dot(si.ts), si.dpdv.dot(si.n)),
-                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam, tri=si.tri, bary=si.bary)
+                   ng=vec3(si.ng.dot(si.ss), si.ng.dot(si.ts), si.ng.dot(si.n)), lam=lam, tri=si.tri, bary=si.bary,
+                   p=si.p)
 
 
 @ti.func
 def with_row(ctx, b):
     """ctx for BSDF row b (a composite's child): same shading point."""
-    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam, tri=ctx.tri, bary=ctx.bary)
+    return BsdfCtx(b=b, uv=ctx.uv, dpdu=ctx.dpdu, dpdv=ctx.dpdv, ng=ctx.ng, lam=ctx.lam, tri=ctx.tri, bary=ctx.bary,
+                   p=ctx.p)
 
 
 @ti.func
@@ -125,92 +131,177 @@ def invalid_sample():
 
 
 # ---- texture slots and constants of a BSDF row -----------------------------------------------
-# A slot holds a texture index (textures.py), -1 (none: 0) or a mesh attribute (tirender/mesh_attribute.py: a texture
-# lookup of its negative index gives 0 and adds nothing; its own code is compiled only where attr.enabled).
+def _volumes(st):
+    """Compile time: whether the kernel's scene has volume textures in BSDF slots (st a
+    scene.storage.VolumeTextureView): only then do the slot lookups carry the 3D branch."""
+    return getattr(st, "VOLUME_TEXTURES", False)
+
+
 @ti.func
-def slot_rgb(st: ti.template(), ctx, k):
-    """Colour texture slot k of BSDF ctx.b at ctx.uv, as the walk's colour (RGB, or the upsampled
-    reflectance at ctx.lam: tirender/variants.py; a sampled spectrum at ctx.lam: textures.spectrum_eval; a mesh
-    attribute at the hit: tirender/mesh_attribute.py)."""
-    tid = st.bsdf_tex[ctx.b, k]
-    res = spec(0.0)
-    if ti.static(variants.spectral()):
-        if is_spectrum(st, tid):
-            res = spectrum_eval(st, tid, ctx.lam)
-        else:
-            res = variants.reflectance(tex_eval(st, tid, ctx.uv), ctx.lam)
-    else:
-        res = variants.reflectance(tex_eval(st, tid, ctx.uv), ctx.lam)
-    if ti.static(attr.enabled(st)):
-        if attr.is_attribute(tid):
-            res = attr.eval_spectrum(st, tid, ctx.tri, ctx.bary, ctx.lam)
+def _is_volume(st: ti.template(), tid):
+    res = False
+    if ti.static(_volumes(st)):
+        if tid >= 0:
+            res = (st.tex_flags[tid] & TEX_VOLUME) != 0
     return res
 
 
 @ti.func
-def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
-    tex = st.bsdf_tex[ctx.b, k]
-    if ti.static(variants.spectral()):
-        if is_spectrum(st, tex):
-            spectrum_eval_adjoint(st, tex, ctx.lam, d)
-        else:
-            tex_eval_adjoint(st, tex, ctx.uv, variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d))
-    elif ti.static(variants.mono()):
-        tex_eval_adjoint(st, tex, ctx.uv, variants.reflectance_adjoint(tex_eval(st, tex, ctx.uv), ctx.lam, d))
-    else:
-        tex_eval_adjoint(st, tex, ctx.uv, d)
+def _is_attribute(st: ti.template(), tid):
+    res = False
     if ti.static(attr.enabled(st)):
-        if attr.is_attribute(tex):
-            attr.eval_spectrum_adjoint(st, tex, ctx.tri, ctx.bary, ctx.lam, d)
+        res = attr.is_attribute(tid)
+    return res
+
+
+@ti.func
+def _lookup(st: ti.template(), ctx, tid):
+    """Texture tid (vec3, raw data) at the shading point: a bitmap at ctx.uv (textures.py), a volume texture
+    (TEX_VOLUME) at the world position ctx.p (media/grid.py), a mesh attribute at the hit (mesh_attribute.py);
+    0 for tid = -1. The volume and attribute branches are compiled only for storages that have them."""
+    res = vec3(0.0)
+    if _is_attribute(st, tid):
+        res = attr.eval_vec3(st, tid, ctx.tri, ctx.bary)
+    elif _is_volume(st, tid):
+        res = volume_eval(st, tid, ctx.p)
+    else:
+        res = tex_eval(st, tid, ctx.uv)
+    return res
+
+
+@ti.func
+def _lookup_tangent(st: ti.template(), ctx, tid):
+    res = vec3(0.0)
+    if _is_attribute(st, tid):
+        res = attr.eval_vec3_tangent(st, tid, ctx.tri, ctx.bary)
+    elif _is_volume(st, tid):
+        res = volume_eval_tangent(st, tid, ctx.p)
+    else:
+        res = tex_eval_tangent(st, tid, ctx.uv)
+    return res
+
+
+@ti.func
+def _lookup_adjoint(st: ti.template(), ctx, tid, d):
+    if _is_attribute(st, tid):
+        attr.eval_vec3_adjoint(st, tid, ctx.tri, ctx.bary, d)
+    elif _is_volume(st, tid):
+        volume_eval_adjoint(st, tid, ctx.p, d)
+    else:
+        tex_eval_adjoint(st, tid, ctx.uv, d)
+
+
+@ti.func
+def _flat(st: ti.template(), tid):
+    """Whether colour slot texture tid is one value at every wavelength outside rgb: 1 channel (Mitsuba's
+    interpolate_1), or raw (rawconstant)."""
+    res = True
+    if tid >= 0:
+        res = st.tex_c[tid] == 1 or (st.tex_flags[tid] & TEX_RAW) != 0
+    return res
+
+
+@ti.func
+def _spectral_texels(st: ti.template(), ctx, tid, d, adjoint: ti.template()):
+    """Mitsuba's spectral lookup of a 3-channel colour bitmap tid >= 0 (BitmapTexture's interpolate_spectral): the
+    texels' upsampled reflectance spectra, interpolated (not the spectrum of the interpolated RGB). Returns it, or
+    (adjoint) scatters ∂<d, ·>/∂texels into the pool."""
+    A = variants.spec(0.0)
+    for k in range(4):                 # a runtime loop: one upsampling in the megakernel
+        off, wt = tex_corner(st, tid, ctx.uv, k)
+        if wt != 0.0:
+            rgb = pool.value(st, off, 3)
+            if ti.static(adjoint):
+                pool.add_gradient(st, off, 3, wt * variants.reflectance_adjoint(rgb, ctx.lam, d))
+            else:
+                A += wt * variants.reflectance(rgb, ctx.lam)
+    return A
+
+
+@ti.func
+def _spectral(st: ti.template(), ctx, tid, d, adjoint: ti.template()):
+    """A 3-channel colour texture in the spectral variants, lifted texel by texel as Mitsuba (volume textures only
+    where the kernel's scene has them)."""
+    res = variants.spec(0.0)
+    if ti.static(_volumes(st)):
+        if _is_volume(st, tid):
+            res = volume_spectrum(st, tid, ctx.p, ctx.lam, d, adjoint)
+        else:
+            res = _spectral_texels(st, ctx, tid, d, adjoint)
+    else:
+        res = _spectral_texels(st, ctx, tid, d, adjoint)
+    return res
+
+
+# A slot holds a texture index (textures.py), -1 (none: 0) or a mesh attribute (tirender/mesh_attribute.py: a
+# negative index below -1).
+@ti.func
+def slot_rgb(st: ti.template(), ctx, k):
+    """Colour texture slot k of BSDF ctx.b at the shading point, as the walk's colour: RGB in rgb; the luminance in
+    mono; in the spectral variants a sampled spectrum at ctx.lam (textures.spectrum_eval), a 1-channel or raw
+    texture flat (its value at every wavelength, no upsampling: Mitsuba's interpolate_1, rawconstant), a 3-channel
+    one lifted texel by texel before interpolating (_spectral, as Mitsuba); a mesh attribute as mesh_attribute's
+    eval_spectrum."""
+    tid = st.bsdf_tex[ctx.b, k]
+    out = variants.spec(0.0)
+    if ti.static(variants.rgb()):
+        out = _lookup(st, ctx, tid)
+    elif _is_attribute(st, tid):
+        out = attr.eval_spectrum(st, tid, ctx.tri, ctx.bary, ctx.lam)
+    elif is_spectrum(st, tid):
+        out = spectrum_eval(st, tid, ctx.lam)
+    elif _flat(st, tid):
+        out = variants.spec(_lookup(st, ctx, tid)[0])
+    elif ti.static(variants.spectral()):
+        out = _spectral(st, ctx, tid, variants.spec(0.0), False)
+    else:
+        out = variants.reflectance(_lookup(st, ctx, tid), ctx.lam)
+    return out
+
+
+@ti.func
+def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
+    tid = st.bsdf_tex[ctx.b, k]
+    if ti.static(variants.rgb()):
+        _lookup_adjoint(st, ctx, tid, d)
+    elif _is_attribute(st, tid):
+        attr.eval_spectrum_adjoint(st, tid, ctx.tri, ctx.bary, ctx.lam, d)
+    elif is_spectrum(st, tid):
+        spectrum_eval_adjoint(st, tid, ctx.lam, d)
+    elif _flat(st, tid):
+        _lookup_adjoint(st, ctx, tid, vec3(d.sum(), 0.0, 0.0))   # the value read is channel 0 (1 channel: replicated)
+    elif ti.static(variants.spectral()):
+        _spectral(st, ctx, tid, d, True)
+    else:
+        _lookup_adjoint(st, ctx, tid, variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d))
 
 
 @ti.func
 def slot_vec3(st: ti.template(), ctx, k):
     """A 3-channel data slot (normal maps): the texture's raw value in every variant."""
-    return _raw(st, ctx, st.bsdf_tex[ctx.b, k], False)
+    return _lookup(st, ctx, st.bsdf_tex[ctx.b, k])
 
 
 @ti.func
 def slot_vec3_adjoint(st: ti.template(), ctx, k, d):
-    tid = st.bsdf_tex[ctx.b, k]
-    tex_eval_adjoint(st, tid, ctx.uv, d)
-    if ti.static(attr.enabled(st)):
-        if attr.is_attribute(tid):
-            attr.eval_vec3_adjoint(st, tid, ctx.tri, ctx.bary, d)
+    _lookup_adjoint(st, ctx, st.bsdf_tex[ctx.b, k], d)
 
 
 @ti.func
 def slot_float(st: ti.template(), ctx, k):
     """Scalar (1-channel) texture slot k."""
-    return _raw(st, ctx, st.bsdf_tex[ctx.b, k], False)[0]
+    return _lookup(st, ctx, st.bsdf_tex[ctx.b, k])[0]
 
 
 @ti.func
 def slot_float_tangent(st: ti.template(), ctx, k):
     """The tangent of slot_float along forward mode's direction (st a core/pool.Tangent view)."""
-    return _raw(st, ctx, st.bsdf_tex[ctx.b, k], True)[0]
+    return _lookup_tangent(st, ctx, st.bsdf_tex[ctx.b, k])[0]
 
 
 @ti.func
 def slot_float_adjoint(st: ti.template(), ctx, k, d):
-    slot_vec3_adjoint(st, ctx, k, vec3(d, 0.0, 0.0))
-
-
-@ti.func
-def _raw(st: ti.template(), ctx, tid, tangent: ti.template()):
-    """Texture or mesh attribute tid as raw data (vec3), or its tangent along forward mode's direction."""
-    res = vec3(0.0)
-    if ti.static(tangent):
-        res = tex_eval_tangent(st, tid, ctx.uv)
-    else:
-        res = tex_eval(st, tid, ctx.uv)
-    if ti.static(attr.enabled(st)):
-        if attr.is_attribute(tid):
-            if ti.static(tangent):
-                res = attr.eval_vec3_tangent(st, tid, ctx.tri, ctx.bary)
-            else:
-                res = attr.eval_vec3(st, tid, ctx.tri, ctx.bary)
-    return res
+    _lookup_adjoint(st, ctx, st.bsdf_tex[ctx.b, k], vec3(d, 0.0, 0.0))
 
 
 @ti.func

@@ -29,6 +29,7 @@ import math
 import taichi as ti
 
 from ..core.math import vec3
+from ..errors import ConfigError
 from ..schema import Bool, Child, Number, Texture
 from ..textures import tex_grad_uv, tex_grad_uv_adjoint
 from . import perturbed
@@ -120,6 +121,10 @@ class BumpMap:
 
     @staticmethod
     def constants(values, file, key):
+        h = values.get("height")
+        if isinstance(h, dict) and h.get("type") in ("volume", "rawconstant"):
+            # Mitsuba's bumpmap needs the texture's eval_1_grad, which these lack
+            raise ConfigError(f"a {h['type']} texture has no uv gradient to bump-map with", file, f"{key}.height")
         return [float(values["scale"]), float(values["flip_invalid_normals"]),
                 float(values["use_shadowing_function"])]
 

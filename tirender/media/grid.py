@@ -1,11 +1,15 @@
 """3D grids (volumes) in the parameter pool: trilinear lookup and its hand-written adjoint.
 
 A volume ``tid`` is a (D, H, W, C) slice of ``st.pool`` at ``st.tex_offset[tid]`` (C = 1 or 3),
-voxel (z, y, x, c) at offset + ((z * H + y) * W + x) * C + c: x runs along world x, y along
-world y, z along world z (Mitsuba's .vol order). Lookups take local coordinates u in [0, 1]^3
-(the medium's bbox); voxel centres sit at (i + 0.5) / res and the lookup clamps at the border
-(Mitsuba's gridvolume with filter_type=trilinear, wrap_mode=clamp). Constants are 1x1x1 volumes.
-1-channel volumes are replicated to RGB; their adjoint sums the three channel gradients.
+voxel (z, y, x, c) at offset + ((z * H + y) * W + x) * C + c: x runs along local x, y along
+local y, z along local z (Mitsuba's .vol order). Lookups take local coordinates u (the unit cube
+[0, 1]^3 spans the grid): u = ``st.tex_vol[tid]`` (p, 1), the world -> local affine map of the volume
+(``volume_local``; Mitsuba's gridvolume ``to_local`` = to_world⁻¹, preceded by the .vol bbox's
+normalisation with use_grid_bbox; for tirender's own grids the medium's bbox). Voxel centres sit at
+(i + 0.5) / res; per axis the lookup is Mitsuba's (Dr.Jit's tex_eval in 3D, textures.texel_axis):
+``st.tex_bilinear`` trilinear or nearest, ``st.tex_wrap`` clamp (gridvolume's default), repeat or
+mirror. Constants are 1x1x1 volumes. 1-channel volumes are replicated to RGB; their adjoint sums the
+three channel gradients.
 
 The adjoint scatters d_out with the eight trilinear weights into ``st.grad_fx`` (deterministic
 fixed point, core/fixed_point.py) with ti.atomic_add, exactly like textures.py does in 2D.
@@ -13,13 +17,24 @@ fixed point, core/fixed_point.py) with ti.atomic_add, exactly like textures.py d
 import numpy as np
 import taichi as ti
 
+from .. import variants
 from ..core import pool
 from ..core.math import vec3
+from ..textures import texel_axis
+
+
+PRIMAL, ADJOINT, TANGENT = 0, 1, 2      # _trilinear's compile-time mode
 
 
 @ti.func
-def _voxel(st: ti.template(), base, w, h, c, x, y, z):
-    return pool.value(st, base + ((z * h + y) * w + x) * c, c)
+def _voxel(st: ti.template(), base, w, h, c, x, y, z, mode: ti.template()):
+    o = base + ((z * h + y) * w + x) * c
+    res = vec3(0.0)
+    if ti.static(mode == TANGENT):
+        res = pool.direction(st, o, c)
+    else:
+        res = pool.value(st, o, c)
+    return res
 
 
 @ti.func
@@ -28,21 +43,10 @@ def _voxel_add(st: ti.template(), base, w, h, c, x, y, z, d):
 
 
 @ti.func
-def _axis(u, n):
-    """Lower voxel index, upper voxel index (clamped) and the fraction along one axis."""
-    p = u * n - 0.5
-    pf = ti.floor(p)
-    f = p - pf
-    i = ti.cast(pf, ti.i32)
-    i0 = ti.min(ti.max(i, 0), n - 1)
-    i1 = ti.min(ti.max(i + 1, 0), n - 1)
-    return i0, i1, f
-
-
-@ti.func
-def _trilinear(st: ti.template(), tid, u, d_out, adjoint: ti.template()):
-    """The trilinear lookup of volume tid at u (primal: returns the value), or its adjoint (scatters
-    the eight corner weights times d_out). A 1x1x1 volume is a constant."""
+def _trilinear(st: ti.template(), tid, u, d_out, mode: ti.template()):
+    """The lookup of volume tid at local u: PRIMAL returns the value, TANGENT the same interpolation of forward
+    mode's direction (st a core/pool.Tangent view), ADJOINT scatters the eight corner weights times d_out. A
+    1x1x1 volume is a constant."""
     res = vec3(0.0)
     base = st.tex_offset[tid]
     w = st.tex_w[tid]
@@ -50,22 +54,24 @@ def _trilinear(st: ti.template(), tid, u, d_out, adjoint: ti.template()):
     d = st.tex_d[tid]
     c = st.tex_c[tid]
     if w * h * d == 1:
-        if ti.static(adjoint):
+        if ti.static(mode == ADJOINT):
             _voxel_add(st, base, 1, 1, c, 0, 0, 0, d_out)
         else:
-            res = _voxel(st, base, 1, 1, c, 0, 0, 0)
+            res = _voxel(st, base, 1, 1, c, 0, 0, 0, mode)
     else:
-        x0, x1, fx = _axis(u[0], w)
-        y0, y1, fy = _axis(u[1], h)
-        z0, z1, fz = _axis(u[2], d)
+        wrap = st.tex_wrap[tid]
+        lin = st.tex_bilinear[tid] == 1
+        x0, x1, fx = texel_axis(u[0], w, wrap, lin)
+        y0, y1, fy = texel_axis(u[1], h, wrap, lin)
+        z0, z1, fz = texel_axis(u[2], d, wrap, lin)
         for k in range(8):  # a runtime loop over the corners keeps the megakernels small
             wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
             x, y, z = x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0
-            if ti.static(adjoint):
+            if ti.static(mode == ADJOINT):
                 if wt != 0.0:
                     _voxel_add(st, base, w, h, c, x, y, z, wt * d_out)
-            else:
-                res += wt * _voxel(st, base, w, h, c, x, y, z)
+            elif wt != 0.0:
+                res += wt * _voxel(st, base, w, h, c, x, y, z, mode)
     return res
 
 
@@ -74,7 +80,7 @@ def grid_eval(st: ti.template(), tid, u):
     """Value (vec3) of volume tid at local coordinates u (vec3 in [0, 1]^3). tid < 0 gives 0."""
     res = vec3(0.0)
     if tid >= 0:
-        res = _trilinear(st, tid, u, vec3(0.0), False)
+        res = _trilinear(st, tid, u, vec3(0.0), PRIMAL)
     return res
 
 
@@ -83,7 +89,7 @@ def grid_eval_adjoint(st: ti.template(), tid, u, d_out):
     """Adjoint of grid_eval: grad[voxels] += trilinear weights * d_out (channels summed for C = 1).
     A zero d_out adds nothing (and touches no memory: no atomic contention on shared voxels)."""
     if tid >= 0 and (d_out[0] != 0.0 or d_out[1] != 0.0 or d_out[2] != 0.0):
-        _trilinear(st, tid, u, d_out, True)
+        _trilinear(st, tid, u, d_out, ADJOINT)
 
 
 @ti.func
@@ -91,7 +97,7 @@ def const_eval(st: ti.template(), tid):
     """Value of a 1x1x1 volume (homogeneous coefficients)."""
     res = vec3(0.0)
     if tid >= 0:
-        res = _voxel(st, st.tex_offset[tid], 1, 1, st.tex_c[tid], 0, 0, 0)
+        res = _voxel(st, st.tex_offset[tid], 1, 1, st.tex_c[tid], 0, 0, 0, PRIMAL)
     return res
 
 
@@ -108,9 +114,105 @@ def grid_eval_scalar_adjoint(st: ti.template(), tid, u, d):
 
 
 @ti.func
-def to_local(st: ti.template(), m, p):
-    """World position -> the medium's bbox coordinates in [0, 1]^3."""
-    return (p - st.med_bmin[m]) / (st.med_bmax[m] - st.med_bmin[m])
+def volume_local(st: ti.template(), tid, p):
+    """World position p -> volume tid's local coordinates (the unit cube spans the grid): tex_vol (p, 1)."""
+    M = st.tex_vol[tid]
+    return vec3(M[0, 0] * p[0] + M[0, 1] * p[1] + M[0, 2] * p[2] + M[0, 3],
+                M[1, 0] * p[0] + M[1, 1] * p[1] + M[1, 2] * p[2] + M[1, 3],
+                M[2, 0] * p[0] + M[2, 1] * p[1] + M[2, 2] * p[2] + M[2, 3])
+
+
+@ti.func
+def volume_eval(st: ti.template(), tid, p):
+    """Value (vec3) of volume tid at world position p (Mitsuba's Volume::eval at an interaction's p)."""
+    res = vec3(0.0)
+    if tid >= 0:
+        res = _trilinear(st, tid, volume_local(st, tid, p), vec3(0.0), PRIMAL)
+    return res
+
+
+@ti.func
+def volume_corner(st: ti.template(), tid, p, k):
+    """Corner k (0..7; bits 0, 1, 2: the upper x, y, z voxel) of the lookup of volume tid (tid >= 0) at world
+    position p: (pool offset, weight); a 1x1x1 volume is its voxel at k = 0. For lookups that transform each
+    voxel before interpolating (Mitsuba's spectral grids: bsdfs/base.py)."""
+    base = st.tex_offset[tid]
+    w = st.tex_w[tid]
+    h = st.tex_h[tid]
+    d = st.tex_d[tid]
+    off = base
+    wt = 1.0 if k == 0 else 0.0
+    if w * h * d != 1:
+        u = volume_local(st, tid, p)
+        wrap = st.tex_wrap[tid]
+        lin = st.tex_bilinear[tid] == 1
+        x0, x1, fx = texel_axis(u[0], w, wrap, lin)
+        y0, y1, fy = texel_axis(u[1], h, wrap, lin)
+        z0, z1, fz = texel_axis(u[2], d, wrap, lin)
+        off = base + (((z1 if k & 4 else z0) * h + (y1 if k & 2 else y0)) * w + (x1 if k & 1 else x0)) * \
+            st.tex_c[tid]
+        wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
+    return off, wt
+
+
+@ti.func
+def _argmax(rgb):
+    m = 0
+    if rgb[1] >= rgb[0]:
+        m = 1
+    if rgb[2] >= ti.max(rgb[0], rgb[1]):
+        m = 2
+    return m
+
+
+@ti.func
+def volume_spectrum(st: ti.template(), tid, p, lam, d, adjoint: ti.template()):
+    """Mitsuba's spectral lookup of a 3-channel volume tid (GridVolume's interpolate_spectral; spectral variants) at
+    world position p and wavelengths lam: the voxels' spectra S_i = S(c(rgb_i / k_i)) and, apart, their scales
+    k_i = 2 max(rgb_i), each interpolated, then multiplied: (Σ w_i S_i)(Σ w_i k_i) (not the spectrum of the
+    interpolated RGB). Returns it (Spectrum), or (adjoint) scatters ∂<d, ·>/∂voxels into the pool:
+    w_i [B ∂<d, S_i>/∂rgb_i + <d, A> ∂k_i/∂rgb_i] with A = Σ w S, B = Σ w k (a second pass over the corners).
+    Each pass is a runtime loop: one upsampling in the megakernel."""
+    A = variants.spec(0.0)
+    B = 0.0
+    for k in range(8):
+        off, wt = volume_corner(st, tid, p, k)
+        if wt != 0.0:
+            rgb = pool.value(st, off, 3)
+            kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+            if kk > 0.0:               # variants.unbounded = k S(c(rgb / k))
+                A += wt * variants.unbounded(rgb, lam) / kk
+            B += wt * kk
+    if ti.static(adjoint):
+        dA = d.dot(A)
+        for k in range(8):
+            off, wt = volume_corner(st, tid, p, k)
+            if wt != 0.0:
+                rgb = pool.value(st, off, 3)
+                kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+                m = _argmax(rgb)
+                g = vec3(0.0)
+                if kk > 0.0:           # S = U / k: ∂<g, S> = ∂<g, U> / k - <g, U> ∂k / k²
+                    g = B * variants.unbounded_adjoint(rgb, lam, d) / kk
+                    g[m] -= B * d.dot(variants.unbounded(rgb, lam)) * 2.0 / (kk * kk)
+                g[m] += 2.0 * dA
+                pool.add_gradient(st, off, 3, wt * g)
+    return A * B
+
+
+@ti.func
+def volume_eval_tangent(st: ti.template(), tid, p):
+    """The tangent of volume_eval along forward mode's direction (st a core/pool.Tangent view)."""
+    res = vec3(0.0)
+    if tid >= 0:
+        res = _trilinear(st, tid, volume_local(st, tid, p), vec3(0.0), TANGENT)
+    return res
+
+
+@ti.func
+def volume_eval_adjoint(st: ti.template(), tid, p, d_out):
+    """Adjoint of volume_eval w.r.t. the voxel values."""
+    grid_eval_adjoint(st, tid, volume_local(st, tid, p), d_out)
 
 
 @ti.func

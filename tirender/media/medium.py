@@ -13,9 +13,10 @@ import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
-from ..textures import is_spectrum, spectrum_eval, spectrum_eval_adjoint
+from ..textures import CLAMP, TEX_VOLUME, is_spectrum, spectrum_eval, spectrum_eval_adjoint
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS, MAJORANT_GRID
-from .grid import clip_bbox, const_eval, const_eval_adjoint, grid_eval, grid_eval_adjoint, to_local
+from .grid import (clip_bbox, const_eval, const_eval_adjoint, volume_eval, volume_eval_adjoint, volume_local,
+                   volume_spectrum)
 
 __all__ = ["clip_bbox", "coefficients", "coefficients_adjoint", "homogeneous_coefficients",
            "homogeneous_coefficients_adjoint", "is_homogeneous", "default_step", "sigma_t_adjoint",
@@ -70,48 +71,80 @@ def _colour_adjoint(st: ti.template(), tid, rgb, lam, d, bounded: ti.template())
 
 
 @ti.func
-def _scatter(st: ti.template(), tid, u, lam, d, bounded: ti.template(), const: ti.template()):
-    """Scatter ∂<d, _colour(volume tid at u, λ)>/∂ into the volume (a sampled spectrum: into its values; const:
-    a 1x1x1 volume, no lookup code)."""
-    sampled = False
+def _per_voxel(st: ti.template(), tid):
+    """Whether σ volume tid is lifted voxel by voxel (spectral variants: a 3-channel grid, Mitsuba's gridvolume,
+    grid.volume_spectrum)."""
+    res = False
     if ti.static(variants.spectral()):
-        sampled = is_spectrum(st, tid)
-        if sampled:
-            spectrum_eval_adjoint(st, tid, lam, d)
-    if not sampled:
-        rgb = vec3(0.0)
-        if ti.static(not variants.rgb()):
-            rgb = const_eval(st, tid) if ti.static(const) else grid_eval(st, tid, u)
-        g = _colour_adjoint(st, tid, rgb, lam, d, bounded)
-        if ti.static(const):
-            const_eval_adjoint(st, tid, g)
+        if tid >= 0:
+            res = st.tex_c[tid] == 3 and (st.tex_flags[tid] & TEX_VOLUME) != 0
+    return res
+
+
+@ti.func
+def _sigma(st: ti.template(), ts, p, lam):
+    """The σ volume ts at p as the walk's colour (before the medium's scale)."""
+    out = variants.spec(0.0)
+    if ti.static(variants.spectral()):
+        if is_spectrum(st, ts):
+            out = spectrum_eval(st, ts, lam)
+        elif _per_voxel(st, ts):
+            out = volume_spectrum(st, ts, p, lam, variants.spec(0.0), False)
         else:
-            grid_eval_adjoint(st, tid, u, g)
+            out = _colour(st, ts, volume_eval(st, ts, p), lam, False)
+    else:
+        out = _colour(st, ts, volume_eval(st, ts, p), lam, False)
+    return out
 
 
 @ti.func
 def coefficients(st: ti.template(), m, p, lam):
-    """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam."""
-    u = to_local(st, m, p)
+    """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam (each volume
+    looked up through its own world -> local map, grid.volume_local; in the spectral variants a 3-channel σ grid
+    voxel by voxel as Mitsuba's, the albedo as a reflectance of the interpolated RGB, which keeps it <= 1)."""
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    return _colour(st, ts, grid_eval(st, ts, u), lam, False) * st.med_scale[m], _colour(st, ta, grid_eval(st, ta, u), lam, True)
+    return _sigma(st, ts, p, lam) * st.med_scale[m], _colour(st, ta, volume_eval(st, ta, p), lam, True)
 
 
 @ti.func
 def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
     """Scatter d(objective)/d sigma_t and d/d albedo (per lane) at p into the medium's volumes."""
-    u = to_local(st, m, p)
     sigma_t_adjoint(st, m, p, lam, d_sigma_t)
+    ta = st.med_albedo[m]
     if d_albedo[0] != 0.0 or d_albedo[1] != 0.0 or d_albedo[2] != 0.0:
-        _scatter(st, st.med_albedo[m], u, lam, d_albedo, True, False)
+        if _sampled(st, ta):
+            spectrum_eval_adjoint(st, ta, lam, d_albedo)
+        else:
+            rgb = vec3(0.0)
+            if ti.static(not variants.rgb()):
+                rgb = volume_eval(st, ta, p)
+            volume_eval_adjoint(st, ta, p, _colour_adjoint(st, ta, rgb, lam, d_albedo, True))
 
 
 @ti.func
 def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
     """Scatter d(objective)/d sigma_t (per lane) at p into the medium's sigma_t / density volume only."""
     if d_sigma_t[0] != 0.0 or d_sigma_t[1] != 0.0 or d_sigma_t[2] != 0.0:
-        _scatter(st, st.med_sigma[m], to_local(st, m, p), lam, d_sigma_t * st.med_scale[m], False, False)
+        ts = st.med_sigma[m]
+        if ti.static(variants.spectral()):
+            if is_spectrum(st, ts):
+                spectrum_eval_adjoint(st, ts, lam, d_sigma_t * st.med_scale[m])
+            elif _per_voxel(st, ts):
+                volume_spectrum(st, ts, p, lam, d_sigma_t * st.med_scale[m], True)
+            else:
+                _sigma_adjoint(st, ts, p, lam, d_sigma_t * st.med_scale[m])
+        else:
+            _sigma_adjoint(st, ts, p, lam, d_sigma_t * st.med_scale[m])
+
+
+@ti.func
+def _sigma_adjoint(st: ti.template(), ts, p, lam, d):
+    """Adjoint of _colour(volume_eval(ts, p)) (a σ volume lifted after interpolating)."""
+    rgb = vec3(0.0)
+    if ti.static(not variants.rgb()):
+        rgb = volume_eval(st, ts, p)
+    volume_eval_adjoint(st, ts, p, _colour_adjoint(st, ts, rgb, lam, d, False))
 
 
 @ti.func
@@ -123,9 +156,27 @@ def homogeneous_coefficients(st: ti.template(), m, lam):
 
 
 @ti.func
+def _sampled(st: ti.template(), tid):
+    """Whether volume tid is a sampled spectrum (spectral variants only; compile-time False elsewhere)."""
+    res = False
+    if ti.static(variants.spectral()):
+        res = is_spectrum(st, tid)
+    return res
+
+
+@ti.func
+def _const_adjoint(st: ti.template(), tid, lam, d, bounded: ti.template()):
+    """Scatter ∂<d, _colour(const volume tid)>/∂ into it (a sampled spectrum: into its values)."""
+    if _sampled(st, tid):
+        spectrum_eval_adjoint(st, tid, lam, d)
+    else:
+        const_eval_adjoint(st, tid, _colour_adjoint(st, tid, const_eval(st, tid), lam, d, bounded))
+
+
+@ti.func
 def homogeneous_coefficients_adjoint(st: ti.template(), m, lam, d_sigma_t, d_albedo):
-    _scatter(st, st.med_sigma[m], vec3(0.0), lam, d_sigma_t * st.med_scale[m], False, True)
-    _scatter(st, st.med_albedo[m], vec3(0.0), lam, d_albedo, True, True)
+    _const_adjoint(st, st.med_sigma[m], lam, d_sigma_t * st.med_scale[m], False)
+    _const_adjoint(st, st.med_albedo[m], lam, d_albedo, True)
 
 
 @ti.func
@@ -145,19 +196,34 @@ def default_step(st: ti.template(), m):
 
 # ------------------------------------------------------------------------------- majorants
 @ti.func
-def _voxel_range(cell, n):
-    """Voxels (lo, hi) along one axis whose trilinear support reaches cell `cell` of MAJORANT_GRID
-    over n voxels (centres at (i + 0.5) / n, clamped lookups)."""
-    r = ti.static(MAJORANT_GRID)
-    lo = ti.cast(ti.floor(cell * n / r - 0.5), ti.i32)
-    hi = ti.cast(ti.floor((cell + 1) * n / r - 0.5), ti.i32) + 1
-    return ti.min(ti.max(lo, 0), n - 1), ti.min(ti.max(hi, 0), n - 1)
+def _voxel_range(lo, hi, n, mode, bilinear):
+    """Voxels (i0, i1) along one axis that a lookup reads anywhere in the local interval [lo, hi] (n voxels,
+    centres at (i + 0.5) / n; textures.texel_axis): clamped ranges clamp, a repeated or mirrored range that
+    leaves [0, n) is the whole axis. The interval is widened by 1e-5 against rounding."""
+    a = lo * n - 1e-5
+    b = hi * n + 1e-5
+    if bilinear:
+        a -= 0.5
+        b -= 0.5
+    i0 = ti.cast(ti.floor(ti.max(a, -1.0e9)), ti.i32)
+    i1 = ti.cast(ti.floor(ti.min(b, 1.0e9)), ti.i32)
+    if bilinear:
+        i1 += 1
+    if mode == CLAMP:
+        i0 = ti.min(ti.max(i0, 0), n - 1)
+        i1 = ti.min(ti.max(i1, 0), n - 1)
+    elif i0 < 0 or i1 > n - 1:
+        i0 = 0
+        i1 = n - 1
+    return i0, i1
 
 
 @ti.kernel
 def _cell_majorants(st: ti.template(), m: ti.i32, margin: float):
     """st.med_majgrid[m, cell] = max(fixed majorant, margin * scale * max of the density voxels that
-    the trilinear lookup reads anywhere in the cell) for each cell of the MAJORANT_GRID^3 grid."""
+    the lookup reads anywhere in the cell) for each cell of the MAJORANT_GRID^3 grid over the medium's bbox
+    (the cell's box mapped to the volume's local coordinates: the bounding box of its image under
+    grid.volume_local, exact for an affine map)."""
     r = ti.static(MAJORANT_GRID)
     tid = st.med_sigma[m]
     base = st.tex_offset[tid]
@@ -165,10 +231,19 @@ def _cell_majorants(st: ti.template(), m: ti.i32, margin: float):
     h = st.tex_h[tid]
     d = st.tex_d[tid]
     c = st.tex_c[tid]
+    mode = st.tex_wrap[tid]
+    lin = st.tex_bilinear[tid] == 1
+    M = st.tex_vol[tid]
+    A = ti.Matrix([[M[i, j] for j in ti.static(range(3))] for i in ti.static(range(3))])
+    bmin = st.med_bmin[m]
+    cell_ext = (st.med_bmax[m] - bmin) / r
+    half = 0.5 * (ti.abs(A) @ cell_ext)
     for cell in range(r * r * r):
-        x0, x1 = _voxel_range(cell % r, w)
-        y0, y1 = _voxel_range((cell // r) % r, h)
-        z0, z1 = _voxel_range(cell // (r * r), d)
+        centre = bmin + (vec3(cell % r, (cell // r) % r, cell // (r * r)) + 0.5) * cell_ext
+        u = volume_local(st, tid, centre)
+        x0, x1 = _voxel_range(u[0] - half[0], u[0] + half[0], w, mode, lin)
+        y0, y1 = _voxel_range(u[1] - half[1], u[1] + half[1], h, mode, lin)
+        z0, z1 = _voxel_range(u[2] - half[2], u[2] + half[2], d, mode, lin)
         mx = 0.0
         for z in range(z0, z1 + 1):
             for y in range(y0, y1 + 1):

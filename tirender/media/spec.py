@@ -10,7 +10,8 @@ Scene format (see docs/media.md)::
         albedo: [0.8, 0.8, 0.8]             # RGB constant, or a grid spec like density
         scale: 4.0                          # sigma_t = scale * density
         bbox: {min: [-1, -1, -1], max: [1, 1, 1]}     # default: the .vol's bbox, else the
-                                            # bounding box of the first shape using it
+                                            # bounding box of the first shape using it (a density
+                                            # grid with to_world / use_grid_bbox places itself, below)
         majorant: 8.0                       # optional fixed majorant (a lower bound: the
                                             # renderer uses max(majorant, 1.1 * max sigma_t))
         phase: {type: hg, g: 0.3}           # isotropic (default) | hg
@@ -18,6 +19,14 @@ Scene format (see docs/media.md)::
       - {type: cube, bsdf: {type: null}, interior: smoke}
       - {type: sphere, bsdf: {type: dielectric}, interior: {type: homogeneous,
          sigma_t: [1, 2, 4], albedo: 0.9, scale: 1.0}}    # inline media take the shape's id
+
+Grid specs also take Mitsuba's ``gridvolume`` properties (src/volumes/grid.cpp): ``to_world`` (a transform:
+the grid spans to_world([0, 1]^3), looked up at to_world⁻¹ p), ``use_grid_bbox`` (the .vol's bbox,
+transformed by to_world, instead of the unit cube), ``filter_type`` (trilinear | nearest), ``wrap_mode``
+(clamp | repeat | mirror) and ``raw``; ``{type: const, value: v, to_world: ...}`` is Mitsuba's
+``constvolume``. A heterogeneous medium whose density grid says to_world or use_grid_bbox is clipped to
+the grid's world box (the bounding box of its image, Mitsuba's ``Volume::bbox``), as Mitsuba's
+``intersect_aabb``; its albedo grid is looked up through its own placement (or the medium's box).
 
 Parameters (pool slices): ``<id>.sigma_t`` (homogeneous, RGB (3,)), ``<id>.density``
 (grid, (D, H, W, C)), ``<id>.albedo`` (RGB (3,) or a grid), ``<id>.g`` (HG only, (1,)).
@@ -27,8 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from ..schema import family_keys, number, validate
+from ..schema import boolean, family_keys, number, validate
 from ..spectra.sampled import is_spectrum
+from ..textures import CLAMP, TEX_VOLUME, WRAP_MODES
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
 from .phase import BY_NAME as PHASES
 from .registry import BY_NAME as MEDIA
@@ -36,7 +46,70 @@ from .registry import MEDIA as _MODELS
 
 _MEDIUM_KEYS = family_keys(_MODELS)
 
-GRID_KEYS = {"type", "filename", "data", "resolution", "value"}
+GRID_KEYS = {"type", "filename", "data", "resolution", "value", "to_world", "use_grid_bbox", "filter_type",
+             "wrap_mode", "raw"}
+CONST_KEYS = {"type", "value", "to_world"}
+_CORNERS = np.array([[i & 1, (i >> 1) & 1, (i >> 2) & 1] for i in range(8)], np.float64)
+
+
+@dataclass
+class Grid:
+    """A loaded grid spec: data (D, H, W, C) float32; bbox: the .vol header's (lo, hi) or None; to_local:
+    world -> unit cube (3, 4) when the spec places itself (to_world / use_grid_bbox), else None (the medium's
+    box); box: its world box (lo, hi) then; bilinear, wrap (textures.WRAP_MODES), raw: Mitsuba's filter_type,
+    wrap_mode, raw."""
+    data: np.ndarray
+    bbox: tuple = None
+    to_local: np.ndarray = None
+    box: tuple = None
+    bilinear: bool = True
+    wrap: int = CLAMP
+    raw: bool = False
+
+
+def _box_to_local(lo, hi):
+    """The map (4x4, float64) of an axis-aligned box onto the unit cube."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    m = np.eye(4)
+    m[:3, :3] = np.diag(1.0 / (hi - lo))
+    m[:3, 3] = -lo / (hi - lo)
+    return m
+
+
+def _placement(b, spec, key, file_bbox):
+    """(to_local (3, 4), world box (lo, hi)) of a grid spec with ``to_world`` / ``use_grid_bbox`` (Mitsuba's
+    Volume: to_local = to_world⁻¹, preceded by VolumeGrid::bbox_transform with use_grid_bbox; bbox = the image of
+    the unit cube), or (None, None) without either."""
+    use_bbox = boolean(spec.get("use_grid_bbox", False), b.file, f"{key}.use_grid_bbox")
+    if spec.get("to_world") is None and not use_bbox:
+        return None, None
+    from ..scene.transforms import parse_transform
+    to_world = parse_transform(spec.get("to_world"), b.file, f"{key}.to_world")
+    if abs(np.linalg.det(to_world[:3, :3])) < 1e-30:
+        raise ConfigError("to_world is singular", b.file, f"{key}.to_world")
+    to_local = np.linalg.inv(to_world)
+    if use_bbox:
+        if file_bbox is None:
+            raise ConfigError("use_grid_bbox needs a .vol file (its header holds the bbox)", b.file,
+                              f"{key}.use_grid_bbox")
+        lo, hi = (np.asarray(x, np.float64) for x in file_bbox)
+        if np.any(hi <= lo):
+            raise ConfigError(f"the .vol bbox {lo.tolist()} .. {hi.tolist()} is empty", b.file, f"{key}.use_grid_bbox")
+        to_local = _box_to_local(lo, hi) @ to_local
+    corners = (np.linalg.inv(to_local) @ np.c_[_CORNERS, np.ones(8)].T).T[:, :3]
+    return to_local[:3].astype(np.float32), (corners.min(0), corners.max(0))
+
+
+def _filter_wrap(b, spec, key):
+    """(bilinear, wrap mode, raw) of a grid spec (Mitsuba's gridvolume filter_type, wrap_mode, raw)."""
+    filt = spec.get("filter_type", "trilinear")
+    if filt not in ("trilinear", "nearest"):
+        raise ConfigError(f"unknown filter_type {filt!r} (trilinear, nearest)", b.file, f"{key}.filter_type")
+    wrap = spec.get("wrap_mode", "clamp")
+    if wrap not in WRAP_MODES:
+        raise ConfigError(f"unknown wrap_mode {wrap!r} ({', '.join(WRAP_MODES)})", b.file, f"{key}.wrap_mode")
+    raw = boolean(spec.get("raw", False), b.file, f"{key}.raw")
+    return filt == "trilinear", WRAP_MODES[wrap], raw
 
 
 @dataclass
@@ -55,13 +128,13 @@ class Medium:
 
 
 def _load_grid(b, spec, key, channels):
-    """Grid spec -> (data (D, H, W, C) float32, bbox or None)."""
+    """Grid spec -> Grid (data (D, H, W, C) float32, the .vol bbox, placement, filter, wrap mode)."""
     if not isinstance(spec, dict):
         if channels == 3 and isinstance(spec, (list, tuple)):
             v = np.asarray(spec, np.float32).reshape(1, 1, 1, -1)
         else:
             v = np.full((1, 1, 1, 1), number(spec, b.file, key), np.float32)
-        return v, None
+        return Grid(v)
     unknown = set(spec) - GRID_KEYS
     if unknown:
         k = sorted(unknown)[0]
@@ -106,20 +179,79 @@ def _load_grid(b, spec, key, channels):
                           b.file, key)
     if not np.all(np.isfinite(data)):
         raise ConfigError("grid contains NaN or Inf", b.file, key)
-    return np.ascontiguousarray(data, np.float32), bbox
+    bilinear, wrap, raw = _filter_wrap(b, spec, key)
+    to_local, box = _placement(b, spec, key, bbox)
+    return Grid(np.ascontiguousarray(data, np.float32), bbox, to_local, box, bilinear, wrap, raw)
+
+
+def _const_volume(b, spec, key):
+    """{type: const, value, to_world} (Mitsuba's constvolume) -> (value, world box or None)."""
+    unknown = set(spec) - CONST_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(CONST_KEYS))})", b.file,
+                          f"{key}.{k}")
+    _, box = _placement(b, {"to_world": spec.get("to_world", [])}, key, None)
+    return spec.get("value", 1.0), box
+
+
+def _add_grid(b, g, name, lo, hi, key, spectrum=True):
+    """Register a loaded Grid as pool parameter `name` (a volume texture); returns its index. spectrum: the
+    grid is read as a colour (Mitsuba's Volume::eval), not as data (eval_3)."""
+    if g.data.min() < lo or g.data.max() > hi:
+        raise ConfigError(f"grid values must lie in [{lo:g}, {hi:g}] (found {g.data.min():g}..{g.data.max():g})",
+                          b.file, key)
+    if spectrum and g.raw and g.data.shape[3] == 3 and b.variant in ("spectral", "spectral_polarized"):
+        # Mitsuba's GridVolume::eval: a 3-channel raw grid has no spectrum
+        raise ConfigError("a 3-channel raw grid cannot be read as a spectrum in the spectral variants", b.file,
+                          f"{key}.raw")
+    t = b.add_texture(name, g.data, lo, hi, g.bilinear, g.wrap, False, key)
+    tex = b.textures[t]
+    tex.flags |= TEX_VOLUME
+    tex.to_local = g.to_local
+    return t
+
+
+def volume_texture(b, spec, name, channels, lo, hi, key, data_slot=False):
+    """{type: volume, volume: <grid spec | {type: const, ...} | number | RGB>} (Mitsuba's ``volume`` texture,
+    src/textures/volume.cpp: the volume read at the shading point's world position through its to_world; default
+    0.75) -> texture index. A grid without to_world spans the unit cube (Mitsuba's default). In a 1-channel slot a
+    3-channel grid is read as its luminance (Mitsuba's eval_1; refused in the spectral variants unless raw, as
+    Mitsuba's); data_slot: read as data (normal maps: eval_3), else as a colour. Differentiable: the voxels."""
+    unknown = set(spec) - {"type", "volume"}
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ConfigError(f"unknown key '{k}' (expected one of: type, volume)", b.file, f"{key}.{k}")
+    v = spec.get("volume", 0.75)
+    where = f"{key}.volume"
+    if isinstance(v, dict) and v.get("type") == "const":
+        v, _ = _const_volume(b, v, where)
+    if not isinstance(v, dict):
+        return b.texture(v, name, channels, lo, hi, where)
+    g = _load_grid(b, v, where, 3)
+    if channels == 1 and g.data.shape[3] == 3:
+        if b.variant in ("spectral", "spectral_polarized") and not g.raw:
+            raise ConfigError("a 3-channel grid in a scalar slot has no value in the spectral variants (Mitsuba's "
+                              "eval_1 of an upsampled grid); give a 1-channel grid or raw: true", b.file, where)
+        from ..core.math import LUMINANCE
+        g.data = np.ascontiguousarray(g.data @ np.asarray(LUMINANCE, np.float32)[:, None], np.float32)
+    if g.to_local is None:
+        g.to_local = np.eye(3, 4, dtype=np.float32)
+    return _add_grid(b, g, name, lo, hi, where, spectrum=channels == 3 and not data_slot)
 
 
 def _volume(b, k, spec, name, key):
-    """Volume key k's value -> (texture index, bbox of a .vol file or None). A spectrum mapping (spectra/sampled.py)
-    is a constant of the variant's meaning (Mitsuba's get_volume: bounded, D65-weighted in rgb; a sampled spectrum
-    in the spectral variants)."""
+    """Volume key k's value -> (texture index, bbox of a .vol file or None, world box of a self-placed volume or
+    None). A spectrum mapping (spectra/sampled.py), given directly or as a constvolume's value, is a constant of the
+    variant's meaning (Mitsuba's get_volume: bounded, D65-weighted in rgb; a sampled spectrum in the spectral
+    variants)."""
+    if isinstance(spec, dict) and spec.get("type") == "const":
+        value, box = _const_volume(b, spec, key)
+        return b.texture(value, name, k.channels, k.lo, k.hi, f"{key}.value"), None, box
     if isinstance(spec, dict) and not is_spectrum(spec):
-        data, bbox = _load_grid(b, spec, key, k.channels)
-        if data.min() < k.lo or data.max() > k.hi:
-            raise ConfigError(f"grid values must lie in [{k.lo:g}, {k.hi:g}] (found {data.min():g}..{data.max():g})",
-                              b.file, key)
-        return b.add_texture(name, data, k.lo, k.hi, True, 1, False, key), bbox
-    return b.texture(spec, name, k.channels, k.lo, k.hi, key), None
+        g = _load_grid(b, spec, key, k.channels)
+        return _add_grid(b, g, name, k.lo, k.hi, key), g.bbox, g.box
+    return b.texture(spec, name, k.channels, k.lo, k.hi, key), None, None
 
 
 def _phase(b, mid, spec, key):
@@ -138,6 +270,7 @@ def _phase(b, mid, spec, key):
     for k in model.KEYS:   # at most one differentiable parameter per phase function
         if k.kind == "texture":
             tex = b.texture(values[k.name], f"{mid}.{k.param}", k.channels, k.lo, k.hi, f"{key}.{k.name}")
+            b.refuse_volumes([tex], f"{key}.{k.name}")
     return model.TAG, tex
 
 
@@ -151,16 +284,21 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
     model = MEDIA[t]
     values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, b.file, key,
                       family=("medium", t, _MEDIUM_KEYS))
-    tex, bbox_file = {}, None
+    tex, bbox_file, boxes = {}, None, {}
     for k in model.KEYS:
         if k.kind == "volume":
-            tex[k.name], bb = _volume(b, k, values[k.name], f"{mid}.{k.param}", f"{key}.{k.name}")
+            tex[k.name], bb, boxes[k.name] = _volume(b, k, values[k.name], f"{mid}.{k.param}", f"{key}.{k.name}")
             bbox_file = bbox_file or bb
     phase, g = _phase(b, mid, values["phase"], f"{key}.phase")
     m = Medium(mid, model.TAG, model.FLAGS, tex[model.SIGMA], tex["albedo"], g=g, phase=phase,
                scale=values["scale"])
     if not model.FLAGS & HOMOGENEOUS:
-        if values.get("bbox") is not None:
+        if boxes[model.SIGMA] is not None:        # the density grid placed itself (Mitsuba: sigma_t's bbox clips)
+            if values.get("bbox") is not None:
+                raise ConfigError(f"give either bbox or the {model.SIGMA} grid's to_world / use_grid_bbox", b.file,
+                                  f"{key}.bbox")
+            lo, hi = boxes[model.SIGMA]
+        elif values.get("bbox") is not None:
             lo, hi = values["bbox"]
         elif bbox_file is not None:
             lo, hi = np.asarray(bbox_file[0]), np.asarray(bbox_file[1])
@@ -173,6 +311,9 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
                               f"{key}.bbox")
         m.bbox_min, m.bbox_max = tuple(float(x) for x in lo), tuple(float(x) for x in hi)
         m.majorant = values["majorant"]
+        for t in tex.values():     # grids without a placement of their own span the medium's box
+            if b.textures[t].flags & TEX_VOLUME and b.textures[t].to_local is None:
+                b.textures[t].to_local = _box_to_local(lo, hi)[:3].astype(np.float32)
     b.media.append(m)
     return len(b.media) - 1
 

@@ -15,13 +15,14 @@ import yaml
 from .. import mesh_attribute, variants
 from ..bsdfs import registry as bsdf_registry
 from ..bsdfs.base import Row as BsdfRow
+from ..core.math import LUMINANCE
 from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
-from ..core.math import LUMINANCE
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from ..spectra import sampled as _spectra
+from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
 from . import shapes as builtin
 from . import spectra as scene_spectra
 from .transforms import parse_transform
@@ -41,10 +42,12 @@ class Texture:
     lo: float
     hi: float
     bilinear: bool = True
-    wrap: int = 0              # 0 repeat, 1 clamp
+    wrap: int = 0              # textures.WRAP_MODES: 0 repeat, 1 clamp, 2 mirror
     constant: bool = True      # named parameter shape (C,) rather than (H, W, C)
     to_uv: np.ndarray = None   # (2, 3) affine uv transform (Mitsuba's to_uv), None: identity
     lam: int = -1              # a sampled spectrum's offset in SceneDescription.spectra (-1: RGB; textures.py)
+    flags: int = 0             # textures.TEX_VOLUME | TEX_RAW
+    to_local: np.ndarray = None   # volumes: (3, 4) world -> unit cube (media/grid.py), None: identity
 
 
 @dataclass
@@ -121,21 +124,6 @@ def _vec3(v, file, key):
     return vec3(v, file, key)
 
 
-def _texture_channels(img, channels, from_file):
-    """Mitsuba's bitmap texture on a loaded image (H, W, C): alpha dropped (Y, A -> Y; R, G, B, A -> R, G,
-    B: the texture stores 1 or 3 channels, not premultiplied), and a 1-channel query of a colour image
-    (``eval_1``) reads its luminance 0.212671 R + 0.715160 G + 0.072169 B (Rec. 709). from_file: C = 2
-    is grey + alpha (a .npy array's 2 channels are left to the caller's checks)."""
-    img = np.asarray(img, np.float32)
-    if img.ndim == 2:
-        img = img[..., None]
-    if img.shape[2] == 4 or (img.shape[2] == 2 and from_file):
-        img = img[..., :-1]
-    if channels == 1 and img.shape[2] == 3:
-        img = np.einsum("hwc,c->hw", img, np.asarray(LUMINANCE, np.float32))[..., None]
-    return img
-
-
 def load_yaml(path):
     if not os.path.exists(path):
         raise ConfigError("file not found", path)
@@ -195,14 +183,17 @@ class _Builder:
             spec = default
         if _spectra.is_spectrum(spec):
             return scene_spectra.texture(self, spec, name, channels, lo, hi, key, role or _spectra.REFLECTANCE, raw)
+        if isinstance(spec, dict) and spec.get("type") in ("rawconstant", "volume"):
+            return self.texture_plugin(spec, name, channels, lo, hi, key, raw)
         if isinstance(spec, dict):
             if spec.get("type") == "mesh_attribute":
                 raise ConfigError("a mesh_attribute texture feeds BSDF slots only", self.file, f"{key}.type")
             _keys(spec, {"type", "filename", "data", "width", "height", "value", "srgb", "raw", "filter",
-                         "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1"}, self.file, key)
+                         "wrap", "wrap_mode", "filter_type", "to_uv", "color0", "color1", "format"}, self.file, key)
             ttype = spec.get("type", "bitmap")
             if ttype not in ("bitmap", "checkerboard"):
-                raise ConfigError(f"unknown texture type '{ttype}' (bitmap, checkerboard)", self.file, f"{key}.type")
+                raise ConfigError(f"unknown texture type '{ttype}' (bitmap, checkerboard, rawconstant, volume)",
+                                  self.file, f"{key}.type")
             to_uv = None
             if spec.get("to_uv") is not None:
                 m = parse_transform(spec["to_uv"], self.file, f"{key}.to_uv")
@@ -224,6 +215,7 @@ class _Builder:
                 if srgb is None and channels == 1 and "raw" not in spec:
                     srgb = False   # scalar maps default to raw; an explicit `raw: false` decodes them
                 img = load_image(full, srgb=srgb if srgb is not None else None)
+                stored = load_image(full, srgb=False) if spec.get("format") == "uint8" else None
             elif "data" in spec:
                 from ..limits import load_npy
                 img = load_npy(self.path(spec["data"], f"{key}.data"), (2, 3), "texture")
@@ -241,9 +233,21 @@ class _Builder:
                                                            (h, w, channels)), np.float32)
             else:
                 raise ConfigError("a bitmap texture needs 'filename', 'data' or 'width'+'height'", self.file, key)
-            img = _texture_channels(img, channels, "filename" in spec)
+            img = np.asarray(img, np.float32)
+            if img.ndim == 2:
+                img = img[..., None]
+            if img.shape[2] == 4 or (img.shape[2] == 2 and "filename" in spec):   # RGBA, YA images: alpha dropped
+                img = img[..., :img.shape[2] - 1]                                   # (Mitsuba's bitmap keeps RGB / Y)
+            img = bitmap_format(img, spec.get("format", "auto"), self.file, f"{key}.format", self.variant,
+                                stored if "filename" in spec else None)
             if img.shape[2] != channels:
-                if img.shape[2] == 1:
+                if channels == 1:      # Mitsuba's eval_1 of an RGB bitmap: its luminance (no value in spectral)
+                    if self.variant in ("spectral", "spectral_polarized") and not spec.get("raw", raw):
+                        raise ConfigError("an RGB bitmap in a scalar slot has no value in the spectral variants "
+                                          "(Mitsuba's eval_1 of upsampled texels); give a 1-channel image or raw: true",
+                                          self.file, key)
+                    img = img @ np.asarray(LUMINANCE, np.float32)[:, None]
+                elif img.shape[2] == 1:
                     img = np.repeat(img, 3, axis=2)
                 else:
                     raise ConfigError(f"texture has {img.shape[2]} channels, expected {channels}", self.file, key)
@@ -256,15 +260,42 @@ class _Builder:
             wrap = spec.get("wrap", spec.get("wrap_mode", "repeat"))
             if filt not in ("bilinear", "nearest"):
                 raise ConfigError(f"unknown filter '{filt}' (bilinear, nearest)", self.file, f"{key}.filter")
-            if wrap not in ("repeat", "clamp"):
-                raise ConfigError(f"unknown wrap mode '{wrap}' (repeat, clamp)", self.file, f"{key}.wrap")
-            t = self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear",
-                                 0 if wrap == "repeat" else 1, False, key)
+            if wrap not in WRAP_MODES:
+                raise ConfigError(f"unknown wrap mode '{wrap}' ({', '.join(WRAP_MODES)})", self.file, f"{key}.wrap")
+            t = self.add_texture(name, np.ascontiguousarray(img), lo, hi, filt == "bilinear", WRAP_MODES[wrap], False,
+                                 key)
             self.textures[t].to_uv = to_uv
             return t
         else:
             v = self.texture_constant(spec, channels, lo, hi, key)
             return self.add_texture(name, v.reshape(1, 1, channels), lo, hi, True, 0, True, key)
+
+    def texture_plugin(self, spec, name, channels, lo, hi, key, raw):
+        """Mitsuba's ``rawconstant`` ({type: rawconstant, value: v | [x, y, z]}: the value as is, no colour
+        processing: no spectral upsampling, flat v at every wavelength; a 3-vector is refused where Mitsuba's
+        eval has no meaning for it: scalar slots, colour slots outside rgb) and ``volume`` textures
+        (media/spec.py volume_texture) -> texture index. raw: the slot reads data (normal maps), not colour."""
+        if spec["type"] == "volume":
+            from ..media.spec import volume_texture
+            return volume_texture(self, spec, name, channels, lo, hi, key, data_slot=bool(raw))
+        _keys(spec, {"type", "value"}, self.file, key)
+        if "value" not in spec:
+            raise ConfigError("a rawconstant needs a value (a number or 3 numbers)", self.file, key)
+        v = spec["value"]
+        if isinstance(v, (list, tuple)) and (channels == 1 or (not raw and self.variant != "rgb")):
+            raise ConfigError(f"a 3-vector rawconstant has no {'scalar' if channels == 1 else 'spectral'} value "
+                              f"(Mitsuba's RawConstantTexture); give one number", self.file, f"{key}.value")
+        t = self.add_texture(name, self.texture_constant(v, channels, lo, hi, f"{key}.value").reshape(1, 1, channels),
+                             lo, hi, True, 0, True, key)
+        self.textures[t].flags |= TEX_RAW
+        return t
+
+    def refuse_volumes(self, tids, key):
+        """Refuse volume textures where textures are read at uv only (emitters, height fields): BSDF slots read them
+        at the shading point's position."""
+        if any(t >= 0 and self.textures[t].flags & TEX_VOLUME for t in tids):
+            raise ConfigError("a volume texture is read at a position: only BSDF slots take one",
+                              self.file, key)
 
     def texture_constant(self, spec, channels, lo, hi, key):
         """A number / RGB list -> float32 (channels,), range-checked."""
@@ -379,6 +410,11 @@ class _Builder:
             row.tex.append(-1 if v is None else self.texture(v, f"{eid}.{k.param}", k.channels, k.lo, k.hi,
                                                              f"{key}.{k.name}", raw=k.raw,
                                                              role=_spectra.EMISSION if i == 0 else None))
+        if self.variant in ("spectral", "spectral_polarized") and \
+                any(t >= 0 and self.textures[t].flags & TEX_RAW for t in row.tex):
+            raise ConfigError("a rawconstant emitter value is not available in the spectral variants (emitters "
+                              "lift their values as light: use a <spectrum type=\"uniform\">)", self.file, key)
+        self.refuse_volumes(row.tex, key)
         if hasattr(model, "build"):
             model.build(self, row, values, key)
         self.emitters.append(row)
@@ -569,6 +605,7 @@ class _Builder:
         check(W * H * 6, f"heightfield of {W}x{H} vertices", self.file, f"{key}.resolution")
         thick = _num(spec.get("thickness", 0.0), self.file, f"{key}.thickness", 0.0, 1e6)
         tid = self.texture(spec.get("height", 0.0), f"{sid}.height", 1, -1e6, 1e6, f"{key}.height")
+        self.refuse_volumes([tid], f"{key}.height")
         tex = self.textures[tid]
         tex.wrap = 1              # clamp: the border vertices see the border texels
         codes, top, nobj, uv = hfmod.topology(W, H, thick)

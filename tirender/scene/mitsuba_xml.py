@@ -12,9 +12,10 @@ Supported: ``<scene version>``, ``<default name value>`` and ``$name`` substitut
 transforms (translate, rotate, scale, matrix, lookat; composed in Mitsuba's order, each one
 pre-multiplied), ``<float> <integer> <boolean> <string> <rgb> <spectrum> <point> <vector> <transform>``
 (spectra: a value, wavelength:value pairs, files and the spectrum plugins, spectra/sampled.py),
-``<texture type="bitmap"|"checkerboard"|"mesh_attribute">``, ``<volume type="gridvolume"|"constvolume">``,
-shapes obj/ply/serialized/rectangle/cube/sphere/disk, the sensors of tirender/sensors (perspective, thinlens,
-orthographic: their KEYS) with
+``<texture type="bitmap"|"checkerboard"|"mesh_attribute"|"rawconstant"|"volume">``, ``<volume
+type="gridvolume"|"constvolume">`` (to_world, use_grid_bbox, filter_type, wrap_mode, raw), shapes
+obj/ply/serialized/rectangle/cube/sphere/disk, the sensors of tirender/sensors (perspective, thinlens, orthographic:
+their KEYS) with
 ``hdrfilm`` + ``rfilter`` and any of Mitsuba's samplers (sample_count, rounded as that sampler rounds it,
 -> render.spp; seed -> render.seed; tirender samples independently), and the integrators tirender has.
 See docs/mitsuba.md.
@@ -36,7 +37,9 @@ RENAMES = {
 # Properties Mitsuba scenes commonly carry that do not change tirender's image.
 IGNORED = {
     ("film", "hdrfilm"): {"pixel_format", "component_format", "sample_border", "compensate"},
-    ("texture", "bitmap"): {"format"},          # Mitsuba's storage format (u8 or float)
+    # CUDA hardware interpolation (lower precision); tirender's lookups are always exact 32-bit (accel=false)
+    ("texture", "bitmap"): {"accel"},
+    ("volume", "gridvolume"): {"accel"},
     ("medium", "homogeneous"): {"sample_emitters"},
     ("medium", "heterogeneous"): {"sample_emitters"},
 }
@@ -432,18 +435,18 @@ class _Importer:
                 if k in p:
                     spec[k] = p[k]
             return spec
+        if t in ("rawconstant", "volume"):
+            return self.texture_plugin(n, t)
         if t != "bitmap":
-            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap, checkerboard, mesh_attribute)")
-        p = self.props(n, "texture", t, {"filename", "filter_type", "wrap_mode", "raw", "to_uv"})
+            raise self.err(n, f"unsupported texture type '{t}' (tirender has: bitmap, checkerboard, mesh_attribute, "
+                              f"rawconstant, volume)")
+        p = self.props(n, "texture", t, {"filename", "filter_type", "wrap_mode", "raw", "to_uv", "format"})
         if "filename" not in p:
             raise self.err(n, "a bitmap needs a filename")
         spec = {"type": "bitmap", "filename": p["filename"]}
-        if "to_uv" in p:
-            spec["to_uv"] = p["to_uv"]
-        if "filter_type" in p:
-            spec["filter_type"] = p["filter_type"]
-        if "wrap_mode" in p:
-            spec["wrap_mode"] = p["wrap_mode"]
+        for k in ("to_uv", "filter_type", "wrap_mode", "format"):
+            if k in p:
+                spec[k] = p[k]
         # Mitsuba decodes every 8-bit bitmap from sRGB unless raw="true" (scalar maps too); a normal
         # map's bitmap without `raw` is read raw (tirender's normal-map default, docs/mitsuba.md)
         if "raw" in p:
@@ -452,19 +455,30 @@ class _Importer:
             spec["raw"] = False
         return spec
 
+    def texture_plugin(self, n, t):
+        """<texture type="rawconstant"> (a <float> or <vector> value, src/spectra/rawconstant.cpp) and
+        <texture type="volume"> (its <volume name="volume">, or a value: src/textures/volume.cpp)."""
+        if t == "volume":
+            return dict({"type": "volume"}, **self.props(n, "texture", t, {"volume"}))
+        vals = [c for c in n.children if c.attrs.get("name") == "value"]
+        if vals and vals[0].tag not in ("float", "vector", "point"):
+            raise self.err(vals[0], "a rawconstant's value is a <float> or a <vector>")
+        return dict({"type": "rawconstant"}, **self.props(n, "texture", t, {"value"}))
+
     def volume(self, n):
         t = self.attr(n, "type")
         if t == "constvolume":
-            p = self.props(n, "volume", t, {"value"})
+            p = self.props(n, "volume", t, {"value", "to_world"})
             v = p.get("value", 1.0)
             if isinstance(v, dict) and v.get("type") in ("spectrum", "regular", "irregular"):
-                v = dict(v, unbounded=True)      # const.cpp: get_unbounded_texture("value")
-            return v
+                p["value"] = dict(v, unbounded=True)      # const.cpp: get_unbounded_texture("value")
+            return dict({"type": "const"}, **p)
         if t == "gridvolume":
-            p = self.props(n, "volume", t, {"filename"})
+            p = self.props(n, "volume", t, {"filename", "to_world", "use_grid_bbox", "filter_type", "wrap_mode", "raw"})
             if "filename" not in p:
                 raise self.err(n, "a gridvolume needs a filename")
-            return {"type": "grid", "filename": p["filename"]}
+            # Mitsuba's placement: the unit cube through to_world (identity by default), never tirender's bbox rules
+            return dict({"type": "grid", "to_world": p.pop("to_world", np.eye(4).tolist())}, **p)
         raise self.err(n, f"unsupported volume type '{t}' (gridvolume, constvolume)")
 
     # -- models ------------------------------------------------------------------------------
@@ -710,14 +724,18 @@ def parse_defines(items, file=None):
 
 def param_aliases(desc):
     """{alternative name: pool name} for a SceneDescription: the models' schema aliases (Mitsuba's
-    ``alpha`` for ``roughness``, ...) and RENAMES (heterogeneous ``sigma_t`` = ``density``)."""
+    ``alpha`` for ``roughness``, ...), a volume texture's ``<key>.volume`` and RENAMES (heterogeneous ``sigma_t``
+    = ``density``)."""
+    from ..textures import TEX_VOLUME
     out = {}
     for row in list(desc.bsdfs) + list(desc.emitters):
-        for k in row.model.KEYS:
-            if getattr(k, "kind", None) == "texture":
-                for a in (k.name,) + tuple(k.aliases):
-                    if a != k.param:
-                        out[f"{row.id}.{a}"] = f"{row.id}.{k.param}"
+        keys = [k for k in row.model.KEYS if getattr(k, "kind", None) == "texture"]
+        for k, t in zip(keys, row.tex):
+            for a in (k.name,) + tuple(k.aliases):
+                if a != k.param:
+                    out[f"{row.id}.{a}"] = f"{row.id}.{k.param}"
+                if t >= 0 and desc.textures[t].flags & TEX_VOLUME:   # Mitsuba: <id>.<key>.volume.data
+                    out[f"{row.id}.{a}.volume"] = f"{row.id}.{k.param}"
     names = {t.name for t in desc.textures}
     for m in desc.media:
         for ren in RENAMES.values():

@@ -15,10 +15,11 @@ from ..emitters import registry as emitter_registry
 from ..emitters.base import INFINITE, SURFACE
 from ..params import ParameterPool
 from ..sensors import registry as sensor_registry
+from ..textures import TEX_VOLUME
 from .mitsuba_xml import param_aliases
 from .bvh import build_bvh, collapse
 from .description import SceneDescription
-from .storage import Storage, padded
+from .storage import Storage, VolumeTextureView, padded
 
 RAY_EPS = 2e-5
 
@@ -79,6 +80,8 @@ class Scene:
         self.deform_params = ()       # their parameter names
         self.desc = desc
         self.integrator = dict(integrator)   # validated (tirender.integrators.registry.parse)
+        # a BSDF slot reads a volume texture (bind returns the storage's VolumeTextureView)
+        self.volume_textures = any(t >= 0 and desc.textures[t].flags & TEX_VOLUME for b in desc.bsdfs for t in b.tex)
         self.sensors = desc.sensors
         for w in desc.warnings:
             warnings.warn(w, stacklevel=3)
@@ -176,6 +179,9 @@ class Scene:
         a["tex_uvm"] = np.array([t.to_uv if t.to_uv is not None else ident for t in texs] or [ident], np.float32)
         a["tex_lam"] = np.array([t.lam for t in texs] or [-1], np.int32)           # sampled spectra (textures.py)
         a["spec_tab"] = np.array(list(desc.spectra) or [0.0], np.float32)
+        a["tex_flags"] = np.array([t.flags for t in texs] or [0], np.int32)
+        vid = np.eye(3, 4, dtype=np.float32)
+        a["tex_vol"] = np.array([t.to_local if t.to_local is not None else vid for t in texs] or [vid], np.float32)
         # ---- emitters ----
         ems = desc.emitters
         em_tri_start, em_tri_count, em_area, emtri_idx, emtri_cdf = [], [], [], [], []
@@ -463,7 +469,8 @@ class Scene:
 
     # -- device -----------------------------------------------------------------------------
     def bind(self):
-        """Make this scene the one in the shared storage; returns the storage."""
+        """Make this scene the one in the shared storage; returns the storage (its VolumeTextureView when a BSDF
+        reads a volume texture: the kernels' slot lookups then compile their 3D branch)."""
         st = Storage.acquire(self.sizes)
         if st.owner is not self:
             if st.owner is not None:
@@ -474,6 +481,8 @@ class Scene:
             self._push_params()
         if self._geometry_dirty:
             self._update_geometry(st)
+        if self.volume_textures:
+            return VolumeTextureView.of(st)
         return st
 
     def _push_params(self):

@@ -96,8 +96,10 @@ class Storage:
         f.tex_d = ti.field(ti.i32)  # depth of 3D grids (media), 1 for 2D textures
         f.tex_uvm = ti.Matrix.field(2, 3, float)  # uv transform (Mitsuba's to_uv), uv' = A (u, v, 1)
         f.tex_lam = ti.field(ti.i32)   # a sampled spectrum's offset in spec_tab (-1: an RGB texture; textures.py)
+        f.tex_flags = ti.field(ti.i32)            # textures.TEX_VOLUME | TEX_RAW
+        f.tex_vol = ti.Matrix.field(3, 4, float)  # volumes: world -> local (unit cube), u = M (p, 1)
         fb.dense(ti.i, c["textures"]).place(f.tex_offset, f.tex_w, f.tex_h, f.tex_c, f.tex_bilinear, f.tex_wrap,
-                                            f.tex_d, f.tex_uvm, f.tex_lam)
+                                            f.tex_d, f.tex_uvm, f.tex_lam, f.tex_flags, f.tex_vol)
         # the scene's spectrum table: per sampled spectrum N and its N wavelengths (nm), constants also their values
         f.spec_tab = ti.field(float)
         fb.dense(ti.i, c["spectra"]).place(f.spec_tab)
@@ -218,6 +220,37 @@ class Storage:
         if bad == 0:
             _copy_into_pool(self, src, offset, n)
         return bad
+
+
+@ti.data_oriented
+class VolumeTextureView:
+    """The storage st as the kernels of a scene with volume textures (Mitsuba's ``volume`` texture in a BSDF
+    slot, textures.TEX_VOLUME) see it: every attribute of st, and ``VOLUME_TEXTURES`` = True, the compile-time
+    switch of the slot lookups' 3D branch (bsdfs/base.py; kernels of other scenes compile without it). One view
+    per storage (``of``): kernels compile once against it."""
+
+    VOLUME_TEXTURES = True
+    tangent_view = None                   # its own forward-mode view (core/pool.Tangent.of), not the storage's
+
+    def __init__(self, st):
+        self.base = st
+
+    def __getattr__(self, name):          # only called for names the view itself does not have
+        return getattr(self.__dict__["base"], name)
+
+    def __setattr__(self, name, value):   # host state (launch.py: films, gradients) lives on the storage
+        if name in ("base", "tangent_view"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.base, name, value)
+
+    @staticmethod
+    def of(st):
+        view = getattr(st, "volume_texture_view", None)
+        if view is None:
+            view = VolumeTextureView(st)
+            st.volume_texture_view = view
+        return view
 
 
 @ti.kernel
