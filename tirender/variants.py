@@ -176,15 +176,15 @@ def spec(x):
 def luminance_weights(lam):
     """w with Y = <w, c> for a colour c of the walk at the path's wavelengths lam: Mitsuba's luminance(c, λ) —
     the sRGB luminance weights in rgb, 1 in mono (the lane is Y), ȳ(λ_i) / lanes() in the spectral variants
-    (CIE 1931 ȳ, the 5 nm table interpolated linearly, as Mitsuba's cie1931_y: here <LUMINANCE, srgb̄(λ)>, the
-    same table to the 6 digits of the sRGB matrices)."""
+    (CIE 1931 ȳ, the 5 nm table interpolated linearly, as Mitsuba's cie1931_y: here <LUMINANCE, srgb̄(λ)> without
+    the table's Y normalisation, the same table to the 6 digits of the sRGB matrices)."""
     w = spec(1.0)
     if ti.static(rgb()):
         w = vec3(LUMINANCE)
     elif ti.static(spectral()):
         srgb = ti.static(_srgb_bar())
         for i in ti.static(range(lanes())):
-            w[i] = cie.table_lerp(srgb, lam[i]).dot(vec3(LUMINANCE)) / ti.static(float(lanes()))
+            w[i] = cie.table_lerp(srgb, lam[i]).dot(vec3(LUMINANCE)) * ti.static(cie.Y_INTEGRAL / lanes())
     return w
 
 

@@ -37,13 +37,13 @@ from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
 from ..schema import Number
 from ..variants import SPECTRUM, spec, struct
-from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
-                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
+from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float, slot_rgb
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
 from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, diffuse_retro, dist_params, schlick_weight,
-                                schlick_weight_d, tint, tint_vjp, unit_texture)
+                                schlick_weight_d, slot_adjoints, tint, tint_vjp,
+                                unit_texture)
 
 (_C, _R, _AN, _M, _ST, _T, _SH, _SHT, _CC, _CCG) = range(10)     # texture slots
 ETA, HAS_TRANS, SR_SPEC, SR_CC, SR_DIFF = range(5)                 # constants
@@ -193,19 +193,7 @@ class Principled:
             has_trans=ti.cast(const(st, ctx, HAS_TRANS), ti.i32), sr_spec=const(st, ctx, SR_SPEC),
             sr_cc=const(st, ctx, SR_CC), sr_diff=const(st, ctx, SR_DIFF), lum_w=variants.luminance_weights(ctx.lam))
 
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _C, g.base_color)
-        slot_float_adjoint(st, ctx, _R, g.roughness)
-        slot_float_adjoint(st, ctx, _AN, g.anisotropic)
-        slot_float_adjoint(st, ctx, _M, g.metallic)
-        slot_float_adjoint(st, ctx, _ST, g.spec_trans)
-        slot_float_adjoint(st, ctx, _T, g.spec_tint)
-        slot_float_adjoint(st, ctx, _SH, g.sheen)
-        slot_float_adjoint(st, ctx, _SHT, g.sheen_tint)
-        slot_float_adjoint(st, ctx, _CC, g.clearcoat)
-        slot_float_adjoint(st, ctx, _CCG, g.clearcoat_gloss)
+    fetch_adjoint = staticmethod(slot_adjoints(KEYS))
 
     @staticmethod
     @ti.func

@@ -1,4 +1,4 @@
-"""Maths (and the [0, 1] texture key, ``unit_texture``) shared by Mitsuba 3's two principled BSDFs, ``principled`` and ``principledthin``
+"""Maths (and the [0, 1] texture key ``unit_texture``, the texture slots' adjoint ``slot_adjoints``) shared by Mitsuba 3's two principled BSDFs, ``principled`` and ``principledthin``
 (src/bsdfs/principledhelpers.h and the diffuse / retro-reflection / fake-subsurface terms both plugins
 write out; Burley 2012, 2015). Scalar ``@ti.func``s, each with the partial derivatives its models'
 hand-written adjoints (parameters) and ``grad_dirs`` (directions) need.
@@ -24,11 +24,28 @@ import taichi as ti
 
 from ..schema import Texture
 from ..variants import spec
+from .base import slot_float_adjoint, slot_rgb_adjoint
 
 
 def unit_texture(name, doc, default=0.0, channels=1):
     """A texture key in [0, 1] (most of the principled parameters)."""
     return Texture(name, channels, default=default, lo=0.0, hi=1.0, doc=doc)
+
+
+def slot_adjoints(keys):
+    """The ``fetch_adjoint`` of a model whose Params name its texture keys: g.<key> into texture slot i (the i-th
+    Texture key), colours by slot_rgb_adjoint, scalars by slot_float_adjoint."""
+    tex = tuple((k.name, k.channels) for k in keys if k.kind == "texture")
+
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        for i in ti.static(range(len(tex))):
+            if ti.static(tex[i][1] == 3):
+                slot_rgb_adjoint(st, ctx, i, getattr(g, tex[i][0]))
+            else:
+                slot_float_adjoint(st, ctx, i, getattr(g, tex[i][0]))
+
+    return fetch_adjoint
 
 
 @ti.func

@@ -39,14 +39,13 @@ from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..schema import Number, Texture
 from ..variants import SPECTRUM, spec, struct
-from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
-                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
+from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float, slot_rgb
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect_m
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
 from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, calc_schlick_w_deta, diffuse_retro,
                                 dist_params, fake_subsurface, schlick_r0, schlick_r0_deta, schlick_weight,
-                                schlick_weight_d, tint, tint_vjp, unit_texture)
+                                schlick_weight_d, slot_adjoints, tint, tint_vjp, unit_texture)
 
 (_C, _R, _AN, _ST, _ETA, _T, _SH, _SHT, _FL, _DT) = range(10)      # texture slots
 RATES = ("specular_reflectance_sampling_rate", "specular_transmittance_sampling_rate",
@@ -72,6 +71,27 @@ def _half(wi, wo):
     u = wi + _mirror(wo)
     ul = u.norm()
     return u / ti.select(ul > 0.0, ul, 1.0), ul
+
+
+@ti.func
+def _geometry(wi, wo):
+    """(wi', wo', ±1, h, |wi' + wo_r|, wi'·h, wo'·h): the pair mirrored to wi's side, its half vector and cosines."""
+    a, b, sg = _front(wi, wo)
+    wh, ul = _half(a, b)
+    return a, b, sg, wh, ul, a.dot(wh), b.dot(wh)
+
+
+@ti.func
+def _diffuse(p, ci, co, cd):
+    """L = lerp(f_diff + f_retro, f_ss, flatness) at cos θi = ci, cos θo = co > 0, cos θd = cd, and its partials
+    (∂/∂F_i, ∂/∂F_o, ∂/∂cos θd, ∂/∂r, ∂/∂(ci + co), ∂/∂flatness)."""
+    fi = schlick_weight(ci)
+    fo = schlick_weight(co)
+    fa, da_fi, da_fo, da_cd, da_r = diffuse_retro(p.roughness, fi, fo, cd)
+    fss, ds_fi, ds_fo, ds_cd, ds_r, ds_cs = fake_subsurface(p.roughness, fi, fo, cd, co + ci)
+    fl = p.flatness
+    return (fa + fl * (fss - fa), da_fi + fl * (ds_fi - da_fi), da_fo + fl * (ds_fo - da_fo),
+            da_cd + fl * (ds_cd - da_cd), da_r + fl * (ds_r - da_r), fl * ds_cs, fss - fa)
 
 
 @ti.func
@@ -140,19 +160,7 @@ class PrincipledThin:
             diff_trans=slot_float(st, ctx, _DT), sr_sr=const(st, ctx, 0), sr_st=const(st, ctx, 1),
             sr_dr=const(st, ctx, 2), sr_dt=const(st, ctx, 3), lum_w=variants.luminance_weights(ctx.lam))
 
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _C, g.base_color)
-        slot_float_adjoint(st, ctx, _R, g.roughness)
-        slot_float_adjoint(st, ctx, _AN, g.anisotropic)
-        slot_float_adjoint(st, ctx, _ST, g.spec_trans)
-        slot_float_adjoint(st, ctx, _ETA, g.eta)
-        slot_float_adjoint(st, ctx, _T, g.spec_tint)
-        slot_float_adjoint(st, ctx, _SH, g.sheen)
-        slot_float_adjoint(st, ctx, _SHT, g.sheen_tint)
-        slot_float_adjoint(st, ctx, _FL, g.flatness)
-        slot_float_adjoint(st, ctx, _DT, g.diff_trans)
+    fetch_adjoint = staticmethod(slot_adjoints(KEYS))
 
     @staticmethod
     @ti.func
@@ -165,13 +173,10 @@ class PrincipledThin:
     def pdf(p, wi, wo):
         res = 0.0
         if wi[2] != 0.0:
-            a, b, _ = _front(wi, wo)
+            a, b, _, wh, _, dih, doh = _geometry(wi, wo)
             co = b[2]
             psr, pst, pdr, pdt = _probs(p)
             if psr + pst > 0.0:
-                wh, _ = _half(a, b)
-                dih = a.dot(wh)
-                doh = b.dot(wh)
                 dor = _mirror(b).dot(wh)
                 dwh = ti.abs(1.0 / ti.select(dor != 0.0, 4.0 * dor, 1.0))
                 if co > 0.0 and dih > 0.0 and doh > 0.0:
@@ -236,16 +241,13 @@ class PrincipledThin:
                                   spec_tint=0.0, sheen=0.0, sheen_tint=0.0, flatness=0.0, diff_trans=0.0,
                                   sr_sr=0.0, sr_st=0.0, sr_dr=0.0, sr_dt=0.0, lum_w=spec(0.0))
         if wi[2] != 0.0:
-            a, b, _ = _front(wi, wo)
+            a, b, _, wh, _, dih, doh = _geometry(wi, wo)
             ci = a[2]
             co = b[2]
             c = p.base_color
             s_ = p.spec_trans
             dt = 0.5 * p.diff_trans
             eta = p.eta
-            wh, _ = _half(a, b)
-            dih = a.dot(wh)
-            doh = b.dot(wh)
             ctint, lum = tint(c, p.lum_w)
             dc = d.dot(c)
             k = 1.0 / (4.0 * ci)
@@ -287,20 +289,15 @@ class PrincipledThin:
                 g.eta += -s_ * fresnel_dielectric_deta(dih, eta) * k * DG * dc + g_rs * 0.65 * p.roughness
             # diffuse + retro-reflection + fake subsurface, sheen
             if co > 0.0 and s_ < 1.0 and dt < 1.0:
-                fi = schlick_weight(ci)
-                fo = schlick_weight(co)
-                fa, _, _, _, dfa_r = diffuse_retro(p.roughness, fi, fo, doh)
-                fss, _, _, _, dfss_r, _ = fake_subsurface(p.roughness, fi, fo, doh, co + ci)
-                fl = p.flatness
-                L = fa + fl * (fss - fa)
+                L, _, _, _, dL_r, _, dL_fl = _diffuse(p, ci, co, doh)
                 wd = (1.0 - s_) * (1.0 - dt)
                 kd = co * INV_PI
                 val += wd * kd * L * c
                 g.base_color += wd * kd * L * d
                 g.spec_trans += -(1.0 - dt) * kd * L * dc
                 g.diff_trans += -0.5 * (1.0 - s_) * kd * L * dc
-                g.flatness += wd * kd * (fss - fa) * dc
-                g.roughness += wd * kd * dc * (dfa_r + fl * (dfss_r - dfa_r))
+                g.flatness += wd * kd * dL_fl * dc
+                g.roughness += wd * kd * dc * dL_r
                 sh = p.sheen
                 csh = 1.0 + (ctint - 1.0) * p.sheen_tint
                 bs = schlick_weight(ti.abs(doh)) * co
@@ -328,18 +325,14 @@ class PrincipledThin:
         g_wi = vec3(0.0)
         g_wo = vec3(0.0)
         if wi[2] != 0.0:
-            a, b, sg = _front(wi, wo)
+            a, b, sg, wh, ul, dih, doh = _geometry(wi, wo)
             ci = a[2]
             co = b[2]
-            c = p.base_color
             s_ = p.spec_trans
             dt = 0.5 * p.diff_trans
             eta = p.eta
-            wh, ul = _half(a, b)
-            dih = a.dot(wh)
-            doh = b.dot(wh)
-            ctint, _ = tint(c, p.lum_w)
-            dc = d.dot(c)
+            ctint, _ = tint(p.base_color, p.lum_w)
+            dc = d.dot(p.base_color)
             k = 1.0 / (4.0 * ci)
             g_a = vec3(0.0)
             g_b = vec3(0.0)
@@ -378,16 +371,11 @@ class PrincipledThin:
                 g_a += A * D * Go * ggx_aniso_g1_grad(a, ax, ay, Gi)
                 g_b += A * D * Gi * ggx_aniso_g1_grad(b, ax, ay, Go)
             if co > 0.0 and s_ < 1.0 and dt < 1.0:
-                fi = schlick_weight(ci)
-                fo = schlick_weight(co)
-                fa, da_fi, da_fo, da_cd, _ = diffuse_retro(p.roughness, fi, fo, doh)
-                fss, ds_fi, ds_fo, ds_cd, _, ds_cs = fake_subsurface(p.roughness, fi, fo, doh, co + ci)
-                fl = p.flatness
-                L = fa + fl * (fss - fa)
+                L, dL_fi, dL_fo, dL_cd, _, dL_cs, _ = _diffuse(p, ci, co, doh)
                 S = (1.0 - s_) * (1.0 - dt) * INV_PI * dc
-                g_co += S * (L + co * ((da_fo + fl * (ds_fo - da_fo)) * schlick_weight_d(co) + fl * ds_cs))
-                g_ci += S * co * ((da_fi + fl * (ds_fi - da_fi)) * schlick_weight_d(ci) + fl * ds_cs)
-                g_doh += S * co * (da_cd + fl * (ds_cd - da_cd))
+                g_co += S * (L + co * (dL_fo * schlick_weight_d(co) + dL_cs))
+                g_ci += S * co * (dL_fi * schlick_weight_d(ci) + dL_cs)
+                g_doh += S * co * dL_cd
                 sv = p.sheen * (1.0 - s_) * (1.0 - dt) * d.dot(1.0 + (ctint - 1.0) * p.sheen_tint)
                 g_doh += sv * schlick_weight_d(ti.abs(doh)) * ti.select(doh >= 0.0, 1.0, -1.0) * co
                 g_co += sv * schlick_weight(ti.abs(doh))
