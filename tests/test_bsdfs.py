@@ -199,6 +199,9 @@ ADJ.update({
                "roughness": {"range": (0.2, 0.9), "channels": 1}, "anisotropic": {"range": (0.0, 0.9), "channels": 1},
                **{k: dict(_U) for k in ("metallic", "spec_trans", "spec_tint", "sheen", "sheen_tint", "clearcoat",
                                         "clearcoat_gloss")}},
+})
+ADJ["adj_nm_pr"] = {"type": "normalmap", "normalmap": {"range": _NM_RANGE}, "bsdf": dict(ADJ["adj_pr"])}
+ADJ.update({   # (after the rows above: their random texels stay those they were checked with)
     # principledthin: every parameter per sample, η above 1 and (calc_schlick through cos θt) below
     "adj_th": {"type": "principledthin", "base_color": {"range": (0.05, 0.95)},
                "roughness": {"range": (0.2, 0.9), "channels": 1}, "anisotropic": {"range": (0.0, 0.9), "channels": 1},
@@ -209,7 +212,6 @@ ADJ.update({
                    "anisotropic": {"range": (0.0, 0.9), "channels": 1}, "eta": {"range": (0.6, 0.95), "channels": 1},
                    "diff_trans": {"range": (0.05, 1.95), "channels": 1}, **_THIN_U},
 })
-ADJ["adj_nm_pr"] = {"type": "normalmap", "normalmap": {"range": _NM_RANGE}, "bsdf": dict(ADJ["adj_pr"])}
 ADJ["adj_nm_th"] = {"type": "normalmap", "normalmap": {"range": _NM_RANGE}, "bsdf": dict(ADJ["adj_th"])}
 NO_GRAD_DIRS = set()   # rows whose direction derivatives are not checked (none)
 DIRAC_ONLY_PARAMS = {"adj_plastic.specular_reflectance", "adj_plastic_nl.specular_reflectance"}

@@ -32,18 +32,29 @@ def unit_texture(name, doc, default=0.0, channels=1):
     return Texture(name, channels, default=default, lo=0.0, hi=1.0, doc=doc)
 
 
+class _Member:
+    """s.<name> of a Taichi struct, called at compile time (Taichi's frontend calls it as it is, as variants.struct)."""
+    _is_taichi_function = False
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, s):
+        return getattr(s, self.name)
+
+
 def slot_adjoints(keys):
     """The ``fetch_adjoint`` of a model whose Params name its texture keys: g.<key> into texture slot i (the i-th
     Texture key), colours by slot_rgb_adjoint, scalars by slot_float_adjoint."""
-    tex = tuple((k.name, k.channels) for k in keys if k.kind == "texture")
+    tex = tuple((_Member(k.name), k.channels) for k in keys if k.kind == "texture")
 
     @ti.func
     def fetch_adjoint(st: ti.template(), ctx, g):
         for i in ti.static(range(len(tex))):
             if ti.static(tex[i][1] == 3):
-                slot_rgb_adjoint(st, ctx, i, getattr(g, tex[i][0]))
+                slot_rgb_adjoint(st, ctx, i, tex[i][0](g))
             else:
-                slot_float_adjoint(st, ctx, i, getattr(g, tex[i][0]))
+                slot_float_adjoint(st, ctx, i, tex[i][0](g))
 
     return fetch_adjoint
 

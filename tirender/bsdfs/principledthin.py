@@ -22,13 +22,15 @@ visible-normal sampling identical to Mitsuba's (same normal for the same u2), a 
 agree with the surface is discarded as Mitsuba does; pdf = Mitsuba's pdf() (the density of the valid
 samples), weight = eval / pdf, η = 1 (no bending).
 Variants: every one; luminance(c, λ) is Mitsuba's (rgb: the sRGB weights, mono: the value, spectral: the
-lanes' mean of ȳ(λ) c); spectral_polarized: a depolarizer, as Mitsuba's. Transport: Mitsuba ignores the mode
-(the BSDF is symmetric), so does this.
+lanes' mean of ȳ(λ) c); spectral_polarized: a depolarizer, as Mitsuba's. Transport: Mitsuba ignores the mode and
+so does this (the specular transmission is not reciprocal where the masks of the two orders differ: Mitsuba's).
 Mitsuba's m_has_* switches (a parameter given as the float 0 turns its lobe's code off) change no value: they
 compute what the value 0 computes; here the derivative of such a parameter is its true one (Mitsuba's once
-parameters_changed() turned the switch on). Differentiable (hand-written adjoints; Mitsuba's traverse): base_color
-(RGB), roughness, anisotropic, spec_trans, eta, spec_tint, sheen, sheen_tint, flatness, diff_trans; analytic
-direction derivatives (grad_dirs, for normal maps) through h, wi·h, wo·h, cos θi and cos θo.
+parameters_changed() turned the switch on), except where Mitsuba's masks turn a lobe off (s = 0: the specular
+lobes, δ = 0: the diffuse transmission; their derivative is 0 there, as Mitsuba's). Differentiable (hand-written
+adjoints; Mitsuba's traverse): base_color (RGB), roughness, anisotropic, spec_trans, eta, spec_tint, sheen,
+sheen_tint, flatness, diff_trans; analytic direction derivatives (grad_dirs, for normal maps) through h, wi·h,
+wo·h, cos θi and cos θo.
 """
 import math
 
