@@ -42,8 +42,7 @@ from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, ref
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
 from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, diffuse_retro, dist_params, schlick_weight,
-                                schlick_weight_d, slot_adjoints, tint, tint_vjp,
-                                unit_texture)
+                                schlick_weight_d, slot_adjoints, tint, tint_vjp, unit_texture)
 
 (_C, _R, _AN, _M, _ST, _T, _SH, _SHT, _CC, _CCG) = range(10)     # texture slots
 ETA, HAS_TRANS, SR_SPEC, SR_CC, SR_DIFF = range(5)                 # constants
