@@ -1,7 +1,7 @@
-"""Reference numbers of Mitsuba 3 (scalar_rgb) ``principled`` for tests/test_bsdfs.py:
+"""Reference numbers of Mitsuba 3 (scalar_rgb) ``principled`` and ``principledthin`` for tests/test_bsdfs.py:
 eval / pdf at random direction pairs and sample() at random (u1, u2), for the parameter sets
-PRINCIPLED_SETS. ``python3 tests/principled_mitsuba.py`` rewrites tests/data/principled_mitsuba.json
-(needs mitsuba); ``compute()`` is also the live check."""
+PRINCIPLED_SETS and THIN_SETS. ``python3 tests/principled_mitsuba.py`` rewrites tests/data/principled_mitsuba.json
+and tests/data/principledthin_mitsuba.json (needs mitsuba); ``compute()`` is also the live check."""
 import json
 import os
 
@@ -16,7 +16,24 @@ PRINCIPLED_SETS = {
     "pr_inv": {"base_color": [0.3, 0.7, 0.5], "eta": 0.7, "spec_trans": 0.5, "roughness": 0.6, "anisotropic": 0.8,
                "clearcoat": 1.0, "clearcoat_gloss": 0.9, "metallic": 0.1, "sheen": 0.7},
 }
-PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "principled_mitsuba.json")
+# principledthin: every parameter, η above and below 1, a sheet without specular lobes (Mitsuba's switches off)
+# and one without diffuse ones, non-default sampling rates
+THIN_SETS = {
+    "th_basic": {"base_color": [0.8, 0.3, 0.2], "roughness": 0.4, "spec_trans": 0.5, "eta": 1.4},
+    "th_all": {"base_color": [0.6, 0.5, 0.9], "roughness": 0.3, "anisotropic": 0.5, "spec_trans": 0.4, "eta": 1.33,
+               "spec_tint": 0.4, "sheen": 0.3, "sheen_tint": 0.2, "flatness": 0.6, "diff_trans": 0.7,
+               "specular_reflectance_sampling_rate": 0.7, "diffuse_transmittance_sampling_rate": 1.5},
+    "th_inv": {"base_color": [0.3, 0.7, 0.5], "eta": 0.7, "spec_trans": 0.8, "roughness": 0.6, "anisotropic": 0.8,
+               "diff_trans": 1.2, "sheen": 0.7, "sheen_tint": 0.9, "spec_tint": 0.6, "flatness": 0.3,
+               "specular_transmittance_sampling_rate": 2.0, "diffuse_reflectance_sampling_rate": 0.5},
+    "th_diffuse": {"base_color": [0.2, 0.9, 0.4], "roughness": 0.2, "diff_trans": 1.5, "flatness": 1.0, "sheen": 0.5},
+    "th_glass": {"base_color": [0.9, 0.8, 0.95], "spec_trans": 1.0, "roughness": 0.15, "eta": 1.5,
+                 "anisotropic": 0.3},
+}
+SETS = {"principled": PRINCIPLED_SETS, "principledthin": THIN_SETS}
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+PATHS = {plugin: os.path.join(DATA, f"{plugin}_mitsuba.json") for plugin in SETS}
+PATH = PATHS["principled"]
 N_DIRS = 256
 N_SAMPLES = 256
 
@@ -34,21 +51,21 @@ def inputs(seed=5):
     return wi, wo, wis, u
 
 
-def mitsuba_spec(params):
-    d = {"type": "principled"}
+def mitsuba_spec(params, plugin="principled"):
+    d = {"type": plugin}
     for k, x in params.items():
         d[k] = {"type": "rgb", "value": x} if isinstance(x, list) else x
     return d
 
 
-def compute():
+def compute(plugin="principled"):
     import mitsuba as mi
     mi.set_variant("scalar_rgb")
     wi, wo, wis, u = inputs()
     out = {}
     ctx = mi.BSDFContext()
-    for name, params in PRINCIPLED_SETS.items():
-        b = mi.load_dict(mitsuba_spec(params))
+    for name, params in SETS[plugin].items():
+        b = mi.load_dict(mitsuba_spec(params, plugin))
         ev, pdf, smp = [], [], []
         for a, c in zip(wi, wo):
             si = mi.SurfaceInteraction3f()
@@ -65,6 +82,7 @@ def compute():
 
 
 if __name__ == "__main__":
-    with open(PATH, "w") as fh:
-        json.dump(compute(), fh)
-    print("wrote", PATH)
+    for plugin, path in PATHS.items():
+        with open(path, "w") as fh:
+            json.dump(compute(plugin), fh)
+        print("wrote", path)

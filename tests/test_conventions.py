@@ -70,3 +70,23 @@ def test_checkerboard_and_to_uv_follow_mitsuba():
     want = np.where(is0[..., None], [0.1, 0.1, 0.1], [0.8, 0.6, 0.4])
     assert inner.sum() > 200
     assert np.allclose(alb[inner], want[inner], atol=1e-4)
+
+
+def test_scalar_checkerboard_is_mitsubas_eval_1():
+    """Mitsuba's checkerboard gives its colours crosswise in eval_1 (color0 where (frac(u) > .5) != (frac(v) > .5)),
+    which scalar parameters read, and as above in eval (colours): the 2x2 bitmap of each kind of key against
+    Mitsuba's eval_1 / eval at the four cell centres."""
+    mi = pytest.importorskip("mitsuba")
+    mi.set_variant("scalar_rgb")
+    board = {"type": "checkerboard", "color0": 0.2, "color1": 0.7}
+    sc = tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}],
+                              "bsdfs": {"p": {"type": "principledthin", "spec_trans": board, "base_color": board}},
+                              "shapes": [{"type": "rectangle", "bsdf": "p"}]})
+    t = mi.load_dict({"type": "checkerboard", "color0": 0.2, "color1": 0.7})
+    si = mi.SurfaceInteraction3f()
+    for row in range(2):
+        for col in range(2):
+            si.uv = mi.Point2f(0.25 + 0.5 * col, 0.25 + 0.5 * row)      # bitmap row = v
+            assert np.isclose(sc.params["p.spec_trans"][row, col, 0], t.eval_1(si)), (row, col)
+            assert np.allclose(sc.params["p.base_color"][row, col], np.array(t.eval(si)), atol=1e-6), (row, col)
+    assert not np.allclose(sc.params["p.spec_trans"][..., 0], sc.params["p.base_color"][..., 0])

@@ -194,7 +194,8 @@ class Texture(Key):
         return v
 
     def describe(self):
-        rng = f"[{self.lo:g}, {self.hi:g}]" if self.hi < math.inf else f"≥ {self.lo:g}"
+        rng = (f"{'(' if self.strict_lo else '['}{self.lo:g}, {self.hi:g}]" if self.hi < math.inf else
+               f"{'>' if self.strict_lo else '≥'} {self.lo:g}")
         what = "RGB" if self.channels == 3 else "scalar"
         return f"{what} texture {rng}"
 
@@ -217,7 +218,8 @@ class Volume(Texture):
         return super().parse(v, file, key)
 
     def describe(self):
-        rng = f"[{self.lo:g}, {self.hi:g}]" if self.hi < math.inf else f"≥ {self.lo:g}"
+        rng = (f"{'(' if self.strict_lo else '['}{self.lo:g}, {self.hi:g}]" if self.hi < math.inf else
+               f"{'>' if self.strict_lo else '≥'} {self.lo:g}")
         return ("grid or " if self.grid else "") + ("RGB" if self.channels == 3 else "scalar") + f" {rng}"
 
 

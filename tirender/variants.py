@@ -35,6 +35,7 @@ below lift an RGB value to the walk's colour and bring adjoints back to RGB.
 
 Device functions (all inline, compiled for the current variant):
     spec(x) -> Spectrum                                            a colour with every lane x
+    luminance_weights(λ) -> Spectrum                               Mitsuba's luminance(c, λ) = <weights, c>
     sample_wavelengths(sampler) -> (λ, w = 1/pdf), Spectrum nm      draws one number in ``spectral`` only
     secondary_terminated(λ) / terminate_secondary(λ)               dispersion: a path's secondary lanes ended
     to_rgb(L, λ, w) -> vec3                                        the film's value of a path's radiance
@@ -172,14 +173,18 @@ def spec(x):
 
 
 @ti.func
-def luminance_weights():
-    """∂Y/∂(walk's colour): the luminance weights in rgb, 1 in mono (the lane is Y), the lanes' mean otherwise
-    (not a luminance: models that need one, e.g. principled's tint, refuse the spectral variants)."""
-    w = spec(1.0 / ti.static(float(lanes())))
+def luminance_weights(lam):
+    """w with Y = <w, c> for a colour c of the walk at the path's wavelengths lam: Mitsuba's luminance(c, λ) —
+    the sRGB luminance weights in rgb, 1 in mono (the lane is Y), ȳ(λ_i) / lanes() in the spectral variants
+    (CIE 1931 ȳ, the 5 nm table interpolated linearly, as Mitsuba's cie1931_y: here <LUMINANCE, srgb̄(λ)> without
+    the table's Y normalisation, the same table to the 6 digits of the sRGB matrices)."""
+    w = spec(1.0)
     if ti.static(rgb()):
         w = vec3(LUMINANCE)
-    elif ti.static(mono()):
-        w = spec(1.0)
+    elif ti.static(spectral()):
+        srgb = ti.static(_srgb_bar())
+        for i in ti.static(range(lanes())):
+            w[i] = cie.table_lerp(srgb, lam[i]).dot(vec3(LUMINANCE)) * ti.static(cie.Y_INTEGRAL / lanes())
     return w
 
 

@@ -557,7 +557,8 @@ def rough_plastic_tables(alpha, eta, beckmann):
 
 
 # ---- anisotropic GGX (Mitsuba 3 ``MicrofacetDistribution(GGX, alpha_u, alpha_v)``) -----------
-# Separate α_x, α_y (no sign convention: always GGX). Used by principled; additive shared helpers.
+# Separate α_x, α_y (no sign convention: always GGX). Used by principled and principledthin; additive shared
+# helpers (with their derivatives in α and in the directions).
 #     D(m)  = 1 / (π α_x α_y (m_x²/α_x² + m_y²/α_y² + m_z²)²)    (0 where D m_z <= 1e-20)
 #     G1(v) = 2 / (1 + sqrt(1 + (α_x² v_x² + α_y² v_y²) / v_z²))  (1 at normal incidence,
 #             0 when v sees the back of m)
@@ -610,6 +611,30 @@ def ggx_aniso_G(wi, wo, m, ax, ay):
 
 
 @ti.func
+def ggx_aniso_D_grad(m, ax, ay, d):
+    """∂D/∂m of the anisotropic GGX D (d: its value)."""
+    A = (m[0] / ax) ** 2 + (m[1] / ay) ** 2 + m[2] * m[2]
+    res = vec3(0.0)
+    if d > 0.0 and A > 0.0:
+        res = (-4.0 * d / A) * vec3(m[0] / (ax * ax), m[1] / (ay * ay), m[2])
+    return res
+
+
+@ti.func
+def ggx_aniso_g1_grad(v, ax, ay, g):
+    """∂G1/∂v of the anisotropic GGX G1 (g: its value; the visibility mask is piecewise constant)."""
+    res = vec3(0.0)
+    xy = (ax * v[0]) ** 2 + (ay * v[1]) ** 2
+    z2 = v[2] * v[2]
+    if g > 0.0 and xy > 0.0 and z2 > 0.0:
+        t = xy / z2
+        s = ti.sqrt(1.0 + t)
+        dg = -1.0 / (s * (1.0 + s) * (1.0 + s))
+        res = dg * vec3(2.0 * ax * ax * v[0] / z2, 2.0 * ay * ay * v[1] / z2, -2.0 * t / v[2])
+    return res
+
+
+@ti.func
 def ggx_aniso_pdf_visible(wi, m, ax, ay):
     """Mitsuba's pdf(wi, m): D(m) G1(wi, m) |wi·m| / cos θi (wi above the surface)."""
     d, _, _ = ggx_aniso_D(m, ax, ay)
@@ -624,7 +649,7 @@ def ggx_aniso_sample_visible(wi, ax, ay, u2):
     s2 = wp[0] * wp[0] + wp[1] * wp[1]
     cphi = 1.0
     sphi = 0.0
-    if s2 > 4.0 * 1.1920929e-07:
+    if s2 > 4.0 * 5.9604645e-08:     # Frame3f::sincos_phi: sin²θ <= 4 dr::Epsilon (2^-24) -> φ = 0
         inv = 1.0 / ti.sqrt(s2)
         cphi = ti.min(ti.max(wp[0] * inv, -1.0), 1.0)
         sphi = ti.min(ti.max(wp[1] * inv, -1.0), 1.0)

@@ -35,19 +35,17 @@ from .. import variants
 from ..core.math import INV_PI, PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
-from ..schema import Number, Texture
+from ..schema import Number
 from ..variants import SPECTRUM, spec, struct
-from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float,
-                   slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
+from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float, slot_rgb
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
-from .microfacet import ggx_aniso_D, ggx_aniso_g1, ggx_aniso_G, ggx_aniso_pdf_visible, ggx_aniso_sample_visible
+from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
+                         ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
+from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, diffuse_retro, dist_params, schlick_weight,
+                                schlick_weight_d, slot_adjoints, tint, tint_vjp, unit_texture)
 
 (_C, _R, _AN, _M, _ST, _T, _SH, _SHT, _CC, _CCG) = range(10)     # texture slots
 ETA, HAS_TRANS, SR_SPEC, SR_CC, SR_DIFF = range(5)                 # constants
-
-
-def _t(name, doc, default=0.0, ch=1):
-    return Texture(name, ch, default=default, lo=0.0, hi=1.0, doc=doc)
 
 
 def principled_constants(values, file, key):
@@ -70,67 +68,6 @@ def principled_constants(values, file, key):
 
 
 @ti.func
-def schlick_weight(x):
-    m = ti.min(ti.max(1.0 - x, 0.0), 1.0)
-    return m * m * m * m * m
-
-
-@ti.func
-def _schlick_w(c, eta):
-    """Mitsuba's calc_schlick weight: S(R0) = w + (1 - w) R0."""
-    eta_it = ti.select(c >= 0.0, eta, 1.0 / eta)
-    eta_ti = 1.0 / eta_it
-    ct = ti.sqrt(ti.max(1.0 - (1.0 - c * c) * eta_ti * eta_ti, 0.0))
-    return ti.select(eta_it > 1.0, schlick_weight(ti.abs(c)), schlick_weight(ct)), eta_it
-
-
-@ti.func
-def _lum_weights():
-    return variants.luminance_weights()
-
-
-@ti.func
-def _tint(c):
-    """(c_tint = c / lum (1 if lum <= 0), lum)."""
-    lum = _lum_weights().dot(c)
-    ct = spec(1.0)
-    if lum > 0.0:
-        ct = c / lum
-    return ct, lum
-
-
-@ti.func
-def _tint_vjp(c, lum, d):
-    """(∂c_tint/∂c)^T d."""
-    g = spec(0.0)
-    if lum > 0.0:
-        g = d / lum - _lum_weights() * (d.dot(c) / (lum * lum))
-    return g
-
-
-@ti.func
-def _alphas(p):
-    """(α_x, α_y, ∂α_x/∂r, ∂α_y/∂r, ∂α_x/∂an, ∂α_y/∂an) (Mitsuba's calc_dist_params)."""
-    asp = ti.sqrt(ti.max(1.0 - 0.9 * p.anisotropic, 1e-8))
-    r2 = p.roughness * p.roughness
-    ax = r2 / asp
-    ay = r2 * asp
-    dax_r = 2.0 * p.roughness / asp
-    day_r = 2.0 * p.roughness * asp
-    dax_a = r2 * 0.45 / (asp * asp * asp)
-    day_a = -r2 * 0.45 / asp
-    if ax < 1e-3:
-        ax = 1e-3
-        dax_r = 0.0
-        dax_a = 0.0
-    if ay < 1e-3:
-        ay = 1e-3
-        day_r = 0.0
-        day_a = 0.0
-    return ax, ay, dax_r, day_r, dax_a, day_a
-
-
-@ti.func
 def _gtr1(m, alpha):
     """(D_GTR1(m), ∂D/∂α)."""
     a2 = alpha * alpha
@@ -144,55 +81,6 @@ def _gtr1(m, alpha):
         d = 0.0
         dd = 0.0
     return d, dd
-
-
-@ti.func
-def _schlick_weight_d(x):
-    """d/dx of schlick_weight (0 outside (0, 1))."""
-    res = 0.0
-    if 0.0 < x < 1.0:
-        res = -5.0 * (1.0 - x) ** 4
-    return res
-
-
-@ti.func
-def _schlick_w_dcos(c, eta):
-    """d/dc of _schlick_w's weight."""
-    eta_it = ti.select(c >= 0.0, eta, 1.0 / eta)
-    eta_ti = 1.0 / eta_it
-    res = 0.0
-    if eta_it > 1.0:
-        res = _schlick_weight_d(ti.abs(c)) * ti.select(c >= 0.0, 1.0, -1.0)
-    else:
-        ct2 = 1.0 - (1.0 - c * c) * eta_ti * eta_ti
-        if ct2 > 0.0:
-            ct = ti.sqrt(ct2)
-            res = _schlick_weight_d(ct) * c * eta_ti * eta_ti / ct
-    return res
-
-
-@ti.func
-def _ggx_aniso_D_grad(m, ax, ay, d):
-    """∂D/∂m of the anisotropic GGX D (d: its value)."""
-    A = (m[0] / ax) ** 2 + (m[1] / ay) ** 2 + m[2] * m[2]
-    res = vec3(0.0)
-    if d > 0.0 and A > 0.0:
-        res = (-4.0 * d / A) * vec3(m[0] / (ax * ax), m[1] / (ay * ay), m[2])
-    return res
-
-
-@ti.func
-def _ggx_aniso_g1_grad(v, ax, ay, g):
-    """∂G1/∂v of the anisotropic GGX G1 (g: its value; the visibility mask is piecewise constant)."""
-    res = vec3(0.0)
-    xy = (ax * v[0]) ** 2 + (ay * v[1]) ** 2
-    z2 = v[2] * v[2]
-    if g > 0.0 and xy > 0.0 and z2 > 0.0:
-        t = xy / z2
-        s = ti.sqrt(1.0 + t)
-        dg = -1.0 / (s * (1.0 + s) * (1.0 + s))
-        res = dg * vec3(2.0 * ax * ax * v[0] / z2, 2.0 * ay * ay * v[1] / z2, -2.0 * t / v[2])
-    return res
 
 
 @ti.func
@@ -268,16 +156,16 @@ def _probs(p, front, F, bsdf, brdf):
 class Principled:
     NAME = "principled"
     VARIANTS = ("rgb", "mono")    # its tint divides colours by their luminance: an RGB notion
-    KEYS = (_t("base_color", "base color", 0.5, 3),
-            _t("roughness", "roughness of the main specular lobes (α = roughness²)", 0.5),
-            _t("anisotropic", "degree of anisotropy (0: isotropic)"),
-            _t("metallic", "metallicness"),
-            _t("spec_trans", "blend of the BRDF (0) and the transmitting BSDF (1) main lobes"),
-            _t("spec_tint", "fraction of base_color tint on the dielectric reflection"),
-            _t("sheen", "sheen lobe rate"),
-            _t("sheen_tint", "fraction of base_color tint on the sheen"),
-            _t("clearcoat", "rate of the clearcoat lobe"),
-            _t("clearcoat_gloss", "clearcoat glossiness (GTR1 α = lerp(0.1, 0.001, gloss))"),
+    KEYS = (unit_texture("base_color", "base color", 0.5, 3),
+            unit_texture("roughness", "roughness of the main specular lobes (α = roughness²)", 0.5),
+            unit_texture("anisotropic", "degree of anisotropy (0: isotropic)"),
+            unit_texture("metallic", "metallicness"),
+            unit_texture("spec_trans", "blend of the BRDF (0) and the transmitting BSDF (1) main lobes"),
+            unit_texture("spec_tint", "fraction of base_color tint on the dielectric reflection"),
+            unit_texture("sheen", "sheen lobe rate"),
+            unit_texture("sheen_tint", "fraction of base_color tint on the sheen"),
+            unit_texture("clearcoat", "rate of the clearcoat lobe"),
+            unit_texture("clearcoat_gloss", "clearcoat glossiness (GTR1 α = lerp(0.1, 0.001, gloss))"),
             Number("eta", default=None, lo=0.0, strict_lo=True, doc="interior / exterior IOR (excludes specular)"),
             Number("specular", default=None, lo=0.0, hi=1.0,
                    doc="Fresnel reflectance control, η = 2 / (1 - sqrt(0.08 specular)) - 1 (default 0.5)"),
@@ -287,7 +175,8 @@ class Principled:
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
     Params = struct(base_color=SPECTRUM, roughness=float, anisotropic=float, metallic=float, spec_trans=float,
                              spec_tint=float, sheen=float, sheen_tint=float, clearcoat=float, clearcoat_gloss=float,
-                             eta=float, has_trans=ti.i32, sr_spec=float, sr_cc=float, sr_diff=float)
+                             eta=float, has_trans=ti.i32, sr_spec=float, sr_cc=float, sr_diff=float,
+                             lum_w=SPECTRUM)
 
     constants = staticmethod(principled_constants)
 
@@ -301,21 +190,9 @@ class Principled:
             sheen_tint=slot_float(st, ctx, _SHT), clearcoat=slot_float(st, ctx, _CC),
             clearcoat_gloss=slot_float(st, ctx, _CCG), eta=const(st, ctx, ETA),
             has_trans=ti.cast(const(st, ctx, HAS_TRANS), ti.i32), sr_spec=const(st, ctx, SR_SPEC),
-            sr_cc=const(st, ctx, SR_CC), sr_diff=const(st, ctx, SR_DIFF))
+            sr_cc=const(st, ctx, SR_CC), sr_diff=const(st, ctx, SR_DIFF), lum_w=variants.luminance_weights(ctx.lam))
 
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _C, g.base_color)
-        slot_float_adjoint(st, ctx, _R, g.roughness)
-        slot_float_adjoint(st, ctx, _AN, g.anisotropic)
-        slot_float_adjoint(st, ctx, _M, g.metallic)
-        slot_float_adjoint(st, ctx, _ST, g.spec_trans)
-        slot_float_adjoint(st, ctx, _T, g.spec_tint)
-        slot_float_adjoint(st, ctx, _SH, g.sheen)
-        slot_float_adjoint(st, ctx, _SHT, g.sheen_tint)
-        slot_float_adjoint(st, ctx, _CC, g.clearcoat)
-        slot_float_adjoint(st, ctx, _CCG, g.clearcoat_gloss)
+    fetch_adjoint = staticmethod(slot_adjoints(KEYS))
 
     @staticmethod
     @ti.func
@@ -334,7 +211,7 @@ class Principled:
             bsdf = (1.0 - m) * p.spec_trans
             wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
             psr, pst, pcc, pd = _probs(p, front, F, bsdf, brdf)
-            ax, ay, _, _, _, _ = _alphas(p)
+            ax, ay, _, _, _, _ = dist_params(p.roughness, p.anisotropic)
             dih = wi.dot(wh)
             doh = wo.dot(wh)
             dwh = 0.0
@@ -368,7 +245,7 @@ class Principled:
         bsdf = (1.0 - m) * p.spec_trans
         front = ci > 0.0
         if ci != 0.0 and (front or bsdf > 0.0):
-            ax, ay, _, _, _, _ = _alphas(p)
+            ax, ay, _, _, _, _ = dist_params(p.roughness, p.anisotropic)
             sg = ti.select(ci >= 0.0, 1.0, -1.0)
             ms = ggx_aniso_sample_visible(wi * sg, ax, ay, u2)
             F, cos_t, eta_it, eta_ti = fresnel_dielectric(wi.dot(ms), p.eta)
@@ -427,7 +304,7 @@ class Principled:
             brdf = (1.0 - m) * (1.0 - s_)
             bsdf = (1.0 - m) * s_
             wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
-            ax, ay, dax_r, day_r, dax_a, day_a = _alphas(p)
+            ax, ay, dax_r, day_r, dax_a, day_a = dist_params(p.roughness, p.anisotropic)
             D, dDx, dDy = ggx_aniso_D(wh, ax, ay)
             G, dGx, dGy = ggx_aniso_G(wi, wo, wh, ax, ay)
             DG = D * G
@@ -435,14 +312,14 @@ class Principled:
             dDGy = dDy * G + D * dGy
             dih = wi.dot(wh)
             doh = wo.dot(wh)
-            ctint, lum = _tint(c)
+            ctint, lum = tint(c, p.lum_w)
             gdg = 0.0   # ∂/∂(D G) of <d, f>
             # main specular reflection
             if refl and mr and F > 0.0:
                 k = 1.0 / (4.0 * ti.abs(ci))
                 if front:
                     t = p.spec_tint
-                    w, eta_it = _schlick_w(dih, p.eta)
+                    w, eta_it = calc_schlick_w(dih, p.eta)
                     r0 = ((eta_it - 1.0) / (eta_it + 1.0)) ** 2
                     s_c = w + (1.0 - w) * c
                     s_t = w + (1.0 - w) * ctint * r0
@@ -451,7 +328,7 @@ class Principled:
                     gdg += d.dot(Fp) * k
                     g.metallic += DG * k * d.dot(-(1.0 - t) * F + s_c - t * s_t)
                     g.spec_tint += DG * k * (1.0 - m) * d.dot(s_t - F)
-                    g.base_color += DG * k * (1.0 - w) * (m * d + (1.0 - m) * t * r0 * _tint_vjp(c, lum, d))
+                    g.base_color += DG * k * (1.0 - w) * (m * d + (1.0 - m) * t * r0 * tint_vjp(c, p.lum_w, lum, d))
                 else:
                     val += spec(bsdf * F * DG * k)
                     sd = d.sum()
@@ -473,7 +350,7 @@ class Principled:
                 g.base_color += bsdf * DG * Y * d * ti.select(sc > 0.0, 0.5 / ti.select(sc > 0.0, sc, 1.0), 0.0)
             # clearcoat
             if p.clearcoat > 0.0 and refl and mr and front:
-                w, _ = _schlick_w(dih, p.eta)
+                w, _ = calc_schlick_w(dih, p.eta)
                 fcc = w + (1.0 - w) * 0.04
                 dcc, ddcc = _gtr1(wh, 0.1 + (0.001 - 0.1) * p.clearcoat_gloss)
                 gcc = _smith_ggx1(wi, wh, 0.25) * _smith_ggx1(wo, wh, 0.25)
@@ -487,15 +364,14 @@ class Principled:
                 fo = schlick_weight(ti.abs(co))
                 fi = schlick_weight(ti.abs(ci))
                 cd = wh.dot(wo)
-                rr = 2.0 * p.roughness * cd * cd
-                lobe = (1.0 - 0.5 * fi) * (1.0 - 0.5 * fo) + rr * (fo + fi + fo * fi * (rr - 1.0))
+                lobe, _, _, _, dlobe_r = diffuse_retro(p.roughness, fi, fo, cd)
                 kd = ti.abs(co) * INV_PI
                 val += brdf * kd * lobe * c
                 dc = d.dot(c)
                 g.base_color += brdf * kd * lobe * d
                 g.metallic += -(1.0 - s_) * kd * lobe * dc
                 g.spec_trans += -(1.0 - m) * kd * lobe * dc
-                g.roughness += brdf * kd * dc * (fo + fi + fo * fi * (2.0 * rr - 1.0)) * 2.0 * cd * cd
+                g.roughness += brdf * kd * dc * dlobe_r
                 if p.sheen > 0.0 and 1.0 - m > 0.0:
                     fd = schlick_weight(ti.abs(cd))
                     csh = 1.0 + (ctint - 1.0) * p.sheen_tint
@@ -504,7 +380,7 @@ class Principled:
                     g.sheen += (1.0 - m) * b * d.dot(csh)
                     g.metallic += -p.sheen * b * d.dot(csh)
                     g.sheen_tint += p.sheen * (1.0 - m) * b * d.dot(ctint - 1.0)
-                    g.base_color += p.sheen * (1.0 - m) * b * p.sheen_tint * _tint_vjp(c, lum, d)
+                    g.base_color += p.sheen * (1.0 - m) * b * p.sheen_tint * tint_vjp(c, p.lum_w, lum, d)
             dax = gdg * dDGx
             day = gdg * dDGy
             g.roughness += dax * dax_r + day * day_r
@@ -529,18 +405,18 @@ class Principled:
             wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
             u = wi + wo * ti.select(refl, 1.0, eta_path)
             ul = u.norm()
-            ax, ay, _, _, _, _ = _alphas(p)
+            ax, ay, _, _, _, _ = dist_params(p.roughness, p.anisotropic)
             D, _, _ = ggx_aniso_D(wh, ax, ay)
-            gD = _ggx_aniso_D_grad(wh, ax, ay, D)
+            gD = ggx_aniso_D_grad(wh, ax, ay, D)
             Gi, _, _ = ggx_aniso_g1(wi, wh, ax, ay)
             Go, _, _ = ggx_aniso_g1(wo, wh, ax, ay)
-            gGi = _ggx_aniso_g1_grad(wi, ax, ay, Gi)
-            gGo = _ggx_aniso_g1_grad(wo, ax, ay, Go)
+            gGi = ggx_aniso_g1_grad(wi, ax, ay, Gi)
+            gGo = ggx_aniso_g1_grad(wo, ax, ay, Go)
             DG = D * Gi * Go
             dih = wi.dot(wh)
             doh = wo.dot(wh)
             dF = fresnel_dielectric_dcos(dih, p.eta)
-            ctint, lum = _tint(c)
+            ctint, lum = tint(c, p.lum_w)
             sgi = ti.select(ci >= 0.0, 1.0, -1.0)
             sgo = ti.select(co >= 0.0, 1.0, -1.0)
             g_ci = 0.0
@@ -555,8 +431,8 @@ class Principled:
                 B = 0.0
                 if front:
                     t = p.spec_tint
-                    w, eta_it = _schlick_w(dih, p.eta)
-                    dw = _schlick_w_dcos(dih, p.eta)
+                    w, eta_it = calc_schlick_w(dih, p.eta)
+                    dw = calc_schlick_w_dcos(dih, p.eta)
                     r0 = ((eta_it - 1.0) / (eta_it + 1.0)) ** 2
                     Fp = (1.0 - m) * (1.0 - t) * F + m * (w + (1.0 - w) * c) + (1.0 - m) * t * (w + (1.0 - w) * ctint * r0)
                     dFp = (1.0 - m) * (1.0 - t) * dF + dw * (m * (1.0 - c) + (1.0 - m) * t * (1.0 - ctint * r0))
@@ -581,8 +457,8 @@ class Principled:
                     g_ci += A * DG * sz * (-Z / ci)
                     a_dg += A * ti.abs(Z)
             if p.clearcoat > 0.0 and refl and mr and front:
-                w, _ = _schlick_w(dih, p.eta)
-                dw = _schlick_w_dcos(dih, p.eta)
+                w, _ = calc_schlick_w(dih, p.eta)
+                dw = calc_schlick_w_dcos(dih, p.eta)
                 fcc = w + (1.0 - w) * 0.04
                 al = 0.1 + (0.001 - 0.1) * p.clearcoat_gloss
                 dcc, _ = _gtr1(wh, al)
@@ -598,21 +474,20 @@ class Principled:
             if brdf > 0.0 and refl and front:
                 fo = schlick_weight(ti.abs(co))
                 fi = schlick_weight(ti.abs(ci))
-                dfo = _schlick_weight_d(ti.abs(co)) * sgo
-                dfi = _schlick_weight_d(ti.abs(ci)) * sgi
+                dfo = schlick_weight_d(ti.abs(co)) * sgo
+                dfi = schlick_weight_d(ti.abs(ci)) * sgi
                 cd = doh
-                rr = 2.0 * p.roughness * cd * cd
-                lobe = (1.0 - 0.5 * fi) * (1.0 - 0.5 * fo) + rr * (fo + fi + fo * fi * (rr - 1.0))
+                lobe, dl_fi, dl_fo, dl_cd, _ = diffuse_retro(p.roughness, fi, fo, cd)
                 S = brdf * d.dot(c) * INV_PI
                 aco = ti.abs(co)
-                g_co += S * (sgo * lobe + aco * (-0.5 * (1.0 - 0.5 * fi) + rr * (1.0 + fi * (rr - 1.0))) * dfo)
-                g_ci += S * aco * (-0.5 * (1.0 - 0.5 * fo) + rr * (1.0 + fo * (rr - 1.0))) * dfi
-                g_doh += S * aco * (fo + fi + fo * fi * (2.0 * rr - 1.0)) * 4.0 * p.roughness * cd
+                g_co += S * (sgo * lobe + aco * dl_fo * dfo)
+                g_ci += S * aco * dl_fi * dfi
+                g_doh += S * aco * dl_cd
                 if p.sheen > 0.0 and 1.0 - m > 0.0:
                     csh = 1.0 + (ctint - 1.0) * p.sheen_tint
                     sv = p.sheen * (1.0 - m) * d.dot(csh)
                     scd = ti.select(cd >= 0.0, 1.0, -1.0)
-                    g_doh += sv * _schlick_weight_d(ti.abs(cd)) * scd * aco
+                    g_doh += sv * schlick_weight_d(ti.abs(cd)) * scd * aco
                     g_co += sv * schlick_weight(ti.abs(cd)) * sgo
             # the microfacet lobes' D(h) G1(wi) G1(wo)
             g_wh += a_dg * Gi * Go * gD

@@ -59,6 +59,7 @@ from .null import Null
 from .plastic import Plastic
 from .polarizer import Polarizer, Retarder
 from .principled import Principled
+from .principledthin import PrincipledThin
 from .roughconductor import RoughConductor
 from .roughdielectric import RoughDielectric
 from .roughplastic import RoughPlastic
@@ -83,6 +84,7 @@ MODELS = (
     Principled,
     Polarizer,
     Retarder,
+    PrincipledThin,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)

@@ -199,11 +199,14 @@ class _Builder:
                 m = parse_transform(spec["to_uv"], self.file, f"{key}.to_uv")
                 to_uv = np.array([[m[0, 0], m[0, 1], m[0, 3]], [m[1, 0], m[1, 1], m[1, 3]]], np.float32)
             if ttype == "checkerboard":
-                # Mitsuba's checkerboard.cpp: color0 where frac(u) > 0.5 == frac(v) > 0.5, else color1 —
+                # Mitsuba's checkerboard.cpp: color0 where frac(u) > 0.5 == frac(v) > 0.5, else color1 — and
+                # the other way round in its eval_1, which scalar parameters (roughness, spec_trans, ...) read —
                 # exactly a 2x2 nearest-neighbour bitmap, repeated (the parameter is that bitmap)
                 _keys(spec, {"type", "color0", "color1", "to_uv"}, self.file, key)
                 c0, c1 = (self.texture_constant(spec.get(k, dv), channels, lo, hi, f"{key}.{k}")
                           for k, dv in (("color0", 0.4), ("color1", 0.2)))
+                if channels == 1:
+                    c0, c1 = c1, c0
                 img = np.stack([np.stack([c0, c1]), np.stack([c1, c0])]).astype(np.float32)
                 t = self.add_texture(name, img, lo, hi, False, 0, False, key)
                 self.textures[t].to_uv = to_uv
