@@ -9,8 +9,9 @@ path when unset and present). Without Mitsuba the comparison is skipped with a o
 
 Workloads (each a function run in a child process, returning {"seconds": [...], "peak_rss_mb"}):
     mitsuba_forward(xml, spp, runs, variant) mi.render of the scene file (its own film and filter) in
-                                             ``variant`` (default llvm_ad_rgb; llvm_ad_spectral, ...)
-    mitsuba_prb_step(xml, key, value, spp, spp_grad, runs)
+                                             ``variant`` (default $MITSUBA_BENCH_VARIANT or llvm_ad_rgb;
+                                             llvm_ad_spectral, cuda_ad_rgb, ...)
+    mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth, variant)
                                              one PRB gradient step: primal spp + adjoint spp_grad,
                                              L2 loss against a 4-spp target of the original scene
 """
@@ -24,6 +25,9 @@ import time
 import numpy as np
 
 LLVM = "/usr/lib/x86_64-linux-gnu/libLLVM-19.so"
+# the backends of the workloads' children (benchmarks/gpu_check.py sets cuda and cuda_ad_rgb)
+BENCH_ARCH = os.environ.get("TIRENDER_BENCH_ARCH", "cpu")
+MI_VARIANT = os.environ.get("MITSUBA_BENCH_VARIANT", "llvm_ad_rgb")
 
 
 def child_env():
@@ -62,9 +66,9 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def mitsuba_forward(xml, spp, runs, variant="llvm_ad_rgb"):
+def mitsuba_forward(xml, spp, runs, variant=None):
     import mitsuba as mi
-    mi.set_variant(variant)
+    mi.set_variant(variant or MI_VARIANT)
     import drjit as dr
     scene = mi.load_file(xml)
     def one(k):
@@ -73,9 +77,9 @@ def mitsuba_forward(xml, spp, runs, variant="llvm_ad_rgb"):
     return {"seconds": timed(one, runs), "peak_rss_mb": _rss_mb()}
 
 
-def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6):
+def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6, variant=None):
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(variant or MI_VARIANT)
     import drjit as dr
     scene = mi.load_file(xml)
     integ = mi.load_dict({"type": "prb", "max_depth": max_depth})

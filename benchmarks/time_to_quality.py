@@ -262,7 +262,7 @@ def volume_spec(iters=None):
 def mitsuba_volume_scene(spec, out):
     """The volume task's scene in Mitsuba 3 (llvm_ad_rgb): (mi, dr, scene, sensors, params, key, truth)."""
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     os.makedirs(out, exist_ok=True)
     truth, bmin, bmax = read_vol(spec["vol"])
@@ -464,7 +464,7 @@ def tirender_task(spec, out):
     targets."""
     t_proc = time.perf_counter()
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.api import render
     from tirender.config import load_config
     from tirender.optim.driver import OptimizationRun
@@ -503,7 +503,7 @@ def mitsuba_texture_scene(spec):
     """The texture task in Mitsuba 3: (mi, dr, scene, integrator, sensors, params, key, truth, shape of a stage)."""
     import imageio.v3 as iio
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     T = mi.ScalarTransform4f
     truth = from_srgb(iio.imread(spec["texture"])[..., :3].astype(np.float32) / 255.0)   # tirender's decoding
@@ -529,7 +529,7 @@ def mitsuba_texture_scene(spec):
 def mitsuba_cbox_scene(spec):
     """The cbox task in Mitsuba 3 (tests/data/cbox.xml at the config's resolution)."""
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     scene = mi.load_file(spec["xml"], res=spec["res"], spp=spec["spp"])
     integ = mi.load_dict({"type": "prb", "max_depth": spec["max_depth"], "rr_depth": spec["rr_depth"]})
@@ -714,7 +714,7 @@ def tirender_rf_data(spec, out):
     origin, target, up, fov, resolution and the camera-to-world matrix per view; training and
     held-out view indices) and the ground-truth field padded to the model's SH degree (truth.npy)."""
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.radiance_field.dataset import procedural_params
     from tirender.radiance_field.field import channels
     from tirender.radiance_field.train import load_dataset, parse_config, scale_schedule
@@ -794,7 +794,7 @@ def tirender_radiance_field(spec, out):
     data child's dataset."""
     t_proc = time.perf_counter()
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.radiance_field.dataset import Dataset
     from tirender.radiance_field.train import Trainer
     cfg, images, cams, truth = rf_load_data(out)
@@ -915,7 +915,7 @@ def mitsuba_radiance_field(spec, out):
     t_proc = time.perf_counter()
     os.makedirs(out, exist_ok=True)
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     cfg, images, cams, truth = rf_load_data(out)
     fl, tr = cfg["field"], cfg["train"]
@@ -1038,7 +1038,7 @@ def tirender_volume_grad(spec, out):
     32^3 at init, spp + spp_grad, its own targets); (b) <grad, 1> of the linear functional
     sum_v <dy_v, I_v> (fixed dy) by PRB, mean and SE over seeds."""
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.api import render, render_grad
     from tirender.optim.losses import l2
     os.makedirs(out, exist_ok=True)
@@ -1264,7 +1264,7 @@ def plot(path, series, title, ylabel):
         pass
     try:
         import tirender
-        tirender.init("cpu")
+        tirender.init(sidebyside.BENCH_ARCH)
         from tirender.io.plot import save_line_plot
         save_line_plot(path, {k: (np.asarray(x, float), np.asarray(y, float)) for k, (x, y) in series.items()},
                        title=title, xlabel="wall seconds since the first iteration", ylabel=ylabel, logy=True)

@@ -15,7 +15,7 @@ of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after
 import taichi as ti
 
 from .fixed_point import INFO_FILM_SCALE, SLOT_FILM, WEIGHT_SCALE, finite_or_zero, to_fixed, track_max
-from .math import vec2, vec3
+from .math import exp_inline, vec2, vec3
 
 FILTER_BOX, FILTER_GAUSSIAN, FILTER_TENT = 0, 1, 2
 FILTERS = {"box": FILTER_BOX, "gaussian": FILTER_GAUSSIAN, "tent": FILTER_TENT}   # name -> st.cam_filter tag
@@ -189,15 +189,94 @@ def nan_to_zero(L):
 
 
 # ---- per-pixel local accumulation: a thread renders all samples of one pixel; every sample lands
-# within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood in registers and
-# flushes it with 25 atomics per pixel instead of 25 per sample.
+# within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood locally and flushes it
+# with 25 atomics per pixel instead of 25 per sample. On the CPU the 5x5 (Σ w·rgb, Σ w) live in the
+# thread's row of st.film_local (indexed by ti.global_thread_idx(); 4-wide loads, adds and stores),
+# elsewhere in registers (LocalFilm.acc): 100 scalars carried through the path loop would be spilled
+# and reloaded one by one on the CPU.
 LOCAL = 5
 LOCAL_HALF = 2
 
+LocalFilm = ti.types.struct(
+    acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # GPUs: (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block
+    t=ti.i32,                                         # CPU: the thread's row of st.film_local
+    m=float,                                          # the largest max-channel |L| of one sample added
+    kind=ti.i32,                                      # the filter (FILTER_*) and its per-camera constants:
+    a=float,                                          # Gaussian 1/(2σ²)
+    c=float,                                          # its truncation exp(-r² a)
+    c1=float,                                         # exp(-a), exp(-4a): the Gaussian at 1 and 2 pixels
+    c2=float,
+    inv_r=float,                                      # tent 1/r
+    r2=float)                                         # r²
+
+
+def _on_cpu():
+    from .. import backend
+    return backend.current_arch() == "cpu"
+
 
 @ti.func
-def local_zero():
-    return ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float)
+def local_zero(st: ti.template(), cam):
+    """An empty pixel-local accumulator for camera cam, with the filter's per-camera constants
+    computed once (not per sample)."""
+    kind = st.cam_filter[cam]
+    r = st.cam_radius[cam]
+    a = c = c1 = c2 = 0.0
+    if kind == FILTER_GAUSSIAN:
+        sd = st.cam_stddev[cam]
+        a = 1.0 / (2.0 * sd * sd)
+        c = ti.exp(-r * r * a)
+        c1 = ti.exp(-a)
+        c2 = ti.exp(-4.0 * a)
+    t = 0
+    if ti.static(_on_cpu()):
+        t = ti.min(ti.cast(ti.global_thread_idx(), ti.i32), ti.static(st.film_local.shape[0] - 1))
+        for q in ti.static(range(LOCAL * LOCAL)):
+            st.film_local[t, q] = ti.Vector([0.0, 0.0, 0.0, 0.0], dt=float)
+    return LocalFilm(acc=ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float), t=t, m=0.0, kind=kind, a=a, c=c, c1=c1, c2=c2, inv_r=1.0 / r if r > 0.0 else 0.0, r2=r * r)
+
+
+@ti.func
+def _local_add(st: ti.template(), f: ti.template(), q, v):
+    """Pixel q (0..24) of the block += v = (w·rgb, w)."""
+    if ti.static(_on_cpu()):
+        st.film_local[f.t, q] = st.film_local[f.t, q] + v   # no atomic: the thread's own row
+    else:
+        for ch in ti.static(range(4)):
+            f.acc[4 * q + ch] += v[ch]
+
+
+@ti.func
+def _local_get(st: ti.template(), f: ti.template(), q):
+    """Pixel q (0..24) of the block: (Σ w·rgb, Σ w)."""
+    res = ti.Vector([0.0, 0.0, 0.0, 0.0], dt=float)
+    if ti.static(_on_cpu()):
+        res = st.film_local[f.t, q]
+    else:
+        res = ti.Vector([f.acc[4 * q], f.acc[4 * q + 1], f.acc[4 * q + 2], f.acc[4 * q + 3]], dt=float)
+    return res
+
+
+@ti.func
+def _local_weights(f: ti.template(), u):
+    """The 1D filter weights of the block's 5 pixel centres at distances d_i = (i - 2) - u from a
+    sample at offset u ∈ [-½, ½) from its own pixel's centre. Gaussian: exp(-a d²) factored as
+    b q^(i-2) exp(-a (i-2)²) with b = exp(-a u²), q = exp(2 a u) (2 exps per axis instead of 5; the
+    same values to a few ulps: core/math.exp_inline), minus the truncation c, 0 beyond the
+    radius; tent: max(0, 1 - |d| / r) with 1/r per camera (exact for r a power of two)."""
+    w = ti.Vector([0.0] * LOCAL, dt=float)
+    if f.kind == FILTER_TENT:
+        for i in ti.static(range(LOCAL)):
+            w[i] = ti.max(0.0, 1.0 - ti.abs((i - LOCAL_HALF) - u) * f.inv_r)
+    else:
+        b = exp_inline(-f.a * u * u)
+        q = exp_inline(2.0 * f.a * u)
+        iq = 1.0 / q
+        g = ti.Vector([b * iq * iq * f.c2, b * iq * f.c1, b, b * q * f.c1, b * q * q * f.c2], dt=float)
+        for i in ti.static(range(LOCAL)):
+            d = (i - LOCAL_HALF) - u
+            w[i] = ti.select(d * d < f.r2, ti.max(0.0, g[i] - f.c), 0.0)
+    return w
 
 
 @ti.func
@@ -216,18 +295,16 @@ def splat_weight(st: ti.template(), cam, pos):
 
 
 @ti.func
-def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weight_only: ti.template(),
+def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight_only: ti.template(),
                 wide: ti.template()):
-    """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`. wide (a
+    """Add sample (pos, L) of pixel (px, py) into the thread-local accumulator f (``local_zero``). wide (a
     filter wider than the block: radius > 2 px, e.g. a Gaussian of stddev > 0.5; compile-time, so kernels for the
     usual filters carry no atomics in loops, which software Vulkan mishandles): splat directly
     instead (splat / splat_weight), so the filter is never truncated."""
-    if st.cam_filter[cam] == FILTER_BOX:
-        k = (LOCAL_HALF * LOCAL + LOCAL_HALF) * 4
-        acc[k] += L[0]
-        acc[k + 1] += L[1]
-        acc[k + 2] += L[2]
-        acc[k + 3] += 1.0
+    if ti.static(not weight_only):
+        f.m = ti.max(f.m, ti.abs(L).max())
+    if f.kind == FILTER_BOX:
+        _local_add(st, f, LOCAL_HALF * LOCAL + LOCAL_HALF, ti.Vector([L[0], L[1], L[2], 1.0], dt=float))
     else:
         if ti.static(wide):
             if ti.static(weight_only):
@@ -235,51 +312,40 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weig
             else:
                 splat(st, cam, pos, L)
         else:
-            r = st.cam_radius[cam]
-            sd = st.cam_stddev[cam]
-            kind = st.cam_filter[cam]
-            wx = ti.Vector([0.0] * LOCAL, dt=float)
-            wy = ti.Vector([0.0] * LOCAL, dt=float)
-            if kind == FILTER_TENT:
-                for i in ti.static(range(LOCAL)):  # separable weights: 10 per sample, not 25
-                    wx[i] = _w1(kind, px + (i - LOCAL_HALF) + 0.5 - pos[0], sd, r)
-                    wy[i] = _w1(kind, py + (i - LOCAL_HALF) + 0.5 - pos[1], sd, r)
-            else:   # the Gaussian's inline: its truncation constant exp(-r²a) once, not per weight
-                a = 1.0 / (2.0 * sd * sd)
-                c = ti.exp(-r * r * a)
-                for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
-                    dx = px + (i - LOCAL_HALF) + 0.5 - pos[0]
-                    dy = py + (i - LOCAL_HALF) + 0.5 - pos[1]
-                    wx[i] = ti.max(0.0, ti.exp(-dx * dx * a) - c)
-                    wy[i] = ti.max(0.0, ti.exp(-dy * dy * a) - c)
-            for j in ti.static(range(LOCAL)):
+            wx = _local_weights(f, pos[0] - (px + 0.5))   # separable: 10 weights per sample, not 25
+            wy = _local_weights(f, pos[1] - (py + 0.5))
+            L1 = ti.Vector([L[0], L[1], L[2], 1.0], dt=float)
+            if ti.static(_on_cpu()):
+                # the sample's columns wx_i (L, 1) once, then each block pixel += wy_j · column i: one
+                # 4-wide multiply-add per pixel from memory (the block and the columns are the thread's row)
                 for i in ti.static(range(LOCAL)):
-                    wt = wy[j] * wx[i]
-                    k = (j * LOCAL + i) * 4
-                    acc[k] += wt * L[0]
-                    acc[k + 1] += wt * L[1]
-                    acc[k + 2] += wt * L[2]
-                    acc[k + 3] += wt
+                    st.film_local[f.t, LOCAL * LOCAL + i] = wx[i] * L1
+                for j in ti.static(range(LOCAL)):
+                    for i in ti.static(range(LOCAL)):
+                        q = j * LOCAL + i
+                        st.film_local[f.t, q] = st.film_local[f.t, q] + wy[j] * st.film_local[f.t, LOCAL * LOCAL + i]
+            else:
+                for j in ti.static(range(LOCAL)):
+                    for i in ti.static(range(LOCAL)):
+                        _local_add(st, f, j * LOCAL + i, (wy[j] * wx[i]) * L1)
 
 
 @ti.func
-def local_flush(st: ti.template(), cam, px, py, acc: ti.template(), weight_only: ti.template()):
+def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: ti.template()):
     """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point
-    (one add per pixel of the 5x5 block; the block's largest |Σ w L| is recorded with track_max)."""
+    (one add per pixel of the 5x5 block; the largest |L| of one sample is recorded with track_max:
+    the launch's scale bounds k samples' sums by that, core/fixed_point.py)."""
     w = st.cam_w[cam]
     h = st.cam_h[cam]
     if ti.static(not weight_only):
-        m = 0.0
-        for k in ti.static(range(LOCAL * LOCAL)):
-            m = ti.max(m, ti.abs(acc[4 * k]), ti.abs(acc[4 * k + 1]), ti.abs(acc[4 * k + 2]))
-        track_max(st.acc_max, SLOT_FILM, px + py * w, m)
+        track_max(st.acc_max, SLOT_FILM, px + py * w, f.m)
     for j in ti.static(range(LOCAL)):
         for i in ti.static(range(LOCAL)):
             x = px + i - LOCAL_HALF
             y = py + j - LOCAL_HALF
-            k = (j * LOCAL + i) * 4
-            if x >= 0 and x < w and y >= 0 and y < h and acc[k + 3] > 0.0:
+            v = _local_get(st, f, j * LOCAL + i)
+            if x >= 0 and x < w and y >= 0 and y < h and v[3] > 0.0:
                 if ti.static(weight_only):
-                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(acc[k + 3], WEIGHT_SCALE))
+                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))
                 else:
-                    _add(st, y * w + x, vec3(acc[k], acc[k + 1], acc[k + 2]), acc[k + 3], True)
+                    _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True)
