@@ -114,3 +114,30 @@ def test_multi_launch_render_equals_itself_and_progressive(cbox):
     render_progressive(sc, spp=8, sample_offset=0, seed=5, clear=True)
     img2 = render_progressive(sc, spp=8, sample_offset=8, seed=5)
     assert np.allclose(img, img2, rtol=1e-5, atol=1e-7)
+
+
+def test_no_redo_when_the_spp_changes(cbox):
+    """The fixed-point scales come from per-add maxima with the launch's add count entered exactly
+    (core/fixed_point.scale_for), so a launch of another size guesses right: no launch is redone in a
+    4-spp preview then a 64-spp render, an optimisation's doubling spp schedule (primal and PRB
+    gradient), or progressive passes (launch.STATS counts the redos); and the 64-spp image after the
+    preview is the one rendered without it, bit for bit."""
+    from tirender import launch
+    from tirender.api import render_progressive
+    sc, base, img0, g0 = cbox
+    first = tirender.render(sc, spp=64, seed=11, progress=False)
+    target = tirender.render(sc, spp=4, seed=12, progress=False)
+    tirender.render_grad(sc, 2 * (first - target), spp=4, seed=13, progress=False)
+    redone, launches = launch.STATS["redone"], launch.STATS["launches"]
+    for spp in (4, 64, 4, 64):                                  # previews and final renders
+        img = tirender.render(sc, spp=spp, seed=11, progress=False)
+    assert np.array_equal(img, first)
+    for spp in (2, 4, 8, 16, 32, 64):                           # spp_schedule: {double_every, max: 64}
+        img = tirender.render(sc, spp=spp, seed=20 + spp, progress=False)
+        tirender.render_grad(sc, 2 * (img - target), spp=spp, seed=40 + spp, progress=False)
+    done = 0
+    for k, spp in enumerate((1, 1, 2, 4, 8, 16, 32)):          # the viewer's progressive passes
+        render_progressive(sc, spp=spp, sample_offset=done, seed=7, clear=k == 0)
+        done += spp
+    assert launch.STATS["launches"] - launches >= 4 + 12 + 7
+    assert launch.STATS["redone"] == redone

@@ -54,18 +54,26 @@ def _grads(g, names):
 
 
 def part_surface():
-    """The Cornell box at 32²: path, direct, aov, moment and light-tracer images; PRB, RB and light-tracer
-    gradients; forward mode (CPU and CUDA: Vulkan lacks the per-thread tangent accumulators)."""
+    """The Cornell box at 32²: path, direct, aov and moment images; the PRB gradient."""
     import tirender
-    from tirender.api import render_forward, render_grad, render_moments
+    from tirender.api import render_grad, render_moments
     sc = tirender.load_scene(CBOX, overrides=SMALL)
     ones = np.ones((32, 32, 3), np.float32)
-    out = {"img_path": _flat(tirender.render(sc, spp=16, seed=5, progress=False)),
-           "img_direct": _flat(tirender.render(sc, spp=16, seed=5, integrator="direct", progress=False)),
-           "img_aov": _flat(tirender.render(sc, spp=4, seed=5, integrator="aov", progress=False)),
-           "img_moment": _flat(render_moments(sc, spp=8, seed=5, progress=False)[1]),
-           "img_ptracer": _flat(tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)),
-           "grad_prb": _grads(render_grad(sc, ones, spp=16, seed=3, progress=False), CBOX_GRADS),
+    return {"img_path": _flat(tirender.render(sc, spp=16, seed=5, progress=False)),
+            "img_direct": _flat(tirender.render(sc, spp=16, seed=5, integrator="direct", progress=False)),
+            "img_aov": _flat(tirender.render(sc, spp=4, seed=5, integrator="aov", progress=False)),
+            "img_moment": _flat(render_moments(sc, spp=8, seed=5, progress=False)[1]),
+            "grad_prb": _grads(render_grad(sc, ones, spp=16, seed=3, progress=False), CBOX_GRADS)}
+
+
+def part_surface_more():
+    """The Cornell box at 32²: the light tracer's image and gradient, the RB gradient, forward mode (CPU and
+    CUDA: Vulkan lacks the per-thread tangent accumulators)."""
+    import tirender
+    from tirender.api import render_forward, render_grad
+    sc = tirender.load_scene(CBOX, overrides=SMALL)
+    ones = np.ones((32, 32, 3), np.float32)
+    out = {"img_ptracer": _flat(tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)),
            "grad_rb": _grads(render_grad(sc, ones, spp=8, seed=3, method="rb", progress=False), CBOX_GRADS)}
     ps = tirender.load_scene(CBOX, overrides=SMALL + ["integrator.type=ptracer"])
     out["grad_ptracer"] = _grads(render_grad(ps, ones, spp=8, seed=7, progress=False), CBOX_GRADS)
@@ -160,7 +168,7 @@ def part_polarized():
     return {"img_stokes": _flat(render_stokes(sc, spp=8, seed=3, progress=False))}
 
 
-PARTS = {"surface": part_surface, "volume": part_volume, "mcmc": part_mcmc, "attached": part_attached,
+PARTS = {"surface": part_surface, "surface_more": part_surface_more, "volume": part_volume, "mcmc": part_mcmc, "attached": part_attached,
          "radiance_field": part_radiance_field, "torch": part_torch, "polarized": part_polarized}
 VARIANT = {"polarized": "spectral_polarized"}
 

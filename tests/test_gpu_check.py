@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PARTS = ("surface", "volume", "mcmc", "attached", "radiance_field", "torch", "polarized")
+PARTS = ("surface", "surface_more", "volume", "mcmc", "attached", "radiance_field", "torch", "polarized")
 
 
 @pytest.mark.slow

@@ -110,7 +110,7 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
     ga = GRAD_ADDS_PER_SAMPLE * npix * k
     gname = f"film_guess_{film}"
     sf = scale_for(_guess(st, gname, 1.0), fa)
-    sg = scale_for(_guess(st, "grad_guess", 1.0), ga, spp)
+    sg = scale_for(_guess(st, "grad_guess", 1.0) / spp, ga, spp)   # the guess is stored as max·spp
     mf = mg = 0.0
     maxes = np.zeros(2 * N_SLOTS, np.int32)
     fx = getattr(st, "film_readout", None)          # reused: (npix, 4) int64
@@ -137,7 +137,7 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
     if mf > 0:
         setattr(st, gname, mf)
     if mg > 0:
-        st.grad_guess = mg
+        st.grad_guess = mg * spp       # exact (an f32 times a small integer in f64)
     if film:
         st.host_film += fx * np.array([1.0 / sf, 1.0 / sf, 1.0 / sf, 1.0 / WEIGHT_SCALE])
     if grad:

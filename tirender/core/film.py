@@ -190,16 +190,17 @@ def nan_to_zero(L):
 
 # ---- per-pixel local accumulation: a thread renders all samples of one pixel; every sample lands
 # within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood locally and flushes it
-# with 25 atomics per pixel instead of 25 per sample. On the CPU the 5x5 (Σ w·rgb, Σ w) live in the
-# thread's row of st.film_local (indexed by ti.global_thread_idx(); 4-wide loads, adds and stores),
-# elsewhere in registers (LocalFilm.acc): 100 scalars carried through the path loop would be spilled
-# and reloaded one by one on the CPU.
+# with 25 atomics per pixel instead of 25 per sample. A sample at offset u ∈ [-½, ½) from its pixel's
+# centre reaches at most 4 pixel centres per axis (those at k - u, |k - u| < 2: k = -2..1 for u ≤ 0,
+# -1..2 for u > 0). On the CPU each sample adds into that 4x4 window of the block (a local array indexed
+# at run time, which stays in memory: 100 scalars carried through the path loop would otherwise be
+# spilled and reloaded one by one); on GPUs into the whole 5x5 block at fixed indices (registers).
 LOCAL = 5
 LOCAL_HALF = 2
+WINDOW = 4
 
 LocalFilm = ti.types.struct(
-    acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # GPUs: (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block
-    t=ti.i32,                                         # CPU: the thread's row of st.film_local
+    acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block, row-major
     m=float,                                          # the largest max-channel |L| of one sample added
     kind=ti.i32,                                      # the filter (FILTER_*) and its per-camera constants:
     a=float,                                          # Gaussian 1/(2σ²)
@@ -228,55 +229,57 @@ def local_zero(st: ti.template(), cam):
         c = ti.exp(-r * r * a)
         c1 = ti.exp(-a)
         c2 = ti.exp(-4.0 * a)
-    t = 0
-    if ti.static(_on_cpu()):
-        t = ti.min(ti.cast(ti.global_thread_idx(), ti.i32), ti.static(st.film_local.shape[0] - 1))
-        for q in ti.static(range(LOCAL * LOCAL)):
-            st.film_local[t, q] = ti.Vector([0.0, 0.0, 0.0, 0.0], dt=float)
-    return LocalFilm(acc=ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float), t=t, m=0.0, kind=kind, a=a, c=c, c1=c1, c2=c2, inv_r=1.0 / r if r > 0.0 else 0.0, r2=r * r)
+    return LocalFilm(acc=ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float), m=0.0, kind=kind, a=a, c=c, c1=c1,
+                     c2=c2, inv_r=1.0 / r if r > 0.0 else 0.0, r2=r * r)
 
 
 @ti.func
-def _local_add(st: ti.template(), f: ti.template(), q, v):
-    """Pixel q (0..24) of the block += v = (w·rgb, w)."""
-    if ti.static(_on_cpu()):
-        st.film_local[f.t, q] = st.film_local[f.t, q] + v   # no atomic: the thread's own row
-    else:
-        for ch in ti.static(range(4)):
-            f.acc[4 * q + ch] += v[ch]
+def _gauss_taps(f: ti.template(), u):
+    """exp(-a (k - u)²) for k = -2..2 as b q^k exp(-a k²), b = exp(-a u²), q = exp(2 a u): 2 exps instead
+    of 5 (the same values to a few ulps, core/math.exp_inline; q's overflow for tiny σ only reaches taps
+    beyond the radius, which the callers zero)."""
+    b = exp_inline(-f.a * u * u)
+    q = exp_inline(2.0 * f.a * u)
+    iq = 1.0 / q
+    return ti.Vector([b * iq * iq * f.c2, b * iq * f.c1, b, b * q * f.c1, b * q * q * f.c2], dt=float)
 
 
 @ti.func
-def _local_get(st: ti.template(), f: ti.template(), q):
-    """Pixel q (0..24) of the block: (Σ w·rgb, Σ w)."""
-    res = ti.Vector([0.0, 0.0, 0.0, 0.0], dt=float)
-    if ti.static(_on_cpu()):
-        res = st.film_local[f.t, q]
-    else:
-        res = ti.Vector([f.acc[4 * q], f.acc[4 * q + 1], f.acc[4 * q + 2], f.acc[4 * q + 3]], dt=float)
-    return res
+def _tap(f: ti.template(), k, u, g):
+    """The 1D weight of the pixel centre at distance d = k - u (pixels; g: the Gaussian's value there):
+    Gaussian g minus the truncation c, tent max(0, 1 - |d| / r) (1/r per camera: exact for r a power of
+    two); 0 beyond the radius."""
+    d = k - u
+    w = ti.max(0.0, 1.0 - ti.abs(d) * f.inv_r)
+    if f.kind != FILTER_TENT:
+        w = ti.select(d * d < f.r2, ti.max(0.0, g - f.c), 0.0)
+    return w
 
 
 @ti.func
 def _local_weights(f: ti.template(), u):
-    """The 1D filter weights of the block's 5 pixel centres at distances d_i = (i - 2) - u from a
-    sample at offset u ∈ [-½, ½) from its own pixel's centre. Gaussian: exp(-a d²) factored as
-    b q^(i-2) exp(-a (i-2)²) with b = exp(-a u²), q = exp(2 a u) (2 exps per axis instead of 5; the
-    same values to a few ulps: core/math.exp_inline), minus the truncation c, 0 beyond the
-    radius; tent: max(0, 1 - |d| / r) with 1/r per camera (exact for r a power of two)."""
+    """The 1D weights of the block's 5 pixel centres (k = -2..2) for a sample at offset u from its pixel's centre."""
+    g = ti.Vector([0.0] * LOCAL, dt=float)
+    if f.kind != FILTER_TENT:
+        g = _gauss_taps(f, u)
     w = ti.Vector([0.0] * LOCAL, dt=float)
-    if f.kind == FILTER_TENT:
-        for i in ti.static(range(LOCAL)):
-            w[i] = ti.max(0.0, 1.0 - ti.abs((i - LOCAL_HALF) - u) * f.inv_r)
-    else:
-        b = exp_inline(-f.a * u * u)
-        q = exp_inline(2.0 * f.a * u)
-        iq = 1.0 / q
-        g = ti.Vector([b * iq * iq * f.c2, b * iq * f.c1, b, b * q * f.c1, b * q * q * f.c2], dt=float)
-        for i in ti.static(range(LOCAL)):
-            d = (i - LOCAL_HALF) - u
-            w[i] = ti.select(d * d < f.r2, ti.max(0.0, g[i] - f.c), 0.0)
+    for i in ti.static(range(LOCAL)):
+        w[i] = _tap(f, i - LOCAL_HALF, u, g[i])
     return w
+
+
+@ti.func
+def _window_weights(f: ti.template(), u):
+    """(w, s): the 1D weights of the WINDOW pixel centres k = s - 2 .. s + 1 a sample at offset u reaches
+    (s = 1 if u > 0, else 0)."""
+    s = ti.select(u > 0.0, 1, 0)
+    g = ti.Vector([0.0] * LOCAL, dt=float)
+    if f.kind != FILTER_TENT:
+        g = _gauss_taps(f, u)
+    w = ti.Vector([0.0] * WINDOW, dt=float)
+    for i in ti.static(range(WINDOW)):
+        w[i] = _tap(f, i - LOCAL_HALF + s, u, ti.select(s == 1, g[i + 1], g[i]))
+    return w, s
 
 
 @ti.func
@@ -304,7 +307,11 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight
     if ti.static(not weight_only):
         f.m = ti.max(f.m, ti.abs(L).max())
     if f.kind == FILTER_BOX:
-        _local_add(st, f, LOCAL_HALF * LOCAL + LOCAL_HALF, ti.Vector([L[0], L[1], L[2], 1.0], dt=float))
+        k = (LOCAL_HALF * LOCAL + LOCAL_HALF) * 4
+        f.acc[k] += L[0]
+        f.acc[k + 1] += L[1]
+        f.acc[k + 2] += L[2]
+        f.acc[k + 3] += 1.0
     else:
         if ti.static(wide):
             if ti.static(weight_only):
@@ -312,22 +319,24 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight
             else:
                 splat(st, cam, pos, L)
         else:
-            wx = _local_weights(f, pos[0] - (px + 0.5))   # separable: 10 weights per sample, not 25
-            wy = _local_weights(f, pos[1] - (py + 0.5))
             L1 = ti.Vector([L[0], L[1], L[2], 1.0], dt=float)
             if ti.static(_on_cpu()):
-                # the sample's columns wx_i (L, 1) once, then each block pixel += wy_j · column i: one
-                # 4-wide multiply-add per pixel from memory (the block and the columns are the thread's row)
-                for i in ti.static(range(LOCAL)):
-                    st.film_local[f.t, LOCAL * LOCAL + i] = wx[i] * L1
-                for j in ti.static(range(LOCAL)):
-                    for i in ti.static(range(LOCAL)):
-                        q = j * LOCAL + i
-                        st.film_local[f.t, q] = st.film_local[f.t, q] + wy[j] * st.film_local[f.t, LOCAL * LOCAL + i]
+                wx, sx = _window_weights(f, pos[0] - (px + 0.5))   # separable: 8 weights per sample, 16 adds
+                wy, sy = _window_weights(f, pos[1] - (py + 0.5))
+                o = (sy * LOCAL + sx) * 4
+                for j in ti.static(range(WINDOW)):
+                    for i in ti.static(range(WINDOW)):
+                        v = (wy[j] * wx[i]) * L1
+                        for ch in ti.static(range(4)):
+                            f.acc[o + (j * LOCAL + i) * 4 + ch] += v[ch]
             else:
+                wx = _local_weights(f, pos[0] - (px + 0.5))   # separable: 10 weights per sample, 25 adds
+                wy = _local_weights(f, pos[1] - (py + 0.5))
                 for j in ti.static(range(LOCAL)):
                     for i in ti.static(range(LOCAL)):
-                        _local_add(st, f, j * LOCAL + i, (wy[j] * wx[i]) * L1)
+                        v = (wy[j] * wx[i]) * L1
+                        for ch in ti.static(range(4)):
+                            f.acc[(j * LOCAL + i) * 4 + ch] += v[ch]
 
 
 @ti.func
@@ -343,7 +352,8 @@ def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: t
         for i in ti.static(range(LOCAL)):
             x = px + i - LOCAL_HALF
             y = py + j - LOCAL_HALF
-            v = _local_get(st, f, j * LOCAL + i)
+            q = (j * LOCAL + i) * 4
+            v = ti.Vector([f.acc[q], f.acc[q + 1], f.acc[q + 2], f.acc[q + 3]], dt=float)
             if x >= 0 and x < w and y >= 0 and y < h and v[3] > 0.0:
                 if ti.static(weight_only):
                     ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))

@@ -10,7 +10,6 @@ import taichi as ti
 
 from .. import backend
 from ..bsdfs import registry as bsdfs
-from ..core import film
 from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
 from ..emitters import registry as emitters
@@ -149,9 +148,6 @@ class Storage:
         f.adj_w = ti.field(ti.i64)
         f.aux = ti.Vector.field(4, float)
         fb.dense(ti.i, c["pixels"]).place(f.film, f.adj, f.adj_w, f.aux)
-        # the CPU threads' pixel-local film accumulators (core/film.py: 5x5 pixels of (Σ w·rgb, Σ w), 5 rows of a sample)
-        f.film_local = ti.Vector.field(4, float)
-        fb.dense(ti.ij, (backend.cpu_threads(), film.LOCAL * (film.LOCAL + 1))).place(f.film_local)
         # participating media (tirender/media): type, coefficient volumes (texture indices), scale,
         # grid bbox, fixed majorant (a floor of the per-cell majorants, med_majgrid)
         f.med_type, f.med_flags, f.med_phase = (ti.field(ti.i32) for _ in range(3))
