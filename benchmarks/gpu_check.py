@@ -8,7 +8,7 @@
 Steps, each timed and reported in one table (printed, and written to benchmarks/results/gpu_check.md
 and .json; ``--out DIR`` elsewhere; a dry run writes gpu_check_dry.*):
 
-1. setup: installs the carried wheels (``.whl/**/*.whl``: Taichi, Mitsuba 3 + Dr.Jit, dill; Python 3.12
+1. setup: installs the carried wheels (``.whl/**/*.whl``: Taichi, dill, OpenImageIO, Mitsuba 3 + Dr.Jit; Python 3.12
    manylinux builds, slimmed by --fetch to what the check needs) into ``.gpu-site/`` (git-ignored, kept on a
    warm machine between calls, so the wheels can travel in two calls under the 64 MiB limit), unpacks the
    carried Vulkan loader (``.gl/*.deb``) when the machine has none, points Vulkan at the NVIDIA driver's ICD
@@ -51,8 +51,9 @@ NVIDIA = "/usr/local/nvidia"
 CBOX = os.path.join(ROOT, "configs", "cbox.yaml")
 CBOX_XML = os.path.join(ROOT, "tests", "data", "cbox.xml")
 # --fetch: (folder under .whl, requirement, path prefixes inside the wheel left out: not needed by the check)
-FETCH = [("taichi", "taichi==1.7.4", ("taichi/_lib/c_api/", "taichi-1.7.4.data/", "taichi/assets/", "taichi/examples/")),
+FETCH = [("taichi", "taichi==1.7.4", ("taichi/_lib/c_api/", "taichi-1.7.4.data/", "taichi/assets/")),
          ("taichi", "dill", ()),
+         ("taichi", "OpenImageIO==3.2.2.0", ()),      # the texture task's PNG (tirender/io/bitmap.py)
          ("mitsuba", "mitsuba==3.9.1", tuple(f"mitsuba/{v}." for v in (
              "llvm_ad_rgb", "llvm_ad_mono", "llvm_ad_spectral", "llvm_ad_mono_polarized", "llvm_ad_spectral_polarized",
              "cuda_ad_mono", "cuda_ad_spectral", "cuda_ad_mono_polarized", "cuda_ad_spectral_polarized",
@@ -88,22 +89,24 @@ def fetch():
     for group, req, drop in FETCH:
         d = os.path.join(WHEELS, group)
         os.makedirs(d, exist_ok=True)
-        before = set(os.listdir(d))
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
                "3.12", "--implementation", "cp", "-d", d, req]
         for p in PLATFORMS:
             cmd[5:5] = ["--platform", p]
         subprocess.run(cmd, check=True)
-        for f in set(os.listdir(d)) - before:
-            slim_wheel(os.path.join(d, f), drop)
+        name = req.split("==")[0].lower().replace("-", "_")
+        for f in os.listdir(d):          # pip may have replaced a slimmed wheel by the full one: slim again
+            if f.lower().startswith(name + "-"):
+                slim_wheel(os.path.join(d, f), drop)
     os.makedirs(DEBS, exist_ok=True)
     if shutil.which("apt-get"):
         o = ["-oAPT::Architecture=amd64", "-oAPT::Architectures=amd64", "-oDir::State::Lists=/tmp/amd64"]
         os.makedirs("/tmp/amd64/partial", exist_ok=True)
         subprocess.run(["apt-get", *o, "-qq", "update"], check=False)
         subprocess.run(["apt-get", *o, "-qq", "download", *FETCH_DEBS], cwd=DEBS, check=False)
-    exclude = os.path.join(ROOT, ".git", "info", "exclude")
-    if os.path.isdir(os.path.dirname(exclude)):
+    r = subprocess.run(["git", "rev-parse", "--git-path", "info/exclude"], capture_output=True, text=True, cwd=ROOT)
+    exclude = os.path.join(ROOT, r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else ""
+    if exclude and os.path.isdir(os.path.dirname(exclude)):
         have = open(exclude).read() if os.path.exists(exclude) else ""
         with open(exclude, "a") as fh:
             for pat in ("/.whl/", "/.gl/", "/.gpu-site/"):
@@ -174,7 +177,8 @@ out = {"python": sys.version.split()[0]}
 for m in ("taichi", "numpy", "torch", "mitsuba", "drjit"):
     try:
         mod = __import__(m)
-        out[m] = getattr(mod, "__version__", "?")
+        v = getattr(mod, "__version__", "?")
+        out[m] = ".".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
     except Exception as e:
         out[m] = "missing (%s)" % str(e).splitlines()[0][:80]
 import tirender.backend as b

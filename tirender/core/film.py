@@ -5,9 +5,14 @@ centre lies within the filter radius; the image is Σ w L / Σ w. Separable, w =
 the distance (pixels) from the pixel centre: Gaussian w1(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)),
 r = 4σ; tent w1(d) = max(0, 1 - |d|/r) (r: its ``radius``, default 1). Box: the pixel containing pos.
 ``st.film`` holds (Σ w L, Σ w) per pixel of the current launch in fixed point (core/fixed_point.py:
-Σ w L at the launch's scale ``st.info_f[INFO_FILM_SCALE]``, whose largest added |value| each flush
-records with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left pixel; launch.py
-folds each launch into float64.
+Σ w L at the launch's scale ``st.info_f[INFO_FILM_SCALE]``, chosen from the largest |L| of one sample,
+which the splats and flushes record with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left
+pixel; launch.py folds each launch into float64.
+
+The pixel-local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples'
+footprints summed locally, one flush per pixel) computes the filter's per-camera constants once per pixel
+and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights equal ``_w1``'s to a few ulps
+(images within float rounding of the per-weight form; tent and box weights are the same bits).
 
 Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
 of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
