@@ -96,8 +96,9 @@ class _Node:
         return f"<{self.tag}" + (f' type="{t}"' if t else "") + (f' name="{n}"' if n else "") + ">"
 
 
-def _parse_file(path, from_node=None):
-    """XML file -> _Node tree with line numbers (expat)."""
+def _parse_file(path, from_node=None, any_root=False):
+    """XML file -> _Node tree with line numbers (expat); the root must be <scene> unless any_root (an <include>d
+    object file, whose root is that object)."""
     if not os.path.exists(path):
         if from_node is not None:
             raise ConfigError(f"included file not found: {path}", from_node.file,
@@ -120,7 +121,7 @@ def _parse_file(path, from_node=None):
             p.ParseFile(f)
     except expat.ExpatError as e:
         raise ConfigError(f"malformed XML: {expat.ErrorString(e.code)}", path, f"line {e.lineno}")
-    if not root or root[0].tag != "scene":
+    if not root or (root[0].tag != "scene" and not any_root):
         raise ConfigError("the root element must be <scene>", path, f"line {root[0].line if root else 1}")
     return root[0]
 
@@ -223,7 +224,41 @@ class _Importer:
             del self.scene["sensors"]
         return self.scene
 
+    def included(self, n, any_root=False):
+        """The tree of the file an <include> names, read while its folder is on the resolver (parser.cpp: the
+        including file's folder first), with nested includes and defaults inside objects expanded."""
+        self.local.insert(0, os.path.dirname(os.path.abspath(n.file)))
+        saved = list(self.local)
+        try:
+            root = _parse_file(self.path(n, self.attr(n, "filename")), n, any_root)
+            self.expand(root)
+            return root
+        finally:
+            self.local = saved[1:]
+
+    def expand(self, node):
+        """Inside objects (not at a scene's root, which ``top`` reads in order): an <include> becomes the objects
+        of its file (a scene file's children, or the file's root object, named by the include's ``name``), and a
+        <default> is read where it stands (Mitsuba's parser accepts both anywhere)."""
+        out = []
+        for c in node.children:
+            if node.tag != "scene" and c.tag == "include":
+                root = self.included(c, any_root=True)
+                if root.tag == "scene":
+                    out.extend(root.children)
+                else:
+                    if c.attrs.get("name"):
+                        root.attrs["name"] = c.attrs["name"]
+                    out.append(root)
+            elif node.tag != "scene" and c.tag == "default":
+                self.default(c)
+            else:
+                self.expand(c)
+                out.append(c)
+        node.children = out
+
     def top(self, root):
+        self.expand(root)
         for n in root.children:
             t = n.tag
             if t == "default":
@@ -232,13 +267,14 @@ class _Importer:
                 if n.file != self.file:     # in an included file: for the rest of that file (parser.cpp)
                     self.resource(n, self.local)
             elif t == "include":
-                self.local.insert(0, os.path.dirname(os.path.abspath(n.file)))
-                saved = list(self.local)
-                try:
-                    fn = self.path(n, self.attr(n, "filename"))
-                    self.top(_parse_file(fn, n))
-                finally:
-                    self.local = saved[1:]
+                self.top(self.included(n))
+            elif t == "alias":               # <alias id="a" as="b">: b names the object a names
+                src, dst = self.attr(n, "id"), self.attr(n, "as")
+                if src not in self.objects:
+                    raise self.err(n, f"alias source id '{src}' not found")
+                if dst in self.objects:
+                    raise self.err(n, f"alias destination id '{dst}' already exists")
+                self.objects[dst] = self.objects[src]
             elif t == "bsdf":
                 bid = self.attr(n, "id", required=False) or f"bsdf_line{n.line}"
                 self.scene["bsdfs"][bid] = self.bsdf(n)
