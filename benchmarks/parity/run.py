@@ -64,6 +64,9 @@ SCENES = {
     "projector": ["proj.irradiance.data", "proj.scale", "spot.texture.data", "spot.intensity.value"],
     "beckmann": ["floor.bsdf.alpha.value", "sky.radiance.value"],
     "anisotropic": ["floor.bsdf.alpha_u.value", "floor.bsdf.alpha_v.value"],
+    "pplastic": ["floor.bsdf.diffuse_reflectance.value", "floor.bsdf.alpha.value", "ball.bsdf.eta.value"],
+    "hair": ["fibres.bsdf.longitudinal_roughness", "fibres.bsdf.azimuthal_roughness", "fibres.bsdf.scale_tilt",
+             "fibres.bsdf.eumelanin", "fibres.bsdf.eta"],
     "checkerboard": ["floor.bsdf.reflectance.color0.value=floor.reflectance@0,0;1,1",
                      "floor.bsdf.reflectance.color1.value=floor.reflectance@0,1;1,0", "light.emitter.radiance.value"],
 }

@@ -9,6 +9,9 @@ A BSDF model is a class in its own module that declares, in one place:
     FLAGS    SMOOTH / DELTA / BOTH_SIDES / TRANSMISSION / NULL (bitmask, see below)
     constants(values, file, key) -> [float]   (optional) the row's float constants from the parsed
              non-texture keys (and checks of their combination)
+    complete(values, file, key, variant) -> values   (optional) the parsed values with the keys whose default
+             depends on other keys filled in (pplastic's and hair's ``eta`` from int_ior / ext_ior: a texture key, so
+             a pool parameter either way), checks of their combination for the scene's variant
     CHILDREN (composites) the keys naming nested BSDFs (rows of their own)
 
 and the Taichi functions the dispatch (``registry.py``) calls at a shading point, all in the local
