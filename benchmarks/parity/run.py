@@ -140,6 +140,7 @@ def mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad=True, variant=
         missing = [k for k in keys if k not in ps]
         if missing:
             raise KeyError(f"Mitsuba has no parameter '{missing[0]}'")
+        ps.keep(keys)   # (mi.render takes the tracked ones; a hair with pigments reports its sigma_a as None)
         for s in range(seeds):
             vals = {}
             for k in keys:   # assign (marks the key dirty: bitmaps/volumes rebuild from it) then track
