@@ -346,6 +346,8 @@ class _Builder:
         spec = scene_spectra.colour_constants(self, spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
                           family=("BSDF", model.NAME, _BSDF_KEYS))
+        if hasattr(model, "complete"):   # keys whose default depends on other keys (a model's η from int_ior / ext_ior)
+            values = model.complete(values, self.file, key, self.variant)
         row = BsdfRow(bid, model.TAG, model)
         for k in model.KEYS:
             if k.kind == "texture":
