@@ -124,7 +124,8 @@ def child_env(dry):
     """The children's environment: the installed wheels first on PYTHONPATH, the driver's libraries on
     LD_LIBRARY_PATH, Vulkan pointed at the NVIDIA ICD where the driver ships one."""
     env = sidebyside.child_env()
-    paths = [p for p in (SITE if os.path.isdir(SITE) else None, ROOT, env.get("PYTHONPATH")) if p]
+    site = SITE if os.path.isdir(SITE) and not dry else None   # the GPU machine's Python 3.12 wheels: not here
+    paths = [p for p in (site, ROOT, env.get("PYTHONPATH")) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     libs = [d for d in (os.path.join(NVIDIA, "lib64"), os.path.join(NVIDIA, "lib")) if os.path.isdir(d)]
     if libs:
@@ -141,9 +142,12 @@ def child_env(dry):
     return env
 
 
-def install_wheels():
+def install_wheels(dry):
     """pip-install every carried wheel not installed yet into .gpu-site (no index, no dependencies);
-    returns the wheels installed by this call."""
+    returns the wheels installed by this call. A dry run installs none: they are built for the GPU
+    machine's Python (3.12), which need not be this one."""
+    if dry:
+        return []
     done_file = os.path.join(SITE, ".installed")
     done = set(open(done_file).read().split()) if os.path.exists(done_file) else set()
     todo = sorted(w for w in glob.glob(os.path.join(WHEELS, "**", "*.whl"), recursive=True)
@@ -196,7 +200,7 @@ print("PROBE " + json.dumps(out))
 
 def setup(dry, env):
     t0 = time.perf_counter()
-    info = {"wheels_installed": install_wheels(), "vulkan_loader": unpack_vulkan_loader(dry)}
+    info = {"wheels_installed": install_wheels(dry), "vulkan_loader": unpack_vulkan_loader(dry)}
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("PROBE ")]
     info.update(json.loads(line[-1][6:]) if line else {"probe": (r.stderr.strip().splitlines() or ["failed"])[-1]})
@@ -278,8 +282,8 @@ def _child(env, args, timeout):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def _mitsuba(env, name, args, timeout):
-    payload = json.dumps([name, args, {}])
+def _mitsuba(env, name, args, timeout, **kw):
+    payload = json.dumps([name, args, kw])
     try:
         r = subprocess.run([sys.executable, os.path.join(HERE, "sidebyside.py"), "--child", payload],
                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
@@ -325,11 +329,11 @@ def run_bench(dry, env, deadline):
     spp, size, runs, iters = (4, 64, 1, 2) if dry else (64, 256, 3, 12)
     rows = []
     plan = [("Cornell-box forward, %d², %d spp" % (size, spp), lambda t: _child(env, ["forward", arch, spp, runs, size], t),
-             lambda t: _mitsuba(env, "mitsuba_forward", [CBOX_XML, spp, runs], t)),
+             lambda t: _mitsuba(env, "mitsuba_forward", [CBOX_XML, spp, runs], t, res=size)),
             ("PRB step (red wall), %d² %d + %d spp" % (size, spp, spp),
              lambda t: _child(env, ["prb_step", arch, spp, runs, size], t),
              lambda t: _mitsuba(env, "mitsuba_prb_step", [CBOX_XML, "red.reflectance.value", 0.5, spp, spp,
-                                                          runs], t)),
+                                                          runs], t, res=size)),
             ("texture task, per iteration (%d iterations)" % iters, None, "texture"),
             ("radiance field, per iteration (%d iterations)" % iters, None, "radiance_field")]
     for title, ti_fn, mi_fn in plan:

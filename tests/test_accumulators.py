@@ -11,7 +11,7 @@ import pytest
 
 import tirender
 from scenes import cornell_like
-from tirender.core.fixed_point import HEADROOM_BITS, scale_for
+from tirender.core.fixed_point import BUCKET, HEADROOM_BITS, scale_for
 
 SCALES = [1e-6, 1e-3, 1e3, 1e6, 1e8, 1e12]
 LIGHT = "light.radiance"
@@ -51,6 +51,23 @@ def test_scale_for_contract():
             assert m * adds * s <= 2.0 ** HEADROOM_BITS             # no partial sum can wrap
             assert m * adds * s > 2.0 ** (HEADROOM_BITS - 9) or s == 2.0 ** 120   # and not coarse
     assert scale_for(0.0, 32) == scale_for(0.0, 1)
+
+
+def test_scale_for_is_invariant_to_the_launch_size():
+    """The add count enters the scale exactly and only the magnitude is bucketed: k times the adds of m
+    give the scale of one launch divided by k's power of two (no bucket boundary crossed by the spp
+    alone), and a magnitude m/spp normalised by per=spp (gradients) gives the same scale at every
+    power-of-two spp; the contract (no wrap, at most BUCKET + 2 bits coarse) holds with per."""
+    for m in [1e-6, 0.37, 1.0, 17.0, 3e9]:
+        for adds in [1, 25, 32, 2 ** 20]:
+            s = scale_for(m, adds)
+            for k in [2, 4, 16, 64, 1024]:
+                assert scale_for(m, adds * k) == s / k
+                assert scale_for(m / k, adds * k, k) == s
+            for spp in [1, 3, 4, 64, 100]:
+                sg = scale_for(m / spp, adds * spp, spp)
+                assert (m / spp) * (adds * spp) * sg <= 2.0 ** HEADROOM_BITS
+                assert (m / spp) * (adds * spp) * sg > 2.0 ** (HEADROOM_BITS - BUCKET - 2)
 
 
 @pytest.mark.parametrize("k", SCALES)

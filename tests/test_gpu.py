@@ -111,31 +111,18 @@ def part_mcmc():
 def part_attached():
     """Attached PRB gradients through a height field (configs/caustic.yaml at 24²)."""
     import tirender
-    from tirender.config import load_config
-    cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]
-    cc["sensors"][0]["film"].update(width=24, height=24)
-    cs = tirender.load_scene(cc)
-    y, x = np.mgrid[0:16, 0:16] / 16.0
-    cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
+    from test_backend_vulkan import caustic_scene
+    cs = caustic_scene()
     img = tirender.render(cs, spp=4, seed=8, progress=False)
     g = tirender.render_grad(cs, np.ones_like(img), spp=4, seed=9, progress=False)
     return {"img_caustic": _flat(img), "grad_attached": _grads(g, ("lens.height",))}
 
 
 def part_radiance_field():
-    """Six training steps of the radiance field (test_backend_vulkan.RF_CFG): losses, parameters, held-out PSNR."""
-    import importlib
-    from test_backend_vulkan import RF_CFG, RF_STEPS
-    T = importlib.import_module("tirender.radiance_field.train")
-    cfg = T.parse_config(RF_CFG)
-    ds = T.load_dataset(cfg)
-    tr = T.Trainer(cfg, ds, log=lambda *a: None)
-    tr.prepare()
-    tr.enter_stage(0)
-    losses = [float(tr.step(it)) for it in range(RF_STEPS)]
-    img = tr.render_views(ds.heldout)[0]
-    return {"rf_losses": losses, "rf_params": _flat(tr.field.to_numpy()),
-            "rf_psnr": float(T.psnr(img, ds.images[ds.heldout[0]]))}
+    """Six training steps of the radiance field (test_backend_vulkan.rf_training): losses, parameters, held-out PSNR."""
+    from test_backend_vulkan import rf_training
+    r = rf_training()
+    return {"rf_losses": r["losses"], "rf_params": r["params"], "rf_psnr": r["heldout_psnr"]}
 
 
 def part_torch():
