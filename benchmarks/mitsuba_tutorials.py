@@ -3,7 +3,7 @@ channel (Welch's test over seeds) and the RMSE of the seed-averaged images again
 comparison of benchmarks/parity/run.py, without gradients.
 
     python3 benchmarks/mitsuba_tutorials.py [--data DIR] [--scenes simple,cbox,...] [--variant rgb]
-                                            [--res 64] [--spp 64] [--seeds 4]
+                                            [--res 64] [--spp 256] [--seeds 4]
 
 The scenes come from a clone of mitsuba-renderer/mitsuba-tutorials (its ``scenes`` folder), given by ``--data`` or
 $TIRENDER_MITSUBA_TUTORIALS; they are read where they lie, never copied. Mitsuba runs its ``llvm_ad_<variant>``
@@ -43,7 +43,7 @@ def scenes_dir(given=None):
     return None
 
 
-def run(data, names=SCENES, variant="rgb", res=64, spp=64, seeds=4):
+def run(data, names=SCENES, variant="rgb", res=64, spp=256, seeds=4):
     """[(name, parity comparison dict)] of the scenes (tirender in this process, whose variant must be ``variant``)."""
     par = _parity()
     out = []
@@ -68,7 +68,8 @@ def main(argv=None):
     ap.add_argument("--scenes", default=",".join(SCENES))
     ap.add_argument("--variant", default=None, help="only this variant (default: each scene's, SCENES)")
     ap.add_argument("--res", type=int, default=64)
-    ap.add_argument("--spp", type=int, default=64)
+    ap.add_argument("--spp", type=int, default=256,
+                    help="per seed (the noise estimate from 4 seeds needs a few hundred where an environment map's sun makes the pixels' noise heavy-tailed)")
     ap.add_argument("--seeds", type=int, default=4)
     a = ap.parse_args(argv)
     data = scenes_dir(a.data)
