@@ -25,7 +25,7 @@ def reference_dir():
 # (pytest-xdist --dist loadgroup, see pyproject.toml); every other file is a group of its own.
 KERNEL_GROUPS = {
     "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_forward_mode", "test_optimize",
-                "test_errors"),
+                "test_errors", "test_python_optimizer"),
     "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan", "test_torch"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
