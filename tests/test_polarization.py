@@ -244,7 +244,7 @@ def child():
     rep["qwp_docp"] = float(np.abs(degree_of_circular(S)).min())
     rep["qwp_dolp"] = float(degree_of_linear(S).max())
     S = stokes(element_scene(0.0, 22.5, second="retarder", delta=180.0))   # half-wave plate: 0° -> 45°
-    rep["hwp_s2"] = float((S[2].mean(-1) / S[0].mean(-1)).min())
+    rep["hwp"] = (S[1:3].mean(-1) / S[0].mean(-1)).reshape(2, -1).tolist()   # per pixel: S1/S0, S2/S0
     front = stokes(brewster_scene(), spp=64)
     tot = front.reshape(4, 1, -1, 3).mean(2, keepdims=True)           # the image's Stokes vector
     rep["brewster_dolp"] = float(degree_of_linear(tot).min())
@@ -309,8 +309,12 @@ def test_quarter_wave_plate_makes_circular_light(report):
 
 
 def test_half_wave_plate_rotates_linear_light(report):
-    """A half-wave plate at 22.5° turns 0° linear light to 45°: S2/S0 = ±1."""
-    assert abs(report["hwp_s2"]) >= 0.999, report
+    """A half-wave plate at 22.5° turns 0° linear light to 45°: in every pixel S2/S0 = ±1 (one sign for the whole
+    image) and S1/S0 = 0."""
+    s1, s2 = (np.array(c) for c in report["hwp"])
+    assert s2.size == 64 and np.all(np.abs(s2) >= 0.999), s2
+    assert np.all(np.sign(s2) == np.sign(s2[0])), s2
+    assert np.all(np.abs(s1) <= 0.03), s1
 
 
 def test_brewster_reflection_is_s_polarized(report):
