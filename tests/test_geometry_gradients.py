@@ -96,11 +96,11 @@ def _silhouette(w=24, shape="sphere"):
                                 "emitters": [{"type": "constant", "radiance": 1.0}], "shapes": [sh]})
 
 
-def _shadow(w=24, colours=False):
+def _shadow(w=24, colours=False, filt="gaussian"):
     floor, cube = (0.8, 0.3) if not colours else ([0.8, 0.5, 0.2], [0.2, 0.3, 0.7])
     return tirender.load_scene({
         "integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
-        "sensors": [camera([0, -2.5, 5], [0, 0, 0], fov=35, w=w, h=w, filt="gaussian")],
+        "sensors": [camera([0, -2.5, 5], [0, 0, 0], fov=35, w=w, h=w, filt=filt)],
         "shapes": [
             {"id": "floor", "type": "rectangle", "to_world": [{"scale": 3}],
              "bsdf": {"type": "diffuse", "reflectance": floor}},
@@ -327,7 +327,8 @@ print(json.dumps({{"g": g.tolist(), "f": f.tolist()}}))
 
 
 @pytest.mark.slow
-@pytest.mark.extended     # a spectral child: two more megakernels to compile
+@pytest.mark.extended     # a spectral child: two more megakernels to compile (the default lane: tests/test_variants.py
+#                           test_spectral_geometry_gradient, in the spectral child with a box filter)
 def test_spectral_shadow_gradient_vs_finite_differences():
     """Geometry gradients (edge sampling, prb_attached) in the spectral variant: the edge samples' paths carry
     wavelengths and the boundary terms go through the film's conversion; a cube over coloured surfaces moved
