@@ -4,6 +4,14 @@ import numpy as np
 import tirender
 
 
+def image_weights(sc, seed=0):
+    """Random per-pixel loss weights (H, W, 3) in [0.2, 1] / (W H) for scene sc's first sensor: the δy of a
+    projected-gradient check."""
+    s = sc.sensors[0]
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
+
+
 def projected_gradients(scene, pname, direction, weights, spp, seeds_prb, seeds_fd, h, method="prb",
                         sensor=0):
     """PRB: <∇_π <w, y>, u> for each adjoint seed; FD: (<w, y(π + h u)> - <w, y(π - h u)>) / 2h with the

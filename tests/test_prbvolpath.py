@@ -7,18 +7,12 @@ import numpy as np
 import pytest
 
 import tirender
-from gradcheck_util import assert_agree, projected_gradients
+from gradcheck_util import assert_agree, image_weights, projected_gradients
 from scenes import camera, smoke_scene
 from tirender.media.spec import host_majorant
 
 SEEDS_PRB = [301 + k for k in range(10)]
 SEEDS_FD = [701 + k for k in range(10)]
-
-
-def _weights(sc, seed=0):
-    s = sc.sensors[0]
-    rng = np.random.default_rng(seed)
-    return rng.uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,7 @@ SMOKE_CASES = [("smoke.density", 0.05), ("smoke.albedo", 0.03), ("smoke.g", 0.05
 @pytest.mark.parametrize("pname,h", SMOKE_CASES, ids=[c[0] for c in SMOKE_CASES])
 def test_prbvolpath_matches_fd_grid(smoke, pname, h):
     u = np.random.default_rng(5).uniform(0.5, 1.0, smoke.params[pname].shape)
-    g, f = projected_gradients(smoke, pname, u, _weights(smoke), 16, SEEDS_PRB, SEEDS_FD, h)
+    g, f = projected_gradients(smoke, pname, u, image_weights(smoke), 16, SEEDS_PRB, SEEDS_FD, h)
     assert_agree(g, f, pname)
 
 
@@ -59,7 +53,7 @@ def _homogeneous(albedo=(0.85, 0.7, 0.6), sigma=(0.8, 1.5, 2.5), max_depth=8, rr
 def test_prbvolpath_matches_fd_homogeneous_rgb(pname, h):
     sc = tirender.load_scene(_homogeneous())
     u = np.random.default_rng(6).uniform(0.5, 1.0, sc.params[pname].shape)
-    g, f = projected_gradients(sc, pname, u, _weights(sc), 16, SEEDS_PRB, SEEDS_FD, h)
+    g, f = projected_gradients(sc, pname, u, image_weights(sc), 16, SEEDS_PRB, SEEDS_FD, h)
     assert_agree(g, f, pname)
 
 
@@ -93,7 +87,7 @@ def test_prbvolpath_long_paths(long_paths, pname, h):
         sc.params[pname] = v0 - 0.002   # room for +h below 1
     u = np.random.default_rng(14).uniform(0.5, 1.0, v0.shape)
     try:
-        g, f = projected_gradients(sc, pname, u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, h)
+        g, f = projected_gradients(sc, pname, u, image_weights(sc), 32, SEEDS_PRB, SEEDS_FD, h)
     finally:
         sc.params[pname] = v0
     assert_agree(g, f, pname)
@@ -106,7 +100,7 @@ def test_raymarch_gradient_matches_fd():
     rng = np.random.default_rng(13)
     sc.params["smoke.density"] = rng.uniform(0.3, 1.0, (8, 8, 8, 1)).astype(np.float32)
     u = rng.uniform(0.5, 1.0, sc.params["smoke.density"].shape)
-    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 16, SEEDS_PRB, SEEDS_FD, 0.05)
+    g, f = projected_gradients(sc, "smoke.density", u, image_weights(sc), 16, SEEDS_PRB, SEEDS_FD, 0.05)
     assert_agree(g, f, "smoke.density (ray marching)")
 
 
@@ -176,7 +170,7 @@ def test_prbvolpath_thin_density_matches_fd(points):
     sc = _thin()
     sc.integrator["inscatter_points"] = points
     u = np.random.default_rng(7).uniform(0.5, 1.0, sc.params["smoke.density"].shape)
-    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
+    g, f = projected_gradients(sc, "smoke.density", u, image_weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
     assert_agree(g, f, f"smoke.density (inscatter_points={points})")
 
 
@@ -191,7 +185,7 @@ def test_prbvolpath_dense_density_matches_fd(rr):
     sc = tirender.load_scene(d)
     sc.params["smoke.density"] = np.random.default_rng(5).uniform(2.0, 4.0, (8, 8, 8, 1)).astype(np.float32)
     u = np.random.default_rng(8).uniform(0.5, 1.0, sc.params["smoke.density"].shape)
-    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
+    g, f = projected_gradients(sc, "smoke.density", u, image_weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
     assert_agree(g, f, f"smoke.density (dense, inscatter_rr {rr})")
 
 
@@ -203,7 +197,7 @@ def test_inscatter_split_reduces_variance():
     in-scattering estimator along the flights (8 points) is far below the collision-only one (16.8x
     measured)."""
     sc = _thin()
-    w = _weights(sc)
+    w = image_weights(sc)
     var = {}
     for points in (0, 8):
         sc.integrator["inscatter_points"] = points
@@ -236,7 +230,7 @@ def test_exact_kernels_match_shared_ones(smoke):
     and Stokes images and forward mode go through the same kernel_dispatch and args). Forward mode on volumes
     runs on the exact kernels below, the polarized medium in tests/test_polarization.py too."""
     from tirender.integrators import volpath
-    w = _weights(smoke)
+    w = image_weights(smoke)
     spec = _each_kernel_kind(lambda: volpath.kernel_dispatch(smoke)[1])
     assert spec[True] != spec[False], "the two settings compile the same kernel: nothing compared"
 
@@ -316,7 +310,7 @@ def test_prbvolpath_null_transmission_matches_fd(pname, h):
     sc.params["card.opacity"] = 0.4
     assert dark.mean() < 0.5 * img.mean(), (dark.mean(), img.mean())   # the sheets' shadows are in view
     u = np.ones(sc.params[pname].shape)
-    g, f = projected_gradients(sc, pname, u, _weights(sc), 8, SEEDS_PRB[:4], SEEDS_FD[:4], h)
+    g, f = projected_gradients(sc, pname, u, image_weights(sc), 8, SEEDS_PRB[:4], SEEDS_FD[:4], h)
     # a directional light and direct light only: nearly noise-free, so the float32 rounding of the renders
     # (~1e-6 relative) and the central difference's O(h²) truncation set the tolerance beside the noise
     mg, mf = g.mean(), f.mean()

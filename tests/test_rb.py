@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import tirender
-from gradcheck_util import assert_agree, projected_gradients
+from gradcheck_util import assert_agree, image_weights, projected_gradients
 from scenes import camera, cornell_like
-from test_prb_gradients import SEEDS_FD_GLOSSY, _box_scene, _glossy_scene, _weights
+from test_prb_gradients import SEEDS_FD_GLOSSY, _box_scene, _glossy_scene, _normalmap_scene
 from tirender.errors import ConfigError
 from tirender.api import render_grad
 from tirender.api import render_and_grad
@@ -37,7 +37,7 @@ def _prb_projections(scene, pname, u, w, spp, seeds, method="prb"):
 
 
 def _check_rb(scene, pname, u, h, why, spp=16, seeds_fd=SEEDS_FD):
-    w = _weights(scene)
+    w = image_weights(scene)
     g_rb, f = projected_gradients(scene, pname, u, w, spp, SEEDS_RB, seeds_fd, h, method="rb")
     g_prb = _prb_projections(scene, pname, u, w, spp, SEEDS_PRB)
     assert_agree(g_rb, f, f"RB vs FD: {pname} ({why})")
@@ -97,17 +97,7 @@ def test_rb_matches_prb_and_fd_glossy(glossy, pname, h):
 @pytest.mark.slow
 def test_rb_matches_prb_and_fd_normalmap_constant_env_directional():
     rng = np.random.default_rng(3)
-    sc = tirender.load_scene({
-        "integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
-        "sensors": [camera([0, 0, 3], [0, 0, 0], fov=40, w=16, h=16)],
-        "bsdfs": {"bumpy": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5],
-                            "normalmap": {"type": "bitmap", "width": 4, "height": 4, "value": [0.5, 0.5, 1.0]}}},
-        "shapes": [{"id": "plane", "type": "rectangle", "bsdf": "bumpy"}],
-        "emitters": [{"id": "sun", "type": "directional", "direction": [0.4, -0.3, -1.0], "irradiance": 3.0},
-                     {"id": "amb", "type": "constant", "radiance": [0.3, 0.35, 0.4]}],
-    })
-    sc.params["bumpy.normalmap"] = np.concatenate([rng.uniform(0.3, 0.7, (4, 4, 2)), np.full((4, 4, 1), 0.9)],
-                                                  -1).astype(np.float32)
+    sc = _normalmap_scene(rng)
     for pname, h in (("bumpy.normalmap", 0.01), ("sun.irradiance", 0.05), ("amb.radiance", 0.02)):
         u = rng.uniform(-1.0, 1.0, sc.params[pname].shape) if pname == "bumpy.normalmap" else \
             rng.uniform(0.5, 1.0, sc.params[pname].shape)
@@ -116,7 +106,7 @@ def test_rb_matches_prb_and_fd_normalmap_constant_env_directional():
 
 def test_unknown_method_is_a_config_error(box):
     with pytest.raises(ConfigError, match="unknown gradient method"):
-        render_grad(box, _weights(box), spp=1, method="rb_unbiased_fast", progress=False)
+        render_grad(box, image_weights(box), spp=1, method="rb_unbiased_fast", progress=False)
 
 
 # ------------------------------------------------------------------------------------------------
