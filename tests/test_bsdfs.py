@@ -420,10 +420,21 @@ CHI2_CASES = [
 
 
 FAST_CHI2 = {("diffuse", 40.0), ("blend", 35.0)}   # the fast lane's share
+# the default lane's share: one case per model family (each case compiles its own sampling kernel, 20-60 s cold);
+# --extended runs every case
+DEFAULT_CHI2 = FAST_CHI2 | {("rc_a0.15", 20.0), ("rd_a0.3", 140.0), ("rp_a0.1", 30.0), ("twosided", 130.0),
+                            ("normalmap", 30.0), ("rc_beck_a0.3", 40.0), ("rd_aniso_ggx", 60.0), ("bump_rd", 30.0),
+                            ("pr_all", 40.0), ("th_all", 140.0), ("pp_aniso", 65.0), ("hair_chi2_tilt", 55.0)}
 
 
-@pytest.mark.parametrize("bid,theta", [c if c in FAST_CHI2 else pytest.param(*c, marks=pytest.mark.slow)
-                                       for c in CHI2_CASES], ids=[f"{c[0]}_t{c[1]:g}" for c in CHI2_CASES])
+def _chi2_marks(c):
+    if c in FAST_CHI2:
+        return []
+    return [pytest.mark.slow] + ([] if c in DEFAULT_CHI2 else [pytest.mark.extended])
+
+
+@pytest.mark.parametrize("bid,theta", [pytest.param(*c, marks=_chi2_marks(c)) for c in CHI2_CASES],
+                         ids=[f"{c[0]}_t{c[1]:g}" for c in CHI2_CASES])
 def test_sampling_chi2_and_weights(bid, theta):
     b = bench()
     wi = sph(theta)
