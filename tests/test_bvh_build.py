@@ -1,9 +1,10 @@
-"""Layout and correctness of the numpy binned-SAH BVH builder."""
+"""Layout and correctness of the binned-SAH BVH builder (Taichi kernels, scene/bvh_build.py) and its 4-wide collapse."""
 import numpy as np
 import pytest
 
 from tirender.errors import ConfigError
-from tirender.scene.bvh import build_bvh, intersect_brute_force, traverse_numpy
+from tirender.scene.bvh import intersect_brute_force, traverse_numpy
+from tirender.scene.bvh_build import build_bvh
 
 
 def _random_mesh(rng, T, spread=1.0, size=0.2):
@@ -172,7 +173,8 @@ def test_brute_force_basics():
 def test_collapse_wide_layout(T):
     """The 4-wide BVH keeps the binary tree's leaves, reaches each exactly once, and every child
     box holds its subtree's triangles; empty slots can never be hit (+inf boxes)."""
-    from tirender.scene.bvh import WIDTH, collapse
+    from tirender.scene.bvh import WIDTH
+    from tirender.scene.bvh_build import collapse
     rng = np.random.default_rng(T)
     v0, v1, v2 = _random_mesh(rng, T)
     bvh = build_bvh(v0, v1, v2, max_leaf=2)

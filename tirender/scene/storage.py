@@ -35,7 +35,7 @@ def _cap(n, minimum):
 class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
-    MINIMUM = dict(tris=1 << 15, nodes=1 << 16, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
+    MINIMUM = dict(tris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
                    spectra=1 << 10)
     _shared = None
@@ -67,9 +67,6 @@ class Storage:
         f.hf_m = ti.Matrix.field(3, 4, float)
         f.hf_nm = ti.Matrix.field(3, 3, float)
         fb.dense(ti.i, c["hfs"]).place(f.hf_tex, f.hf_w, f.hf_h, f.hf_zb, f.hf_m, f.hf_nm)
-        f.node_min, f.node_max = vec3.field(), vec3.field()
-        f.node_first, f.node_count = ti.field(ti.i32), ti.field(ti.i32)
-        fb.dense(ti.i, c["nodes"]).place(f.node_min, f.node_max, f.node_first, f.node_count)
         # the 4-wide BVH the kernels traverse (scene/bvh.py: collapse)
         f.wnode_min, f.wnode_max = (ti.Vector.field(3 * WIDTH, float) for _ in range(2))
         f.wnode_child, f.wnode_count = (ti.Vector.field(WIDTH, ti.i32) for _ in range(2))
