@@ -40,6 +40,7 @@ from .bvh import BVH, WIDTH, WideBVH
 __all__ = ["CHUNK", "Built", "build_bvh", "build_wide", "collapse", "refit_device", "sah_cost"]
 
 CHUNK = 1024          # nodes of more triangles are binned in parallel chunks of this many
+SMALL = 32            # nodes of at most this many triangles sweep their triangles sorted by bin, not the bins
 SCAN = 1024           # block of the parallel exclusive scans
 LEAF, SPLIT, HALF = 0, 1, 2   # a node's decision: leaf, split at (axis, bin) or by rank, first half of its order
 BIGF = 3.0e38         # finite stand-in for infinity (fast math may assume no infinities in arithmetic)
@@ -207,6 +208,71 @@ def _prim_bounds(pos: nd_f2, face: nd_i2, box: nd_f2, src: nd_i1, nlink: nd_i2):
 
 
 @ti.func
+def _tiny_sweep(start, cnt, src: ti.template(), box: ti.template(), clo, scale, K: ti.template()):
+    """The binned SAH split of a node of at most SMALL triangles, as _sweep finds it over the node's bins, but
+    evaluated over its triangles sorted by bin (a counting sort per axis): O(cnt + K) per axis instead of K
+    bins' boxes to initialise and sweep. Returns (cost, axis, bin, n_left); axis -1: no split."""
+    bl = ti.Vector([f32(0.0)] * (3 * SMALL))
+    bh = ti.Vector([f32(0.0)] * (3 * SMALL))
+    for i in range(cnt):
+        p = src[start + i]
+        for q in ti.static(range(3)):
+            bl[3 * i + q] = box[p, q]
+            bh[3 * i + q] = box[p, 3 + q]
+    best = f32(BIGF)
+    bax = -1
+    bbin = 0
+    bnl = 0
+    for a in range(3):
+        bins = ti.Vector([0] * SMALL)
+        first = ti.Vector([0] * K)
+        for i in range(cnt):
+            b = _bin(f32(0.5) * (bl[3 * i + a] + bh[3 * i + a]), clo[a], scale[a], K)
+            bins[i] = b
+            first[b] += 1
+        s = 0
+        for b in range(K):
+            t = first[b]
+            first[b] = s
+            s += t
+        srt = ti.Vector([0] * SMALL)
+        for i in range(cnt):
+            b = bins[i]
+            srt[first[b]] = i
+            first[b] += 1
+        ra = ti.Vector([f32(0.0)] * SMALL)
+        r0 = vec3f(BIGF)
+        r1 = vec3f(-BIGF)
+        for jj in range(cnt):
+            j = cnt - 1 - jj
+            i = srt[j]
+            r0 = ti.min(r0, vec3f(bl[3 * i], bl[3 * i + 1], bl[3 * i + 2]))
+            r1 = ti.max(r1, vec3f(bh[3 * i], bh[3 * i + 1], bh[3 * i + 2]))
+            ra[j] = _area(r0, r1)
+        l0 = vec3f(BIGF)
+        l1 = vec3f(-BIGF)
+        abest = f32(BIGF)
+        ai = -1
+        anl = 0
+        for j in range(cnt - 1):
+            i = srt[j]
+            l0 = ti.min(l0, vec3f(bl[3 * i], bl[3 * i + 1], bl[3 * i + 2]))
+            l1 = ti.max(l1, vec3f(bh[3 * i], bh[3 * i + 1], bh[3 * i + 2]))
+            if bins[i] != bins[srt[j + 1]]:
+                cost = _area(l0, l1) * ti.cast(j + 1, f32) + ra[j + 1] * ti.cast(cnt - j - 1, f32)
+                if cost < abest:
+                    abest = cost
+                    ai = bins[i]
+                    anl = j + 1
+        if ai >= 0 and abest < best:
+            best = abest
+            bax = a
+            bbin = ai
+            bnl = anl
+    return best, bax, bbin, bnl
+
+
+@ti.func
 def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.template(), order: ti.template(), box: ti.template(), nlink: ti.template(), nbox: ti.template()):
     """One thread's node (at most CHUNK triangles): bounds, bins, decision, partition. Returns (kind, n_left)."""
     start = nlink[n, 0]
@@ -230,23 +296,28 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
     sb = 0
     scale = _scales(clo, chi, K)
     if cnt > max_leaf:
-        bc = ti.Vector([0] * (3 * K))
-        bl = ti.Vector([f32(BIGF)] * (9 * K))
-        bh = ti.Vector([f32(-BIGF)] * (9 * K))
-        for k in range(start, start + cnt):
-            tl, th, c = _prim(box, src[k])
-            for a in range(3):
-                j = a * K + _bin(c[a], clo[a], scale[a], K)
-                bc[j] += 1
-                for q in ti.static(range(3)):
-                    bl[3 * j + q] = ti.min(bl[3 * j + q], tl[q])
-                    bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
-        cost, ax, sb = _sweep(bc, bl, bh, K)
+        cost = f32(BIGF)
+        if cnt <= SMALL:
+            cost, ax, sb, nl = _tiny_sweep(start, cnt, src, box, clo, scale, K)
+        else:
+            bc = ti.Vector([0] * (3 * K))
+            bl = ti.Vector([f32(BIGF)] * (9 * K))
+            bh = ti.Vector([f32(-BIGF)] * (9 * K))
+            for k in range(start, start + cnt):
+                tl, th, c = _prim(box, src[k])
+                for a in range(3):
+                    j = a * K + _bin(c[a], clo[a], scale[a], K)
+                    bc[j] += 1
+                    for q in ti.static(range(3)):
+                        bl[3 * j + q] = ti.min(bl[3 * j + q], tl[q])
+                        bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
+            cost, ax, sb = _sweep(bc, bl, bh, K)
+            if ax >= 0:
+                for b in range(sb + 1):
+                    nl += bc[ax * K + b]
         A = _area(lo, hi)
         if ax >= 0 and A + cost < A * ti.cast(cnt, f32):
             kind = SPLIT
-            for b in range(sb + 1):
-                nl += bc[ax * K + b]
         elif cnt > cap:
             kind = HALF            # median below
     if kind == LEAF:
@@ -321,7 +392,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
 @ti.kernel
 def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i1, dst: nd_i1, box: nd_f2,
                nlink: nd_i2, nbox: nd_f2, lvl: nd_i2, meta: nd_i1, bnode: nd_i1, bchunk: nd_i1, chunk: nd_i2,
-               bacc: nd_i2, bcnt: nd_i2, bbox: nd_i2):
+               bacc: nd_i2, bcnt: nd_i2, bbox: nd_i2, cbc: nd_i2):
     """The nodes of more than CHUNK triangles of the level [a, a + W): binned in parallel chunks, decided,
     partitioned stably into dst. lvl[i] = (kind, axis, bin, n_left) of level node i."""
     # the big nodes and their chunks (serial: few)
@@ -400,6 +471,7 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
                         bl[3 * j + q] = ti.min(bl[3 * j + q], tl[q])
                         bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
             for j in range(3 * K):
+                cbc[c, j] = bc[j]
                 if bc[j] > 0:
                     ti.atomic_add(bcnt[b, j], bc[j])
                     for q in ti.static(range(3)):
@@ -445,37 +517,23 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
         lvl[i, 0] = kind
         lvl[i, 1] = ax
         lvl[i, 2] = sb
-    # left triangles per chunk
-    for cc in range(meta[1] * spread):
-        if cc % spread == 0:
-            c = cc // spread
-            b = chunk[c, 0]
-            i = bnode[b]
-            n = a + i
-            start = nlink[n, 0]
-            k0 = start + (c - bchunk[b]) * CHUNK
-            k1 = ti.min(k0 + CHUNK, start + nlink[n, 1])
-            m = 0
-            if lvl[i, 0] == HALF:
-                m = ti.max(0, ti.min(k1, start + nlink[n, 1] // 2) - k0)
-            else:
-                ax = lvl[i, 1]
-                clo = vec3f(_o2f(bacc[b, 6]), _o2f(bacc[b, 7]), _o2f(bacc[b, 8]))
-                chi = vec3f(_o2f(bacc[b, 9]), _o2f(bacc[b, 10]), _o2f(bacc[b, 11]))
-                scale = _scales(clo, chi, K)
-                for k in range(k0, k1):
-                    tl, th, ce = _prim(box, src[k])
-                    if _bin(ce[ax], clo[ax], scale[ax], K) <= lvl[i, 2]:
-                        m += 1
-            chunk[c, 1] = m
-    # exclusive offsets of the chunks' left triangles within their node
+    # exclusive offsets of the chunks' left triangles within their node (from the chunks' bin counts)
     for b in range(meta[0]):
+        i = bnode[b]
+        n = a + i
+        start = nlink[n, 0]
         s = 0
         for c in range(bchunk[b], bchunk[b + 1]):
-            m = chunk[c, 1]
+            m = 0
+            if lvl[i, 0] == HALF:
+                k0 = start + (c - bchunk[b]) * CHUNK
+                m = ti.max(0, ti.min(k0 + CHUNK, start + nlink[n, 1] // 2) - k0)
+            else:
+                for bb in range(lvl[i, 2] + 1):
+                    m += cbc[c, lvl[i, 1] * K + bb]
             chunk[c, 1] = s
             s += m
-        lvl[bnode[b], 3] = s
+        lvl[i, 3] = s
     # stable partition into dst
     for cc in range(meta[1] * spread):
         if cc % spread == 0:
@@ -717,11 +775,29 @@ def _check_args(T, n_bins):
         raise ValueError("n_bins must be in 2..64")
 
 
+_COMPILED = set()
+
+
+def _compile(n_bins):
+    """Compile the build's kernels for n_bins once per process, on a mesh of CHUNK + 1 triangles: Taichi keeps
+    the arguments of a kernel's first (compiling) call alive until the next garbage collection (a reference
+    cycle), which for a scene of millions of triangles would be hundreds of MB of work arrays."""
+    if n_bins in _COMPILED:
+        return
+    _COMPILED.add(n_bins)
+    t = np.arange(CHUNK + 1, dtype=np.float32)
+    pos = np.stack([t, t * t % 7, t % 5], 1).astype(np.float32)
+    face = (np.arange(3 * (CHUNK + 1)) % (CHUNK + 1)).astype(np.int32).reshape(-1, 3)
+    _collapse(_build(pos, face, n_bins=n_bins))
+
+
 def _build(pos, face, max_leaf=4, n_bins=16, max_leaf_cap=16):
     """Binary BVH (_Binary) over the triangles face (T, 3) (indices into pos (V, 3), scene units)."""
     backend.ensure_init()
     T = len(face)
     _check_args(T, n_bins)
+    if T > CHUNK + 1:
+        _compile(n_bins)
     max_leaf = max(1, int(max_leaf))
     cap = max(int(max_leaf_cap), max_leaf)
     pos = _to_device(pos, np.float32)
@@ -740,13 +816,14 @@ def _build(pos, face, max_leaf=4, n_bins=16, max_leaf_cap=16):
     nb = T // (CHUNK + 1) + 2
     big = dict(meta=_alloc(2, np.int32), bnode=_alloc(nb, np.int32), bchunk=_alloc(nb + 1, np.int32),
                chunk=_alloc((nb + T // CHUNK + 2, 2), np.int32), bacc=_alloc((nb, 12), np.int32),
-               bcnt=_alloc((nb, 3 * n_bins), np.int32), bbox=_alloc((nb, 18 * n_bins), np.int32))
+               bcnt=_alloc((nb, 3 * n_bins), np.int32), bbox=_alloc((nb, 18 * n_bins), np.int32),
+               cbc=_alloc((nb + T // CHUNK + 2, 3 * n_bins), np.int32))
     a, W, n_nodes, depth, n_big, n_chunks = 0, 1, 1, 0, int(T > CHUNK), (T + CHUNK - 1) // CHUNK
     while W:
         depth += 1
         if n_big:
             _big_level(a, W, n_bins, backend.spread(n_chunks), src, dst, box, nlink, nbox, lvl,
-                       big["meta"], big["bnode"], big["bchunk"], big["chunk"], big["bacc"], big["bcnt"], big["bbox"])
+                       big["meta"], big["bnode"], big["bchunk"], big["chunk"], big["bacc"], big["bcnt"], big["bbox"], big["cbc"])
         r = _level(a, W, n_nodes, n_bins, max_leaf, cap, backend.spread(W), src, dst, order, box, nlink, nbox,
                    lvl, x, sums, res)
         a, W, n_big, n_chunks = n_nodes, int(r[0]), int(r[1]), int(r[2])

@@ -127,12 +127,11 @@ class Scene:
         if not n0:   # emitter-only scene: one invisible degenerate triangle far away keeps the BVH valid
             tri.pos = np.full((1, 3), 1e30, np.float32)
             tri.nrm, tri.uv = np.zeros((1, 3), np.float32), np.zeros((1, 2), np.float32)
-            tri.face, tri.shape = np.zeros((1, 3), np.int32), np.zeros(1, np.int32)
+            tri.face, tri.shape, tri.vfirst = np.zeros((1, 3), np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
         t0 = time.perf_counter()
-        self.bvh = bvh = build_wide(tri.pos, tri.face)
+        self.bvh = bvh = build_wide(tri.pos, tri.corners())
         self.bvh_seconds = time.perf_counter() - t0
-        order = bvh.prim_order
-        tri.reorder(order)
+        order = tri.order = bvh.prim_order
         self._tri = tri
         inv = np.empty_like(order)
         inv[order] = np.arange(len(order), dtype=order.dtype)
@@ -255,7 +254,8 @@ class Scene:
         from ..media.spec import media_arrays
         a.update(media_arrays(desc.media))
         self._arrays = a
-        self.sizes = dict(tris=len(tri), wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
+        extra = any(k.startswith("tri_") for k in a)      # per-triangle extras (storage.py: tri_extra)
+        self.sizes = dict(tris=len(tri), xtris=len(tri) if extra else 0, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
                           textures=len(a["tex_w"]), pool=self.params.data.size + 2, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),

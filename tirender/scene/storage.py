@@ -25,9 +25,14 @@ GRAD_COPIES, GRAD_COPIES_BYTES = 4, 16 << 20
 
 
 def _cap(n, minimum):
+    """Capacity for n rows: the next power of two (at least `minimum`); from 2^16 rows on, the next multiple
+    of a sixteenth of it (at most 1/16 spare: the wide BVH of a 2 M triangle scene takes 40 MB, not 64)."""
     c = max(minimum, 1 if n > 0 else 0)
     while c < n:
         c *= 2
+    if c > minimum and c >= 1 << 16:
+        step = c >> 4
+        c = max(minimum, -(-n // step) * step)
     return c
 
 
@@ -35,7 +40,7 @@ def _cap(n, minimum):
 class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
-    MINIMUM = dict(tris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
+    MINIMUM = dict(tris=1 << 15, xtris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
                    spectra=1 << 10)
     _shared = None
@@ -50,6 +55,11 @@ class Storage:
         f.tri_n0, f.tri_n1, f.tri_n2 = (vec3.field() for _ in range(3))
         f.tri_uv0, f.tri_uv1, f.tri_uv2 = (vec2.field() for _ in range(3))
         f.tri_shape = ti.field(ti.i32)
+        fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
+                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape)
+        # per-triangle extras, one row per triangle on a storage whose scenes have height fields, differentiable
+        # meshes or mesh attributes (``tri_extra``; scenes of up to MINIMUM triangles always): kernels compiled
+        # on a storage without them read -1 (scene/triangles.tri_hf, tri_dm) — 48 MB less for 2 M triangles.
         # height-field triangles (scene/heightfield.py): 2·field + top flag (-1: static), corner codes
         f.tri_hf = ti.field(ti.i32)
         f.tri_code = ti.Vector.field(3, ti.i32)
@@ -58,9 +68,8 @@ class Storage:
         f.tri_dm = ti.field(ti.i32)
         # the triangle's face index in its shape (meshes with attributes, tirender/mesh_attribute.py)
         f.tri_face = ti.field(ti.i32)
-        fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
-                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape, f.tri_hf, f.tri_code,
-                                         f.tri_dm, f.tri_face)
+        self.tri_extra = c["xtris"] >= c["tris"]
+        fb.dense(ti.i, max(c["xtris"], 1)).place(f.tri_hf, f.tri_code, f.tri_dm, f.tri_face)
         # height fields: height texture, vertex grid, bottom level, object -> world (3x4), normal matrix
         f.hf_tex, f.hf_w, f.hf_h = (ti.field(ti.i32) for _ in range(3))
         f.hf_zb = ti.field(float)
@@ -169,9 +178,13 @@ class Storage:
     def acquire(cls, sizes):
         """The shared storage, grown (recreated) if `sizes` exceed its capacities."""
         cur = cls._shared
-        if cur is not None and all(sizes.get(k, 0) <= v for k, v in cur.caps.items()):
+        extra = sizes.get("xtris", 0) > 0          # the scene needs per-triangle extras on every row
+        if cur is not None and all(sizes.get(k, 0) <= v for k, v in cur.caps.items()) \
+                and (cur.tri_extra or not extra):
             return cur
         caps = {k: _cap(max(sizes.get(k, 0), cur.caps[k] if cur else 0), m) for k, m in cls.MINIMUM.items()}
+        if extra:
+            caps["xtris"] = caps["tris"]
         if cur is not None:
             if cur.owner is not None:
                 cur.owner._storage = None
