@@ -50,7 +50,7 @@ CASES = [
      ["shapes.bunny.filename", "not found"]),
     ("negative_roughness", _variant(bsdfs={"w": {"type": "roughconductor", "roughness": -0.1}}),
      ["bsdfs.w.roughness", "-0.1 is out of range"]),
-    ("zero_roughness", _variant(bsdfs={"w": {"type": "roughplastic", "alpha": 0}}), ["bsdfs.w.alpha"]),
+    ("negative_roughness", _variant(bsdfs={"w": {"type": "roughplastic", "alpha": -0.1}}), ["bsdfs.w.alpha"]),
     ("negative_reflectance", _variant(bsdfs={"w": {"type": "diffuse", "reflectance": [0.5, -0.2, 0.1]}}),
      ["bsdfs.w.reflectance", "out of range"]),
     ("bad_integrator", _variant(integrator={"type": "bdpt"}), ["integrator.type", "bdpt"]),

@@ -71,6 +71,15 @@ def test_parity_sensor_models(run, name):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["pplastic", "hair"])   # the models (tests/test_hair_pplastic.py, tests/test_bsdfs.py)
+def test_parity_pplastic_and_hair(run, name):
+    """Mitsuba's pplastic (its unpolarized branch: a GGX floor, the documentation's purple sphere) and hair (on a mesh
+    of fibres with Mitsuba's curve frame): images, and PRB gradients of pplastic's ρ, α and η and of each of hair's
+    parameters (benchmarks/parity/scenes/pplastic.xml, hair.xml)."""
+    test_parity_images_and_gradients(run, name)
+
+
+@pytest.mark.slow
 def test_parity_texture_wrap_volume(run):
     """Mitsuba's texture meanings beyond the unit square: mirrored bitmaps (bilinear, nearest), a volume texture
     under a rotating to_world, a rawconstant (benchmarks/parity/scenes/texture_wrap_volume.xml)."""

@@ -55,6 +55,35 @@ def _footprint(st: ti.template(), cam, pos):
 
 
 @ti.func
+def footprint(st: ti.template(), cam, pos):
+    """(x0, x1, y0, y1): the pixels a sample at film position pos (pixels) reaches — the pixel containing it
+    (box), else those whose centres lie within the filter's radius; for splats into other buffers than
+    st.film, with pixel_weight."""
+    x0, x1, y0, y1 = 0, 0, 0, 0
+    if st.cam_filter[cam] == FILTER_BOX:
+        p = _box_pixel(st, cam, pos)
+        x0 = p % st.cam_w[cam]
+        x1 = x0
+        y0 = p // st.cam_w[cam]
+        y1 = y0
+    else:
+        a0, a1, b0, b1, _, _, _ = _footprint(st, cam, pos)
+        x0, x1, y0, y1 = a0, a1, b0, b1
+    return x0, x1, y0, y1
+
+
+@ti.func
+def pixel_weight(st: ti.template(), cam, pos, x, y):
+    """The filter weight of pixel (x, y) for a sample at film position pos: w1(x + ½ − pos_x) w1(y + ½ − pos_y);
+    box: 1 (footprint gives its one pixel)."""
+    wt = 1.0
+    if st.cam_filter[cam] != FILTER_BOX:
+        kind, sd, r = st.cam_filter[cam], st.cam_stddev[cam], st.cam_radius[cam]
+        wt = _w1(kind, x + 0.5 - pos[0], sd, r) * _w1(kind, y + 0.5 - pos[1], sd, r)
+    return wt
+
+
+@ti.func
 def _add(st: ti.template(), p, wL, wt, weighted: ti.template()):
     """st.film[p] += (wL, wt) in fixed point (radiance at the launch's scale, weight at WEIGHT_SCALE;
     no weight add unless ``weighted``)."""

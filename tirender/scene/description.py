@@ -347,6 +347,8 @@ class _Builder:
         spec = scene_spectra.colour_constants(self, spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
                           family=("BSDF", model.NAME, _BSDF_KEYS))
+        if hasattr(model, "complete"):   # keys whose default depends on other keys (a model's η from int_ior / ext_ior)
+            values = model.complete(values, self.file, key, self.variant)
         row = BsdfRow(bid, model.TAG, model)
         for k in model.KEYS:
             if k.kind == "texture":
@@ -433,6 +435,8 @@ class _Builder:
             {type: uniform, value: v}                     v at every wavelength (no D65)
 
         -> (spec with that key replaced by its differentiable factor (s, rgb s or v), (kind, T, tint)).
+        A bitmap as a surface emitter's radiance is upsampled without D65 (kind SPECTRUM_UNIFORM: Mitsuba's area
+        emitter evaluates the bitmap texture as it is, where an RGB value becomes a D65-scaled ``d65`` texture).
         Any other value is the usual RGB texture (kind SPECTRUM_RGB)."""
         k0 = next((k for k in model.KEYS if k.kind == "texture"), None)
         v = spec.get(k0.name) if k0 is not None else None
@@ -440,6 +444,8 @@ class _Builder:
         sampled = scene_spectra.emitter_kind(self, spec, v, k0, key)
         if sampled is not None:
             return sampled
+        if isinstance(v, dict) and v.get("type", "bitmap") == "bitmap" and model.FLAGS & SURFACE:
+            return spec, (variants.SPECTRUM_UNIFORM, 0.0, (1.0, 1.0, 1.0))
         if not (isinstance(v, dict) and v.get("type") in ("blackbody", "d65", "uniform")):
             return spec, plain
         where = f"{key}.{k0.name}"
