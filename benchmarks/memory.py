@@ -131,17 +131,14 @@ def _host_arrays(sc):
             return
         seen.add(id(base))
         out.append((base.nbytes / 2 ** 20, name, base.shape))
-    for k, v in sc._arrays.items():
+    for k, v in sc.host_arrays().items():
         add(k, v)
-    for k in ("pos", "nrm", "uv", "face", "shape"):
-        add(f"triangles.{k}", getattr(sc._tri, k))
     add("params.data", sc.params.data)
-    for i, s in enumerate(sc.desc.shapes):
+    for s in sc.desc.shapes:
         for k in ("positions", "faces", "normals", "uvs"):
             add(f"shapes[*].{k}", getattr(s, k))
     for t in sc.desc.textures:
         add(f"texture {t.name}", t.data)
-    add("bvh.prim_order", sc.bvh.prim_order)
     merged = {}
     for mb, name, shape in out:
         m = merged.setdefault(name, [0.0, name, shape])

@@ -116,6 +116,14 @@ def _prim(box: ti.template(), p):
 
 
 @ti.func
+def _move(src: ti.template(), dst: ti.template(), bsrc: ti.template(), bdst: ti.template(), k, j):
+    """Triangle row k of the level's order (id src[k], box bsrc[k]) to row j of the next level's."""
+    dst[j] = src[k]
+    for q in ti.static(range(6)):
+        bdst[j, q] = bsrc[k, q]
+
+
+@ti.func
 def _scales(clo, chi, K: ti.template()):
     """Per axis: bins per unit of centroid extent (0 where the extent is ~0)."""
     ext = chi - clo
@@ -208,17 +216,16 @@ def _prim_bounds(pos: nd_f2, face: nd_i2, box: nd_f2, src: nd_i1, nlink: nd_i2):
 
 
 @ti.func
-def _tiny_sweep(start, cnt, src: ti.template(), box: ti.template(), clo, scale, K: ti.template()):
+def _tiny_sweep(start, cnt, box: ti.template(), clo, scale, K: ti.template()):
     """The binned SAH split of a node of at most SMALL triangles, as _sweep finds it over the node's bins, but
     evaluated over its triangles sorted by bin (a counting sort per axis): O(cnt + K) per axis instead of K
     bins' boxes to initialise and sweep. Returns (cost, axis, bin, n_left); axis -1: no split."""
     bl = ti.Vector([f32(0.0)] * (3 * SMALL))
     bh = ti.Vector([f32(0.0)] * (3 * SMALL))
     for i in range(cnt):
-        p = src[start + i]
         for q in ti.static(range(3)):
-            bl[3 * i + q] = box[p, q]
-            bh[3 * i + q] = box[p, 3 + q]
+            bl[3 * i + q] = box[start + i, q]
+            bh[3 * i + q] = box[start + i, 3 + q]
     best = f32(BIGF)
     bax = -1
     bbin = 0
@@ -273,8 +280,10 @@ def _tiny_sweep(start, cnt, src: ti.template(), box: ti.template(), clo, scale, 
 
 
 @ti.func
-def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.template(), order: ti.template(), box: ti.template(), nlink: ti.template(), nbox: ti.template()):
-    """One thread's node (at most CHUNK triangles): bounds, bins, decision, partition. Returns (kind, n_left)."""
+def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.template(), order: ti.template(),
+                box: ti.template(), bdst: ti.template(), nlink: ti.template(), nbox: ti.template()):
+    """One thread's node (at most CHUNK triangles; ids src, boxes box in the level's order): bounds, bins,
+    decision, partition into dst, bdst. Returns (kind, n_left)."""
     start = nlink[n, 0]
     cnt = nlink[n, 1]
     lo = vec3f(BIGF)
@@ -282,7 +291,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
     clo = vec3f(BIGF)
     chi = vec3f(-BIGF)
     for k in range(start, start + cnt):
-        tl, th, c = _prim(box, src[k])
+        tl, th, c = _prim(box, k)
         lo = ti.min(lo, tl)
         hi = ti.max(hi, th)
         clo = ti.min(clo, c)
@@ -298,13 +307,13 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
     if cnt > max_leaf:
         cost = f32(BIGF)
         if cnt <= SMALL:
-            cost, ax, sb, nl = _tiny_sweep(start, cnt, src, box, clo, scale, K)
+            cost, ax, sb, nl = _tiny_sweep(start, cnt, box, clo, scale, K)
         else:
             bc = ti.Vector([0] * (3 * K))
             bl = ti.Vector([f32(BIGF)] * (9 * K))
             bh = ti.Vector([f32(-BIGF)] * (9 * K))
             for k in range(start, start + cnt):
-                tl, th, c = _prim(box, src[k])
+                tl, th, c = _prim(box, k)
                 for a in range(3):
                     j = a * K + _bin(c[a], clo[a], scale[a], K)
                     bc[j] += 1
@@ -327,13 +336,12 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
         l = start
         r = start + nl
         for k in range(start, start + cnt):
-            p = src[k]
-            tl, th, c = _prim(box, p)
+            tl, th, c = _prim(box, k)
             if _bin(c[ax], clo[ax], scale[ax], K) <= sb:
-                dst[l] = p
+                _move(src, dst, box, bdst, k, l)
                 l += 1
             else:
-                dst[r] = p
+                _move(src, dst, box, bdst, k, r)
                 r += 1
     else:
         # median of the centroids on the longest axis (ties by order): the smallest key v with
@@ -343,7 +351,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
         kmin = IMAX
         kmax = IMIN
         for k in range(start, start + cnt):
-            tl, th, c = _prim(box, src[k])
+            tl, th, c = _prim(box, k)
             key = _f2o(c[ma])
             kmin = ti.min(kmin, key)
             kmax = ti.max(kmax, key)
@@ -353,7 +361,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
             mid = klo + (khi - klo) // 2
             m = 0
             for k in range(start, start + cnt):
-                tl, th, c = _prim(box, src[k])
+                tl, th, c = _prim(box, k)
                 if ti.cast(_f2o(c[ma]), ti.i64) <= mid:
                     m += 1
             if m >= need:
@@ -363,7 +371,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
         v = ti.cast(klo, ti.i32)
         less = 0
         for k in range(start, start + cnt):
-            tl, th, c = _prim(box, src[k])
+            tl, th, c = _prim(box, k)
             if _f2o(c[ma]) < v:
                 less += 1
         take = need - less
@@ -371,18 +379,17 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
         r = start + need
         eq = 0
         for k in range(start, start + cnt):
-            p = src[k]
-            tl, th, c = _prim(box, p)
+            tl, th, c = _prim(box, k)
             key = _f2o(c[ma])
             left = key < v
             if key == v:
                 left = eq < take
                 eq += 1
             if left:
-                dst[l] = p
+                _move(src, dst, box, bdst, k, l)
                 l += 1
             else:
-                dst[r] = p
+                _move(src, dst, box, bdst, k, r)
                 r += 1
         nl = need
         kind = SPLIT
@@ -391,7 +398,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
 
 @ti.kernel
 def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i1, dst: nd_i1, box: nd_f2,
-               nlink: nd_i2, nbox: nd_f2, lvl: nd_i2, meta: nd_i1, bnode: nd_i1, bchunk: nd_i1, chunk: nd_i2,
+               bdst: nd_f2, nlink: nd_i2, nbox: nd_f2, lvl: nd_i2, meta: nd_i1, bnode: nd_i1, bchunk: nd_i1, chunk: nd_i2,
                bacc: nd_i2, bcnt: nd_i2, bbox: nd_i2, cbc: nd_i2):
     """The nodes of more than CHUNK triangles of the level [a, a + W): binned in parallel chunks, decided,
     partitioned stably into dst. lvl[i] = (kind, axis, bin, n_left) of level node i."""
@@ -437,7 +444,7 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
             clo = vec3f(BIGF)
             chi = vec3f(-BIGF)
             for k in range(k0, k1):
-                tl, th, ce = _prim(box, src[k])
+                tl, th, ce = _prim(box, k)
                 lo = ti.min(lo, tl)
                 hi = ti.max(hi, th)
                 clo = ti.min(clo, ce)
@@ -463,7 +470,7 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
             bl = ti.Vector([f32(BIGF)] * (9 * K))
             bh = ti.Vector([f32(-BIGF)] * (9 * K))
             for k in range(k0, k1):
-                tl, th, ce = _prim(box, src[k])
+                tl, th, ce = _prim(box, k)
                 for ax in range(3):
                     j = ax * K + _bin(ce[ax], clo[ax], scale[ax], K)
                     bc[j] += 1
@@ -553,16 +560,15 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
             chi = vec3f(_o2f(bacc[b, 9]), _o2f(bacc[b, 10]), _o2f(bacc[b, 11]))
             scale = _scales(clo, chi, K)
             for k in range(k0, k1):
-                p = src[k]
                 left = k < start + cnt // 2
                 if kind != HALF:
-                    tl, th, ce = _prim(box, p)
+                    tl, th, ce = _prim(box, k)
                     left = _bin(ce[ax], clo[ax], scale[ax], K) <= lvl[i, 2]
                 if left:
-                    dst[l] = p
+                    _move(src, dst, box, bdst, k, l)
                     l += 1
                 else:
-                    dst[r] = p
+                    _move(src, dst, box, bdst, k, r)
                     r += 1
 
 
@@ -592,8 +598,8 @@ def _scan_sums(sums: ti.template(), n):
 
 @ti.kernel
 def _level(a: ti.i32, W: ti.i32, base: ti.i32, K: ti.template(), max_leaf: ti.i32, cap: ti.i32, spread: ti.i32,
-           src: nd_i1, dst: nd_i1, order: nd_i1, box: nd_f2, nlink: nd_i2, nbox: nd_f2, lvl: nd_i2, x: nd_i1,
-           sums: nd_i1, res: nd_i1) -> ti.types.vector(3, ti.i32):
+           src: nd_i1, dst: nd_i1, order: nd_i1, box: nd_f2, bdst: nd_f2, nlink: nd_i2, nbox: nd_f2, lvl: nd_i2,
+           x: nd_i1, sums: nd_i1, res: nd_i1) -> ti.types.vector(3, ti.i32):
     """One level [a, a + W) of the build (its big nodes already done by _big_level): the small nodes, then the
     children of the split nodes allocated at base + 2 * (rank among split nodes). Returns (children, big
     children, their chunks)."""
@@ -602,7 +608,7 @@ def _level(a: ti.i32, W: ti.i32, base: ti.i32, K: ti.template(), max_leaf: ti.i3
             i = ii // spread
             n = a + i
             if nlink[n, 1] <= CHUNK:
-                kind, nl = _small_node(n, K, max_leaf, cap, src, dst, order, box, nlink, nbox)
+                kind, nl = _small_node(n, K, max_leaf, cap, src, dst, order, box, bdst, nlink, nbox)
                 lvl[i, 0] = kind
                 lvl[i, 3] = nl
     for i in range(W):
@@ -802,7 +808,9 @@ def _build(pos, face, max_leaf=4, n_bins=16, max_leaf_cap=16):
     cap = max(int(max_leaf_cap), max_leaf)
     pos = _to_device(pos, np.float32)
     face = _to_device(face, np.int32)
-    box = _alloc((T, 6), np.float32)
+    # triangle ids and their boxes in the level's order (src, box), partitioned into the next level's (dst, bdst):
+    # every pass over a node's triangles reads them in sequence
+    box, bdst = _alloc((T, 6), np.float32), _alloc((T, 6), np.float32)
     src, dst, order = _alloc(T, np.int32), _alloc(T, np.int32), _alloc(T, np.int32)
     N = 2 * T - 1
     nlink = _alloc((N, 2), np.int32)
@@ -822,13 +830,13 @@ def _build(pos, face, max_leaf=4, n_bins=16, max_leaf_cap=16):
     while W:
         depth += 1
         if n_big:
-            _big_level(a, W, n_bins, backend.spread(n_chunks), src, dst, box, nlink, nbox, lvl,
+            _big_level(a, W, n_bins, backend.spread(n_chunks), src, dst, box, bdst, nlink, nbox, lvl,
                        big["meta"], big["bnode"], big["bchunk"], big["chunk"], big["bacc"], big["bcnt"], big["bbox"], big["cbc"])
-        r = _level(a, W, n_nodes, n_bins, max_leaf, cap, backend.spread(W), src, dst, order, box, nlink, nbox,
-                   lvl, x, sums, res)
+        r = _level(a, W, n_nodes, n_bins, max_leaf, cap, backend.spread(W), src, dst, order, box, bdst, nlink,
+                   nbox, lvl, x, sums, res)
         a, W, n_big, n_chunks = n_nodes, int(r[0]), int(r[1]), int(r[2])
         n_nodes += W
-        src, dst = dst, src
+        src, dst, box, bdst = dst, src, bdst, box
     return _Binary(order, nlink, nbox, n_nodes, depth)
 
 

@@ -534,6 +534,16 @@ class Scene:
         self._env_dirty = False
         self._geometry_dirty = bool(self.heightfield_params or self.deformables)
 
+    def host_arrays(self):
+        """The numpy arrays this scene keeps on the host, by name (for memory accounting: benchmarks/memory.py): the
+        device arrays it uploads at bind (``tri_*`` extras, BVH nodes, tables), its triangles (``triangles.*``: the
+        shapes' vertices, normals, uvs and faces are views of these) and the BVH's triangle order."""
+        out = dict(self._arrays)
+        for k in ("pos", "nrm", "uv", "face", "shape", "vfirst"):
+            out[f"triangles.{k}"] = getattr(self._tri, k)
+        out["bvh.prim_order"] = self.bvh.prim_order
+        return out
+
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin; checked as the sensor's
         ``to_world`` parameter: no scale for perspective / thin lens). Cheap (no recompile)."""
