@@ -36,6 +36,28 @@ def _cap(n, minimum):
     return c
 
 
+def has_extras(caps):
+    """Whether a storage of capacities `caps` has the per-triangle extras (tri_hf, tri_code, tri_dm, tri_face) on every
+    triangle row."""
+    return caps["xtris"] >= caps["tris"]
+
+
+def fits(caps, sizes):
+    """Whether a scene of `sizes` (Scene.sizes: rows per field group; ``xtris`` > 0: it needs the per-triangle
+    extras) fits a storage of capacities `caps`."""
+    return all(sizes.get(k, 0) <= v for k, v in caps.items()) and (has_extras(caps) or not sizes.get("xtris", 0))
+
+
+def capacities(sizes, current=None):
+    """Capacities of a storage for a scene of `sizes`, at least the `current` storage's (capacities only grow: a
+    process alternating between scenes settles on one storage); with per-triangle extras on every triangle row
+    when the scene needs them."""
+    caps = {k: _cap(max(sizes.get(k, 0), current[k] if current else 0), m) for k, m in Storage.MINIMUM.items()}
+    if sizes.get("xtris", 0):
+        caps["xtris"] = caps["tris"]
+    return caps
+
+
 @ti.data_oriented
 class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
@@ -68,7 +90,7 @@ class Storage:
         f.tri_dm = ti.field(ti.i32)
         # the triangle's face index in its shape (meshes with attributes, tirender/mesh_attribute.py)
         f.tri_face = ti.field(ti.i32)
-        self.tri_extra = c["xtris"] >= c["tris"]
+        self.tri_extra = has_extras(c)
         fb.dense(ti.i, max(c["xtris"], 1)).place(f.tri_hf, f.tri_code, f.tri_dm, f.tri_face)
         # height fields: height texture, vertex grid, bottom level, object -> world (3x4), normal matrix
         f.hf_tex, f.hf_w, f.hf_h = (ti.field(ti.i32) for _ in range(3))
@@ -178,13 +200,9 @@ class Storage:
     def acquire(cls, sizes):
         """The shared storage, grown (recreated) if `sizes` exceed its capacities."""
         cur = cls._shared
-        extra = sizes.get("xtris", 0) > 0          # the scene needs per-triangle extras on every row
-        if cur is not None and all(sizes.get(k, 0) <= v for k, v in cur.caps.items()) \
-                and (cur.tri_extra or not extra):
+        if cur is not None and fits(cur.caps, sizes):
             return cur
-        caps = {k: _cap(max(sizes.get(k, 0), cur.caps[k] if cur else 0), m) for k, m in cls.MINIMUM.items()}
-        if extra:
-            caps["xtris"] = caps["tris"]
+        caps = capacities(sizes, cur.caps if cur is not None else None)
         if cur is not None:
             if cur.owner is not None:
                 cur.owner._storage = None
