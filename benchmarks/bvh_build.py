@@ -30,6 +30,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import types
 
@@ -238,7 +239,6 @@ def bench_quality(a, old):
 def _sphere_config(a):
     """A scene dict: the noisy-sphere soup (written as a PLY into a temporary folder), diffuse, a constant
     environment, a camera at distance 3."""
-    import tempfile
     from tirender.config import load_config
     from tirender.scene.mesh_io import save_ply
     v0, v1, v2 = noisy_sphere(a.triangles)
@@ -264,6 +264,7 @@ tirender.init("cpu")
 t1, c1 = time.perf_counter(), time.process_time()
 sc = tirender.load_scene(sys.argv[1])
 t2, c2 = time.perf_counter(), time.process_time()
+print("FROM", tirender.__file__)
 print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
@@ -282,11 +283,16 @@ print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SE
 def _run_load(code, path, pythonpath):
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.setdefault("DRJIT_LIBLLVM_PATH", "/usr/lib/x86_64-linux-gnu/libLLVM-19.so")
-    p = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True, text=True)
+    # run from a neutral folder: `python -c` puts the working directory first on sys.path
+    p = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True, text=True,
+                       cwd=tempfile.gettempdir())
     out = p.stdout + p.stderr
     res = [ln for ln in out.splitlines() if ln.startswith("RESULT")]
     if p.returncode or not res:
         raise SystemExit(f"load failed ({pythonpath}):\n{out[-3000:]}")
+    src = [ln.split(None, 1)[1] for ln in out.splitlines() if ln.startswith("FROM")]
+    if src and not os.path.abspath(src[0]).startswith(os.path.abspath(pythonpath) + os.sep):
+        raise SystemExit(f"{pythonpath}: the child imported tirender from {src[0]}")
     imp, load, cpu, rss = (float(x) for x in res[-1].split()[1:])
     warn = sum("warn" in ln.lower() for ln in out.splitlines())
     return imp, load, rss, warn, cpu

@@ -94,7 +94,7 @@ def test_random_meshes(T, max_leaf, n_bins):
     assert hits > 50
 
 
-def _structured_mesh(rng):
+def structured_mesh(rng):
     """About 12k triangles with what real meshes have: a closed noisy surface (a sphere grid's triangles), a dense
     cluster of tiny triangles, 300 copies of one triangle (identical centroids), long slivers across the scene and
     an axis-aligned flat patch; more than CHUNK triangles in the top nodes, so that the chunked parallel binning,
@@ -115,13 +115,13 @@ def _structured_mesh(rng):
     return tris[:, 0], tris[:, 1], tris[:, 2]
 
 
-def test_structured_mesh_hits_match_brute_force():
+def teststructured_mesh_hits_match_brute_force():
     """The closest hit (triangle and distance) of every ray through the tree equals the brute-force one, bit for
     bit, on a mesh large enough for the parallel top levels; the 4-wide collapse keeps the binary tree's leaves."""
     from tirender.scene.bvh import WIDTH
     from tirender.scene.bvh_build import CHUNK, build_wide
     rng = np.random.default_rng(11)
-    v0, v1, v2 = _structured_mesh(rng)
+    v0, v1, v2 = structured_mesh(rng)
     T = len(v0)
     assert T > 8 * CHUNK
     bvh = build_bvh(v0, v1, v2)

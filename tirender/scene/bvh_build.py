@@ -7,10 +7,12 @@ Same layout as scene/bvh.py documents (a binary :class:`~tirender.scene.bvh.BVH`
 hierarchies"): all nodes of one tree level are processed by one kernel launch. A node of at most
 ``CHUNK`` triangles is one thread's work: its bounds, 16 bins per axis (count and box), the sweep over
 the bin boundaries (SAH cost: traversal 1, intersection 1 per triangle, A_L·N_L + A_R·N_R), the decision
-and the stable partition of its triangle ids into the next level's order. Larger nodes (the top levels)
-are split into chunks of ``CHUNK`` triangles binned in parallel, their bins merged with integer atomics
-on order-preserving float keys (deterministic: min / max / add commute), and partitioned with per-chunk
-offsets (stable). A node becomes a leaf when it has <= ``max_leaf`` triangles, or when no split is
+and the stable partition of its triangle ids and boxes into the next level's order (each pass over a
+node's triangles reads them in sequence). Larger nodes (the top levels) are split into chunks of
+``CHUNK`` triangles binned in parallel, their bounds merged with integer atomics on order-preserving float
+keys and their bins chunk by chunk (deterministic: min / max / add commute), and partitioned with
+per-chunk offsets (stable); nodes of at most ``SMALL`` triangles find the same split by sweeping their
+triangles sorted by bin. A node becomes a leaf when it has <= ``max_leaf`` triangles, or when no split is
 cheaper than the leaf and it has <= ``max_leaf_cap``; larger nodes that SAH would keep, or whose
 centroids fall into one bin, are split at the median of the centroids along their longest centroid axis
 (triangle order breaking ties; nodes larger than ``CHUNK`` at the bin boundary nearest to it, or in
@@ -24,7 +26,8 @@ numbered breadth first, so that each wide level is one range (``WideBVH.levels``
 **Refit** (:func:`refit_device`): a wide BVH's boxes recomputed on the device for moved triangles, level by
 level from the deepest, keeping the topology (height fields, differentiable meshes).
 
-Everything is deterministic: a given input gives the same tree on a backend, whatever the threads do.
+Everything is deterministic: a given input gives the same tree on a backend, whatever the threads do (across
+backends, float rounding may differ).
 On the CPU the work arrays are numpy arrays Taichi reads in place (untouched capacity costs no memory);
 on GPUs they are Taichi ndarrays.
 """
@@ -85,19 +88,11 @@ def _to_host(a, n=None):
 # ----------------------------------------------------------------------------- small helpers
 @ti.func
 def _f2o(x):
-    """Order-preserving map f32 -> i32 (integer atomics give float min / max)."""
+    """Order-preserving map f32 -> i32 (the median split bisects over these integer keys)."""
     b = ti.bit_cast(x, ti.i32)
     if b < 0:
         b = b ^ IMAX
     return b
-
-
-@ti.func
-def _o2f(k):
-    b = k
-    if b < 0:
-        b = b ^ IMAX
-    return ti.bit_cast(b, f32)
 
 
 @ti.func
@@ -397,11 +392,16 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
 
 
 @ti.kernel
-def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i1, dst: nd_i1, box: nd_f2,
-               bdst: nd_f2, nlink: nd_i2, nbox: nd_f2, lvl: nd_i2, meta: nd_i1, bnode: nd_i1, bchunk: nd_i1, chunk: nd_i2,
-               bacc: nd_i2, bcnt: nd_i2, bbox: nd_i2, cbc: nd_i2):
-    """The nodes of more than CHUNK triangles of the level [a, a + W): binned in parallel chunks, decided,
-    partitioned stably into dst. lvl[i] = (kind, axis, bin, n_left) of level node i."""
+def _big_bounds(a: ti.i32, W: ti.i32, spread: ti.i32, box: nd_f2, nlink: nd_i2, meta: nd_i1, bnode: nd_i1,
+                bchunk: nd_i1, chunk: nd_i2, cbnd: nd_f2, bacc: nd_f2):
+    """The nodes of more than CHUNK triangles of the level [a, a + W) (boxes box in the level's order) and their
+    chunks of CHUNK triangles: meta = (big nodes, chunks), bnode[b] the level index of big node b, bchunk[b] its
+    first chunk, chunk[c, 0] the big node of chunk c; bacc[b] = (lo, hi, centroid lo, centroid hi) its bounds,
+    from its chunks' cbnd[c] (in parallel), merged in order.
+    (The big nodes take four kernels, _big_bounds, _big_bins, _big_decide and _big_partition, each with one
+    parallel loop that builds constant local vectors, and merge their chunks without atomics: Taichi's SPIR-V
+    code generation fails on a kernel whose parallel loops build the same constant local vectors, and a
+    software Vulkan device loses integer atomics in loops, see tirender/grin/field.py.)"""
     # the big nodes and their chunks (serial: few)
     ti.loop_config(serialize=True)
     for _ in range(1):
@@ -419,18 +419,7 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
         bchunk[nb] = nc
         meta[0] = nb
         meta[1] = nc
-    for b in range(meta[0]):
-        for q in ti.static(range(3)):
-            bacc[b, q] = IMAX
-            bacc[b, 3 + q] = IMIN
-            bacc[b, 6 + q] = IMAX
-            bacc[b, 9 + q] = IMIN
-        for j in range(3 * K):
-            bcnt[b, j] = 0
-            for q in ti.static(range(3)):
-                bbox[b, 6 * j + q] = IMAX
-                bbox[b, 6 * j + 3 + q] = IMIN
-    # bounds and centroid bounds
+    # bounds and centroid bounds of the chunks
     for cc in range(meta[1] * spread):
         if cc % spread == 0:
             c = cc // spread
@@ -450,11 +439,27 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
                 clo = ti.min(clo, ce)
                 chi = ti.max(chi, ce)
             for q in ti.static(range(3)):
-                ti.atomic_min(bacc[b, q], _f2o(lo[q]))
-                ti.atomic_max(bacc[b, 3 + q], _f2o(hi[q]))
-                ti.atomic_min(bacc[b, 6 + q], _f2o(clo[q]))
-                ti.atomic_max(bacc[b, 9 + q], _f2o(chi[q]))
-    # bins
+                cbnd[c, q] = lo[q]
+                cbnd[c, 3 + q] = hi[q]
+                cbnd[c, 6 + q] = clo[q]
+                cbnd[c, 9 + q] = chi[q]
+    # of the big nodes (no constant vectors here: see above)
+    for b in range(meta[0]):
+        for q in ti.static(range(12)):
+            bacc[b, q] = cbnd[bchunk[b], q]
+        for c in range(bchunk[b] + 1, bchunk[b + 1]):
+            for q in ti.static(range(12)):
+                if q % 6 < 3:
+                    bacc[b, q] = ti.min(bacc[b, q], cbnd[c, q])
+                else:
+                    bacc[b, q] = ti.max(bacc[b, q], cbnd[c, q])
+
+
+@ti.kernel
+def _big_bins(a: ti.i32, K: ti.template(), spread: ti.i32, box: nd_f2, nlink: nd_i2, meta: nd_i1, bnode: nd_i1,
+              bchunk: nd_i1, chunk: nd_i2, bacc: nd_f2, cbc: nd_i2, cbb: nd_f2):
+    """The big nodes' bins (_big_bounds), chunk by chunk in parallel: cbc[c] chunk c's bin counts [axis*K + bin],
+    cbb[c] their boxes [6*(axis*K + bin) + (lo, hi)] (an empty bin's: +BIGF, -BIGF)."""
     for cc in range(meta[1] * spread):
         if cc % spread == 0:
             c = cc // spread
@@ -463,8 +468,8 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
             start = nlink[n, 0]
             k0 = start + (c - bchunk[b]) * CHUNK
             k1 = ti.min(k0 + CHUNK, start + nlink[n, 1])
-            clo = vec3f(_o2f(bacc[b, 6]), _o2f(bacc[b, 7]), _o2f(bacc[b, 8]))
-            chi = vec3f(_o2f(bacc[b, 9]), _o2f(bacc[b, 10]), _o2f(bacc[b, 11]))
+            clo = vec3f(bacc[b, 6], bacc[b, 7], bacc[b, 8])
+            chi = vec3f(bacc[b, 9], bacc[b, 10], bacc[b, 11])
             scale = _scales(clo, chi, K)
             bc = ti.Vector([0] * (3 * K))
             bl = ti.Vector([f32(BIGF)] * (9 * K))
@@ -479,36 +484,41 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
                         bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
             for j in range(3 * K):
                 cbc[c, j] = bc[j]
-                if bc[j] > 0:
-                    ti.atomic_add(bcnt[b, j], bc[j])
-                    for q in ti.static(range(3)):
-                        ti.atomic_min(bbox[b, 6 * j + q], _f2o(bl[3 * j + q]))
-                        ti.atomic_max(bbox[b, 6 * j + 3 + q], _f2o(bh[3 * j + q]))
+                for q in ti.static(range(3)):
+                    cbb[c, 6 * j + q] = bl[3 * j + q]
+                    cbb[c, 6 * j + 3 + q] = bh[3 * j + q]
+
+
+@ti.kernel
+def _big_decide(a: ti.i32, K: ti.template(), nlink: nd_i2, nbox: nd_f2, lvl: nd_i2, meta: nd_i1, bnode: nd_i1,
+                bchunk: nd_i1, bacc: nd_f2, cbc: nd_i2, cbb: nd_f2):
+    """The big nodes binned by _big_bins decided (their chunks' bins merged in order: deterministic): lvl[i] =
+    (kind, axis, bin) of level node i, nbox its bounds."""
     # decide: SAH, else (no cheaper split) the bin boundary nearest the median, else halves
     for b in range(meta[0]):
         i = bnode[b]
         n = a + i
         cnt = nlink[n, 1]
-        lo = vec3f(_o2f(bacc[b, 0]), _o2f(bacc[b, 1]), _o2f(bacc[b, 2]))
-        hi = vec3f(_o2f(bacc[b, 3]), _o2f(bacc[b, 4]), _o2f(bacc[b, 5]))
+        lo = vec3f(bacc[b, 0], bacc[b, 1], bacc[b, 2])
+        hi = vec3f(bacc[b, 3], bacc[b, 4], bacc[b, 5])
         for q in ti.static(range(3)):
             nbox[n, q] = lo[q]
             nbox[n, 3 + q] = hi[q]
         bc = ti.Vector([0] * (3 * K))
         bl = ti.Vector([f32(BIGF)] * (9 * K))
         bh = ti.Vector([f32(-BIGF)] * (9 * K))
-        for j in range(3 * K):
-            bc[j] = bcnt[b, j]
-            if bc[j] > 0:
+        for c in range(bchunk[b], bchunk[b + 1]):
+            for j in range(3 * K):
+                bc[j] += cbc[c, j]
                 for q in ti.static(range(3)):
-                    bl[3 * j + q] = _o2f(bbox[b, 6 * j + q])
-                    bh[3 * j + q] = _o2f(bbox[b, 6 * j + 3 + q])
+                    bl[3 * j + q] = ti.min(bl[3 * j + q], cbb[c, 6 * j + q])
+                    bh[3 * j + q] = ti.max(bh[3 * j + q], cbb[c, 6 * j + 3 + q])
         cost, ax, sb = _sweep(bc, bl, bh, K)
         A = _area(lo, hi)
         kind = SPLIT
         if not (ax >= 0 and A + cost < A * ti.cast(cnt, f32)):
-            clo = vec3f(_o2f(bacc[b, 6]), _o2f(bacc[b, 7]), _o2f(bacc[b, 8]))
-            chi = vec3f(_o2f(bacc[b, 9]), _o2f(bacc[b, 10]), _o2f(bacc[b, 11]))
+            clo = vec3f(bacc[b, 6], bacc[b, 7], bacc[b, 8])
+            chi = vec3f(bacc[b, 9], bacc[b, 10], bacc[b, 11])
             ax = _longest(clo, chi)
             sb = -1
             nl = 0
@@ -524,6 +534,14 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
         lvl[i, 0] = kind
         lvl[i, 1] = ax
         lvl[i, 2] = sb
+
+
+@ti.kernel
+def _big_partition(a: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i1, dst: nd_i1, box: nd_f2, bdst: nd_f2,
+                   nlink: nd_i2, lvl: nd_i2, meta: nd_i1, bnode: nd_i1, bchunk: nd_i1, chunk: nd_i2, bacc: nd_f2,
+                   cbc: nd_i2):
+    """The big nodes decided by _big_decide partitioned stably into dst, bdst (per-chunk offsets from the chunks'
+    bin counts); lvl[i, 3] = n_left."""
     # exclusive offsets of the chunks' left triangles within their node (from the chunks' bin counts)
     for b in range(meta[0]):
         i = bnode[b]
@@ -556,8 +574,8 @@ def _big_level(a: ti.i32, W: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i
             r = start + lvl[i, 3] + (k0 - start - chunk[c, 1])
             kind = lvl[i, 0]
             ax = lvl[i, 1]
-            clo = vec3f(_o2f(bacc[b, 6]), _o2f(bacc[b, 7]), _o2f(bacc[b, 8]))
-            chi = vec3f(_o2f(bacc[b, 9]), _o2f(bacc[b, 10]), _o2f(bacc[b, 11]))
+            clo = vec3f(bacc[b, 6], bacc[b, 7], bacc[b, 8])
+            chi = vec3f(bacc[b, 9], bacc[b, 10], bacc[b, 11])
             scale = _scales(clo, chi, K)
             for k in range(k0, k1):
                 left = k < start + cnt // 2
@@ -600,7 +618,7 @@ def _scan_sums(sums: ti.template(), n):
 def _level(a: ti.i32, W: ti.i32, base: ti.i32, K: ti.template(), max_leaf: ti.i32, cap: ti.i32, spread: ti.i32,
            src: nd_i1, dst: nd_i1, order: nd_i1, box: nd_f2, bdst: nd_f2, nlink: nd_i2, nbox: nd_f2, lvl: nd_i2,
            x: nd_i1, sums: nd_i1, res: nd_i1) -> ti.types.vector(3, ti.i32):
-    """One level [a, a + W) of the build (its big nodes already done by _big_level): the small nodes, then the
+    """One level [a, a + W) of the build (its big nodes already done by _big_bounds ... _big_partition): the small nodes, then the
     children of the split nodes allocated at base + 2 * (rank among split nodes). Returns (children, big
     children, their chunks)."""
     for ii in range(W * spread):
@@ -823,15 +841,22 @@ def _build(pos, face, max_leaf=4, n_bins=16, max_leaf_cap=16):
     res = _alloc(2, np.int32)
     nb = T // (CHUNK + 1) + 2
     big = dict(meta=_alloc(2, np.int32), bnode=_alloc(nb, np.int32), bchunk=_alloc(nb + 1, np.int32),
-               chunk=_alloc((nb + T // CHUNK + 2, 2), np.int32), bacc=_alloc((nb, 12), np.int32),
-               bcnt=_alloc((nb, 3 * n_bins), np.int32), bbox=_alloc((nb, 18 * n_bins), np.int32),
-               cbc=_alloc((nb + T // CHUNK + 2, 3 * n_bins), np.int32))
+               chunk=_alloc((nb + T // CHUNK + 2, 2), np.int32), bacc=_alloc((nb, 12), np.float32),
+               cbnd=_alloc((nb + T // CHUNK + 2, 12), np.float32), cbc=_alloc((nb + T // CHUNK + 2, 3 * n_bins), np.int32),
+               cbb=_alloc((nb + T // CHUNK + 2, 18 * n_bins), np.float32))
     a, W, n_nodes, depth, n_big, n_chunks = 0, 1, 1, 0, int(T > CHUNK), (T + CHUNK - 1) // CHUNK
     while W:
         depth += 1
         if n_big:
-            _big_level(a, W, n_bins, backend.spread(n_chunks), src, dst, box, bdst, nlink, nbox, lvl,
-                       big["meta"], big["bnode"], big["bchunk"], big["chunk"], big["bacc"], big["bcnt"], big["bbox"], big["cbc"])
+            sp = backend.spread(n_chunks)
+            _big_bounds(a, W, sp, box, nlink, big["meta"], big["bnode"], big["bchunk"], big["chunk"], big["cbnd"],
+                        big["bacc"])
+            _big_bins(a, n_bins, sp, box, nlink, big["meta"], big["bnode"], big["bchunk"], big["chunk"], big["bacc"],
+                      big["cbc"], big["cbb"])
+            _big_decide(a, n_bins, nlink, nbox, lvl, big["meta"], big["bnode"], big["bchunk"], big["bacc"], big["cbc"],
+                        big["cbb"])
+            _big_partition(a, n_bins, sp, src, dst, box, bdst, nlink, lvl, big["meta"], big["bnode"], big["bchunk"],
+                           big["chunk"], big["bacc"], big["cbc"])
         r = _level(a, W, n_nodes, n_bins, max_leaf, cap, backend.spread(W), src, dst, order, box, bdst, nlink,
                    nbox, lvl, x, sums, res)
         a, W, n_big, n_chunks = n_nodes, int(r[0]), int(r[1]), int(r[2])
