@@ -329,6 +329,12 @@ def slot_float(st: ti.template(), ctx, k):
 
 
 @ti.func
+def slot_unit(st: ti.template(), ctx, k):
+    """slot_float clamped to [0, 1] (a blend weight, an opacity); its adjoint is slot_float_adjoint's inside."""
+    return ti.min(ti.max(slot_float(st, ctx, k), 0.0), 1.0)
+
+
+@ti.func
 def slot_float_tangent(st: ti.template(), ctx, k):
     """The tangent of slot_float along forward mode's direction (st a core/pool.Tangent view)."""
     return _lookup_tangent(st, ctx, st.bsdf_tex[ctx.b, k])[0]

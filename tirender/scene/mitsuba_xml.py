@@ -604,12 +604,17 @@ class _Importer:
                 out[name] = value
         return out
 
+    def _plugin(self, n, by_name, family):
+        """(type, model) of plugin node n in a registry's BY_NAME; ConfigError for a type tirender does not have."""
+        t = self.attr(n, "type")
+        model = by_name.get(t)
+        if model is None:
+            raise self.err(n, f"unsupported {family} type '{t}' (tirender has: {', '.join(by_name)})")
+        return t, model
+
     def bsdf(self, n):
         from ..bsdfs import registry
-        t = self.attr(n, "type")
-        model = registry.BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported BSDF type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        t, model = self._plugin(n, registry.BY_NAME, "BSDF")
         children = [k.name for k in model.KEYS if k.kind == "nested BSDF"]
         spec = {"type": t}
         names = self._keynames(model)
@@ -637,10 +642,7 @@ class _Importer:
 
     def emitter(self, n):
         from ..emitters import registry
-        t = self.attr(n, "type")
-        model = registry.BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported emitter type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        t, model = self._plugin(n, registry.BY_NAME, "emitter")
         names = self._keynames(model)
         spec = {"type": t}
         p = self.props(n, "emitter", t, names | {"to_world"})
@@ -658,10 +660,7 @@ class _Importer:
     def medium(self, n):
         from ..media.phase import BY_NAME as PHASES
         from ..media.registry import BY_NAME
-        t = self.attr(n, "type")
-        model = BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported medium type '{t}' (tirender has: {', '.join(BY_NAME)})")
+        t, model = self._plugin(n, BY_NAME, "medium")
         spec = {"type": t}
         spec.update(self.props(n, "medium", t, self._keynames(model) - {"phase"}, skip=("phase",)))
         for c in n.children:
@@ -730,10 +729,7 @@ class _Importer:
 
     def sensor(self, n):
         from ..sensors import registry
-        t = self.attr(n, "type")
-        model = registry.BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported sensor type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        t, model = self._plugin(n, registry.BY_NAME, "sensor")
         refused = {k.name: k for k in model.KEYS if k.kind == "refused"}
         for c in n.children:
             if c.attrs.get("name") in refused:
