@@ -748,11 +748,12 @@ def rf_loop(spec, stages, enter_stage, step, heldout, err, train_psnr=None):
     at each stage end with the clock paused, carried forward in the rows in between (from `err`,
     the start's). With spec["eval_train"], train_psnr() (the mean training-view PSNR) too, at the
     same points, at every iteration of the first spec["eval_after_change"] (default 8) of a stage
-    after the first, and right after each upsampling (before any step). Returns (rows, changes):
-    changes per stage change {iteration, from_res, to_res, train_psnr_before, train_psnr_after}."""
+    after the first and of the last spec["eval_last"] (default 0) of the run, and right after each
+    upsampling (before any step). Returns (rows, changes): changes per stage change {iteration,
+    from_res, to_res, train_psnr_before, train_psnr_after}."""
     rows, changes, clock, g = [], [], 0.0, 0
     tp = train_psnr() if spec.get("eval_train") else None
-    dense = int(spec.get("eval_after_change", 8))
+    dense, last = int(spec.get("eval_after_change", 8)), spec["iters"] - int(spec.get("eval_last", 0))
     for si, st in enumerate(stages):
         t0 = time.perf_counter()
         if si:
@@ -770,7 +771,8 @@ def rf_loop(spec, stages, enter_stage, step, heldout, err, train_psnr=None):
             g += 1
             if g % spec["eval_every"] == 0 or it + 1 == st["iters"]:
                 err = heldout()
-            if tp is not None and (g % spec["eval_every"] == 0 or it + 1 == st["iters"] or (si and it < dense)):
+            if tp is not None and (g % spec["eval_every"] == 0 or it + 1 == st["iters"] or (si and it < dense)
+                                   or g > last):
                 tp = train_psnr()
             rows.append(dict(iteration=g - 1, loss=loss, seconds=clock, spp=1, param_rmse=err))
             if tp is not None:

@@ -115,8 +115,9 @@ def _rf_slice_cfg(**train):
 def test_radiance_field_stage_change_cannot_blow_up():
     """The issue's schedule at 16³ → 32³ with tirender's defaults (upsample, adam_state, ε): in the 10
     iterations after the upsampling the training PSNR never falls more than 2 dB below the end of 16³,
-    no step moves a value by more than 2 lr (the pre-fix carry resampled Adam's moments by Catmull-Rom,
-    whose lobes left v̂ = 0 beside m̂ ≠ 0: steps of 20–90 lr), and the loss watch stays quiet."""
+    no step moves a value by more than 2 lr, and the loss watch stays quiet. The step bound is the
+    collapse's mechanism: the carry before issue 47 resampled Adam's moments by Catmull-Rom, whose lobes
+    leave v̂ = 0 beside m̂ ≠ 0, and its first step here was 236 lr (docs/radiance_field.md)."""
     from tirender.radiance_field.train import Trainer, load_dataset, parse_config, psnr
     cfg = parse_config(_rf_slice_cfg())
     ds = load_dataset(cfg)
