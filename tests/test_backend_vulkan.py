@@ -350,6 +350,8 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
 
 @pytest.mark.slow
 @pytest.mark.vulkan
+@pytest.mark.extended     # lavapipe compiles these kernels in minutes (390 s measured): the CPU lane checks the
+#                           features, the default lane checks Vulkan on the path tracer, PRB and the radiance field
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_mcmc_light_tracer_and_caustic_on_vulkan_match_cpu_lite():
     """One kernel per feature on Vulkan against the CPU: coherent MCMC in its `threads` schedule (counter-based
@@ -425,6 +427,8 @@ def _assert_grin_images_agree(cpu, vk, run):
 
 @pytest.mark.slow
 @pytest.mark.vulkan
+@pytest.mark.extended     # lavapipe compiles these kernels in minutes (390 s measured): the CPU lane checks the
+#                           features, the default lane checks Vulkan on the path tracer, PRB and the radiance field
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_grin_images_on_vulkan_match_cpu():
     """The GRIN images (render kernel only) on both backends: the same ray counts, the images to float rounding
