@@ -115,7 +115,7 @@ def main():
     print(f"\ndevice fields: {sum(s[0] for s in sizes):.1f} MB in {len(sizes)} fields; largest:")
     for mb, name, shape in sizes[:24]:
         print(f"  {name:16s} {str(shape):>16s} {mb:8.1f} MB")
-    print(f"(storage capacities: {st.caps}; gradient copies {getattr(st, 'grad_copies', 1)})")
+    print(f"(storage capacities: {st.caps}; gradient copies {st.grad_copies} of the first {st.grad_hot} entries)")
 
 
 def _host_arrays(sc):

@@ -46,7 +46,7 @@ def _sphere(P):
     return c + q / r * r.mean()
 
 
-def run_tirender(iters):
+def run_tirender(iters, lr_scale=1.0):
     import tirender
     from tirender.api import render, render_grad, scene_from_config
     from tirender.optim import losses
@@ -57,7 +57,7 @@ def run_tirender(iters):
     d = sc.deformables[0]
     truth = d.positions(sc.params.__getitem__)
     targets = [render(sc, spp=t["t_spp"], seed=t["t_seed"] + v, sensor=v, progress=False) for v in t["views"]]
-    geo = GeometryOptions(sc, {name: {"lr": t["lr"], "large_steps": t["lam"]}}, None)
+    geo = GeometryOptions(sc, {name: {"lr": t["lr"] * lr_scale, "large_steps": t["lam"]}}, None)
     sc.params[name] = _sphere(sc.params[name].astype(np.float64)).astype(np.float32)
     start = chamfer_distance(d.positions(sc.params.__getitem__), truth, d.faces)
     times = []
@@ -76,7 +76,7 @@ def run_tirender(iters):
                 peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
 
 
-def run_mitsuba(iters):
+def run_mitsuba(iters, lr_scale=1.0):
     import drjit as dr
     import mitsuba as mi
     mi.set_variant("llvm_ad_rgb")
@@ -114,7 +114,7 @@ def run_mitsuba(iters):
     targets = [mi.render(scene, sensor=sn, spp=t["t_spp"], seed=t["t_seed"] + v) for v, sn in zip(t["views"], sensors)]
     init = _sphere(truth)
     ls = mi.ad.LargeSteps(mi.Float(init.astype(np.float32).ravel()), params["blob.faces"], t["lam"])
-    opt = mi.ad.Adam(lr=t["lr"], uniform=True)
+    opt = mi.ad.Adam(lr=t["lr"] * lr_scale, uniform=True)
     opt["u"] = ls.to_differential(mi.Float(init.astype(np.float32).ravel()))
     start = chamfer_distance(init, truth, faces)
     times = []
@@ -138,8 +138,9 @@ def run_mitsuba(iters):
                 peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
 
 
-def child(which, iters):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", which, "--iters", str(iters)]
+def child(which, iters, lr_scale=1.0):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", which, "--iters", str(iters),
+           "--lr-scale", str(lr_scale)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=sidebyside.child_env())
     if out.returncode != 0:
         return None, (out.stderr.strip().splitlines() or ["failed"])[-1][:200]
@@ -151,10 +152,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--lr-scale", type=float, default=1.0, help="the config's learning rate times this "
+                    "(benchmarks/defaults_sweep.py's grid)")
     ap.add_argument("--child", default=None)
     a = ap.parse_args()
     if a.child:
-        r = run_tirender(a.iters) if a.child == "tirender" else run_mitsuba(a.iters)
+        r = run_tirender(a.iters, a.lr_scale) if a.child == "tirender" else run_mitsuba(a.iters, a.lr_scale)
         print(json.dumps(r))
         return
     ok, why = sidebyside.mitsuba_available()

@@ -27,7 +27,7 @@ volume   configs/volume_recovery.yaml: the 64^3 smoke density (configs/volumes/s
 
 texture  configs/texture_recovery.yaml: a 256^2 diffuse bitmap on a rectangle under a rectangular
          area light, one 128^2 view (Gaussian filter), PRB with max_depth 3, 8 + 8 spp, Adam (each
-         renderer's own defaults: tirender's relative eps, Dr.Jit's 1e-8), lr 0.03 from 0.5 grey,
+         renderer's own defaults: both Dr.Jit's absolute eps 1e-8), lr 0.03 from 0.5 grey,
          coarse to fine 32^2 -> 64^2 -> 128^2 -> 256^2 at iterations 0/20/40/60 (value and Adam's
          moments resampled bilinearly, step count kept, in both), values clipped to [0, 1]. Mitsuba
          gets the same linear texture (the PNG decoded from sRGB as tirender does, raw bitmap).
@@ -36,6 +36,8 @@ cbox     configs/cbox_red_wall.yaml: the Cornell box's red wall RGB reflectance 
          XML twin tests/data/cbox.xml at res 128 with its prb integrator.
 texture and cbox: tirender runs its own driver on the config (tirender_task); Mitsuba a port of
 the driver's loop (mitsuba_task); parameter error = the driver's param_rmse against the scene as written.
+The spec's lr, spp, spp_grad, betas and stages ([[0, None]]: no multires) are applied to the config
+in both children, and spec["optimizer"] (eps_mode, eps) to tirender's (benchmarks/defaults_sweep.py).
 radiance_field
          configs/radiance_field.yaml: tirender's voxel radiance field (density and SH degree-2
          colour, 28 values per voxel, box [-1, 1]^3) from its procedural dataset: 8 training and 2
@@ -52,11 +54,14 @@ radiance_field
          stop once T < 1e-4, black background; loss L2 (mean over pixels and channels) + TV
          (density 0.002, colour 0.002: weight / R^3 times the sum of squared forward differences);
          Adam, lr 0.2 density / 0.05 SH times the stage's lr_scale (each renderer's own epsilon:
-         tirender's relative, Dr.Jit's 1e-8). Stage changes as tirender's defaults in both: cubic
-         (Catmull-Rom) upsampling with the ReLU clamp, Adam's moments carried (train.adam_state:
-         carry: bias-corrected, resampled, rescaled to the finer voxels, re-entered as a 10-step
-         prior); the Mitsuba child uses numpy copies of tirender's resample.py and of
-         Trainer._resampled_adam_state.
+         both Dr.Jit's absolute 1e-8, tirender's default). Stage changes as tirender's defaults in both: cubic upsampling
+         (Catmull-Rom clamped to the local range of the coarse grid, the ReLU clamp), Adam's moments
+         carried (train.adam_state: carry: bias-corrected, resampled trilinearly, |m| <= sqrt(v),
+         rescaled to the finer voxels, re-entered as a 10-step prior); the Mitsuba child loads
+         tirender's own resample.py by path (numpy only). Options for benchmarks/defaults_sweep.py
+         (radiance_field_spec): another radiance_field section (L1 or L2, any activations,
+         upsample / adam_state), the training-view PSNR (eval_train), and the Mitsuba tutorial's
+         own stage change (mitsuba_stage_change="tutorial": dr.upsample, Adam reset).
          tirender: its Trainer (prepare, then enter_stage / step as Trainer.run, no checkpoints).
          Mitsuba 3: the approach of Mitsuba's radiance-field tutorial: a Python RBIntegrator
          (RadianceFieldPRB) marching mi.Texture3f grids (density: 1 channel, SH: 27) in a symbolic
@@ -262,7 +267,7 @@ def volume_spec(iters=None):
 def mitsuba_volume_scene(spec, out):
     """The volume task's scene in Mitsuba 3 (llvm_ad_rgb): (mi, dr, scene, sensors, params, key, truth)."""
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     os.makedirs(out, exist_ok=True)
     truth, bmin, bmax = read_vol(spec["vol"])
@@ -464,7 +469,7 @@ def tirender_task(spec, out):
     targets."""
     t_proc = time.perf_counter()
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.api import render
     from tirender.config import load_config
     from tirender.optim.driver import OptimizationRun
@@ -473,8 +478,13 @@ def tirender_task(spec, out):
     o = cfg["optimize"]
     o["iters"] = spec["iters"]
     o["seed"] = spec["seed"]
+    o["params"][spec["param"]]["lr"] = spec["lr"]         # the spec's (a sweep may scale the config's)
+    o["spp"], o["spp_grad"] = spec["spp"], spec["spp_grad"]
+    o["optimizer"] = dict(o.get("optimizer") or {}, beta1=spec["beta1"], beta2=spec["beta2"], **spec.get("optimizer", {}))
     if spec["stages"][0][1] is not None:
         o["multires"] = {spec["param"]: spec["stages"]}
+    else:
+        o.pop("multires", None)
     if spec["double_every"]:
         o["spp_schedule"] = {"double_every": spec["double_every"], "max": spec["spp_max"]}
     o["save_every"] = spec["iters"]   # renders + checkpoint once, at the end (not timed work of the task)
@@ -503,7 +513,7 @@ def mitsuba_texture_scene(spec):
     """The texture task in Mitsuba 3: (mi, dr, scene, integrator, sensors, params, key, truth, shape of a stage)."""
     import imageio.v3 as iio
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     T = mi.ScalarTransform4f
     truth = from_srgb(iio.imread(spec["texture"])[..., :3].astype(np.float32) / 255.0)   # tirender's decoding
@@ -529,7 +539,7 @@ def mitsuba_texture_scene(spec):
 def mitsuba_cbox_scene(spec):
     """The cbox task in Mitsuba 3 (tests/data/cbox.xml at the config's resolution)."""
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     scene = mi.load_file(spec["xml"], res=spec["res"], spp=spec["spp"])
     integ = mi.load_dict({"type": "prb", "max_depth": spec["max_depth"], "rr_depth": spec["rr_depth"]})
@@ -556,7 +566,7 @@ def mitsuba_task(spec, out):
     stages = spec["stages"]
     init = np.asarray(spec["init"], np.float32)
     if stage_shape:
-        params[key] = mi.TensorXf(np.broadcast_to(init, stage_shape(stage_res(0, stages))).copy())
+        params[key] = mi.TensorXf(np.broadcast_to(init, stage_shape(stage_res(0, stages) or truth.shape[0])).copy())
     else:
         params[key] = type(params[key])(*np.broadcast_to(init, truth.shape).tolist())
     params.update()
@@ -572,7 +582,7 @@ def mitsuba_task(spec, out):
     t_start = time.perf_counter()
     for it in range(spec["iters"]):
         if stage_shape:
-            r = stage_res(it, stages)
+            r = stage_res(it, stages) or truth.shape[0]   # no multires: the truth's resolution
             cur = opt[key]
             if tuple(cur.shape[:2]) != (r, r):
                 _, promoted, lr, (t, m, v, vmax) = opt.state[key]
@@ -634,56 +644,16 @@ def rf_scale_schedule(stages, iters):
     return out
 
 
-def rf_resample(a, res, method):
-    """tirender.radiance_field.resample.resample without Taichi: separable cubic (Catmull-Rom) or
-    trilinear resampling of an (R, R, R[, C]) grid, centres aligned, clamped (float32 stays float32)."""
-    out = np.asarray(a)
-    if out.dtype != np.float32:
-        out = out.astype(np.float64)
-    for axis in range(3):
-        Rs, Rd = out.shape[axis], int(res)
-        u = np.clip((np.arange(Rd) + 0.5) * (Rs / Rd) - 0.5, 0.0, Rs - 1.0)
-        i0 = np.clip(np.floor(u).astype(np.int64), 0, max(Rs - 2, 0))
-        t = u - i0
-        if method == "trilinear":
-            taps, w = np.stack([i0, i0 + 1], 1), np.stack([1.0 - t, t], 1)
-        else:
-            t2, t3 = t * t, t * t * t
-            taps = np.stack([i0 - 1, i0, i0 + 1, i0 + 2], 1)
-            w = 0.5 * np.stack([-t3 + 2 * t2 - t, 3 * t3 - 5 * t2 + 2, -3 * t3 + 4 * t2 + t, t3 - t2], 1)
-        taps, w = np.clip(taps, 0, Rs - 1), w.astype(out.dtype)
-        shape = [1] * out.ndim
-        shape[axis] = Rd
-        acc = 0.0
-        for k in range(taps.shape[1]):
-            acc = acc + np.take(out, taps[:, k], axis=axis) * w[:, k].reshape(shape)
-        out = acc
-    return out
-
-
-def rf_resample_params(p, res, method):
-    """tirender.radiance_field.resample.resample_field_params for a ReLU density: the cubic
-    undershoot of channel 0 clamped to min(trilinear, 0)."""
-    out = rf_resample(p, res, method)
-    if method == "cubic":
-        out[..., 0] = np.maximum(out[..., 0], np.minimum(rf_resample(np.asarray(p)[..., 0], res, "trilinear"), 0.0))
-    return out
-
-
-def rf_carry_moments(m, v, t, res, method, beta1, beta2):
-    """tirender's Trainer._resampled_adam_state (train.adam_state: carry) on (R, R, R, C) moment
-    grids: the bias-corrected moments resampled like the grid (v clamped >= 0), rescaled to the finer
-    voxels (m / s, v / s^2, s = (R_new / R_old)^3) and re-entered as a prior worth
-    RF_ADAM_PRIOR_STEPS steps; returns (m, v, t)."""
-    k, s = RF_ADAM_PRIOR_STEPS, (res / m.shape[0]) ** 3
-    out = []
-    for g, beta, power in ((m, beta1, 1), (v, beta2, 2)):
-        g = np.asarray(g, np.float32) * np.float32(1.0 / (1.0 - beta ** t))
-        g = g if res == g.shape[0] else rf_resample(g, res, method)
-        if power == 2:
-            g = np.maximum(g, 0.0)
-        out.append(g * np.float32((1.0 - beta ** k) / s ** power))
-    return out[0], out[1], k
+def rf_resample_module():
+    """tirender/radiance_field/resample.py loaded by path (numpy only: the Mitsuba child imports
+    neither tirender nor Taichi): resample_field_params and carry_adam_moments, the stage change's
+    grid and Adam-state rules, shared by both children."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "tirender_rf_resample", os.path.join(ROOT, "tirender", "radiance_field", "resample.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def rf_image_rmse(imgs, refs):
@@ -693,19 +663,28 @@ def rf_image_rmse(imgs, refs):
     return float(np.sqrt((d * d).mean()))
 
 
-def radiance_field_spec(iters=None):
+def radiance_field_spec(iters=None, rf=None, eval_train=False, mitsuba_stage_change="tirender"):
     """configs/radiance_field.yaml's radiance_field section with RF_TRAIN_OVERRIDES (one full view
     per iteration, views in order) and its stages scaled to `iters` as `tirender optimize --iters`
-    scales them."""
+    scales them. rf: another radiance_field section instead (benchmarks/defaults_sweep.py's cells;
+    taken as it is, stages scaled to `iters` when given). eval_train: also the mean training-view
+    PSNR at each evaluation (row key train_psnr). mitsuba_stage_change: "tirender" (the Mitsuba child
+    upsamples as tirender's train.upsample / train.adam_state) or "tutorial" (as Mitsuba's
+    radiance-field tutorial: dr.upsample of the grids, whose new shape resets mi.ad.Adam's state)."""
     import yaml
-    with open(RF_CONFIG) as fh:
-        rf = yaml.safe_load(fh)["radiance_field"]
+    from_config = rf is None
+    if from_config:
+        with open(RF_CONFIG) as fh:
+            rf = yaml.safe_load(fh)["radiance_field"]
+        rf["train"] = dict(rf["train"], **RF_TRAIN_OVERRIDES)
+    rf = json.loads(json.dumps(rf))
     stages = rf_scale_schedule(rf["train"]["stages"], iters)
-    rf["train"] = dict(rf["train"], stages=stages, **RF_TRAIN_OVERRIDES)
+    rf["train"]["stages"] = stages
     starts = np.cumsum([0] + [s["iters"] for s in stages])[:-1]
     return dict(kind="radiance_field", dims="^3", data_child="tirender_rf_data", config=RF_CONFIG, rf=rf,
-                iters=int(sum(s["iters"] for s in stages)),
-                stages=[[int(a), int(s["res"])] for a, s in zip(starts, stages)], eval_every=RF_EVAL_EVERY)
+                from_config=from_config, iters=int(sum(s["iters"] for s in stages)),
+                stages=[[int(a), int(s["res"])] for a, s in zip(starts, stages)], eval_every=RF_EVAL_EVERY,
+                eval_train=bool(eval_train), mitsuba_stage_change=mitsuba_stage_change)
 
 
 def tirender_rf_data(spec, out):
@@ -714,7 +693,7 @@ def tirender_rf_data(spec, out):
     origin, target, up, fov, resolution and the camera-to-world matrix per view; training and
     held-out view indices) and the ground-truth field padded to the model's SH degree (truth.npy)."""
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.radiance_field.dataset import procedural_params
     from tirender.radiance_field.field import channels
     from tirender.radiance_field.train import load_dataset, parse_config, scale_schedule
@@ -723,7 +702,8 @@ def tirender_rf_data(spec, out):
     with open(RF_CONFIG) as fh:
         full = parse_config(yaml.safe_load(fh), RF_CONFIG)
     cfg = parse_config({"radiance_field": spec["rf"]}, RF_CONFIG)
-    assert cfg["train"]["stages"] == scale_schedule(full["train"]["stages"], spec["iters"])
+    if spec.get("from_config", True):
+        assert cfg["train"]["stages"] == scale_schedule(full["train"]["stages"], spec["iters"])
     assert cfg["dataset"]["type"] == "procedural"
     ds, fl = load_dataset(cfg, RF_CONFIG), cfg["field"]
     cams = []
@@ -745,29 +725,45 @@ def tirender_rf_data(spec, out):
     return dict(views=len(cams))
 
 
-def rf_load_data(out):
+def rf_load_data(out, spec=None):
     """The data child's files (from <task>/data beside the child's own out dir): (cfg, images,
-    cameras dict, truth)."""
+    cameras dict, truth). A spec with its own radiance_field section (not from_config: the sweep's
+    cells share one dataset) overrides the data's field and train settings with its own."""
     data = os.path.join(os.path.dirname(out), "data")
     with open(os.path.join(data, "cfg.json")) as fh:
         cfg = json.load(fh)
+    if spec is not None and not spec.get("from_config", True):
+        for sec in ("field", "train"):
+            cfg[sec].update(json.loads(json.dumps(spec["rf"].get(sec, {}))))
+        cfg["train"]["stages"] = [dict({"lr_scale": 1.0}, **st) for st in cfg["train"]["stages"]]
     with open(os.path.join(data, "cameras.json")) as fh:
         cams = json.load(fh)
     return cfg, np.load(os.path.join(data, "images.npy")), cams, np.load(os.path.join(data, "truth.npy"))
 
 
-def rf_loop(spec, stages, enter_stage, step, heldout, err):
+def rf_loop(spec, stages, enter_stage, step, heldout, err, train_psnr=None):
     """The training loop of both radiance-field children (Trainer.run's, checkpoints left out):
     per stage enter_stage(si) (a stage change's upsampling is timed, as Trainer.run times it), then
     step(global iteration) -> image loss; the held-out RMSE every spec["eval_every"] iterations and
     at each stage end with the clock paused, carried forward in the rows in between (from `err`,
-    the start's). Returns rows."""
-    rows, clock, g = [], 0.0, 0
+    the start's). With spec["eval_train"], train_psnr() (the mean training-view PSNR) too, at the
+    same points, at every iteration of the first spec["eval_after_change"] (default 8) of a stage
+    after the first and of the last spec["eval_last"] (default 0) of the run, and right after each
+    upsampling (before any step). Returns (rows, changes): changes per stage change {iteration,
+    from_res, to_res, train_psnr_before, train_psnr_after}."""
+    rows, changes, clock, g = [], [], 0.0, 0
+    tp = train_psnr() if spec.get("eval_train") else None
+    dense, last = int(spec.get("eval_after_change", 8)), spec["iters"] - int(spec.get("eval_last", 0))
     for si, st in enumerate(stages):
         t0 = time.perf_counter()
         if si:
             enter_stage(si)
             clock += time.perf_counter() - t0
+            if tp is not None:
+                after = train_psnr()
+                changes.append(dict(iteration=g, from_res=int(stages[si - 1]["res"]), to_res=int(st["res"]),
+                                    train_psnr_before=tp, train_psnr_after=after))
+                tp = after
         for it in range(st["iters"]):
             t0 = time.perf_counter()
             loss = step(g)
@@ -775,18 +771,34 @@ def rf_loop(spec, stages, enter_stage, step, heldout, err):
             g += 1
             if g % spec["eval_every"] == 0 or it + 1 == st["iters"]:
                 err = heldout()
+            if tp is not None and (g % spec["eval_every"] == 0 or it + 1 == st["iters"] or (si and it < dense)
+                                   or g > last):
+                tp = train_psnr()
             rows.append(dict(iteration=g - 1, loss=loss, seconds=clock, spp=1, param_rmse=err))
+            if tp is not None:
+                rows[-1]["train_psnr"] = tp
             if g % 50 == 0 or g == spec["iters"]:
                 print(f"it {g}/{spec['iters']} {st['res']}^3 {clock:.1f} s loss {loss:.4g} held-out RMSE {err:.4f} "
-                      f"({-20 * np.log10(err):.2f} dB)", file=sys.stderr, flush=True)
-    return rows
+                      f"({-20 * np.log10(err):.2f} dB)" + (f" training PSNR {tp:.2f} dB" if tp is not None else ""),
+                      file=sys.stderr, flush=True)
+    return rows, changes
 
 
-def rf_result(rows, rmse_start, setup_s, floor, peak, renderer):
-    """A radiance-field child's result (the held-out RMSE is the task's error column; its PSNR too)."""
-    return dict(rows=rows, rmse_start=rmse_start, holdout_start=None, holdout_end=None, setup_s=setup_s,
-                loss_floor=floor, peak_rss_mb=peak, renderer=renderer, psnr_start=-20 * np.log10(rmse_start),
-                psnr_end=-20 * np.log10(rows[-1]["param_rmse"]))
+def rf_train_psnr(imgs, refs):
+    """Mean PSNR over views of the renders clipped to [0, 1] (tirender.radiance_field.train.psnr)."""
+    out = []
+    for im, ref in zip(imgs, refs):
+        mse = float(np.mean((np.clip(np.asarray(im, np.float64), 0, 1) - np.asarray(ref, np.float64)) ** 2))
+        out.append(100.0 if mse <= 1e-10 else -10.0 * np.log10(mse))
+    return float(np.mean(out))
+
+
+def rf_result(rows, changes, rmse_start, setup_s, floor, peak, renderer):
+    """A radiance-field child's result (the held-out RMSE is the task's error column; its PSNR too;
+    with eval_train the stage changes' training PSNR, see rf_loop)."""
+    return dict(rows=rows, changes=changes, rmse_start=rmse_start, holdout_start=None, holdout_end=None,
+                setup_s=setup_s, loss_floor=floor, peak_rss_mb=peak, renderer=renderer,
+                psnr_start=-20 * np.log10(rmse_start), psnr_end=-20 * np.log10(rows[-1]["param_rmse"]))
 
 
 def tirender_radiance_field(spec, out):
@@ -794,10 +806,11 @@ def tirender_radiance_field(spec, out):
     data child's dataset."""
     t_proc = time.perf_counter()
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.radiance_field.dataset import Dataset
-    from tirender.radiance_field.train import Trainer
-    cfg, images, cams, truth = rf_load_data(out)
+    from tirender.radiance_field.train import Trainer, parse_config
+    cfg, images, cams, truth = rf_load_data(out, spec)
+    cfg = parse_config({"radiance_field": cfg})   # the spec's settings, validated
     c = cams["cameras"]
     ds = Dataset(images, np.array([x["c2w"] for x in c]), np.array([x["fov"] for x in c]), np.array(cams["train"]),
                  np.array(cams["heldout"]), linear=False, background=np.array(cams["background"]), name="procedural")
@@ -809,23 +822,24 @@ def tirender_radiance_field(spec, out):
         return rf_image_rmse(tr.render_views(ds.heldout), ds.images[ds.heldout])
     rmse_start = heldout()
     t_start = time.perf_counter()
-    rows = rf_loop(spec, tr.stages, tr.enter_stage, tr.step, heldout, rmse_start)
+    rows, changes = rf_loop(spec, tr.stages, tr.enter_stage, tr.step, heldout, rmse_start,
+                            lambda: rf_train_psnr(tr.render_views(ds.train), ds.images[ds.train]))
     peak = _rss_mb()
     write_rows(os.path.join(out, "loss.csv"), rows)
     np.save(os.path.join(out, "field.npy"), tr.field.to_numpy())
     tr.field.set_resolution(truth.shape[0])   # the loss's floor: the truth rendered by the model
     tr.field.from_numpy(truth)
     floor = float(np.mean((tr.render_views(ds.train).astype(np.float64) - ds.images[ds.train]) ** 2))
-    return rf_result(rows, rmse_start, t_start - t_proc, floor, peak, f"tirender ({tirender.current_arch()})")
+    return rf_result(rows, changes, rmse_start, t_start - t_proc, floor, peak, f"tirender ({tirender.current_arch()})")
 
 
 def mitsuba_rf_integrator(mi, dr):
     """The Mitsuba 3 radiance-field integrator class: Mitsuba's tutorial RadianceFieldPRB
     (mi.Texture3f grids of density and SH coefficients, a symbolic ray-marching loop whose adjoint
     replays the march backward, PRB style) with tirender's model: box [bbox_min, bbox_max], points
-    t_near + (i + j) delta with one jitter j per ray and delta = step * max extent / R, ReLU density
-    and colour (no clip), early termination once T < t_min, background added with the final
-    transmittance, pixel-centre rays."""
+    t_near + (i + j) delta with one jitter j per ray and delta = step * max extent / R, tirender's
+    density (relu, softplus) and colour activations (none, relu, sigmoid; color_clip), early
+    termination once T < t_min, background added with the final transmittance, pixel-centre rays."""
     class RadianceFieldPRB(mi.ad.integrators.common.RBIntegrator):
         def __init__(self, field, background, init):
             super().__init__(mi.Properties())
@@ -835,6 +849,8 @@ def mitsuba_rf_integrator(mi, dr):
             self.extent = float(np.max(np.subtract(field["bbox_max"], field["bbox_min"])))
             self.step, self.t_min, self.degree = float(field["step"]), float(field["t_min"]), int(field["sh_degree"])
             self.background = mi.ScalarColor3f(background)
+            self.dact, self.cact = field["density_activation"], field["color_activation"]
+            self.clip = bool(field["color_clip"])
             self.density = mi.Texture3f(mi.TensorXf(init[..., :1]))
             self.sh = mi.Texture3f(mi.TensorXf(init[..., 1:]))
             self.res = init.shape[0]
@@ -853,12 +869,24 @@ def mitsuba_rf_integrator(mi, dr):
             return ray, weight, pos
 
         def emission(self, p, d, active):
-            """Colour relu(sum_k Y_k(d) coef_k(p)), gathered only where active (sigma > 0)."""
+            """Colour act_c(sum_k Y_k(d) coef_k(p)) (none, relu or sigmoid; clamped to [0, 1] with
+            color_clip), gathered only where active (sigma > 0)."""
             coef = self.sh.eval(p, active)
             c = mi.Color3f(0.0)
             for k, y in enumerate(dr.sh_eval(d, self.degree)):
                 c += y * mi.Color3f(coef[3 * k:3 * k + 3])
-            return dr.maximum(c, 0.0)
+            if self.cact == "relu":
+                c = dr.maximum(c, 0.0)
+            elif self.cact == "sigmoid":
+                c = 1.0 / (1.0 + dr.exp(-c))
+            return dr.clip(c, 0.0, 1.0) if self.clip else c
+
+        def sigma(self, p):
+            """Density act(s) of the raw grid value: relu, or softplus max(s, 0) + log(1 + e^-|s|)."""
+            s = self.density.eval(p)[0]
+            if self.dact == "relu":
+                return dr.maximum(s, 0.0)
+            return dr.maximum(s, 0.0) + dr.log(1.0 + dr.exp(-dr.abs(s)))
 
         def sample(self, mode, scene, sampler, ray, δL, state_in, active, **kwargs):
             primal = mode == dr.ADMode.Primal
@@ -877,7 +905,7 @@ def mitsuba_rf_integrator(mi, dr):
                 the point's contribution is removed and its gradients are back-propagated)."""
                 p = mi.Point3f((ray(t0 + (i + j) * delta) - self.bmin) / self.size)
                 with dr.resume_grad(when=not primal):
-                    sigma = dr.maximum(self.density.eval(p)[0], 0.0)
+                    sigma = self.sigma(p)
                     tr = dr.exp(-sigma * delta)
                     Le = T * (1.0 - tr) * self.emission(p, ray.d, sigma > 0.0)
                 T = T * tr
@@ -909,19 +937,23 @@ def mitsuba_rf_integrator(mi, dr):
 def mitsuba_radiance_field(spec, out):
     """Child: the reconstruction ported to Mitsuba 3 (llvm_ad_rgb) on the data child's images and
     cameras: mi.render of one training view per iteration (in order) through RadianceFieldPRB,
-    L2 + the same TV terms (differentiable tensor slices), dr.backward, mi.ad.Adam (density and SH
-    learning rates per stage); stage changes as tirender's (cubic + ReLU clamp, Adam's moments
-    carried)."""
+    the config's loss (L2 or L1, mean over pixels and channels) + the same TV terms, dr.backward,
+    mi.ad.Adam (Dr.Jit's ε, density and SH learning rates per stage). Stage changes
+    (spec["mitsuba_stage_change"]): "tirender" as tirender's Trainer (train.upsample, with
+    train.adam_state: carry the moments carried by tirender's own resample.carry_adam_moments, loaded
+    by path) or "tutorial" as Mitsuba's radiance-field tutorial (dr.upsample of each grid tensor;
+    assigning the new shape resets mi.ad.Adam's state)."""
     t_proc = time.perf_counter()
     os.makedirs(out, exist_ok=True)
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
-    cfg, images, cams, truth = rf_load_data(out)
+    rs = rf_resample_module()
+    cfg, images, cams, truth = rf_load_data(out, spec)
     fl, tr = cfg["field"], cfg["train"]
-    assert fl["density_activation"] == fl["color_activation"] == "relu" and not fl["color_clip"]
-    assert tr["loss"] == "l2" and tr["batch"] == "view" and tr["view_order"] == "sequential"
-    assert tr["adam_state"] == "carry" and tr["lr_decay"] == 1.0 and tr["l1_density"] == 0 and not tr["pixel_jitter"]
+    mode = spec.get("mitsuba_stage_change", "tirender")
+    assert tr["loss"] in ("l1", "l2") and tr["batch"] == "view" and tr["view_order"] == "sequential"
+    assert tr["lr_decay"] == 1.0 and tr["l1_density"] == 0 and not tr["pixel_jitter"] and mode in ("tirender", "tutorial")
     stages = tr["stages"]
     C = 1 + 3 * (fl["sh_degree"] + 1) ** 2
     r0 = stages[0]["res"]
@@ -957,6 +989,9 @@ def mitsuba_radiance_field(spec, out):
     def heldout():
         return rf_image_rmse([render(v, 10 ** 6 + k) for k, v in enumerate(held)], images[held])
 
+    def train_psnr():
+        return rf_train_psnr([render(v, 2 * 10 ** 6 + k) for k, v in enumerate(train)], images[train])
+
     def add_tv_grad(key, weight):
         """Add to the gradient of opt[key] (R, R, R, S) the gradient of tirender's TV, weight / R^3 *
         the sum over voxels, axes and channels of squared forward differences, in gather form (each
@@ -978,7 +1013,8 @@ def mitsuba_radiance_field(spec, out):
     def step(g):
         v = train[g % len(train)]
         img = mi.render(scene, params, sensor=sensors[v], integrator=integ, spp=1, seed=g)
-        loss = dr.mean(dr.square(img - targets[v]), axis=None)
+        d = img - targets[v]
+        loss = dr.mean(dr.square(d) if tr["loss"] == "l2" else dr.abs(d), axis=None)
         dr.backward(loss)
         for key, weight in (("density", tr["tv_density"]), ("sh", tr["tv_color"])):
             if weight > 0:
@@ -990,37 +1026,43 @@ def mitsuba_radiance_field(spec, out):
         return value
 
     def enter_stage(si):
-        """Upsample as tirender's Trainer.enter_stage: the grid by train.upsample (cubic: ReLU
-        clamp), Adam's moments carried (rf_carry_moments), the stage's learning rates."""
+        """Upsample: as tirender's Trainer.enter_stage (the grid by resample_field_params, Adam's
+        moments carried by carry_adam_moments or reset) or as Mitsuba's tutorial (dr.upsample, Adam
+        reset by the new shape); then the stage's learning rates."""
         res = stages[si]["res"]
         keys, split = ("density", "sh"), (slice(0, 1), slice(1, C))
-        grid = np.concatenate([np.array(opt[k]) for k in keys], -1)
-        t = int(opt.state["density"][3][0][0])   # Adam's step count (a Dr.Jit UInt32 of width 1)
-        m, v = (np.concatenate([np.array(opt.state[k][3][q]).reshape(grid.shape[:3] + (-1,)) for k in keys], -1)
-                for q in (1, 2))
-        new = rf_resample_params(grid, res, tr["upsample"])
-        for k, sl in zip(keys, split):
-            opt[k] = mi.TensorXf(np.ascontiguousarray(new[..., sl]))
-        if t:
-            m2, v2, t2 = rf_carry_moments(m, v, t, res, tr["upsample"], opt.beta_1, opt.beta_2)
+        if mode == "tutorial":
+            for k in keys:
+                opt[k] = dr.upsample(opt[k], shape=[res, res, res])
+        else:
+            grid = np.concatenate([np.array(opt[k]) for k in keys], -1)
+            t = int(opt.state["density"][3][0][0])   # Adam's step count (a Dr.Jit UInt32 of width 1)
+            m, v = (np.concatenate([np.array(opt.state[k][3][q]).reshape(grid.shape[:3] + (-1,)) for k in keys], -1)
+                    for q in (1, 2))
+            new = rs.resample_field_params(grid, res, tr["upsample"], fl["density_activation"])
             for k, sl in zip(keys, split):
-                value, promoted, lr, (t0, m0, v0, vmax) = opt.state[k]
-                opt.state[k] = (value, promoted, lr, (type(t0)(t2), type(m0)(np.ascontiguousarray(m2[..., sl]).ravel()),
-                                                      type(v0)(np.ascontiguousarray(v2[..., sl]).ravel()), vmax))
+                opt[k] = mi.TensorXf(np.ascontiguousarray(new[..., sl]))   # a new shape: Adam's state reset
+            if t and tr["adam_state"] == "carry":
+                m2, v2, t2 = rs.carry_adam_moments(m, v, t, res, opt.beta_1, opt.beta_2, RF_ADAM_PRIOR_STEPS)
+                for k, sl in zip(keys, split):
+                    value, promoted, lr, (t0, m0, v0, vmax) = opt.state[k]
+                    opt.state[k] = (value, promoted, lr, (type(t0)(t2), type(m0)(np.ascontiguousarray(m2[..., sl]).ravel()),
+                                                          type(v0)(np.ascontiguousarray(v2[..., sl]).ravel()), vmax))
         set_lr(si)
         params.update(opt)
         dr.eval(opt["density"], opt["sh"])
 
     rmse_start = heldout()
     t_start = time.perf_counter()
-    rows = rf_loop(spec, stages, enter_stage, step, heldout, rmse_start)
+    rows, changes = rf_loop(spec, stages, enter_stage, step, heldout, rmse_start, train_psnr)
     peak = _rss_mb()
     write_rows(os.path.join(out, "loss.csv"), rows)
     np.save(os.path.join(out, "field.npy"), np.concatenate([np.array(opt[k]) for k in ("density", "sh")], -1))
     params["density"], params["sh"] = mi.TensorXf(truth[..., :1]), mi.TensorXf(np.ascontiguousarray(truth[..., 1:]))
     params.update()   # the loss's floor: the truth rendered by the model (as in the tirender child)
     floor = float(np.mean([((render(v, 7 + v).astype(np.float64) - images[v]) ** 2).mean() for v in train]))
-    return rf_result(rows, rmse_start, t_start - t_proc, floor, peak, f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
+    return rf_result(rows, changes, rmse_start, t_start - t_proc, floor, peak,
+                     f"Mitsuba {mi.__version__} (llvm_ad_rgb)")
 
 
 # -- --gradient-check: the density gradient at the start of the volume task, both renderers ----------
@@ -1038,7 +1080,7 @@ def tirender_volume_grad(spec, out):
     32^3 at init, spp + spp_grad, its own targets); (b) <grad, 1> of the linear functional
     sum_v <dy_v, I_v> (fixed dy) by PRB, mean and SE over seeds."""
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.api import render, render_grad
     from tirender.optim.losses import l2
     os.makedirs(out, exist_ok=True)
@@ -1264,7 +1306,7 @@ def plot(path, series, title, ylabel):
         pass
     try:
         import tirender
-        tirender.init("cpu")
+        tirender.init(sidebyside.BENCH_ARCH)
         from tirender.io.plot import save_line_plot
         save_line_plot(path, {k: (np.asarray(x, float), np.asarray(y, float)) for k, (x, y) in series.items()},
                        title=title, xlabel="wall seconds since the first iteration", ylabel=ylabel, logy=True)

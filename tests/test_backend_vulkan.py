@@ -170,10 +170,9 @@ RF_CFG = {
 }
 
 
-def _rf_child():
-    """Child process: prepare a Trainer (compiles every radiance-field kernel the loop uses), run
-    RF_STEPS training steps, print JSON (losses, parameters) on the last line."""
-    arch = backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
+def rf_training():
+    """Prepare a Trainer of RF_CFG (compiles every radiance-field kernel the loop uses) and run RF_STEPS
+    training steps: {"losses", "params" (flat list), "heldout_psnr" (dB)}."""
     import importlib
     T = importlib.import_module("tirender.radiance_field.train")   # the package's `train` is a function
     cfg = T.parse_config(RF_CFG)
@@ -184,8 +183,14 @@ def _rf_child():
     losses = [float(tr.step(it)) for it in range(RF_STEPS)]
     p = tr.field.to_numpy().astype(np.float64)
     img = tr.render_views(ds.heldout)[0]
-    print("RF-RESULT " + json.dumps({"arch": arch, "losses": losses, "params": p.reshape(-1).tolist(),
-                                     "heldout_psnr": float(T.psnr(img, ds.images[ds.heldout[0]]))}))
+    return {"losses": losses, "params": p.reshape(-1).tolist(),
+            "heldout_psnr": float(T.psnr(img, ds.images[ds.heldout[0]]))}
+
+
+def _rf_child():
+    """Child process: rf_training() on TIRENDER_ARCH, printed as JSON on the last line."""
+    arch = backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
+    print("RF-RESULT " + json.dumps(dict(rf_training(), arch=arch)))
 
 
 def _run_rf(arch):
@@ -235,6 +240,18 @@ VOLUME = {
 }
 
 
+def caustic_scene():
+    """configs/caustic.yaml at 24² with a wavy height field on its lens (attached PRB gradients)."""
+    import tirender
+    from tirender.config import load_config
+    cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]
+    cc["sensors"][0]["film"].update(width=24, height=24)
+    cs = tirender.load_scene(cc)
+    y, x = np.mgrid[0:16, 0:16] / 16.0
+    cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
+    return cs
+
+
 def _render_results(part):
     """On this process's backend: part "core": the cbox image, a PRB gradient of it, a prbvolpath image and
     gradient; part "extras": coherent MCMC, the light tracer (image and gradients) and a height field's image and
@@ -262,12 +279,7 @@ def _render_results(part):
                                               "integrator.chains=256", "integrator.schedule=threads"])
     mimg = tirender.render(ms, spp=64 if full else 32, seed=4, progress=False)
     pt = tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)   # light tracing: splats
-    from tirender.config import load_config
-    cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]     # height field: attached gradients
-    cc["sensors"][0]["film"].update(width=24, height=24)
-    cs = tirender.load_scene(cc)
-    y, x = np.mgrid[0:16, 0:16] / 16.0
-    cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
+    cs = caustic_scene()     # height field: attached gradients
     cg = tirender.render_grad(cs, np.ones((24, 24, 3), np.float32), spp=4, seed=9, progress=False)
     out.update({"mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(),
                 "cgrad": {"lens.height": cg["lens.height"].reshape(-1).tolist()}})

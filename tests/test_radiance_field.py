@@ -417,23 +417,38 @@ def test_cubic_upsampling_reproduces_quadratic():
         np.testing.assert_allclose(resample(g, 5, m), g, atol=1e-12)
 
 
-def test_cubic_density_undershoot_clamped():
-    """Under ReLU the cubic lobes never push a raw density below min(trilinear, 0); softplus is left alone."""
+def test_cubic_upsampling_stays_in_the_local_range():
+    """cubic (the default) is Catmull-Rom clamped to the range of the 2×2×2 coarse centres around each
+    point: next to a step it never rings (Catmull-Rom alone over- and undershoots by ~7 %), it equals
+    Catmull-Rom where that is inside the range, and under ReLU a raw density also never falls below
+    min(trilinear, 0); softplus keeps the clamped cubic."""
     from tirender.radiance_field.resample import resample, resample_field_params
     P = np.zeros((6, 6, 6, 4))
-    P[:, :, 3:, 0] = 5.0                    # a step: Catmull-Rom undershoots next to it
+    P[:, :, 3:, :] = 5.0                    # a step in every channel
     P[:, :, 0, 0] = -2.0                    # a negative slab stays as trilinear would make it
-    cub = resample(P, 12, "cubic")[..., 0]
-    tri = resample(P, 12, "trilinear")[..., 0]
+    P[:, :, 4, 1] = 8.0                     # a one-voxel peak in a colour channel
+    cr = resample(P, 12, "catmull_rom")
+    cub = resample(P, 12, "cubic")
+    tri = resample(P, 12, "trilinear")
+    u = np.clip((np.arange(12) + 0.5) / 2 - 0.5, 0, 5)
+    i0 = np.clip(np.floor(u).astype(int), 0, 4)
+    taps = np.stack([i0, i0 + 1], 1)        # the local range by brute force over the 8 trilinear taps
+    nb = P[taps[:, :, None, None, None, None], taps[None, None, :, :, None, None], taps[None, None, None, None, :, :]]
+    lo, hi = nb.min(axis=(1, 3, 5)), nb.max(axis=(1, 3, 5))
+    assert cr.min() < -0.3 and (cr - hi).max() > 0.3          # Catmull-Rom rings
+    assert np.all(cub >= lo - 1e-12) and np.all(cub <= hi + 1e-12)
+    inside = (cr >= lo) & (cr <= hi)
+    np.testing.assert_allclose(cub[inside], cr[inside], atol=1e-12)
+    assert inside.mean() > 0.5 and not np.allclose(cub, tri)
     out = resample_field_params(P, 12, "cubic", "relu")[..., 0]
-    assert cub.min() < -0.1                 # the unclamped cubic does undershoot
-    assert np.all(out >= np.minimum(tri, 0.0) - 1e-12) and np.any(out < -1.0)
-    np.testing.assert_allclose(resample_field_params(P, 12, "cubic", "softplus"), resample(P, 12, "cubic"))
+    assert np.all(out >= np.minimum(tri[..., 0], 0.0) - 1e-12) and np.any(out < -1.0)
+    np.testing.assert_allclose(resample_field_params(P, 12, "cubic", "softplus"), cub)
 
 
 def test_upsampling_carries_adam_state():
-    """adam_state: carry resamples Adam's bias-corrected moments like the grid (v ≥ 0), rescales them
-    by the chain rule to the finer voxels and re-enters them as k prior steps; reset zeroes them."""
+    """adam_state: carry resamples Adam's bias-corrected moments trilinearly (v ≥ 0, |m̂| ≤ √v̂),
+    rescales them by the chain rule to the finer voxels and re-enters them as k prior steps; reset
+    zeroes them."""
     from tirender.radiance_field.resample import resample, resample_field_params
     from tirender.radiance_field.train import Trainer, load_dataset, parse_config
     for mode in ("carry", "reset"):
@@ -456,11 +471,14 @@ def test_upsampling_carries_adam_state():
         if mode == "carry":
             k, s, b1, b2 = tr.ADAM_PRIOR_STEPS, (8 / 6) ** 3, tr.opt.beta1, tr.opt.beta2
             assert st["t"] == k
-            m_ref = resample(m6 / (1 - b1 ** 3), 8, "cubic") * (1 - b1 ** k) / s
-            v_ref = np.maximum(resample(v6 / (1 - b2 ** 3), 8, "cubic"), 0) * (1 - b2 ** k) / s ** 2
+            vh = np.maximum(resample(v6 / (1 - b2 ** 3), 8, "trilinear"), 0)   # trilinear, whatever the grid's
+            mh = np.clip(resample(m6 / (1 - b1 ** 3), 8, "trilinear"), -np.sqrt(vh), np.sqrt(vh))
+            m_ref, v_ref = mh * (1 - b1 ** k) / s, vh * (1 - b2 ** k) / s ** 2
             np.testing.assert_allclose(m8, m_ref, rtol=1e-4, atol=1e-6 * np.abs(m_ref).max())
             np.testing.assert_allclose(v8, v_ref, rtol=1e-4, atol=1e-6 * v_ref.max())
             assert v8.min() >= 0 and np.abs(m8).max() > 0
+            # each element's carried step |m̂|/√v̂ is at most 1 (about lr)
+            assert np.all(np.abs(m8) / (1 - b1 ** k) <= np.sqrt(v8 / (1 - b2 ** k)) * (1 + 1e-5) + 1e-30)
         else:
             assert st["t"] == 0 and not st["m"].any() and not st["v"].any()
         assert np.isfinite(tr.step(3))

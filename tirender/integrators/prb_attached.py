@@ -249,7 +249,7 @@ def _kernel(kind="replay", wide=False):
                    attached_alpha: float):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
-                acc = film.local_zero()
+                acc = film.local_zero(st, cam)
                 for k in range(spp):
                     sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them

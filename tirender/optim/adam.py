@@ -8,20 +8,28 @@ Adam's step is written as Dr.Jit's (Mitsuba 3's) optimiser writes it, with ε in
 of the *uncorrected* second moment:
     m ← β₁ m + (1 − β₁) g,   v ← β₂ v + (1 − β₂) g²
     x ← x − lr · √(1 − β₂ᵗ)/(1 − β₁ᵗ) · m / √(v + ε²)
-``eps_mode``:
-    "relative" (default): ε = eps · RMS_k, RMS_k = √(mean of v over the element's segment k) — a
+``eps_mode`` (the default chosen by benchmarks/defaults_sweep.py, docs/optimize.md):
+    "absolute" (default): ε = eps as given (default 1e-8, Dr.Jit's), in the units of the gradient:
+        the step Mitsuba 3 takes, on every task of the sweep (texture, Cornell-box wall, radiance
+        field: within 1 % of Mitsuba's error where the relative form was up to 9 % worse). ε then
+        acts where √v is near it: per-texel gradients of a mean-over-pixels image loss are ~1e-7,
+        so the first steps (v ~ (1 − β₂)g²) are damped — an implicit warm-up Mitsuba's users tune
+        their learning rates with. What it gives up: invariance to the scale of the loss; a loss
+        × 1e-6 has gradients far below ε and barely moves (tests/test_adam.py).
+    "relative": ε = eps · RMS_k, RMS_k = √(mean of v over the element's segment k) — a
         contiguous range such as one named parameter (``segments``; the ranges between them are
         segments too) —, recomputed every step on the device (block sums in a fixed order,
         folded in float64 on the host: deterministic).
         The trajectory is then invariant to the scale of the loss: multiplying every gradient by c
         multiplies v by c² and ε by c (tested down to c = 1e-6); eps (default 1e-3) is the
-        fraction of a group's typical gradient below which an element's steps are damped.
-    "absolute": ε = eps as given (default 1e-8, Dr.Jit's), in the units of the gradient.
+        fraction of a group's typical gradient below which an element's steps are damped. What it
+        gives up: Mitsuba's trajectory (its first steps are full ±lr steps, not damped).
 """
 import numpy as np
 import taichi as ti
 
 EPS_MODES = ("relative", "absolute")
+DEFAULT_EPS_MODE = "absolute"
 DEFAULT_EPS = {"relative": 1e-3, "absolute": 1e-8}
 BLOCK = 4096   # elements per block of the deterministic device reduction (one group)
 
@@ -164,10 +172,11 @@ def cover(segments, n):
 
 
 class Adam(_FieldOptimizer):
-    """Adam over x (see the module doc). segments: contiguous (start, stop) ranges, each its own
-    group for the relative ε (default: all of x one group); eps: None -> the mode's default."""
+    """Adam over x (see the module doc). eps_mode: "absolute" (default, Dr.Jit's) or "relative";
+    eps: None -> the mode's default (1e-8, 1e-3); segments: contiguous (start, stop) ranges, each its
+    own group for the relative ε (default: all of x one group)."""
 
-    def __init__(self, x, g, lr=1e-2, beta1=0.9, beta2=0.999, eps=None, lo=None, hi=None, eps_mode="relative",
+    def __init__(self, x, g, lr=1e-2, beta1=0.9, beta2=0.999, eps=None, lo=None, hi=None, eps_mode=DEFAULT_EPS_MODE,
                  segments=None):
         super().__init__(x, g, lr, lo, hi)
         if eps_mode not in EPS_MODES:

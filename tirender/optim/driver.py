@@ -38,13 +38,14 @@ from ..io.images import load_image, montage, save_image_set, save_png
 from ..progress import Progress
 from ..schema import Choice, Integer, Key, Number, validate
 from . import losses
-from .adam import EPS_MODES, SGD, Adam
+from .adam import DEFAULT_EPS_MODE, EPS_MODES, SGD, Adam
 from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 from .views import LocalViews, ViewTask, combine, resize_param, view_seed
+from .watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
-            "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay"}
+            "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch"}
 METHODS = ("prb", "prb_attached", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined", "forward")
 
 
@@ -53,9 +54,11 @@ OPTIMIZER_KEYS = {
              Number("beta1", default=0.9, lo=0.0, hi=1.0, strict_hi=True),
              Number("beta2", default=0.999, lo=0.0, hi=1.0, strict_hi=True),
              Number("eps", default=None, lo=0.0, strict_lo=True,
-                    doc="ε (relative: fraction of a parameter's RMS gradient, default 1e-3; absolute: 1e-8)"),
-             Choice("eps_mode", EPS_MODES, default="relative",
-                    doc="relative: scale-invariant ε per named parameter; absolute: Dr.Jit's fixed ε")),
+                    doc="ε (absolute: in gradient units, default 1e-8; relative: fraction of a parameter's "
+                        "RMS gradient, default 1e-3)"),
+             Choice("eps_mode", EPS_MODES, default=DEFAULT_EPS_MODE,
+                    doc="absolute: Dr.Jit's fixed ε (Mitsuba's steps); relative: scale-invariant ε per named "
+                        "parameter")),
     "sgd": (Choice("type", ("adam", "sgd"), default="adam"), Number("lr", default=None, lo=0.0),
             Number("momentum", default=0.0, lo=0.0, hi=1.0, strict_hi=True)),
 }
@@ -108,6 +111,8 @@ def check_optimize_config(cfg, described=None):
             raise ConfigError(f"expected {{every: N, factor: f}}, got {decay!r}", f, "optimize.lr_decay")
         o["lr_decay"] = validate(decay, (Integer("every", lo=1, hi=1 << 30),
                                          Number("factor", lo=0.0, hi=1.0, strict_lo=True)), f, "optimize.lr_decay")
+    o["loss_watch"] = parse_loss_watch(sec.get("loss_watch", {"factor": DEFAULT_FACTOR, "window": DEFAULT_WINDOW}),
+                                       f, "optimize.loss_watch")
     opt = sec.get("optimizer", {"type": "adam"}) or {"type": "adam"}
     if isinstance(opt, str):
         opt = {"type": opt}
@@ -294,6 +299,33 @@ class OptimizationRun:
                               "optimize.holdout")
         self.resume = resume
         self.workers, self.address, self.worker_threads = workers, address, worker_threads
+        self.loss_watch = o["loss_watch"]
+
+    def _watch(self, history):
+        """A LossWatch (None when optimize.loss_watch is off), fed the history of a resumed run
+        silently (its warnings are kept, not printed again)."""
+        if self.loss_watch is None:
+            return None
+        names = list(self.popts)
+        lr_keys = " / ".join(f"optimize.params.{n}.lr" for n in names)
+        w = LossWatch(self.loss_watch["factor"], self.loss_watch["window"], log=lambda *_: None,
+                      settings={"stage_change": "optimize.multires and " + lr_keys,
+                                "window": lr_keys + " (or optimize.optimizer.lr, optimize.lr_decay)"})
+        for h in history:
+            self._watch_stage(w, int(h[0]))
+            w.update(int(h[0]), h[1])
+        w.log = print
+        return w
+
+    def _watch_stage(self, watch, it):
+        """Tell the watch about the multires stage changes that happen at iteration it."""
+        if it == 0:
+            return
+        for n, stages in self.multires.items():
+            a, b = resolution_at(it - 1, stages), resolution_at(it, stages)
+            if a != b:
+                watch.end_stage()
+                watch.stage_change(f"{n} {a} → {b}")
 
     # ---------------------------------------------------------------------------------------
     def _targets(self):
@@ -409,7 +441,7 @@ class OptimizationRun:
             eps = o.get("eps")
             opt = Adam(st.pool, st.grad, lr=lr, beta1=float(o.get("beta1", 0.9)), beta2=float(o.get("beta2", 0.999)),
                        eps=None if eps is None else float(eps), lo=lo, hi=hi,
-                       eps_mode=o.get("eps_mode", "relative"), segments=segs)
+                       eps_mode=o.get("eps_mode", DEFAULT_EPS_MODE), segments=segs)
         else:
             opt = SGD(st.pool, st.grad, lr=lr, momentum=float(o.get("momentum", 0.0)), lo=lo, hi=hi)
         self._opt_obj = opt
@@ -522,6 +554,7 @@ class OptimizationRun:
         pipe_imgs = {}  # pipelined methods: each view's image from the previous iteration
         names = tuple(self.popts)
         evaluator = self._evaluator(dict(zip(self.views, targets)))
+        watch = self._watch(history)
         with evaluator, Progress(self.iters - start, "optimize", unit="it", delay=0.0) as bar:
             for it in range(start, self.iters):
                 if it == abort_at:
@@ -573,6 +606,9 @@ class OptimizationRun:
                 el = elapsed0 + time.perf_counter() - t_start
                 perr = float(np.mean([self._rmse(n) for n in self.popts])) if self.synthetic else float("nan")
                 history.append((it, loss, el, spp, perr))
+                if watch is not None:
+                    self._watch_stage(watch, it)
+                    watch.update(it, loss)
                 bar.update(1, postfix=f"loss {loss:.4g}")
                 if callback is not None:
                     callback(it, loss, imgs)
@@ -592,6 +628,8 @@ class OptimizationRun:
                         break
         if view is not None:
             view.close()
+        if watch is not None:
+            watch.end_stage()
         seconds = elapsed0 + time.perf_counter() - t_start
         self._write_loss(history)
         self._save_params()
@@ -611,6 +649,7 @@ class OptimizationRun:
             "method": self.method,
             "views": self.views,
             "stopped_early": stopped,
+            "warnings": [] if watch is None else watch.events,
         }
         if self.workers:
             metrics["workers"] = {"count": self.workers, "lost": evaluator.lost}

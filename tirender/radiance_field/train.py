@@ -3,12 +3,17 @@
 Each iteration: draw a batch of training pixels (or one full view), march them with per-ray
 jitter (forward), form ℒ and δL, replay the same rays backward into the grid gradient
 (no per-sample storage), add the TV gradient, take one Adam step. Between stages the grid is
-upsampled in place (``train.upsample``: cubic or trilinear, see resample.py) and Adam's moments
-are resampled with it and rescaled to the finer voxels (``train.adam_state: carry``) or reset.
+upsampled in place (``train.upsample``: cubic — Catmull-Rom clamped to the local range — or
+trilinear, see resample.py) and Adam's moments are carried to the finer voxels
+(``train.adam_state: carry``: resampled trilinearly, each element's step bounded, rescaled;
+resample.carry_adam_moments) or reset. ``train.loss_watch`` prints one line (and records it in
+metrics.json ``warnings``) when the loss rises across a stage change or over a window
+(tirender/optim/watch.py).
 
 Outputs in ``out_dir``: ``field.npz`` (final field + camera metadata for ``tirender render``),
 ``checkpoint.npz`` (written atomically, used by ``resume``), ``metrics.json`` (``heldout_psnr``
-per stage and final, time-to-PSNR curve, peak RSS) and ``heldout_<view>.png`` (render | reference).
+per stage and final, time-to-PSNR curve, peak RSS, ``warnings``) and ``heldout_<view>.png``
+(render | reference).
 """
 import json
 import os
@@ -19,12 +24,13 @@ import time
 import numpy as np
 
 from ..errors import ConfigError
-from ..optim.adam import Adam
+from ..optim.adam import DEFAULT_EPS_MODE, EPS_MODES, Adam
+from ..optim.watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
 from ..progress import Progress
 from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
 from .field import COLOR_ACTIVATIONS, DENSITY_ACTIVATIONS, RadianceField, channels, np_float
 from .render import LOSSES, render_and_backward
-from .resample import METHODS as UPSAMPLE_METHODS, resample
+from .resample import METHODS as UPSAMPLE_METHODS, carry_adam_moments
 
 ADAM_STATES = ("carry", "reset")
 VIEW_ORDERS = ("shuffle", "sequential", "random")
@@ -42,7 +48,9 @@ DEFAULTS = {
               "batch": 4096, "loss": "l2", "lr_density": 0.2, "lr_color": 0.05, "lr_decay": 1.0,
               "tv_density": 0.002, "tv_color": 0.002, "l1_density": 0.0, "pixel_jitter": False, "deterministic": False,
               "eval_every": 0, "eval_spp": 1, "checkpoint_every": 100, "save_pngs": True,
-              "upsample": "cubic", "adam_state": "carry", "view_order": "shuffle"},
+              "upsample": "cubic", "adam_state": "carry", "view_order": "shuffle",
+              "eps_mode": DEFAULT_EPS_MODE, "eps": None,
+              "loss_watch": {"factor": DEFAULT_FACTOR, "window": DEFAULT_WINDOW}},
 }
 
 
@@ -196,12 +204,16 @@ def parse_config(cfg, cfg_path=None):
     for k in ("pixel_jitter", "deterministic"):
         if not isinstance(tr[k], bool):
             raise ConfigError(f"expected true or false, got {tr[k]!r}", file=f, key=key + "train." + k)
-    for k, allowed in (("upsample", UPSAMPLE_METHODS), ("adam_state", ADAM_STATES), ("view_order", VIEW_ORDERS)):
+    for k, allowed in (("upsample", UPSAMPLE_METHODS), ("adam_state", ADAM_STATES), ("view_order", VIEW_ORDERS),
+                       ("eps_mode", EPS_MODES)):
         if tr[k] not in allowed:
             raise ConfigError(f"expected one of {', '.join(allowed)}, got {tr[k]!r}", file=f, key=key + "train." + k)
     num("train", "eval_every", 0, True)
     num("train", "eval_spp", 1, True)
     num("train", "checkpoint_every", 0, True)
+    if tr["eps"] is not None and not num("train", "eps", 0.0) > 0:
+        raise ConfigError(f"must be > 0, got {tr['eps']}", file=f, key=key + "train.eps")
+    tr["loss_watch"] = parse_loss_watch(tr["loss_watch"], f, key + "train.loss_watch")
     return out
 
 
@@ -282,10 +294,10 @@ class _PrefixShape:
         self.shape, self.dtype = (int(n),), fld.dtype
 
 
-def prefix_adam(x, g, n, lr, segments=None):
+def prefix_adam(x, g, n, lr, segments=None, eps_mode=DEFAULT_EPS_MODE, eps=None):
     """tirender.optim.Adam over the first n values of the fields x and g (n ≤ their size); segments:
-    the groups of its relative ε (tirender/optim/adam.py)."""
-    opt = Adam(_PrefixShape(x, n), g, lr=lr, segments=segments)
+    the groups of its relative ε; eps_mode, eps: its ε (tirender/optim/adam.py)."""
+    opt = Adam(_PrefixShape(x, n), g, lr=lr, segments=segments, eps_mode=eps_mode, eps=eps)
     opt.x = x
     return opt
 
@@ -297,8 +309,7 @@ class Trainer:
     (every stage uses its first R³·C values, so every kernel compiles once) and the Adam state of
     every stage, and compiles the kernels on a few dummy rays: no field is created and no kernel
     compiled inside the loop. A stage change resamples the grid in place and carries Adam's
-    state over (resampled the same way, rescaled to the finer voxels) or resets it
-    (``train.adam_state``).
+    state over (:meth:`_resampled_adam_state`) or resets it (``train.adam_state``).
     """
 
     RAY_CACHE_MAX = 1 << 22   # precompute the training rays while there are at most this many pixels
@@ -320,8 +331,13 @@ class Trainer:
         self.opt = None
         self._opts = {}
         self._stage = None
-        self.metrics = {"stages": [], "curve": [], "heldout_psnr_per_stage": []}
+        self.metrics = {"stages": [], "curve": [], "heldout_psnr_per_stage": [], "warnings": []}
         self.train_time = 0.0
+        lw = tr["loss_watch"]
+        self.watch = None if lw is None else LossWatch(
+            lw["factor"], lw["window"], log=log,
+            settings={"stage_change": "train.upsample, train.adam_state and the stage's lr_scale",
+                      "window": "train.lr_density / train.lr_color (or the stage's lr_scale)"})
 
     # -- fields and optimisers
     def _make_field(self, res, params=None, capacity=None):
@@ -341,7 +357,8 @@ class Trainer:
         n = res ** 3 * fld.C
         chan = np.concatenate([np.zeros(res ** 3, int), np.tile(np.arange(1, fld.C), res ** 3)])
         # density (the first res³ values) and colour coefficients: one relative-ε group each
-        return prefix_adam(fld.x, fld.grad, n, lr_ch[chan], segments=[(0, res ** 3), (res ** 3, n)])
+        return prefix_adam(fld.x, fld.grad, n, lr_ch[chan], segments=[(0, res ** 3), (res ** 3, n)],
+                           eps_mode=tr["eps_mode"], eps=tr["eps"])
 
     def prepare(self, first_stage=0, warm=True):
         """Allocate the field (capacity: the finest stage ≥ first_stage) and the Adam state of
@@ -415,30 +432,23 @@ class Trainer:
     ADAM_PRIOR_STEPS = 10   # carry: the resampled moments weigh as this many Adam steps
 
     def _resampled_adam_state(self, res):
-        """Adam state {m, v, t} for resolution res carried over from the current one.
-
-        Adam's bias-corrected moments m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ) are resampled like the grid
-        (v̂ clamped ≥ 0) and rescaled to the new voxel size by the chain rule: a coarse value's
-        gradient is the sum over the s = (R_new/R_old)³ finer values it becomes, so m̂ ← m̂/s,
-        v̂ ← v̂/s² (the step m̂/√v̂ is unchanged). They re-enter as a prior worth k =
-        ADAM_PRIOR_STEPS steps (m = (1 − β₁ᵏ)m̂, v = (1 − β₂ᵏ)v̂, t = k): the first steps continue
-        the coarse ones instead of Adam's ±lr restart, and the fine grid's own gradients take over
-        within a few k steps (an estimate carried with all of its t ≫ k steps would, where it is too
-        small, keep Adam's steps too large for ~1/(1 − β₂) = 1000 iterations)."""
-        fld, method, opt = self.field, self.cfg["train"]["upsample"], self.opt
+        """Adam state {m, v, t} for resolution res carried over from the current one
+        (:func:`.resample.carry_adam_moments`): the bias-corrected moments resampled trilinearly
+        (whatever ``train.upsample``: non-negative weights keep each element's step ratio |m̂|/√v̂
+        within its coarse neighbours'), |m̂| ≤ √v̂ (the first carried steps are at most about lr),
+        rescaled to the finer voxels and re-entered as a prior worth k = ADAM_PRIOR_STEPS steps: the
+        first steps continue the coarse ones instead of Adam's ±lr restart, and the fine grid's own
+        gradients take over within a few k steps (an estimate carried with all of its t ≫ k steps
+        would, where it is too small, keep Adam's steps too large for ~1/(1 − β₂) = 1000 iterations)."""
+        fld, opt = self.field, self.opt
         st = opt.state_dict()
-        t, k, n = int(st["t"]), self.ADAM_PRIOR_STEPS, fld.n_params
+        t, n = int(st["t"]), fld.n_params
         if t == 0:
             return None
-        s = (res / fld.res) ** 3
-        out = {"t": k}
-        for key, beta, power in (("m", opt.beta1, 1), ("v", opt.beta2, 2)):
-            g = fld.flat_to_grid(np.asarray(st[key], np.float32)[:n]) * np.float32(1.0 / (1.0 - beta ** t))
-            g = g if res == fld.res else resample(g, res, method)
-            if key == "v":
-                g = np.maximum(g, 0.0)
-            out[key] = fld.grid_to_flat(g * np.float32((1.0 - beta ** k) / s ** power))
-        return out
+        m, v, k = carry_adam_moments(fld.flat_to_grid(np.asarray(st["m"], np.float32)[:n]),
+                                     fld.flat_to_grid(np.asarray(st["v"], np.float32)[:n]), t, res,
+                                     opt.beta1, opt.beta2, self.ADAM_PRIOR_STEPS)
+        return {"m": fld.grid_to_flat(m), "v": fld.grid_to_flat(v), "t": k}
 
     def _make_init(self, res):
         fl = self.cfg["field"]
@@ -570,6 +580,7 @@ class Trainer:
         if ck is not None:
             start_stage, start_it, global_it = int(ck["stage"]), int(ck["it"]), int(ck["global_it"])
             self.metrics = json.loads(str(ck["metrics"]))
+            self.metrics.setdefault("warnings", [])
             self.train_time = float(ck["train_time"])
             if start_stage >= len(self.stages) or int(ck["res"]) != self.stages[start_stage]["res"]:
                 raise ConfigError("checkpoint does not match the stage schedule; delete it or run without --resume",
@@ -580,6 +591,8 @@ class Trainer:
             self.log(f"resuming at stage {start_stage + 1}, iteration {start_it} (global {global_it})")
         else:
             self.prepare(0)
+        if self.watch is not None:   # the watch's warnings are the metrics' (kept across a resume)
+            self.watch.events = self.metrics["warnings"]
         total = sum(s["iters"] for s in self.stages)
         bar = Progress(total, "radiance field")
         bar.n = global_it
@@ -592,6 +605,8 @@ class Trainer:
                 self.enter_stage(si)
                 if res0 is not None:   # the upsampling (grid and Adam state) is training work
                     self.train_time += time.perf_counter() - t0
+                    if self.watch is not None:
+                        self.watch.stage_change(f"{res0}³ → {st['res']}³")
                 it0 = 0
                 if every and res0 is not None:   # the upsampling's own effect, before any step
                     p, _ = self.heldout_psnr()
@@ -609,6 +624,8 @@ class Trainer:
                 t0 = time.perf_counter()
                 loss = self.step(global_it)
                 self.train_time += time.perf_counter() - t0
+                if self.watch is not None:
+                    self.watch.update(global_it, loss)
                 global_it += 1
                 bar.update(1, f"{st['res']}³ loss {loss:.2e}")
                 if every and global_it % every == 0 and it + 1 < st["iters"]:
@@ -621,6 +638,8 @@ class Trainer:
                 if global_it == stop_after:
                     bar.__exit__(None, None, None)
                     return None
+            if self.watch is not None:
+                self.watch.end_stage()
             if ck is not None and si == start_stage and it0 == st["iters"] and \
                     len(self.metrics["stages"]) > si:
                 continue  # resumed from the end-of-stage checkpoint: already evaluated

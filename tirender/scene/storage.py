@@ -21,7 +21,7 @@ INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_
 INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_MARCH_STEP = 0, 1, 3   # st.info_f (2, 4: fixed-point scales)
 
 
-GRAD_COPIES, GRAD_COPIES_BYTES = 4, 16 << 20
+GRAD_COPIES, GRAD_HOT = 4, 1 << 16   # a power of two; entries with copies
 
 
 def _cap(n, minimum):
@@ -135,11 +135,10 @@ class Storage:
         # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
         f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
         fb.dense(ti.i, c["pool"]).place(f.pool, f.grad)
-        # grad_copies copies of the fixed-point gradient (core/pool.py: contention of the atomics), at
-        # most GRAD_COPIES_BYTES of them
-        self.grad_copies = max(1, min(GRAD_COPIES, GRAD_COPIES_BYTES // (8 * c["pool"])))
-        self.grad_copies = 1 << (self.grad_copies.bit_length() - 1)
-        fb.dense(ti.i, c["pool"] * self.grad_copies).place(f.grad_fx)
+        # the fixed-point gradient and grad_copies - 1 more copies of its first grad_hot entries (core/pool.py:
+        # contention of the atomics on parameters every thread adds into, which are small ones)
+        self.grad_copies, self.grad_hot = GRAD_COPIES, min(c["pool"], GRAD_HOT)
+        fb.dense(ti.i, c["pool"] + (self.grad_copies - 1) * self.grad_hot).place(f.grad_fx)
         # emitters (emitters/base.py): model tag, texture slots, shape triangles, position/direction/frame
         f.em_type, f.em_shape, f.em_tri_start, f.em_tri_count, f.em_dist = (ti.field(ti.i32) for _ in range(5))
         f.em_tex = ti.field(ti.i32)
