@@ -115,7 +115,7 @@ def structured_mesh(rng):
     return tris[:, 0], tris[:, 1], tris[:, 2]
 
 
-def teststructured_mesh_hits_match_brute_force():
+def test_structured_mesh_hits_match_brute_force():
     """The closest hit (triangle and distance) of every ray through the tree equals the brute-force one, bit for
     bit, on a mesh large enough for the parallel top levels; the 4-wide collapse keeps the binary tree's leaves."""
     from tirender.scene.bvh import WIDTH

@@ -1,6 +1,6 @@
 """The GPU subset (marker ``gpu``): on every GPU backend this machine has, each integrator's image and gradient,
-the radiance field's training steps, MCMC's ``threads`` schedule and torch's in-place device tensors agree
-with the CPU backend's on small scenes (the same seeds: the same random numbers, so the same paths up to
+the radiance field's training steps, MCMC's ``threads`` schedule, torch's in-place device tensors and the BVH
+build (a valid tree, as good as the CPU's) agree with the CPU backend's on small scenes (the same seeds: the same random numbers, so the same paths up to
 float rounding).
 
 Which backends: ``cuda`` where the CUDA driver library loads (``backend.has_cuda_driver``), ``vulkan`` where a
@@ -155,8 +155,18 @@ def part_polarized():
     return {"img_stokes": _flat(render_stokes(sc, spp=8, seed=3, progress=False))}
 
 
+def part_bvh():
+    """The BVH kernels (scene/bvh_build.py) on test_bvh_build's structured mesh (12k triangles: the top nodes
+    binned in parallel chunks): the binary tree's arrays."""
+    from test_bvh_build import structured_mesh
+    from tirender.scene.bvh_build import build_bvh
+    b = build_bvh(*structured_mesh(np.random.default_rng(11)))
+    return {"bvh_" + k: np.asarray(getattr(b, k)).tolist()
+            for k in ("node_min", "node_max", "node_first", "node_count", "prim_order")}
+
+
 PARTS = {"surface": part_surface, "surface_more": part_surface_more, "volume": part_volume, "mcmc": part_mcmc, "attached": part_attached,
-         "radiance_field": part_radiance_field, "torch": part_torch, "polarized": part_polarized}
+         "radiance_field": part_radiance_field, "torch": part_torch, "polarized": part_polarized, "bvh": part_bvh}
 VARIANT = {"polarized": "spectral_polarized"}
 
 
@@ -246,6 +256,18 @@ def test_device_matches_cpu(part, arch, why):
         dp = np.abs(np.asarray(dev["rf_params"]) - np.asarray(cpu["rf_params"]))
         assert np.percentile(dp, 99) < 1e-3 and np.mean(dp) < 2e-5, (np.percentile(dp, 99), np.mean(dp))
         assert abs(dev["rf_psnr"] - cpu["rf_psnr"]) < 0.01
+        return
+    if part == "bvh":       # a valid tree (every closest hit the brute force's) as good as the CPU's
+        from test_bvh_build import check_layout, check_traversal, structured_mesh
+        from tirender.scene.bvh import BVH
+        from tirender.scene.bvh_build import sah_cost
+        v = structured_mesh(np.random.default_rng(11))
+        trees = [BVH(**{k: np.asarray(r["bvh_" + k], np.float32 if k.startswith("node_m") else np.int32)
+                        for k in ("node_min", "node_max", "node_first", "node_count", "prim_order")})
+                 for r in (cpu, dev)]
+        check_layout(trees[1], *v)
+        check_traversal(trees[1], *v, np.random.default_rng(5), R=3000)
+        assert sah_cost(trees[1]) <= 1.01 * sah_cost(trees[0]), (sah_cost(trees[1]), sah_cost(trees[0]))
         return
     if part == "torch":
         assert dev["in_place"] == (arch in ("cpu", "cuda")), dev["in_place"]   # read where it lies

@@ -1,9 +1,9 @@
 """A scene's triangles on the host, compactly, and their upload in BVH order (one kernel).
 
-The host keeps each mesh's vertices once (:class:`Triangles`: the shapes' vertex arrays concatenated, the
-shapes' own arrays becoming views into them) and the faces in BVH order; :func:`gather` writes the device's
-per-triangle corners (``tri_p0``, ``tri_e1 = p1 - p0``, ``tri_e2``, ``tri_n*``, ``tri_uv*``, ``tri_shape``)
-from them, so that the host holds no per-corner copies (1.5 of the lego scene's 2 M triangles: about 250 MB
+The host keeps each mesh's vertices and faces once (:class:`Triangles`: the shapes' arrays concatenated, the
+shapes' own arrays becoming views into them) and the BVH's triangle order; :func:`gather` writes the device's
+per-triangle corners (``tri_p0``, ``tri_e1 = p1 - p0``, ``tri_e2``, ``tri_n*``, ``tri_uv*``, ``tri_shape``) in
+that order from them, so that the host holds no per-corner copies (1.5 of the lego scene's 2 M triangles: about 250 MB
 less). :func:`write_rows` rewrites some triangles (differentiable meshes that moved). :func:`tri_hf` and
 :func:`tri_dm` read the per-triangle extras of storages that have them.
 """
