@@ -111,6 +111,51 @@ def _prim(box: ti.template(), p):
 
 
 @ti.func
+def _bin_rows(box: ti.template(), k0, k1, clo, scale, K: ti.template()):
+    """The K bins per axis of rows [k0, k1) by centroid: (counts (3K,), bin box lows (9K,), highs (9K,)), bin j of
+    axis a at a * K + j, its box at 3 (a * K + j) + (x, y, z); an empty bin's box is (+BIGF, -BIGF)."""
+    bc = ti.Vector([0] * (3 * K))
+    bl = ti.Vector([f32(BIGF)] * (9 * K))
+    bh = ti.Vector([f32(-BIGF)] * (9 * K))
+    for k in range(k0, k1):
+        tl, th, c = _prim(box, k)
+        for a in range(3):
+            j = a * K + _bin(c[a], clo[a], scale[a], K)
+            bc[j] += 1
+            for q in ti.static(range(3)):
+                bl[3 * j + q] = ti.min(bl[3 * j + q], tl[q])
+                bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
+    return bc, bl, bh
+
+
+@ti.func
+def _chunk_rows(c, a, chunk: ti.template(), bnode: ti.template(), bchunk: ti.template(), nlink: ti.template()):
+    """(b, k0, k1): chunk c's big node (index b among the level's big nodes, node a + bnode[b]) and its rows
+    [k0, k1) of the level's order (CHUNK rows, the node's last chunk fewer)."""
+    b = chunk[c, 0]
+    n = a + bnode[b]
+    start = nlink[n, 0]
+    k0 = start + (c - bchunk[b]) * CHUNK
+    return b, k0, ti.min(k0 + CHUNK, start + nlink[n, 1])
+
+
+@ti.func
+def _range_bounds(box: ti.template(), k0, k1):
+    """(lo, hi, centroid lo, centroid hi) of the triangles in rows [k0, k1) of the level's order."""
+    lo = vec3f(BIGF)
+    hi = vec3f(-BIGF)
+    clo = vec3f(BIGF)
+    chi = vec3f(-BIGF)
+    for k in range(k0, k1):
+        tl, th, c = _prim(box, k)
+        lo = ti.min(lo, tl)
+        hi = ti.max(hi, th)
+        clo = ti.min(clo, c)
+        chi = ti.max(chi, c)
+    return lo, hi, clo, chi
+
+
+@ti.func
 def _move(src: ti.template(), dst: ti.template(), bsrc: ti.template(), bdst: ti.template(), k, j):
     """Triangle row k of the level's order (id src[k], box bsrc[k]) to row j of the next level's."""
     dst[j] = src[k]
@@ -281,16 +326,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
     decision, partition into dst, bdst. Returns (kind, n_left)."""
     start = nlink[n, 0]
     cnt = nlink[n, 1]
-    lo = vec3f(BIGF)
-    hi = vec3f(-BIGF)
-    clo = vec3f(BIGF)
-    chi = vec3f(-BIGF)
-    for k in range(start, start + cnt):
-        tl, th, c = _prim(box, k)
-        lo = ti.min(lo, tl)
-        hi = ti.max(hi, th)
-        clo = ti.min(clo, c)
-        chi = ti.max(chi, c)
+    lo, hi, clo, chi = _range_bounds(box, start, start + cnt)
     for q in ti.static(range(3)):
         nbox[n, q] = lo[q]
         nbox[n, 3 + q] = hi[q]
@@ -304,17 +340,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
         if cnt <= SMALL:
             cost, ax, sb, nl = _tiny_sweep(start, cnt, box, clo, scale, K)
         else:
-            bc = ti.Vector([0] * (3 * K))
-            bl = ti.Vector([f32(BIGF)] * (9 * K))
-            bh = ti.Vector([f32(-BIGF)] * (9 * K))
-            for k in range(start, start + cnt):
-                tl, th, c = _prim(box, k)
-                for a in range(3):
-                    j = a * K + _bin(c[a], clo[a], scale[a], K)
-                    bc[j] += 1
-                    for q in ti.static(range(3)):
-                        bl[3 * j + q] = ti.min(bl[3 * j + q], tl[q])
-                        bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
+            bc, bl, bh = _bin_rows(box, start, start + cnt, clo, scale, K)
             cost, ax, sb = _sweep(bc, bl, bh, K)
             if ax >= 0:
                 for b in range(sb + 1):
@@ -423,21 +449,8 @@ def _big_bounds(a: ti.i32, W: ti.i32, spread: ti.i32, box: nd_f2, nlink: nd_i2, 
     for cc in range(meta[1] * spread):
         if cc % spread == 0:
             c = cc // spread
-            b = chunk[c, 0]
-            n = a + bnode[b]
-            start = nlink[n, 0]
-            k0 = start + (c - bchunk[b]) * CHUNK
-            k1 = ti.min(k0 + CHUNK, start + nlink[n, 1])
-            lo = vec3f(BIGF)
-            hi = vec3f(-BIGF)
-            clo = vec3f(BIGF)
-            chi = vec3f(-BIGF)
-            for k in range(k0, k1):
-                tl, th, ce = _prim(box, k)
-                lo = ti.min(lo, tl)
-                hi = ti.max(hi, th)
-                clo = ti.min(clo, ce)
-                chi = ti.max(chi, ce)
+            b, k0, k1 = _chunk_rows(c, a, chunk, bnode, bchunk, nlink)
+            lo, hi, clo, chi = _range_bounds(box, k0, k1)
             for q in ti.static(range(3)):
                 cbnd[c, q] = lo[q]
                 cbnd[c, 3 + q] = hi[q]
@@ -463,25 +476,11 @@ def _big_bins(a: ti.i32, K: ti.template(), spread: ti.i32, box: nd_f2, nlink: nd
     for cc in range(meta[1] * spread):
         if cc % spread == 0:
             c = cc // spread
-            b = chunk[c, 0]
-            n = a + bnode[b]
-            start = nlink[n, 0]
-            k0 = start + (c - bchunk[b]) * CHUNK
-            k1 = ti.min(k0 + CHUNK, start + nlink[n, 1])
+            b, k0, k1 = _chunk_rows(c, a, chunk, bnode, bchunk, nlink)
             clo = vec3f(bacc[b, 6], bacc[b, 7], bacc[b, 8])
             chi = vec3f(bacc[b, 9], bacc[b, 10], bacc[b, 11])
             scale = _scales(clo, chi, K)
-            bc = ti.Vector([0] * (3 * K))
-            bl = ti.Vector([f32(BIGF)] * (9 * K))
-            bh = ti.Vector([f32(-BIGF)] * (9 * K))
-            for k in range(k0, k1):
-                tl, th, ce = _prim(box, k)
-                for ax in range(3):
-                    j = ax * K + _bin(ce[ax], clo[ax], scale[ax], K)
-                    bc[j] += 1
-                    for q in ti.static(range(3)):
-                        bl[3 * j + q] = ti.min(bl[3 * j + q], tl[q])
-                        bh[3 * j + q] = ti.max(bh[3 * j + q], th[q])
+            bc, bl, bh = _bin_rows(box, k0, k1, clo, scale, K)
             for j in range(3 * K):
                 cbc[c, j] = bc[j]
                 for q in ti.static(range(3)):
