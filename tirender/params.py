@@ -162,13 +162,13 @@ class ParameterPool:
         return lo, hi
 
 
-def as_float_array(value, what, file=None):
-    """value as a float32 array, or one ConfigError line naming ``what`` (strings, None, ragged lists, objects)."""
+def as_float_array(value, what, file=None, dtype=np.float32):
+    """value as a float array (dtype), or one ConfigError line naming ``what`` (strings, None, ragged lists, objects)."""
     if isinstance(value, (str, bytes)) or value is None:
         raise ConfigError(f"expected a number or an array of numbers, got {type(value).__name__} {value!r:.40}",
                           file, what)
     try:
-        return np.asarray(value, np.float32)
+        return np.asarray(value, dtype)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"expected a number or an array of numbers, got {type(value).__name__} "
                           f"({str(e).splitlines()[0][:80]})", file, what) from None

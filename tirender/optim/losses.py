@@ -11,8 +11,8 @@ from ..params import as_float_array
 
 def _pair(y, t):
     """(y, t) as float64 arrays of one shape, or one ConfigError line naming the argument."""
-    y = as_float_array(y, "image").astype(np.float64)
-    t = as_float_array(t, "target").astype(np.float64)
+    y = as_float_array(y, "image", dtype=np.float64)
+    t = as_float_array(t, "target", dtype=np.float64)
     if y.shape != t.shape:
         raise ConfigError(f"shape {t.shape} differs from the image's {y.shape}", key="target")
     return y, t
