@@ -807,7 +807,8 @@ def tirender_radiance_field(spec, out):
     t_proc = time.perf_counter()
     import tirender
     tirender.init("cpu")
-    from tirender.radiance_field.dataset import Dataset
+    from tirender.radiance_field.dataset import Dataset, render_field_views
+    from tirender.radiance_field.field import RadianceField
     from tirender.radiance_field.train import Trainer, parse_config
     cfg, images, cams, truth = rf_load_data(out, spec)
     cfg = parse_config({"radiance_field": cfg})   # the spec's settings, validated
@@ -827,9 +828,17 @@ def tirender_radiance_field(spec, out):
     peak = _rss_mb()
     write_rows(os.path.join(out, "loss.csv"), rows)
     np.save(os.path.join(out, "field.npy"), tr.field.to_numpy())
-    tr.field.set_resolution(truth.shape[0])   # the loss's floor: the truth rendered by the model
-    tr.field.from_numpy(truth)
-    floor = float(np.mean((tr.render_views(ds.train).astype(np.float64) - ds.images[ds.train]) ** 2))
+    # the loss's floor: the truth rendered by the model (in the trainer's field when it fits: a schedule
+    # that ends below the truth's resolution gets a field of its own)
+    if truth.shape[0] ** 3 * truth.shape[3] <= tr.field.capacity:
+        tr.field.set_resolution(truth.shape[0])
+        tr.field.from_numpy(truth)
+        gt = tr.field
+    else:
+        gt = RadianceField(params=truth, **dict(tr.field.meta(), res=truth.shape[0]))
+    floor = float(np.mean((render_field_views(gt, ds.c2w[ds.train], ds.fov_x[ds.train], ds.width, ds.height,
+                                              spp=tr.cfg["train"]["eval_spp"],
+                                              seed=12345).astype(np.float64) - ds.images[ds.train]) ** 2))
     return rf_result(rows, changes, rmse_start, t_start - t_proc, floor, peak, f"tirender ({tirender.current_arch()})")
 
 
