@@ -36,25 +36,16 @@ thread for the megakernel).
 import numpy as np
 import taichi as ti
 
+from tirender.core.rng import mix32
 from tirender.errors import ConfigError
 
 INV_PI = 1.0 / np.pi
 
 
 @ti.func
-def _mix(x):
-    x ^= x >> ti.u32(16)
-    x *= ti.u32(0x7FEB352D)
-    x ^= x >> ti.u32(15)
-    x *= ti.u32(0x846CA68B)
-    x ^= x >> ti.u32(16)
-    return x
-
-
-@ti.func
 def _rand(seed, path, dim):
     """Stateless uniform [0, 1) for (seed, path index, dimension): no RNG state in the AD loops."""
-    h = _mix(ti.cast(path, ti.u32) ^ _mix(ti.cast(seed, ti.u32) + _mix(ti.cast(dim, ti.u32) + ti.u32(0x9E3779B9))))
+    h = mix32(ti.cast(path, ti.u32) ^ mix32(ti.cast(seed, ti.u32) + mix32(ti.cast(dim, ti.u32) + ti.u32(0x9E3779B9))))
     return ti.cast(h >> ti.u32(8), ti.f32) * (1.0 / 16777216.0)
 
 

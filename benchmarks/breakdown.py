@@ -38,6 +38,21 @@ def stage_kernels():
     from tirender.core.intersect import intersect, occluded
     from tirender.core.math import BIG, to_world, vec3
     from tirender.core.warp import square_to_cosine_hemisphere
+    from tirender.scene.bvh import WIDTH
+
+    @ti.func
+    def root_box(st: ti.template()):
+        """The scene's bounds: the union of the wide BVH root's used child boxes (empty slots: +inf)."""
+        bmin = st.wnode_min[0]
+        bmax = st.wnode_max[0]
+        lo = vec3(BIG)
+        hi = vec3(-BIG)
+        for s in ti.static(range(WIDTH)):
+            if bmax[s] < BIG:
+                for q in ti.static(range(3)):
+                    lo[q] = ti.min(lo[q], bmin[q * WIDTH + s])
+                    hi[q] = ti.max(hi[q], bmax[q * WIDTH + s])
+        return lo, hi
     from tirender.walk import vertex
 
     def make(level):
@@ -71,8 +86,7 @@ def stage_kernels():
                                             tri2, t2, c1, c2 = intersect(st, o2, bs.wo, BIG)
                                             acc += t2 * 1e-9 + tri2
                                     if ti.static(level >= 5):
-                                        lo = st.node_min[0]
-                                        hi = st.node_max[0]
+                                        lo, hi = root_box(st)
                                         u = vec3(sampler.next_1d(), sampler.next_1d(), sampler.next_1d())
                                         q = lo + u * (hi - lo)
                                         dq = q - v.p

@@ -8,9 +8,11 @@ its LLVM backend needs the system ``libllvm`` and ``DRJIT_LIBLLVM_PATH`` (set he
 path when unset and present). Without Mitsuba the comparison is skipped with a one-line reason.
 
 Workloads (each a function run in a child process, returning {"seconds": [...], "peak_rss_mb"}):
-    mitsuba_forward(xml, spp, runs, variant) mi.render of the scene file (its own film and filter) in
-                                             ``variant`` (default llvm_ad_rgb; llvm_ad_spectral, ...)
-    mitsuba_prb_step(xml, key, value, spp, spp_grad, runs)
+    mitsuba_forward(xml, spp, runs, variant, res) mi.render of the scene file (its own film and filter; res: its
+                                             ``$res`` parameter where given) in
+                                             ``variant`` (default $MITSUBA_BENCH_VARIANT or llvm_ad_rgb;
+                                             llvm_ad_spectral, cuda_ad_rgb, ...)
+    mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth, variant, res)
                                              one PRB gradient step: primal spp + adjoint spp_grad,
                                              L2 loss against a 4-spp target of the original scene
 """
@@ -24,6 +26,9 @@ import time
 import numpy as np
 
 LLVM = "/usr/lib/x86_64-linux-gnu/libLLVM-19.so"
+# the backends of the workloads' children (benchmarks/gpu_check.py sets cuda and cuda_ad_rgb)
+BENCH_ARCH = os.environ.get("TIRENDER_BENCH_ARCH", "cpu")
+MI_VARIANT = os.environ.get("MITSUBA_BENCH_VARIANT", "llvm_ad_rgb")
 
 
 def child_env():
@@ -62,22 +67,27 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def mitsuba_forward(xml, spp, runs, variant="llvm_ad_rgb"):
+def _load(mi, xml, res):
+    """The scene file, at resolution res (its ``$res`` parameter) when given."""
+    return mi.load_file(xml) if res is None else mi.load_file(xml, res=res)
+
+
+def mitsuba_forward(xml, spp, runs, variant=None, res=None):
     import mitsuba as mi
-    mi.set_variant(variant)
+    mi.set_variant(variant or MI_VARIANT)
     import drjit as dr
-    scene = mi.load_file(xml)
+    scene = _load(mi, xml, res)
     def one(k):
         dr.eval(mi.render(scene, spp=spp, seed=k))
         dr.sync_thread()
     return {"seconds": timed(one, runs), "peak_rss_mb": _rss_mb()}
 
 
-def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6):
+def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6, variant=None, res=None):
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(variant or MI_VARIANT)
     import drjit as dr
-    scene = mi.load_file(xml)
+    scene = _load(mi, xml, res)
     integ = mi.load_dict({"type": "prb", "max_depth": max_depth})
     target = mi.render(scene, spp=4, seed=99, integrator=integ)
     dr.eval(target)

@@ -54,7 +54,8 @@ radiance_field
          stop once T < 1e-4, black background; loss L2 (mean over pixels and channels) + TV
          (density 0.002, colour 0.002: weight / R^3 times the sum of squared forward differences);
          Adam, lr 0.2 density / 0.05 SH times the stage's lr_scale (each renderer's own epsilon:
-         both Dr.Jit's absolute 1e-8, tirender's default). Stage changes as tirender's defaults in both: cubic upsampling
+         the config's relative 1e-3 in tirender, Dr.Jit's 1e-8 in Mitsuba). Stage changes as
+         tirender's defaults in both: cubic upsampling
          (Catmull-Rom clamped to the local range of the coarse grid, the ReLU clamp), Adam's moments
          carried (train.adam_state: carry: bias-corrected, resampled trilinearly, |m| <= sqrt(v),
          rescaled to the finer voxels, re-entered as a 10-step prior); the Mitsuba child loads
@@ -267,7 +268,7 @@ def volume_spec(iters=None):
 def mitsuba_volume_scene(spec, out):
     """The volume task's scene in Mitsuba 3 (llvm_ad_rgb): (mi, dr, scene, sensors, params, key, truth)."""
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     os.makedirs(out, exist_ok=True)
     truth, bmin, bmax = read_vol(spec["vol"])
@@ -469,7 +470,7 @@ def tirender_task(spec, out):
     targets."""
     t_proc = time.perf_counter()
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.api import render
     from tirender.config import load_config
     from tirender.optim.driver import OptimizationRun
@@ -513,7 +514,7 @@ def mitsuba_texture_scene(spec):
     """The texture task in Mitsuba 3: (mi, dr, scene, integrator, sensors, params, key, truth, shape of a stage)."""
     import imageio.v3 as iio
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     T = mi.ScalarTransform4f
     truth = from_srgb(iio.imread(spec["texture"])[..., :3].astype(np.float32) / 255.0)   # tirender's decoding
@@ -539,7 +540,7 @@ def mitsuba_texture_scene(spec):
 def mitsuba_cbox_scene(spec):
     """The cbox task in Mitsuba 3 (tests/data/cbox.xml at the config's resolution)."""
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     scene = mi.load_file(spec["xml"], res=spec["res"], spp=spec["spp"])
     integ = mi.load_dict({"type": "prb", "max_depth": spec["max_depth"], "rr_depth": spec["rr_depth"]})
@@ -693,7 +694,7 @@ def tirender_rf_data(spec, out):
     origin, target, up, fov, resolution and the camera-to-world matrix per view; training and
     held-out view indices) and the ground-truth field padded to the model's SH degree (truth.npy)."""
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.radiance_field.dataset import procedural_params
     from tirender.radiance_field.field import channels
     from tirender.radiance_field.train import load_dataset, parse_config, scale_schedule
@@ -806,7 +807,7 @@ def tirender_radiance_field(spec, out):
     data child's dataset."""
     t_proc = time.perf_counter()
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.radiance_field.dataset import Dataset, render_field_views
     from tirender.radiance_field.field import RadianceField
     from tirender.radiance_field.train import Trainer, parse_config
@@ -955,7 +956,7 @@ def mitsuba_radiance_field(spec, out):
     t_proc = time.perf_counter()
     os.makedirs(out, exist_ok=True)
     import mitsuba as mi
-    mi.set_variant("llvm_ad_rgb")
+    mi.set_variant(sidebyside.MI_VARIANT)
     import drjit as dr
     rs = rf_resample_module()
     cfg, images, cams, truth = rf_load_data(out, spec)
@@ -1089,7 +1090,7 @@ def tirender_volume_grad(spec, out):
     32^3 at init, spp + spp_grad, its own targets); (b) <grad, 1> of the linear functional
     sum_v <dy_v, I_v> (fixed dy) by PRB, mean and SE over seeds."""
     import tirender
-    tirender.init("cpu")
+    tirender.init(sidebyside.BENCH_ARCH)
     from tirender.api import render, render_grad
     from tirender.optim.losses import l2
     os.makedirs(out, exist_ok=True)
@@ -1315,7 +1316,7 @@ def plot(path, series, title, ylabel):
         pass
     try:
         import tirender
-        tirender.init("cpu")
+        tirender.init(sidebyside.BENCH_ARCH)
         from tirender.io.plot import save_line_plot
         save_line_plot(path, {k: (np.asarray(x, float), np.asarray(y, float)) for k, (x, y) in series.items()},
                        title=title, xlabel="wall seconds since the first iteration", ylabel=ylabel, logy=True)

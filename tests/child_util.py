@@ -32,3 +32,22 @@ def error_messages(calls, error):
         except error as e:
             out.append(str(e))
     return out
+
+
+_CUDA = []
+_CUDA_PROBE = ("import taichi as ti\ntry:\n    ti.init(arch=ti.cuda, enable_fallback=False, offline_cache=False)\n"
+               "    ok = ti.lang.impl.current_cfg().arch == ti.cuda\nexcept Exception:\n    ok = False\n"
+               "print('CUDA', int(ok))")
+
+
+def machine_has_cuda():
+    """Whether Taichi starts its CUDA backend on this machine (whatever backend the test process itself runs on):
+    no CUDA driver library, no CUDA; otherwise a child process asks Taichi itself (once per process)."""
+    if not _CUDA:
+        from tirender import backend
+        ok = False
+        if backend.has_cuda_driver():
+            r = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=300)
+            ok = r.returncode == 0 and r.stdout.strip().splitlines()[-1:] == ["CUDA 1"]
+        _CUDA.append(ok)
+    return _CUDA[0]

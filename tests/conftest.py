@@ -1,13 +1,23 @@
-"""One ti.init per test session (CPU unless TIRENDER_ARCH says otherwise)."""
+"""One ti.init per test session (CPU unless TIRENDER_ARCH says otherwise).
+
+Lanes: the default lane (``python -m pytest -q tests``, CI) runs every test not marked ``extended``, ``slow`` ones
+included; the fast lane (``-m "not slow"``) leaves the slow ones out; ``--extended`` adds the heavier variants.
+Every extended test is a heavier variant (more parameters, samples, pairs, workers, views or variants) of a check
+the default lane makes on the same feature: the default lane fails when a feature breaks, the extended lane
+measures it more closely.
+
+Kernels: volume kernels are compiled for a superset of models in this process (TIRENDER_SHARE_KERNELS=1, also in
+child processes through the environment: tirender/backend.py share_kernels), so that the suite's many volume scenes
+share them; a user's process compiles exactly its scene's models. The default lane proves both the same
+(tests/test_prbvolpath.py test_exact_kernels_match_shared_ones, and that no other family reads the setting) and
+runs forward mode on volumes, spectral media gradients and the polarized medium on the exact kernels."""
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-# Volume kernels compiled for a superset of models, so the suite's many scenes share them (also in
-# the CLI child processes, through the environment): tirender/backend.py share_kernels
-os.environ.setdefault("TIRENDER_SHARE_KERNELS", "1")
+os.environ.setdefault("TIRENDER_SHARE_KERNELS", "1")      # see the module doc
 
 import tirender.backend as backend  # noqa: E402
 
@@ -25,7 +35,7 @@ def reference_dir():
 # (pytest-xdist --dist loadgroup, see pyproject.toml); every other file is a group of its own.
 KERNEL_GROUPS = {
     "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_forward_mode", "test_optimize",
-                "test_errors"),
+                "test_errors", "test_distributed", "test_python_optimizer"),
     "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan", "test_torch"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}

@@ -4,6 +4,14 @@ import numpy as np
 import tirender
 
 
+def image_weights(sc, seed=0):
+    """Random per-pixel loss weights (H, W, 3) in [0.2, 1] / (W H) for scene sc's first sensor: the δy of a
+    projected-gradient check."""
+    s = sc.sensors[0]
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
+
+
 def projected_gradients(scene, pname, direction, weights, spp, seeds_prb, seeds_fd, h, method="prb",
                         sensor=0):
     """PRB: <∇_π <w, y>, u> for each adjoint seed; FD: (<w, y(π + h u)> - <w, y(π - h u)>) / 2h with the
@@ -73,3 +81,29 @@ def f64_child_report(test_file, flag="--f64"):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
     return report
+
+
+def assert_images_agree(a, b, sigmas=4.0, max_ratio=1.5, block=4, power=0.05, name=""):
+    """Two estimators of one image, each as k independent renders a, b (k, H, W, C): per channel, the image
+    means within ``sigmas`` combined standard errors (over the renders' means); the RMSE between the two mean
+    images' k x k blocks within ``max_ratio`` times the combined noise of those blocks (their per-render
+    variance / k: the ratio is 1 in expectation when the estimators agree); and the test has power: the
+    combined standard error of each channel's mean is at most ``power`` of it. Returns the two mean images."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    ka, kb = len(a), len(b)
+    ma, mb = a.reshape(ka, -1, a.shape[-1]).mean(1), b.reshape(kb, -1, b.shape[-1]).mean(1)
+    se = np.sqrt(ma.var(0, ddof=1) / ka + mb.var(0, ddof=1) / kb)
+    diff = ma.mean(0) - mb.mean(0)
+    assert np.all(np.abs(diff) <= sigmas * se), f"{name}: means {ma.mean(0)} vs {mb.mean(0)} (± {se})"
+    assert np.all(se <= power * np.abs(mb.mean(0))), f"{name}: too noisy to tell ({se} for means {mb.mean(0)})"
+    h, w = a.shape[1] - a.shape[1] % block, a.shape[2] - a.shape[2] % block
+
+    def blocks(x):
+        return x[:, :h, :w].reshape(len(x), h // block, block, w // block, block, -1).mean((2, 4))
+    ba, bb = blocks(a), blocks(b)
+    noise = np.sqrt(np.mean(ba.var(0, ddof=1) / ka + bb.var(0, ddof=1) / kb))
+    rmse = np.sqrt(np.mean((ba.mean(0) - bb.mean(0)) ** 2))
+    print(f"{name}: z {np.round(diff / se, 2)}, SE/mean {np.round(se / np.abs(mb.mean(0)), 4)}, "
+          f"block RMSE / noise {rmse / noise:.2f}")
+    assert rmse <= max_ratio * noise, f"{name}: block RMSE {rmse:.4g} = {rmse / noise:.2f} x the noise {noise:.4g}"
+    return a.mean(0), b.mean(0)

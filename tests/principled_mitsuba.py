@@ -1,7 +1,7 @@
-"""Reference numbers of Mitsuba 3 (scalar_rgb) ``principled`` and ``principledthin`` for tests/test_bsdfs.py:
-eval / pdf at random direction pairs and sample() at random (u1, u2), for the parameter sets
-PRINCIPLED_SETS and THIN_SETS. ``python3 tests/principled_mitsuba.py`` rewrites tests/data/principled_mitsuba.json
-and tests/data/principledthin_mitsuba.json (needs mitsuba); ``compute()`` is also the live check."""
+"""Reference numbers of Mitsuba 3 (scalar_rgb) ``principled``, ``principledthin``, ``pplastic`` and ``hair`` for
+tests/test_bsdfs.py: eval / pdf at random direction pairs and sample() at random (u1, u2), for the parameter sets
+PRINCIPLED_SETS, THIN_SETS, PPLASTIC_SETS and HAIR_SETS. ``python3 tests/principled_mitsuba.py [plugin ...]`` rewrites
+tests/data/<plugin>_mitsuba.json (needs mitsuba); ``compute()`` is also the live check."""
 import json
 import os
 
@@ -30,7 +30,24 @@ THIN_SETS = {
     "th_glass": {"base_color": [0.9, 0.8, 0.95], "spec_trans": 1.0, "roughness": 0.15, "eta": 1.5,
                  "anisotropic": 0.3},
 }
-SETS = {"principled": PRINCIPLED_SETS, "principledthin": THIN_SETS}
+# pplastic: Mitsuba's documentation example (a sharper lobe), GGX with both reflectances and int_ior / ext_ior, an
+# anisotropic Beckmann lobe with eta given
+PPLASTIC_SETS = {
+    "pp_doc": {"diffuse_reflectance": [0.05, 0.03, 0.1], "alpha": 0.06},
+    "pp_ggx": {"diffuse_reflectance": [0.5, 0.3, 0.2], "specular_reflectance": [0.9, 0.8, 0.7], "alpha": 0.3,
+               "distribution": "ggx", "int_ior": 1.6, "ext_ior": 1.1},
+    "pp_aniso": {"diffuse_reflectance": [0.2, 0.6, 0.4], "alpha_u": 0.1, "alpha_v": 0.4, "eta": 1.33},
+}
+# hair: the defaults (pigments), Mitsuba's two documentation examples (pigments; sigma_a with a scale), rough fibres
+HAIR_SETS = {
+    "hair_default": {},
+    "hair_doc": {"eumelanin": 0.2, "pheomelanin": 0.4},
+    "hair_sigma": {"sigma_a": [0.2, 0.25, 0.7], "scale": 2.0, "longitudinal_roughness": 0.5,
+                   "azimuthal_roughness": 0.6, "scale_tilt": 5.0, "int_ior": 1.4},
+    "hair_rough": {"sigma_a": [0.8, 0.8, 0.8], "longitudinal_roughness": 0.9, "azimuthal_roughness": 0.95,
+                   "scale_tilt": -3.0},
+}
+SETS = {"principled": PRINCIPLED_SETS, "principledthin": THIN_SETS, "pplastic": PPLASTIC_SETS, "hair": HAIR_SETS}
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 PATHS = {plugin: os.path.join(DATA, f"{plugin}_mitsuba.json") for plugin in SETS}
 PATH = PATHS["principled"]
@@ -81,8 +98,14 @@ def compute(plugin="principled"):
     return out
 
 
+def _short(v):
+    """Nested lists of floats at float32's precision (9 significant digits: the stored files stay small)."""
+    return [_short(x) for x in v] if isinstance(v, list) else float(f"{v:.9g}")
+
+
 if __name__ == "__main__":
-    for plugin, path in PATHS.items():
-        with open(path, "w") as fh:
-            json.dump(compute(plugin), fh)
-        print("wrote", path)
+    import sys
+    for plugin in sys.argv[1:] or list(PATHS):
+        with open(PATHS[plugin], "w") as fh:
+            json.dump({k: {a: _short(b) for a, b in r.items()} for k, r in compute(plugin).items()}, fh)
+        print("wrote", PATHS[plugin])

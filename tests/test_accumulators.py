@@ -11,7 +11,7 @@ import pytest
 
 import tirender
 from scenes import cornell_like
-from tirender.core.fixed_point import HEADROOM_BITS, scale_for
+from tirender.core.fixed_point import BUCKET, HEADROOM_BITS, scale_for
 
 SCALES = [1e-6, 1e-3, 1e3, 1e6, 1e8, 1e12]
 LIGHT = "light.radiance"
@@ -51,6 +51,23 @@ def test_scale_for_contract():
             assert m * adds * s <= 2.0 ** HEADROOM_BITS             # no partial sum can wrap
             assert m * adds * s > 2.0 ** (HEADROOM_BITS - 9) or s == 2.0 ** 120   # and not coarse
     assert scale_for(0.0, 32) == scale_for(0.0, 1)
+
+
+def test_scale_for_is_invariant_to_the_launch_size():
+    """The add count enters the scale exactly and only the magnitude is bucketed: k times the adds of m
+    give the scale of one launch divided by k's power of two (no bucket boundary crossed by the spp
+    alone), and a magnitude m/spp normalised by per=spp (gradients) gives the same scale at every
+    power-of-two spp; the contract (no wrap, at most BUCKET + 2 bits coarse) holds with per."""
+    for m in [1e-6, 0.37, 1.0, 17.0, 3e9]:
+        for adds in [1, 25, 32, 2 ** 20]:
+            s = scale_for(m, adds)
+            for k in [2, 4, 16, 64, 1024]:
+                assert scale_for(m, adds * k) == s / k
+                assert scale_for(m / k, adds * k, k) == s
+            for spp in [1, 3, 4, 64, 100]:
+                sg = scale_for(m / spp, adds * spp, spp)
+                assert (m / spp) * (adds * spp) * sg <= 2.0 ** HEADROOM_BITS
+                assert (m / spp) * (adds * spp) * sg > 2.0 ** (HEADROOM_BITS - BUCKET - 2)
 
 
 @pytest.mark.parametrize("k", SCALES)
@@ -114,3 +131,30 @@ def test_multi_launch_render_equals_itself_and_progressive(cbox):
     render_progressive(sc, spp=8, sample_offset=0, seed=5, clear=True)
     img2 = render_progressive(sc, spp=8, sample_offset=8, seed=5)
     assert np.allclose(img, img2, rtol=1e-5, atol=1e-7)
+
+
+def test_no_redo_when_the_spp_changes(cbox):
+    """The fixed-point scales come from per-add maxima with the launch's add count entered exactly
+    (core/fixed_point.scale_for), so a launch of another size guesses right: no launch is redone in a
+    4-spp preview then a 64-spp render, an optimisation's doubling spp schedule (primal and PRB
+    gradient), or progressive passes (launch.STATS counts the redos); and the 64-spp image after the
+    preview is the one rendered without it, bit for bit."""
+    from tirender import launch
+    from tirender.api import render_progressive
+    sc, base, img0, g0 = cbox
+    first = tirender.render(sc, spp=64, seed=11, progress=False)
+    target = tirender.render(sc, spp=4, seed=12, progress=False)
+    tirender.render_grad(sc, 2 * (first - target), spp=4, seed=13, progress=False)
+    redone, launches = launch.STATS["redone"], launch.STATS["launches"]
+    for spp in (4, 64, 4, 64):                                  # previews and final renders
+        img = tirender.render(sc, spp=spp, seed=11, progress=False)
+    assert np.array_equal(img, first)
+    for spp in (2, 4, 8, 16, 32, 64):                           # spp_schedule: {double_every, max: 64}
+        img = tirender.render(sc, spp=spp, seed=20 + spp, progress=False)
+        tirender.render_grad(sc, 2 * (img - target), spp=spp, seed=40 + spp, progress=False)
+    done = 0
+    for k, spp in enumerate((1, 1, 2, 4, 8, 16, 32)):          # the viewer's progressive passes
+        render_progressive(sc, spp=spp, sample_offset=done, seed=7, clear=k == 0)
+        done += spp
+    assert launch.STATS["launches"] - launches >= 4 + 12 + 7
+    assert launch.STATS["redone"] == redone

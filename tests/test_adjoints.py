@@ -101,25 +101,16 @@ class _Dirs:
         return (d / np.linalg.norm(d, axis=1, keepdims=True)).astype(np.float32)
 
 
-@pytest.mark.slow
-def test_texture_adjoint_rgb_repeat():
+@pytest.mark.parametrize("name", [pytest.param("a.reflectance", marks=pytest.mark.slow, id="rgb_repeat"),
+                                  pytest.param("b.roughness", id="scalar_clamp")])
+def test_texture_adjoint(name):
     sc = _scene()
-    tid = [t.name for t in sc.desc.textures].index("a.reflectance")
+    tid = [t.name for t in sc.desc.textures].index(name)
 
     def primal(st, x, w, out):
         _lookup(st, tid, x, w, out)
     primal.make_inputs = _UV.make_inputs
-    _check(sc, "a.reflectance", primal, lambda st, x, w: _lookup_adjoint(st, tid, x, w))
-
-
-def test_texture_adjoint_scalar_clamp():
-    sc = _scene()
-    tid = [t.name for t in sc.desc.textures].index("b.roughness")
-
-    def primal(st, x, w, out):
-        _lookup(st, tid, x, w, out)
-    primal.make_inputs = _UV.make_inputs
-    _check(sc, "b.roughness", primal, lambda st, x, w: _lookup_adjoint(st, tid, x, w))
+    _check(sc, name, primal, lambda st, x, w: _lookup_adjoint(st, tid, x, w))
 
 
 def test_envmap_emitter_adjoint():

@@ -5,21 +5,14 @@ Reference numbers: tests/data/mitsuba_aniso.json, written by ``python3 tools/mit
 (mitsuba 3.9.1, scalar_rgb, ``mi.load_dict`` of the same dictionaries). When mitsuba is importable,
 ``test_against_live_mitsuba`` recomputes them (skipped otherwise).
 """
-import json
-import os
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-for p in (ROOT, os.path.join(ROOT, "tools"), os.path.dirname(os.path.abspath(__file__))):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
+from mitsuba_refs import check_live, reference  # noqa: E402 (puts tools/ on sys.path)
 from mitsuba_aniso_ref import CASES, compute  # noqa: E402
 
-REF = json.load(open(os.path.join(ROOT, "tests", "data", "mitsuba_aniso.json")))
+REF = reference("aniso")
 TOL = 1e-3
 
 
@@ -60,11 +53,7 @@ def test_anisotropy_is_oriented_along_u(bench):
 
 
 def test_against_live_mitsuba():
-    pytest.importorskip("mitsuba")
-    live = compute()
-    for a, b in zip(live["cases"], REF["cases"]):
-        assert np.allclose(a["eval"], b["eval"], rtol=1e-5, atol=1e-7), a["id"]
-        assert np.allclose(a["pdf"], b["pdf"], rtol=1e-5, atol=1e-7), a["id"]
+    check_live(compute, REF)
 
 
 @pytest.mark.parametrize("keys,bad", [({"alpha": 0.2, "alpha_u": 0.1, "alpha_v": 0.3}, "roughness"),

@@ -83,6 +83,9 @@ def test_normalmap_gradients_vs_finite_differences(tmp_path, case):
     assert np.abs(det).max() == 0.0          # the normal map moves the path only: detached PRB sees nothing
 
 
+@pytest.mark.slow
+@pytest.mark.extended   # ~100 s of compilation cold; the default lane checks an IOR through attached PRB on the rough
+#                         glass (test_rough_glass_ior_gradient_vs_finite_differences) and the attached adjoints in f64
 def test_ior_gradients_vs_finite_differences(tmp_path):
     """A dielectric's IOR (int_ior, a pool parameter) moves the refracted paths through a glass slab over a textured
     light and changes its Fresnel lobes: attached PRB against finite differences; detached PRB sees nothing."""
@@ -98,6 +101,9 @@ def test_ior_gradients_vs_finite_differences(tmp_path):
     assert np.abs(det).max() == 0.0
 
 
+@pytest.mark.slow
+@pytest.mark.extended   # ~100 s of compilation cold; the thin dielectric's adjoints are checked in f64 in the default
+#                         lane (test_thin_dielectric_adjoints_vs_central_differences_f64)
 def test_thin_dielectric_ior_gradient_vs_finite_differences(tmp_path):
     """A thin dielectric pane's IOR (int_ior, a pool parameter) moves its lobes' probabilities R and 1 − R: a tilted
     pane in front of a textured light, reflecting a dim sky; attached PRB against finite differences, detached

@@ -7,7 +7,7 @@
   tirender.core.math was imported is a ConfigError.
 * Where a Vulkan device exists (Mesa's lavapipe counts: ``apt-get install mesa-vulkan-drivers``):
   radiance-field training steps on Vulkan agree with the CPU's; so do the GRIN images, ray counts
-  and gradients (tirender/grin).
+  and gradients (tirender/grin); the BVH kernels (scene/bvh_build.py) build the CPU's tree.
 
 Run the child of the last test by hand: ``TIRENDER_ARCH=vulkan python tests/test_backend_vulkan.py --rf-child``
 (``--grin-child`` for the GRIN test's).
@@ -128,6 +128,11 @@ def test_auto_never_picks_a_software_vulkan_device_and_is_silent():
     chosen = lines[-1].split()[-1]
     if devs and not backend.hardware_vulkan_devices(devs):
         assert chosen in ("cpu", "cuda"), (chosen, devs)             # lavapipe & co. present, never chosen
+    from child_util import machine_has_cuda
+    if machine_has_cuda():                                           # what the machine has decides
+        assert chosen == "cuda", chosen
+    elif not backend.hardware_vulkan_devices(devs):
+        assert chosen == "cpu", (chosen, devs)
     if chosen == "cpu":
         for noise in ("libcuda", "falling back", "[Taichi]"):        # the failed CUDA trial stays quiet
             assert noise not in r.stderr, r.stderr
@@ -165,10 +170,9 @@ RF_CFG = {
 }
 
 
-def _rf_child():
-    """Child process: prepare a Trainer (compiles every radiance-field kernel the loop uses), run
-    RF_STEPS training steps, print JSON (losses, parameters) on the last line."""
-    arch = backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
+def rf_training():
+    """Prepare a Trainer of RF_CFG (compiles every radiance-field kernel the loop uses) and run RF_STEPS
+    training steps: {"losses", "params" (flat list), "heldout_psnr" (dB)}."""
     import importlib
     T = importlib.import_module("tirender.radiance_field.train")   # the package's `train` is a function
     cfg = T.parse_config(RF_CFG)
@@ -179,8 +183,14 @@ def _rf_child():
     losses = [float(tr.step(it)) for it in range(RF_STEPS)]
     p = tr.field.to_numpy().astype(np.float64)
     img = tr.render_views(ds.heldout)[0]
-    print("RF-RESULT " + json.dumps({"arch": arch, "losses": losses, "params": p.reshape(-1).tolist(),
-                                     "heldout_psnr": float(T.psnr(img, ds.images[ds.heldout[0]]))}))
+    return {"losses": losses, "params": p.reshape(-1).tolist(),
+            "heldout_psnr": float(T.psnr(img, ds.images[ds.heldout[0]]))}
+
+
+def _rf_child():
+    """Child process: rf_training() on TIRENDER_ARCH, printed as JSON on the last line."""
+    arch = backend.init(os.environ.get("TIRENDER_ARCH", "cpu"))
+    print("RF-RESULT " + json.dumps(dict(rf_training(), arch=arch)))
 
 
 def _run_rf(arch):
@@ -230,10 +240,23 @@ VOLUME = {
 }
 
 
+def caustic_scene():
+    """configs/caustic.yaml at 24² with a wavy height field on its lens (attached PRB gradients)."""
+    import tirender
+    from tirender.config import load_config
+    cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]
+    cc["sensors"][0]["film"].update(width=24, height=24)
+    cs = tirender.load_scene(cc)
+    y, x = np.mgrid[0:16, 0:16] / 16.0
+    cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
+    return cs
+
+
 def _render_results(part):
     """On this process's backend: part "core": the cbox image, a PRB gradient of it, a prbvolpath image and
-    gradient; part "extras": coherent MCMC, the light tracer (image and gradients) and attached gradients
-    through a height field (caustic design)."""
+    gradient; part "extras": coherent MCMC, the light tracer (image and gradients) and a height field's image and
+    attached gradients (caustic design); part "lite": of those the MCMC image, the light tracer's image and the
+    height field's gradients (one kernel each)."""
     import tirender
     out = {"arch": backend.current_arch()}
     cbox = os.path.join(ROOT, "configs", "cbox.yaml")
@@ -248,25 +271,26 @@ def _render_results(part):
                     "grad": {k: g[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
                     "vgrad": {k: vg[k].reshape(-1).tolist() for k in ("smoke.density", "smoke.albedo", "smoke.g")}})
         return out
-    sc = tirender.load_scene(cbox, overrides=["sensors.0.film.width=48", "sensors.0.film.height=48"])
+    full = part == "extras"     # "lite": one kernel per feature (the default lane); "extras": every one
+    px = 48 if full else 24
+    sc = tirender.load_scene(cbox, overrides=[f"sensors.0.film.width={px}", f"sensors.0.film.height={px}"])
     ms = tirender.load_scene(cbox, overrides=["sensors.0.film.width=24", "sensors.0.film.height=24",
                                               "integrator.type=coherent_mcmc", "integrator.hide_emitters=true",
                                               "integrator.chains=256", "integrator.schedule=threads"])
-    mimg = tirender.render(ms, spp=64, seed=4, progress=False)
+    mimg = tirender.render(ms, spp=64 if full else 32, seed=4, progress=False)
     pt = tirender.render(sc, spp=8, seed=6, integrator="ptracer", progress=False)   # light tracing: splats
-    ps = tirender.load_scene(cbox, overrides=["sensors.0.film.width=24", "sensors.0.film.height=24", "integrator.type=ptracer"])
-    pg = tirender.render_grad(ps, np.ones((24, 24, 3), np.float32), spp=8, seed=7, progress=False)
-    from tirender.config import load_config
-    cc = load_config(os.path.join(ROOT, "configs", "caustic.yaml"))["scene"]     # height field: attached gradients
-    cc["sensors"][0]["film"].update(width=24, height=24)
-    cs = tirender.load_scene(cc)
-    y, x = np.mgrid[0:16, 0:16] / 16.0
-    cs.params["lens.height"] = (0.03 * np.sin(6 * x) * np.cos(5 * y))[..., None]
-    cimg = tirender.render(cs, spp=4, seed=8, progress=False)
-    cg = tirender.render_grad(cs, np.ones_like(cimg), spp=4, seed=9, progress=False)
-    out.update({"mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(), "cimg": cimg.reshape(-1).tolist(),
-                "ptgrad": {k: pg[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance", "light.radiance")},
+    cs = caustic_scene()     # height field: attached gradients
+    cg = tirender.render_grad(cs, np.ones((24, 24, 3), np.float32), spp=4, seed=9, progress=False)
+    out.update({"mimg": mimg.reshape(-1).tolist(), "ptimg": pt.reshape(-1).tolist(),
                 "cgrad": {"lens.height": cg["lens.height"].reshape(-1).tolist()}})
+    if full:
+        ps = tirender.load_scene(cbox, overrides=["sensors.0.film.width=24", "sensors.0.film.height=24",
+                                                  "integrator.type=ptracer"])
+        pg = tirender.render_grad(ps, np.ones((24, 24, 3), np.float32), spp=8, seed=7, progress=False)
+        cimg = tirender.render(cs, spp=4, seed=8, progress=False)
+        out.update({"cimg": cimg.reshape(-1).tolist(),
+                    "ptgrad": {k: pg[k].reshape(-1).tolist() for k in ("red.reflectance", "white.reflectance",
+                                                                       "light.radiance")}})
     return out
 
 
@@ -326,6 +350,18 @@ def test_path_tracer_prb_and_prbvolpath_on_vulkan_match_cpu():
 
 @pytest.mark.slow
 @pytest.mark.vulkan
+@pytest.mark.extended     # lavapipe compiles these kernels in minutes (390 s measured): the CPU lane checks the
+#                           features, the default lane checks Vulkan on the path tracer, PRB and the radiance field
+@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+def test_mcmc_light_tracer_and_caustic_on_vulkan_match_cpu_lite():
+    """One kernel per feature on Vulkan against the CPU: coherent MCMC in its `threads` schedule (counter-based
+    random numbers), the light tracer's image, attached gradients through a height field (the extended lane:
+    the light tracer's gradients and the height field's image too)."""
+    _compare_with_vulkan("lite", ("mimg", "ptimg"), ("cgrad",))
+
+
+@pytest.mark.slow
+@pytest.mark.vulkan
 @pytest.mark.extended     # 200 s of compilation cold (lavapipe and CPU): run with --extended
 @pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
 def test_mcmc_light_tracer_and_caustic_on_vulkan_match_cpu():
@@ -340,7 +376,7 @@ GRIN_RAYS = 32      # rays per side and view
 GRIN_RES = 8
 
 
-def _grin_child():
+def _grin_child(backward=True):
     """Child process: configs/grin.yaml's two views (GRIN_RAYS² rays each) through a perturbed
     GRIN_RES³ grid: images, ray counts and loss gradient (render, loss, replayed adjoint), at the
     config's step (~26 RK4 steps per ray) and at h = 0.0035 (~290: the checkpoint spacing K doubles
@@ -362,20 +398,46 @@ def _grin_child():
     for name, step in (("", tr.proj.step), ("long_", 0.0035)):
         tr.proj.step = step
         imgs = tr.proj.render(g, 1)
-        _loss, _per, adj = tr.loss(imgs)
-        tr.proj.backward(g, adj, 1)
-        out.update({name + "img": [im.reshape(-1).tolist() for im in imgs], name + "stats": tr.proj.last_stats,
-                    name + "grad": g.grad_numpy().reshape(-1).tolist()})
+        out.update({name + "img": [im.reshape(-1).tolist() for im in imgs], name + "stats": tr.proj.last_stats})
+        if backward:
+            _loss, _per, adj = tr.loss(imgs)
+            tr.proj.backward(g, adj, 1)
+            out[name + "grad"] = g.grad_numpy().reshape(-1).tolist()
     print("GRIN-RESULT " + json.dumps(out))
 
 
-def _run_grin(arch):
-    r = _child(args=[os.path.abspath(__file__), "--grin-child"], TIRENDER_ARCH=arch)
+def _run_grin(arch, backward=True):
+    r = _child(args=[os.path.abspath(__file__), "--grin-child"] + ([] if backward else ["--render-only"]),
+               TIRENDER_ARCH=arch)
     if r.returncode != 0 and arch == "vulkan" and "not available" in r.stderr:
         pytest.skip("Taichi cannot start its Vulkan backend here")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("GRIN-RESULT ")][-1]
     return json.loads(line[len("GRIN-RESULT "):])
+
+
+def _assert_grin_images_agree(cpu, vk, run):
+    assert vk[run + "stats"] == cpu[run + "stats"], run
+    for k, (a, b) in enumerate(zip(cpu[run + "img"], vk[run + "img"])):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.max() > 0, (run, k)
+        assert np.abs(a - b).max() <= 1e-5 * a.max(), (run, k, np.abs(a - b).max(), a.max())
+        assert abs(a.sum() - b.sum()) <= 1e-5 * a.sum(), (run, k, a.sum(), b.sum())
+
+
+@pytest.mark.slow
+@pytest.mark.vulkan
+@pytest.mark.extended     # lavapipe compiles these kernels in minutes (390 s measured): the CPU lane checks the
+#                           features, the default lane checks Vulkan on the path tracer, PRB and the radiance field
+@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+def test_grin_images_on_vulkan_match_cpu():
+    """The GRIN images (render kernel only) on both backends: the same ray counts, the images to float rounding
+    (the splats' float atomics on a software Vulkan device; its integer atomics inside loops lost 39 % of a
+    view's additions: 81 % image error). The extended lane: the gradients too."""
+    cpu, vk = _run_grin("cpu", backward=False), _run_grin("vulkan", backward=False)
+    assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
+    for run in ("", "long_"):
+        _assert_grin_images_agree(cpu, vk, run)
 
 
 @pytest.mark.slow
@@ -392,20 +454,56 @@ def test_grin_images_and_gradients_on_vulkan_match_cpu():
     cpu, vk = _run_grin("cpu"), _run_grin("vulkan")
     assert vk["arch"] == "vulkan" and cpu["arch"] == "cpu"
     for run in ("", "long_"):
-        assert vk[run + "stats"] == cpu[run + "stats"], run
-        for k, (a, b) in enumerate(zip(cpu[run + "img"], vk[run + "img"])):
-            a, b = np.asarray(a), np.asarray(b)
-            assert np.abs(a - b).max() <= 1e-5 * a.max(), (run, k, np.abs(a - b).max(), a.max())
-            assert abs(a.sum() - b.sum()) <= 1e-5 * a.sum(), (run, k, a.sum(), b.sum())
+        _assert_grin_images_agree(cpu, vk, run)
         a, b = np.asarray(cpu[run + "grad"]), np.asarray(vk[run + "grad"])
         assert np.abs(a).max() > 0, run
         assert np.abs(a - b).max() <= 1e-3 * np.abs(a).max(), (run, np.abs(a - b).max(), np.abs(a).max())
         assert np.linalg.norm(a - b) <= 1e-4 * np.linalg.norm(a), (run, np.linalg.norm(a - b) / np.linalg.norm(a))
 
 
+_BVH_CHILD = r"""
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+import tirender.backend as backend
+arch = backend.init(sys.argv[1])
+from tirender.scene.bvh_build import build_bvh, build_wide
+from test_bvh_build import structured_mesh
+v0, v1, v2 = structured_mesh(np.random.default_rng(11))
+b = build_bvh(v0, v1, v2)
+T = len(v0)
+w = build_wide(np.concatenate([v0, v1, v2]), np.arange(3 * T, dtype=np.int32).reshape(3, T).T).wide
+np.savez(sys.argv[2], arch=arch, first=b.node_first, count=b.node_count, lo=b.node_min, hi=b.node_max,
+         order=b.prim_order, wmin=w.box_min, wmax=w.box_max, wchild=w.child, wcount=w.count)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.vulkan
+@pytest.mark.skipif(not backend.vulkan_devices(), reason="no Vulkan device (apt-get install mesa-vulkan-drivers)")
+def test_bvh_build_on_vulkan_matches_cpu(tmp_path):
+    """The BVH kernels (scene/bvh_build.py) build the CPU's tree on Vulkan, bit for bit (binary and 4-wide), on a
+    mesh whose top nodes are binned in parallel chunks (lavapipe: 40-160 s of compilation). Before the chunks'
+    bins and bounds were merged without atomics and the big nodes' loops split into kernels, Taichi's SPIR-V
+    backend failed to compile the build, and then built a valid tree that split one triangle off per level."""
+    script = tmp_path / "bvh_child.py"
+    script.write_text(_BVH_CHILD)
+    trees = {}
+    for arch in ("cpu", "vulkan"):
+        out = tmp_path / f"{arch}.npz"
+        r = _child(args=[str(script), arch, str(out), os.path.join(ROOT, "tests")])
+        if r.returncode != 0 and arch == "vulkan" and "not available" in r.stderr:
+            pytest.skip("Taichi cannot start its Vulkan backend here")
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+        trees[arch] = np.load(out)
+    assert str(trees["vulkan"]["arch"]) == "vulkan" and str(trees["cpu"]["arch"]) == "cpu"
+    for k in set(trees["cpu"].files) - {"arch"}:
+        assert np.array_equal(trees["cpu"][k], trees["vulkan"][k]), k
+
+
 if __name__ == "__main__" and "--rf-child" in sys.argv:
     _rf_child()
 if __name__ == "__main__" and "--grin-child" in sys.argv:
-    _grin_child()
+    _grin_child(backward="--render-only" not in sys.argv)
 if __name__ == "__main__" and "--render-child" in sys.argv:
     _render_child(sys.argv[sys.argv.index("--render-child") + 1])

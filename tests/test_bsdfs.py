@@ -187,9 +187,17 @@ ADJ.update({
 })
 # principled (Mitsuba 3's parameter sets of tests/principled_mitsuba.py, whose numbers are stored in
 # tests/data/principled_mitsuba.json) and one row with every parameter random per sample
-from principled_mitsuba import PRINCIPLED_SETS, THIN_SETS  # noqa: E402
+from principled_mitsuba import HAIR_SETS, PPLASTIC_SETS, PRINCIPLED_SETS, THIN_SETS  # noqa: E402
 CONST.update({k: dict(type="principled", **v) for k, v in PRINCIPLED_SETS.items()})
 CONST.update({k: dict(type="principledthin", **v) for k, v in THIN_SETS.items()})
+CONST.update({k: dict(type="pplastic", **v) for k, v in PPLASTIC_SETS.items()})
+CONST.update({k: dict(type="hair", **v) for k, v in HAIR_SETS.items()})
+# hair without absorption (Mitsuba's white furnace tests) and with the p ≥ 3 lobe small (chi-square: its samples are
+# Mitsuba's, at θo = 0, bsdfs/hair.py)
+CONST.update({"hair_white": {"type": "hair", "sigma_a": 0.0, "longitudinal_roughness": 0.4, "azimuthal_roughness": 0.5},
+              "hair_chi2": {"type": "hair", "sigma_a": 0.8, "longitudinal_roughness": 0.45, "azimuthal_roughness": 0.9},
+              "hair_chi2_tilt": {"type": "hair", "sigma_a": [0.8, 1.2, 2.0], "longitudinal_roughness": 0.7,
+                                 "azimuthal_roughness": 0.8, "scale_tilt": 6.0, "int_ior": 1.45}})
 CONST["th_chi2_inv"] = {"type": "principledthin", "base_color": [0.5, 0.6, 0.7], "eta": 0.9, "roughness": 1.0,
                         "anisotropic": 0.2, "spec_trans": 0.7, "diff_trans": 0.5, "sheen": 0.4}
 _U = {"range": (0.05, 0.95), "channels": 1}
@@ -221,12 +229,33 @@ ADJ.update({   # pass-through lobes: their null transmission (volume integrators
                        "bsdf_1": {"type": "thindielectric", "int_ior": {"range": (1.2, 1.9), "channels": 1},
                                   "specular_transmittance": {"range": (0.2, 1.0)}}},
 })
+ADJ.update({   # pplastic (isotropic with eta, anisotropic GGX from int_ior) and hair (pigments; sigma_a), every parameter
+    # per sample (the roughness ranges keep the lobes' peaks, which set the fixed-point quantum of the per-sample
+    # gradients, within a few decades of the rest)
+    "adj_pp": {"type": "pplastic", "diffuse_reflectance": {"range": (0.05, 0.95)},
+               "specular_reflectance": {"range": (0.2, 1.0)}, "alpha": {"range": (0.05, 0.9), "channels": 1},
+               "eta": {"range": (1.2, 1.8), "channels": 1}},
+    "adj_pp_aniso": {"type": "pplastic", "distribution": "ggx", "diffuse_reflectance": {"range": (0.05, 0.95)},
+                     "alpha_u": {"range": (0.05, 0.9), "channels": 1}, "alpha_v": {"range": (0.05, 0.9), "channels": 1},
+                     "int_ior": 1.7},
+    "adj_hair": {"type": "hair", "eumelanin": {"range": (0.0, 2.0), "channels": 1},
+                 "pheomelanin": {"range": (0.0, 1.0), "channels": 1},
+                 "longitudinal_roughness": {"range": (0.2, 0.9), "channels": 1},
+                 "azimuthal_roughness": {"range": (0.2, 0.9), "channels": 1},
+                 "scale_tilt": {"range": (-8.0, 8.0), "channels": 1}, "eta": {"range": (1.3, 1.8), "channels": 1}},
+    "adj_hair_sigma": {"type": "hair", "sigma_a": {"range": (0.0, 2.0)}, "scale": 1.5,
+                       "longitudinal_roughness": {"range": (0.2, 0.9), "channels": 1},
+                       "azimuthal_roughness": {"range": (0.2, 0.9), "channels": 1}},
+})
 NULL_ROWS = ("adj_thin", "adj_mask", "adj_blend_thin")   # rows whose null transmission adjoint is checked
 NO_GRAD_DIRS = set()   # rows whose direction derivatives are not checked (none)
 DIRAC_ONLY_PARAMS = {"adj_plastic.specular_reflectance", "adj_plastic_nl.specular_reflectance"}
 # rows with alpha_u / alpha_v keep the (defaulted, unused) isotropic `roughness` parameter
 DIRAC_ONLY_PARAMS |= {f"{r}.roughness" for r in ("adj_rc_aniso", "adj_rc_aniso_beck", "adj_rd_aniso",
-                                                 "adj_rd_aniso_beck", "adj_nm_aniso.bsdf", "adj_bump.bsdf")}
+                                                 "adj_rd_aniso_beck", "adj_nm_aniso.bsdf", "adj_bump.bsdf",
+                                                 "adj_pp_aniso")}
+# the hair rows read either the pigments or sigma_a: the other parameters exist (Mitsuba's traverse) and are unused
+DIRAC_ONLY_PARAMS |= {"adj_hair.sigma_a", "adj_hair_sigma.eumelanin", "adj_hair_sigma.pheomelanin"}
 KINKED_DIRS = {"adj_nm_graze", "adj_rp", "adj_rp_beck", "adj_mask"}   # direction derivatives through a tabulated (piecewise linear) term
 # (row, direction domain) of the adjoint checks: "upper" (one-sided models) or "sphere"
 ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "adj_rp": "upper",
@@ -238,7 +267,8 @@ ADJ_DIRS = {"adj_diffuse": "upper", "adj_rc": "upper", "adj_rc_none": "upper", "
             "adj_rc_aniso": "upper", "adj_rc_aniso_beck": "upper", "adj_rd_aniso": "sphere",
             "adj_rd_aniso_beck": "sphere", "adj_nm_aniso": "upper",
             "adj_bump": "upper", "adj_bump_diffuse": "upper", "adj_bump_rd": "sphere",
-            "adj_pr": "sphere", "adj_nm_pr": "upper", "adj_th": "sphere", "adj_th_inv": "sphere", "adj_nm_th": "sphere"}
+            "adj_pr": "sphere", "adj_nm_pr": "upper", "adj_th": "sphere", "adj_th_inv": "sphere", "adj_nm_th": "sphere",
+            "adj_pp": "upper", "adj_pp_aniso": "upper", "adj_hair": "sphere", "adj_hair_sigma": "sphere"}
 
 _bench = None
 
@@ -384,14 +414,27 @@ CHI2_CASES = [
     # rule; their sampling is Mitsuba's sample for sample; th_chi2_inv takes η < 1 with a resolvable lobe)
     ("th_basic", 40.0), ("th_basic", 160.0), ("th_all", 40.0), ("th_all", 140.0), ("th_diffuse", 60.0),
     ("th_chi2_inv", 50.0), ("th_chi2_inv", 130.0),
+    ("pp_ggx", 40.0), ("pp_aniso", 65.0),
+    ("hair_chi2", 30.0), ("hair_chi2", 80.0), ("hair_chi2_tilt", 55.0), ("hair_chi2_tilt", 120.0),
 ]
 
 
 FAST_CHI2 = {("diffuse", 40.0), ("blend", 35.0)}   # the fast lane's share
+# the default lane's share: one case per model family (each case compiles its own sampling kernel, 20-60 s cold);
+# --extended runs every case
+DEFAULT_CHI2 = FAST_CHI2 | {("rc_a0.15", 20.0), ("rd_a0.3", 140.0), ("rp_a0.1", 30.0), ("twosided", 130.0),
+                            ("normalmap", 30.0), ("rc_beck_a0.3", 40.0), ("rd_aniso_ggx", 60.0), ("bump_rd", 30.0),
+                            ("pr_all", 40.0), ("th_all", 140.0), ("pp_aniso", 65.0), ("hair_chi2_tilt", 55.0)}
 
 
-@pytest.mark.parametrize("bid,theta", [c if c in FAST_CHI2 else pytest.param(*c, marks=pytest.mark.slow)
-                                       for c in CHI2_CASES], ids=[f"{c[0]}_t{c[1]:g}" for c in CHI2_CASES])
+def _chi2_marks(c):
+    if c in FAST_CHI2:
+        return []
+    return [pytest.mark.slow] + ([] if c in DEFAULT_CHI2 else [pytest.mark.extended])
+
+
+@pytest.mark.parametrize("bid,theta", [pytest.param(*c, marks=_chi2_marks(c)) for c in CHI2_CASES],
+                         ids=[f"{c[0]}_t{c[1]:g}" for c in CHI2_CASES])
 def test_sampling_chi2_and_weights(bid, theta):
     b = bench()
     wi = sph(theta)
@@ -421,7 +464,7 @@ def test_sampling_chi2_and_weights(bid, theta):
 
 # one row per model (the fast lane); the slow lane checks every row
 EVAL_PDF_ROWS = ["diffuse", "rc_a0.3", "rd_a0.3", "rp_a0.2", "conductor_au", "dielectric_1.5", "thin_1.5", "null",
-                 "blend", "twosided", "normalmap", "pr_all", "th_all"]
+                 "blend", "twosided", "normalmap", "pr_all", "th_all", "pp_aniso", "hair_sigma"]
 
 
 @pytest.mark.parametrize("rows", [EVAL_PDF_ROWS, pytest.param(list(CONST) + list(ADJ),
@@ -491,7 +534,8 @@ def test_reciprocity():
     b = bench()
     cases = [("diffuse_rgb", 1.0), ("rc_a0.3", 1.0), ("rc_a0.05_none", 1.0), ("rp_a0.2", 1.0),
              ("rd_a0.3", 1.0), ("rd_a0.3", -1.0), ("blend", 1.0), ("twosided", 1.0), ("twosided", -1.0),
-             ("twosided_sugar", -1.0), ("th_all", 1.0), ("th_all", -1.0), ("th_inv", 1.0)]
+             ("twosided_sugar", -1.0), ("th_all", 1.0), ("th_all", -1.0), ("th_inv", 1.0), ("pp_ggx", 1.0),
+             ("pp_aniso", 1.0)]
     for bid, side in cases:
         wi, wo = a * side, c * side
         f_io = b.eval(bid, wi, wo)[:, :3] / np.abs(wo[:, 2:3])
@@ -657,19 +701,24 @@ def _mi_valid(w):
     return np.abs(w).max(1) > 0.0   # Mitsuba zeroes the weight of a failed sample (its pdf may stay > 0)
 
 
-# (rtol of eval and pdf, rtol of the sampled weights, atol of the sampled directions, atol of eval and pdf) against
+# (rtol of eval and pdf, rtol of the sampled weights, atol of the sampled directions, atol of eval and pdf, rtol of the
+# sampled pdfs, their 99th percentile) against
 # Mitsuba: principledthin to float32 rounding (all of its sampled pdfs within 1e-3: a cosine-hemisphere direction
 # at 0.6° from the horizon has cos θ from 1 - |p|², which cancels; 99 % within 1e-5)
-MITSUBA_TOL = {"principled": (1e-3, 1e-3, 1e-4, 1e-6), "principledthin": (3e-5, 1e-4, 1e-5, 1e-12)}
+# pplastic as principledthin, its sampled directions to 1e-4 (Beckmann's visible normals by numerical inversion: the
+# documentation's α = 0.06 lobe moves the pdf at a sampled direction by up to 1.3e-3); hair
+# to the float32 rounding of exp(−κ + log I_0(κ cos θi cos θo) − s …) with κ up to ~50 (eval and pdf within 6e-5)
+MITSUBA_TOL = {"principled": (1e-3, 1e-3, 1e-4, 1e-6, 1e-3, 1e-3), "principledthin": (3e-5, 1e-4, 1e-5, 1e-12, 1e-3, 3e-5),
+               "pplastic": (3e-5, 5e-4, 1e-4, 1e-12, 2e-3, 1e-3), "hair": (1e-4, 5e-4, 1e-4, 1e-12, 1e-3, 1e-4)}
 
 
-@pytest.mark.parametrize("plugin", ["principled", "principledthin"])
+@pytest.mark.parametrize("plugin", ["principled", "principledthin", "pplastic", "hair"])
 @pytest.mark.parametrize("live", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["stored", "live"])
 def test_principled_matches_mitsuba(plugin, live):
     """eval / pdf at random pairs and sample() for the same (u1, u2): the numbers of Mitsuba 3 scalar_rgb
     (stored in tests/data, or recomputed when mitsuba is importable), within MITSUBA_TOL."""
     import principled_mitsuba as pm
-    rtol, rtol_w, atol_wo, atol = MITSUBA_TOL[plugin]
+    rtol, rtol_w, atol_wo, atol, rtol_p, q99_p = MITSUBA_TOL[plugin]
     if live:
         pytest.importorskip("mitsuba")
         ref = pm.compute(plugin)
@@ -682,7 +731,7 @@ def test_principled_matches_mitsuba(plugin, live):
         r = ref[bid]
         out = np.concatenate([b.eval(bid, wi[i:i + 1], wo[i:i + 1]) for i in range(len(wi))])
         e_mi, p_mi = np.array(r["eval"]), np.array(r["pdf"])
-        assert (e_mi.max(1) > 0).mean() > 0.3 and (p_mi > 0).mean() > 0.5
+        assert (e_mi.max(1) > 0).mean() > 0.3 and (p_mi > 0).mean() > 0.3   # (one-sided models: 39 %)
         assert np.allclose(out[:, :3], e_mi, rtol=rtol, atol=atol), (bid, np.abs(out[:, :3] - e_mi).max())
         assert np.allclose(out[:, 3], p_mi, rtol=rtol, atol=atol), (bid, np.abs(out[:, 3] - p_mi).max())
         smp = np.array(r["sample"])
@@ -692,8 +741,8 @@ def test_principled_matches_mitsuba(plugin, live):
         assert np.array_equal(vm, vt) and vm.mean() > 0.4, bid
         assert np.allclose(s[vm, :3], smp[vm, :3], atol=atol_wo), bid
         assert np.allclose(s[vm, 3:6], smp[vm, 3:6], rtol=rtol_w, atol=atol), bid
-        assert np.allclose(s[vm, 6], smp[vm, 6], rtol=1e-3), bid
-        assert np.quantile(np.abs(s[vm, 6] / smp[vm, 6] - 1.0), 0.99) < max(rtol, 1e-5), bid
+        assert np.allclose(s[vm, 6], smp[vm, 6], rtol=rtol_p), bid
+        assert np.quantile(np.abs(s[vm, 6] / smp[vm, 6] - 1.0), 0.99) < q99_p, bid
         assert np.allclose(s[vm, 7], smp[vm, 7], rtol=1e-6), bid
 
 
@@ -714,6 +763,22 @@ def test_principled_config_errors(typ, spec, what):
         tirender.load_scene({"sensors": [{"film": {"width": 2, "height": 2}}],
                              "bsdfs": {"p": {"type": typ, **spec}},
                              "shapes": [{"type": "rectangle", "bsdf": "p"}]})
+
+
+def test_hair_white_furnace():
+    """Mitsuba's hair tests 02-04: without absorption the fibre scatters all light (∫ eval dω = 1 per channel, by
+    uniform sphere sampling from either side) and importance sampling is exact (every weight 1: the pdf is eval)."""
+    rng = np.random.default_rng(17)
+    b = bench()
+    for theta in (20.0, 75.0, 130.0):
+        wi = sph(theta, 0.7)
+        wo = uniform_sphere(rng, 200_000)
+        f = b.eval("hair_white", wi, wo)[:, :3] * 4.0 * math.pi
+        se = f.std(0) / math.sqrt(len(f))
+        assert np.all(np.abs(f.mean(0) - 1.0) < 4.0 * se + 2e-3), (theta, f.mean(0), se)
+    out = b.sample("hair_white", uniform_sphere(rng, 4096), 4096, seed=3)
+    v = out[:, 9] > 0.5
+    assert v.all() and np.allclose(out[:, 3:6], 1.0, atol=1e-3), np.abs(out[:, 3:6] - 1.0).max()
 
 
 def test_mask_pass_through():

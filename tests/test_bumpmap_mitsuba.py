@@ -7,22 +7,16 @@ Reference numbers: tests/data/mitsuba_bumpmap.json, written by ``python3 tools/m
 (mitsuba 3.9.1, scalar_rgb; the script documents the shading point and the texture orientation).
 When mitsuba is importable, ``test_against_live_mitsuba`` recomputes them (skipped otherwise).
 """
-import json
 import os
-import sys
 import tempfile
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-for p in (ROOT, os.path.join(ROOT, "tools"), os.path.dirname(os.path.abspath(__file__))):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
+from mitsuba_refs import check_live, reference  # noqa: E402 (puts tools/ on sys.path)
 from mitsuba_bumpmap_ref import CASES, SCALE, compute, height  # noqa: E402
 
-REF = json.load(open(os.path.join(ROOT, "tests", "data", "mitsuba_bumpmap.json")))
+REF = reference("bumpmap")
 TOL = 1e-3
 
 
@@ -70,8 +64,4 @@ def test_flat_height_is_the_nested_bsdf(bench):
 
 
 def test_against_live_mitsuba():
-    pytest.importorskip("mitsuba")
-    live = compute()
-    for a, b in zip(live["cases"], REF["cases"]):
-        assert np.allclose(a["eval"], b["eval"], rtol=1e-5, atol=1e-7), a["id"]
-        assert np.allclose(a["pdf"], b["pdf"], rtol=1e-5, atol=1e-7), a["id"]
+    check_live(compute, REF)

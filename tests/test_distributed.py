@@ -31,27 +31,68 @@ def _short_config():
     return cfg
 
 
-def _result(out):
-    """(final density, loss history) of a finished run in `out`."""
+def _result(out, param="smoke.density"):
+    """(final value of `param`, loss history) of a finished run in `out`."""
     hist = np.loadtxt(os.path.join(out, "loss.csv"), delimiter=",", skiprows=1)
-    return np.load(os.path.join(out, "params", "smoke.density.npy")), hist[:, [0, 1, 4]]
+    return np.load(os.path.join(out, "params", param + ".npy")), hist[:, [0, 1, 4]]
+
+
+def _one_process_child(code, out):
+    """Run `code` (after the worker's backend set-up: one CPU thread) in a child process, so that the kernels it
+    compiles reach Taichi's offline cache when it exits and the Ray workers load them instead of compiling them
+    again. It uses the workers' one thread: Taichi's cache key includes cpu_max_num_threads (with the default
+    thread count every worker compiled everything again: the volume kill test took 233 s instead of ~70 s
+    cold). The results do not depend on it."""
+    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', cpu_max_num_threads=1)\n" % (ROOT, os.path.dirname(os.path.abspath(__file__))) + code)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return out
+
+
+# --------------------------------------------------------------- the default lane: two workers on a small box
+def _box_config(tmp_path):
+    """A config file: the closed box of tests/test_prb_gradients.py (whose kernels this process shares) seen by
+    two 8x8 sensors, its red wall's reflectance recovered in 3 iterations."""
+    from scenes import camera
+    from test_prb_gradients import _box_scene
+    scene = _box_scene()
+    scene["sensors"] = [camera([x, 0, 0.9], [0, 0, -1], fov=70, w=8, h=8) for x in (0.0, 0.3)]
+    cfg = {"scene": scene, "optimize": {"params": {"red.reflectance": {"init": 0.3, "lr": 0.05}},
+                                        "target": {"type": "render", "spp": 8, "seed": 3}, "iters": 3, "spp": 2,
+                                        "spp_grad": 2, "save_every": 100, "views": [0, 1]}}
+    path = str(tmp_path / "box.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(cfg, fh)
+    return path
+
+
+@pytest.mark.slow
+def test_two_workers_bit_identical_to_one_process(tmp_path):
+    """The views of a small run sharded over two Ray workers: the same parameter values and loss history, bit for
+    bit, as one process (the extended lane: 1 and 2 workers on configs/volume_recovery.yaml, killed workers, a
+    killed driver)."""
+    pytest.importorskip("ray")
+    path = _box_config(tmp_path)
+    one = _result(_one_process_child(
+        "from tirender.config import load_config; from tirender.optim.driver import OptimizationRun; "
+        "OptimizationRun(load_config(%r), out=%r).run()" % (path, str(tmp_path / "one")), str(tmp_path / "one")),
+        "red.reflectance")
+    from tirender.config import load_config
+    m = OptimizationRun(load_config(path), out=str(tmp_path / "two"), workers=2, worker_threads=1).run()
+    assert m["workers"] == {"count": 2, "lost": 0}
+    two = _result(str(tmp_path / "two"), "red.reflectance")
+    assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1]), (one, two)
+    assert np.abs(one[0] - 0.3).max() > 1e-3   # the run moved the parameter
 
 
 @pytest.fixture(scope="module")
 def single_process(tmp_path_factory):
-    """The reference: the shortened task in one process without workers — a child process, so that the
-    kernels it compiles reach Taichi's offline cache when it exits and the Ray workers of the tests below
-    load them instead of compiling them again (cold runs: minutes). It uses the workers' one thread: Taichi's
-    cache key includes cpu_max_num_threads (with the default thread count every worker compiled everything
-    again: the kill test took 233 s instead of ~70 s cold). The results do not depend on it."""
+    """The reference: the shortened task in one process without workers (a child process: _one_process_child)."""
     out = str(tmp_path_factory.mktemp("single"))
-    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', cpu_max_num_threads=1); "
-            "from test_distributed import _short_config; from tirender.optim.driver import OptimizationRun; "
-            "OptimizationRun(_short_config(), out=%r).run()" % (ROOT, os.path.dirname(os.path.abspath(__file__)), out))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=900)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return _result(out)
+    return _result(_one_process_child("from test_distributed import _short_config; "
+                                      "from tirender.optim.driver import OptimizationRun; "
+                                      "OptimizationRun(_short_config(), out=%r).run()" % out, out))
 
 
 def _assert_identical(a, b):

@@ -87,21 +87,27 @@ def test_forward_equals_reverse_several_parameters_at_once(glossy):
     assert np.abs(parts - jv).max() <= 1e-4 * np.abs(jv).max()
 
 
-@pytest.mark.slow
-@pytest.mark.extended
-def test_forward_agrees_with_reverse_volume():
-    """Volumes: the replay picks its in-scattering point with weights |δL ...| (walk/media.py
-    IndirectPick), so forward (δL = e_c) and reverse (δL from the adjoint image) draw different
-    points for one seed: equal in expectation, checked within 3 SE over seeds."""
-    sc = tirender.load_scene(smoke_scene())
-    rng = np.random.default_rng(11)
-    sc.params["smoke.density"] = rng.uniform(0.3, 1.0, (8, 8, 8, 1)).astype(np.float32)
-    for pname in ("smoke.density", "smoke.albedo"):
+def forward_vs_reverse_volume(sc, pnames, seeds, rng_seed=11):
+    """Volumes: the replay picks its in-scattering point with weights |δL ...| (walk/media.py IndirectPick), so
+    forward (δL = e_c) and reverse (δL from the adjoint image) draw different points for one seed: equal in
+    expectation, checked within 3 SE over ``seeds`` for each parameter of ``pnames`` (random positive
+    directions)."""
+    rng = np.random.default_rng(rng_seed)
+    for pname in pnames:
         v = rng.uniform(0.5, 1.0, sc.params[pname].shape)
-        fr = np.array([_forward_vs_reverse(sc, {pname: v}, seed=s, lo=0.2)[:2] for s in range(30, 38)])
+        fr = np.array([_forward_vs_reverse(sc, {pname: v}, seed=s, lo=0.2)[:2] for s in seeds])
         se = np.hypot(*(fr.std(axis=0, ddof=1) / np.sqrt(len(fr))))
         assert abs(fr[:, 0].mean() - fr[:, 1].mean()) <= 3 * se, (pname, fr.mean(axis=0), se)
         assert abs(fr[:, 1].mean()) > 3 * se
+
+
+@pytest.mark.slow
+@pytest.mark.extended   # the default lane: the density on the exact kernels (tests/test_prbvolpath.py)
+def test_forward_agrees_with_reverse_volume():
+    """Forward vs reverse on volumes (forward_vs_reverse_volume): the density and albedo grids, shared kernels."""
+    sc = tirender.load_scene(smoke_scene())
+    sc.params["smoke.density"] = np.random.default_rng(11).uniform(0.3, 1.0, (8, 8, 8, 1)).astype(np.float32)
+    forward_vs_reverse_volume(sc, ("smoke.density", "smoke.albedo"), seeds=range(30, 38))
 
 
 @pytest.mark.extended   # 95 s of compilation cold (the glossy scene's forward kernel); the default lane checks

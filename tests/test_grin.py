@@ -380,6 +380,10 @@ def test_optimize_cli_writes_outputs_and_the_error_falls(tmp_path, capsys):
     assert m["iterations"] == 12 and np.load(out / "grid.npy").shape == (16, 16, 16)
     for name, v in m["views"].items():
         assert v["mse_final"] < 0.7 * v["mse_start"], (name, v)
+    # the keys every optimisation task writes first (tirender/optim/metrics.py): the views' mean MSE here
+    assert list(m)[:4] == ["initial_loss", "final_loss", "iterations", "seconds"]
+    assert m["initial_loss"] == pytest.approx(np.mean([v["mse_start"] for v in m["views"].values()]))
+    assert m["final_loss"] == pytest.approx(np.mean([v["mse_final"] for v in m["views"].values()]))
 
 
 def test_resume_matches_an_uninterrupted_run(tmp_path):

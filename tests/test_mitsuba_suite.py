@@ -4,8 +4,8 @@ Mitsuba's Z-test against its 32k-spp reference and variance images.
 
 The data is read from $TIRENDER_MITSUBA_DATA (CI points it at ../shared/mitsuba-data; a clone of
 mitsuba-renderer/mitsuba-data works too); without it the module is skipped. The default lane runs the rgb
-variant in this process; ``--extended`` runs mono, spectral and spectral_polarized in child processes (a
-variant is fixed per process); without the data the parametrised tests have no cases (pytest reports an empty
+variant of a few scenes (DEFAULT_LANE) in this process; ``--extended`` runs every rgb scene, and mono, spectral and
+spectral_polarized in child processes (a variant is fixed per process); without the data the parametrised tests have no cases (pytest reports an empty
 parameter set) and the Z-test's own check still runs. Cases that tirender does not pass yet are listed in KNOWN with the reason
 (strict xfail: such a case fails the suite the day it passes, so that the list stays true).
 """
@@ -26,6 +26,13 @@ KNOWN = {
     (None, "instancing/test_instancing_path.xml", None): "shapegroup / instance: the geometry issue (#44)",
     (None, "various_shapes/test_various_shapes_path.xml", None): "cylinder, sdfgrid, instances: the geometry issue (#44)",
 }
+
+
+# the default lane's share of the rgb suite (each scene compiles its own kernels: 30-90 s cold): one scene per
+# integrator family and the sensor / texture code paths; --extended runs all of them (benchmarks/mitsuba_suite.py
+# runs the whole suite with a table)
+DEFAULT_LANE = ("bsdf_spheres/test_pointlight_path.xml", "floating_sphere/test_directional_direct.xml",
+                "participating_media/test_homo_null_envmap_volpath.xml")
 
 
 def _known(variant, scene, integrator):
@@ -49,7 +56,7 @@ def _cases(variants):
         why = _known(v, f, it)
         if why:
             marks.append(pytest.mark.xfail(reason=why, strict=True))
-        if v != "rgb" or it != suite.scene_integrator(f):
+        if v != "rgb" or it != suite.scene_integrator(f) or suite._short(f) not in DEFAULT_LANE:
             marks.append(pytest.mark.extended)
         out.append(pytest.param(v, f, it, marks=marks, id=f"{v}-{suite._short(f)}-{it}"))
     return out

@@ -243,3 +243,44 @@ def test_tent_rfilter(tmp_path):
     bad = _write(tmp_path, SHAPE + '<sensor type="perspective"><film type="hdrfilm"><rfilter type="tent">'
                  '<float name="stddev" value="0.5"/></rfilter></film></sensor>')
     assert "stddev" in _error(bad)
+
+
+def test_file_resolution_as_mitsubas(tmp_path):
+    """<path> entries (wherever they stand at the root), include folders (an included file's own <include> found
+    through the scene's folder, as Mitsuba's participating_media tests do), object files included inside an object,
+    <default> inside an object and <alias>, as Mitsuba's parser reads them."""
+    common = tmp_path / "common" / "meshes"
+    common.mkdir(parents=True)
+    (common / "plane.obj").write_text("v -1 -1 0\nv 1 -1 0\nv 1 1 0\nv -1 1 0\nf 1 2 3\nf 1 3 4\n")
+    scenes = tmp_path / "scenes"
+    (scenes / "include").mkdir(parents=True)
+    (scenes / "include" / "preamble.xml").write_text('<scene version="2.0.0"><default name="res" value="24"/></scene>')
+    (scenes / "include" / "base.xml").write_text(
+        '<scene version="2.0.0"><include filename="include/preamble.xml"/>'
+        '<sensor type="perspective"><film type="hdrfilm"><integer name="width" value="$res"/>'
+        '<integer name="height" value="$res"/></film></sensor></scene>')
+    (scenes / "material.xml").write_text('<bsdf version="3.0.0" type="diffuse"><rgb name="reflectance" '
+                                         'value="$albedo"/></bsdf>')
+    path = _write(scenes, '''
+        <include filename="include/base.xml"/>
+        <shape type="obj" id="a">
+            <default name="albedo" value="0.25"/>
+            <string name="filename" value="meshes/plane.obj"/>
+            <include filename="material.xml"/>
+        </shape>
+        <bsdf type="diffuse" id="red"><rgb name="reflectance" value="0.5, 0.1, 0.1"/></bsdf>
+        <alias id="red" as="crimson"/>
+        <shape type="obj" id="b">
+            <string name="filename" value="meshes/plane.obj"/>
+            <ref id="crimson"/>
+        </shape>
+        <path value="../common"/>''')
+    cfg = load_config(path)
+    d, _ = describe(cfg)
+    assert d.sensors[0].width == 24
+    assert len(d.shapes) == 2 and d.shapes[0].positions.shape == (4, 3)
+    assert d.shapes[1].bsdf == d.bsdf_ids["red"]
+    refl = {t.name: t.data.ravel() for t in d.textures}
+    np.testing.assert_allclose(refl["a.reflectance"], 0.25)
+    assert "<path>: folder not found" in _error(_write(scenes, '<path value="nowhere"/>' + SHAPE, "bad.xml"))
+    assert "alias source id 'nope'" in _error(_write(scenes, '<alias id="nope" as="x"/>' + SHAPE, "bad2.xml"))

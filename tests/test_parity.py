@@ -71,37 +71,16 @@ def test_parity_sensor_models(run, name):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["pplastic", "hair"])   # the models (tests/test_hair_pplastic.py, tests/test_bsdfs.py)
+def test_parity_pplastic_and_hair(run, name):
+    """Mitsuba's pplastic (its unpolarized branch: a GGX floor, the documentation's purple sphere) and hair (on a mesh
+    of fibres with Mitsuba's curve frame): images, and PRB gradients of pplastic's ρ, α and η and of each of hair's
+    parameters (benchmarks/parity/scenes/pplastic.xml, hair.xml)."""
+    test_parity_images_and_gradients(run, name)
+
+
+@pytest.mark.slow
 def test_parity_texture_wrap_volume(run):
     """Mitsuba's texture meanings beyond the unit square: mirrored bitmaps (bilinear, nearest), a volume texture
     under a rotating to_world, a rawconstant (benchmarks/parity/scenes/texture_wrap_volume.xml)."""
     test_parity_images_and_gradients(run, "texture_wrap_volume")
-
-
-def test_welch_test(run):
-    """The parity verdict's statistics: Student-t tails against tabulated values, and the verdict on
-    clear differences, on noise, and on a sign flip of a gradient that is clear of 0 on both sides."""
-    t_p = lambda t, df: run.betainc(0.5 * df, 0.5, df / (df + t * t))   # noqa: E731
-    assert abs(t_p(2.776445, 4) - 0.05) < 1e-6 and abs(t_p(10.2145, 3) - 0.002) < 1e-6
-    assert abs(t_p(3.0, 1e7) - 0.0026998) < 1e-6
-    assert run.welch_p(10.0, 1.0, 4, 10.5, 1.0, 4) > 0.5                 # within noise
-    assert run.welch_p(10.0, 0.1, 8, 12.0, 0.1, 8) < run.P_FAIL           # 14 combined SE apart
-    # z = 3.5 passes at 4 seeds per side (t with ~6 degrees of freedom), fails at 400
-    assert run.welch_p(0.0, 1.0, 4, 4.95, 1.0, 4) > run.P_FAIL
-    assert run.welch_p(0.0, 1.0, 400, 4.95, 1.0, 400) < run.P_FAIL
-    assert not run.grad_ok(-5.0, 1.0, 5.0, 1.0, 1.0)                      # both clear of 0, opposite signs
-    assert run.grad_ok(0.7, 23.0, -48.7, 7.2, 0.05)                       # one within noise of 0: sign ignored
-
-
-def test_missing_model_reported(run):
-    """A parity scene with a model tirender lacks is reported by name and line (loading is enough to know)."""
-    import tirender
-    from tirender.errors import ConfigError
-    for name, word in (("checkerboard", "checkerboard"), ("anisotropic", "alpha_u"), ("principled", "principled"),
-                       ("plastic", "plastic"), ("bumpmap", "bumpmap")):
-        try:
-            tirender.load_scene(os.path.join(run.SCENES_DIR, name + ".xml"), defines={"res": "16", "spp": "1"})
-        except ConfigError:
-            r = run.run_scene(name, res=16, spp=1, seeds=2, grad_spp=1)
-            assert "missing" in r and "line" in r["missing"] and word in r["missing"], r
-            return
-    pytest.skip("tirender has every model of the parity scenes now")

@@ -5,8 +5,10 @@ S0–S3 against Mitsuba 3's scalar_spectral_polarized.
 
 The renders run in one child process in spectral_polarized (``python tests/test_polarization.py --child``,
 its report as JSON). Its scenes all hold the same set of models (a ``ZOO`` of small shapes outside every
-view), so the child compiles one Stokes kernel; the wrappers (twosided, mask, blendbsdf, normalmap) have their own
-child in the extended lane (their kernel compiles for minutes)."""
+view, two wrappers among them: twosided and mask), so the child compiles one Stokes kernel for its surfaces, and
+one volume Stokes kernel for exactly an absorbing slab's models (a user's kernel, backend.share_kernels off). The
+extended lane has every wrapper (blendbsdf, normalmap too; their kernel compiles for minutes) and the parity
+scene with a medium against Mitsuba, in children of their own."""
 import json
 import os
 import sys
@@ -155,7 +157,8 @@ def test_mitsuba_xml_stokes_nests_path():
 # ------------------------------------------------------------------------------------------- scenes
 GOLD = {"type": "conductor", "material": "Au"}
 ZOO = {"polarizer": {"type": "polarizer"}, "retarder": {"type": "retarder"}, "dielectric": {"type": "dielectric"},
-       "conductor": GOLD, "roughconductor": {"type": "roughconductor"}, "diffuse": {"type": "diffuse"}}
+       "conductor": GOLD, "roughconductor": {"type": "roughconductor"}, "diffuse": {"type": "diffuse"},
+       "twosided": {"type": "twosided", "bsdf": GOLD}, "mask": {"type": "mask", "opacity": 1.0, "bsdf": GOLD}}
 # the wrappers' child (extended lane: every wrapper expands the nested models' Mueller code, a long compile)
 WRAPPERS = {"conductor": GOLD, "diffuse": {"type": "diffuse"}, "plastic": {"type": "plastic"},
             "twosided": {"type": "twosided", "bsdf": GOLD}, "mask": {"type": "mask", "opacity": 1.0, "bsdf": GOLD},
@@ -244,12 +247,20 @@ def child():
     rep["qwp_docp"] = float(np.abs(degree_of_circular(S)).min())
     rep["qwp_dolp"] = float(degree_of_linear(S).max())
     S = stokes(element_scene(0.0, 22.5, second="retarder", delta=180.0))   # half-wave plate: 0° -> 45°
-    rep["hwp_s2"] = float((S[2].mean(-1) / S[0].mean(-1)).min())
+    rep["hwp"] = (S[1:3].mean(-1) / S[0].mean(-1)).reshape(2, -1).tolist()   # per pixel: S1/S0, S2/S0
     front = stokes(brewster_scene(), spp=64)
     tot = front.reshape(4, 1, -1, 3).mean(2, keepdims=True)           # the image's Stokes vector
     rep["brewster_dolp"] = float(degree_of_linear(tot).min())
     rep["brewster_pixel_dolp"] = float(degree_of_linear(front)[front[0].mean(-1) > 0].min())
     rep["brewster_s0"] = float(front[0].mean())
+
+    # wrappers keep the nested Mueller matrix: a two-sided gold mirror seen from its back, an opaque mask
+    gold = stokes(brewster_scene(bsdf=GOLD))
+    back = stokes(brewster_scene(bsdf=ZOO["twosided"], flip=True))
+    rep["wrappers"] = {"scale": float(np.abs(gold[1:]).max()), "twosided_dolp": float(degree_of_linear(back).mean()),
+                       "twosided": float(np.abs(back - gold).max()),
+                       "mask": float(np.abs(stokes(brewster_scene(bsdf=ZOO["mask"])) - gold).max())}
+    rep["slab"] = slab_checks(stokes)
 
     sc = tirender.load_scene(_child_scene(element_scene(0.0, 0.0, integrator="path")))
     rep["refusals"] = error_messages(
@@ -257,6 +268,36 @@ def child():
          lambda: tirender.render_grad(sc, np.ones((8, 8, 3), np.float32), spp=1, method="rb", progress=False)),
         ConfigError)
     print(json.dumps(rep))
+
+
+SLAB = {"sigma_t": 0.7, "thickness": 0.5}
+
+
+def slab_checks(stokes):
+    """Light polarized at 0° (two parallel polarizers) through an absorbing homogeneous slab (albedo 0) on the
+    kernels a user's process compiles (exactly these models): its S0 and the same scene's without the slab
+    (per-channel means, standard errors over 4 seeds), and the smallest degree of linear polarization of a pixel."""
+    import tirender
+    from tirender import backend
+    from tirender.io.stokes import degree_of_linear
+    out = {}
+    was = backend.share_kernels()
+    backend.share_kernels(False)
+    try:
+        t = SLAB["thickness"]
+        for name, z in (("open", 50.0), ("slab", 1.5 + t / 2)):     # open: the slab behind the camera
+            sc = element_scene(0.0, 0.0)
+            sc["shapes"].append({"id": "slab", "type": "cube", "bsdf": {"type": "null"},
+                                 "interior": {"type": "homogeneous", "sigma_t": SLAB["sigma_t"], "albedo": 0.0},
+                                 "to_world": [{"scale": [3.0, 3.0, t / 2]}, {"translate": [0, 0, z]}]})
+            S = np.stack([tirender.render_stokes(tirender.load_scene(sc), spp=64, seed=40 + k, progress=False)
+                          for k in range(4)])
+            m = S[:, 0].reshape(4, -1, 3).mean(1)
+            out[name] = {"mean": m.mean(0).tolist(), "se": (m.std(0, ddof=1) / 2).tolist(),
+                         "dolp": float(degree_of_linear(S.mean(0))[S.mean(0)[0].mean(-1) > 0].min())}
+    finally:
+        backend.share_kernels(was)
+    return out
 
 
 def wrappers_child():
@@ -309,8 +350,12 @@ def test_quarter_wave_plate_makes_circular_light(report):
 
 
 def test_half_wave_plate_rotates_linear_light(report):
-    """A half-wave plate at 22.5° turns 0° linear light to 45°: S2/S0 = ±1."""
-    assert abs(report["hwp_s2"]) >= 0.999, report
+    """A half-wave plate at 22.5° turns 0° linear light to 45°: in every pixel S2/S0 = ±1 (one sign for the whole
+    image) and S1/S0 = 0."""
+    s1, s2 = (np.array(c) for c in report["hwp"])
+    assert s2.size == 64 and np.all(np.abs(s2) >= 0.999), s2
+    assert np.all(np.sign(s2) == np.sign(s2[0])), s2
+    assert np.all(np.abs(s1) <= 0.03), s1
 
 
 def test_brewster_reflection_is_s_polarized(report):
@@ -321,6 +366,28 @@ def test_brewster_reflection_is_s_polarized(report):
     rs, _ = _fresnel_np(np.cos(np.arctan(ETA)), ETA)
     F = 0.5 * abs(rs) ** 2
     assert abs(report["brewster_s0"] / F - 1.0) < 4 * np.sqrt((1 - F) / (F * 1024)), report
+
+
+def test_twosided_and_mask_keep_the_nested_mueller_matrix(report):
+    """A gold mirror wrapped in twosided and seen from its back (the plane turned over: the mirrored frame's
+    Mueller matrix is mirrored back, core/mueller.py mirror_z_lanes), and in an opaque mask, gives the bare
+    mirror's Stokes images; gold polarizes (the extended lane: blendbsdf and normalmap too, and depolarizers)."""
+    w = report["wrappers"]
+    assert w["scale"] > 1e-3 and w["twosided_dolp"] > 0.05, w
+    assert w["twosided"] < 1e-5 and w["mask"] < 1e-5, w
+
+
+def test_absorbing_medium_keeps_the_polarization(report):
+    """spectral_polarized with a medium (the volume Stokes walk, a user's exact kernel): an absorbing slab of
+    σt = 0.7 and thickness 0.5 seen at normal incidence transmits exp(-σt d) of the polarized light's S0
+    (within 4 standard errors) and leaves every pixel fully polarized (the extended lane: Mitsuba's parity scene
+    with fog)."""
+    r = report["slab"]
+    T = np.exp(-SLAB["sigma_t"] * SLAB["thickness"])
+    o, sl = np.array(r["open"]["mean"]), np.array(r["slab"]["mean"])
+    se = np.hypot(T * np.array(r["open"]["se"]), r["slab"]["se"])
+    assert np.all(np.abs(sl - T * o) <= 4 * se) and np.all(se < 0.02 * sl), (sl, T * o, se)
+    assert r["open"]["dolp"] >= 0.999 and r["slab"]["dolp"] >= 0.999, r
 
 
 @pytest.mark.extended

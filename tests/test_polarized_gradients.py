@@ -182,6 +182,13 @@ def child():
     res = run_optimization(cfg, out=os.path.join(out, "opt"))
     rep["recovered"] = float(np.ravel(res["params"]["p1.theta"]["value"])[0])
     rep["loss"] = [res["initial_loss"], res["final_loss"]]
+    # coherent MCMC in spectral_polarized on this scene (its S0 through the polarizers): image means over 4 seeds
+    # against the path tracer's (its kernel compiled above; one Markov-chain kernel more)
+    rep["mcmc"] = {}
+    for integ in ("path", "coherent_mcmc"):
+        m = np.array([tirender.render(sc, spp=64, seed=60 + k, integrator=integ, progress=False).reshape(-1, 3)
+                      .mean(0) for k in range(4)])
+        rep["mcmc"][integ] = {"mean": m.mean(0).tolist(), "se": (m.std(0, ddof=1) / 2).tolist()}
     w = np.ones((RES, RES, 3), np.float32)
     nested = tirender.load_scene(scene(nested=True))
     big = scene()       # an analyser with a bitmap of angles: 72 elements, above prb.MUELLER_MAX_ELEMENTS
@@ -245,6 +252,16 @@ def test_mueller_parameters_prb_cannot_differentiate(report):
     assert t["sc"] == ["p0.theta", "p1.theta", "plate.theta", "plate.delta"], t
     assert "p1.theta" not in t["big"] and "p0.theta" in t["big"], t
     assert t["nested"] == ["p0.theta", "plate.theta", "plate.delta"], t
+
+
+def test_coherent_mcmc_in_spectral_polarized(report):
+    """coherent_mcmc in spectral_polarized (the film's S0 behind polarizers and a retarder): per-channel image
+    means within 4 standard errors (and 1 %) of the path tracer's (the extended lane: pssmlt too, and the gold
+    box, tests/test_mcmc.py)."""
+    ref, r = report["mcmc"]["path"], report["mcmc"]["coherent_mcmc"]
+    tol = 4 * np.hypot(r["se"], ref["se"]) + 0.01 * np.array(ref["mean"])
+    assert np.all(np.abs(np.subtract(r["mean"], ref["mean"])) <= tol), (r, ref)
+    assert np.all(np.array(ref["se"]) < 0.02 * np.array(ref["mean"])), ref
 
 
 def test_refusals_are_one_line(report):

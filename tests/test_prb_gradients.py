@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tirender
-from gradcheck_util import assert_agree, projected_gradients
+from gradcheck_util import assert_agree, image_weights, projected_gradients
 from scenes import camera
 
 SEEDS_PRB = [101 + k for k in range(10)]
@@ -15,12 +15,6 @@ SEEDS_FD = [501 + k for k in range(10)]
 # glossy highlights of an envmap: per-seed FD values are wide (sd ≈ 0.1 of a mean ≈ -0.28 for the
 # roughness), so 10 seeds under-estimate the standard error; these cases use 24
 SEEDS_FD_GLOSSY = [501 + k for k in range(24)]
-
-
-def _weights(sc, seed=0):
-    s = sc.sensors[0]
-    rng = np.random.default_rng(seed)
-    return rng.uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
 
 
 def _box_scene():
@@ -68,7 +62,7 @@ BOX_CASES = [
 @pytest.mark.parametrize("pname,kind,h,why", BOX_CASES, ids=[c[0] for c in BOX_CASES])
 def test_prb_matches_fd_box(box, pname, kind, h, why):
     u = np.random.default_rng(7).uniform(0.5, 1.0, box.params[pname].shape)
-    g, f = projected_gradients(box, pname, u, _weights(box), 16, SEEDS_PRB, SEEDS_FD, h)
+    g, f = projected_gradients(box, pname, u, image_weights(box), 16, SEEDS_PRB, SEEDS_FD, h)
     assert_agree(g, f, f"{pname} ({why})")
 
 
@@ -109,14 +103,14 @@ GLOSSY_CASES = [
 @pytest.mark.parametrize("pname,h", GLOSSY_CASES, ids=[c[0] for c in GLOSSY_CASES])
 def test_prb_matches_fd_glossy(glossy, pname, h):
     u = np.random.default_rng(8).uniform(0.5, 1.0, glossy.params[pname].shape)
-    g, f = projected_gradients(glossy, pname, u, _weights(glossy), 16, SEEDS_PRB, SEEDS_FD_GLOSSY, h)
+    g, f = projected_gradients(glossy, pname, u, image_weights(glossy), 16, SEEDS_PRB, SEEDS_FD_GLOSSY, h)
     assert_agree(g, f, pname)
 
 
-@pytest.mark.slow
-def test_prb_matches_fd_normalmap_constant_env_directional():
-    rng = np.random.default_rng(3)
-    d = {
+def _normalmap_scene(rng):
+    """A normal-mapped diffuse plane (a random 4x4 normal map drawn from rng) under a directional light and a
+    constant environment: 16x16 pixels."""
+    sc = tirender.load_scene({
         "integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
         "sensors": [camera([0, 0, 3], [0, 0, 0], fov=40, w=16, h=16)],
         "bsdfs": {"bumpy": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5],
@@ -124,11 +118,17 @@ def test_prb_matches_fd_normalmap_constant_env_directional():
         "shapes": [{"id": "plane", "type": "rectangle", "bsdf": "bumpy"}],
         "emitters": [{"id": "sun", "type": "directional", "direction": [0.4, -0.3, -1.0], "irradiance": 3.0},
                      {"id": "amb", "type": "constant", "radiance": [0.3, 0.35, 0.4]}],
-    }
-    sc = tirender.load_scene(d)
-    nm = np.concatenate([rng.uniform(0.3, 0.7, (4, 4, 2)), np.full((4, 4, 1), 0.9)], -1).astype(np.float32)
-    sc.params["bumpy.normalmap"] = nm
-    w = _weights(sc)
+    })
+    sc.params["bumpy.normalmap"] = np.concatenate([rng.uniform(0.3, 0.7, (4, 4, 2)), np.full((4, 4, 1), 0.9)],
+                                                  -1).astype(np.float32)
+    return sc
+
+
+@pytest.mark.slow
+def test_prb_matches_fd_normalmap_constant_env_directional():
+    rng = np.random.default_rng(3)
+    sc = _normalmap_scene(rng)
+    w = image_weights(sc)
     for pname, h in (("bumpy.normalmap", 0.01), ("sun.irradiance", 0.05), ("amb.radiance", 0.02)):
         u = rng.uniform(-1.0, 1.0, sc.params[pname].shape) if pname == "bumpy.normalmap" else \
             rng.uniform(0.5, 1.0, sc.params[pname].shape)
@@ -159,6 +159,6 @@ def test_prb_matches_fd_mask_opacity(wrapped):
     if wrapped:
         d["bsdfs"]["card"]["normalmap"] = {"type": "bitmap", "width": 2, "height": 2, "value": [0.6, 0.45, 0.9]}
     sc = tirender.load_scene(d)
-    w = _weights(sc)
+    w = image_weights(sc)
     g, f = projected_gradients(sc, "card.opacity", np.float32(1.0), w, 16, SEEDS_PRB, SEEDS_FD_GLOSSY, 0.02)
     assert_agree(g, f, "card.opacity")

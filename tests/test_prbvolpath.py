@@ -7,18 +7,12 @@ import numpy as np
 import pytest
 
 import tirender
-from gradcheck_util import assert_agree, projected_gradients
+from gradcheck_util import assert_agree, image_weights, projected_gradients
 from scenes import camera, smoke_scene
 from tirender.media.spec import host_majorant
 
 SEEDS_PRB = [301 + k for k in range(10)]
 SEEDS_FD = [701 + k for k in range(10)]
-
-
-def _weights(sc, seed=0):
-    s = sc.sensors[0]
-    rng = np.random.default_rng(seed)
-    return rng.uniform(0.2, 1.0, (s.height, s.width, 3)).astype(np.float32) / (s.width * s.height)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,7 @@ SMOKE_CASES = [("smoke.density", 0.05), ("smoke.albedo", 0.03), ("smoke.g", 0.05
 @pytest.mark.parametrize("pname,h", SMOKE_CASES, ids=[c[0] for c in SMOKE_CASES])
 def test_prbvolpath_matches_fd_grid(smoke, pname, h):
     u = np.random.default_rng(5).uniform(0.5, 1.0, smoke.params[pname].shape)
-    g, f = projected_gradients(smoke, pname, u, _weights(smoke), 16, SEEDS_PRB, SEEDS_FD, h)
+    g, f = projected_gradients(smoke, pname, u, image_weights(smoke), 16, SEEDS_PRB, SEEDS_FD, h)
     assert_agree(g, f, pname)
 
 
@@ -59,7 +53,7 @@ def _homogeneous(albedo=(0.85, 0.7, 0.6), sigma=(0.8, 1.5, 2.5), max_depth=8, rr
 def test_prbvolpath_matches_fd_homogeneous_rgb(pname, h):
     sc = tirender.load_scene(_homogeneous())
     u = np.random.default_rng(6).uniform(0.5, 1.0, sc.params[pname].shape)
-    g, f = projected_gradients(sc, pname, u, _weights(sc), 16, SEEDS_PRB, SEEDS_FD, h)
+    g, f = projected_gradients(sc, pname, u, image_weights(sc), 16, SEEDS_PRB, SEEDS_FD, h)
     assert_agree(g, f, pname)
 
 
@@ -93,7 +87,7 @@ def test_prbvolpath_long_paths(long_paths, pname, h):
         sc.params[pname] = v0 - 0.002   # room for +h below 1
     u = np.random.default_rng(14).uniform(0.5, 1.0, v0.shape)
     try:
-        g, f = projected_gradients(sc, pname, u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, h)
+        g, f = projected_gradients(sc, pname, u, image_weights(sc), 32, SEEDS_PRB, SEEDS_FD, h)
     finally:
         sc.params[pname] = v0
     assert_agree(g, f, pname)
@@ -106,12 +100,37 @@ def test_raymarch_gradient_matches_fd():
     rng = np.random.default_rng(13)
     sc.params["smoke.density"] = rng.uniform(0.3, 1.0, (8, 8, 8, 1)).astype(np.float32)
     u = rng.uniform(0.5, 1.0, sc.params["smoke.density"].shape)
-    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 16, SEEDS_PRB, SEEDS_FD, 0.05)
+    g, f = projected_gradients(sc, "smoke.density", u, image_weights(sc), 16, SEEDS_PRB, SEEDS_FD, 0.05)
     assert_agree(g, f, "smoke.density (ray marching)")
 
 
+def test_volume_recovery_config_end_to_end(tmp_path):
+    """configs/volume_recovery.yaml through the driver, cut to 6 iterations at 16x16 on three views (its kernels
+    are this file's: the suite's shared volume kernels): a stage change 8^3 -> 16^3, the held-out view, the
+    outputs; the density moves towards the truth and the held-out view's error falls (the extended lane: the
+    density's RMSE halves in 60 iterations)."""
+    import os
+    from tirender.config import load_config
+    from tirender.optim.driver import OptimizationRun
+    cfg = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "volume_recovery.yaml"),
+                      ["optimize.iters=6", "optimize.target.spp=32", "optimize.spp=4", "optimize.spp_grad=4",
+                       "optimize.multires={smoke.density: [[0, 8], [3, 16]]}", "optimize.save_every=3",
+                       "optimize.views=[0, 2, 4]"])
+    for s in cfg["scene"]["sensors"]:
+        s["film"]["width"] = s["film"]["height"] = 16
+    m = OptimizationRun(cfg, out=str(tmp_path / "run")).run()
+    p, h = m["params"]["smoke.density"], m["holdout"]["6"]
+    assert m["iterations"] == 6, m
+    assert p["rmse_end"] < 0.9 * p["rmse_start"] and h["rmse_end"] < h["rmse_start"], m    # measured: -28 %, -21 %
+    out = tmp_path / "run"
+    assert np.load(out / "params" / "smoke.density.npy").shape == (16, 16, 16, 1)
+    for f in ("params/smoke.density_slices.png", "params/smoke.density_truth_slices.png",
+              "params/smoke.density.vol", "holdout_view6_end.png", "holdout_view6_target.png"):
+        assert (out / f).exists(), f
+
+
 @pytest.mark.slow
-@pytest.mark.extended     # the same config, shortened, runs in tests/test_distributed.py
+@pytest.mark.extended     # the default lane: test_volume_recovery_config_end_to_end
 def test_volume_recovery_short(tmp_path):
     """configs/volume_recovery.yaml, shortened (32x32 images, 16^3 -> 32^3, 60 iterations):
     the density RMSE vs the ground truth drops by >= 2x and the held-out view's error drops too."""
@@ -151,7 +170,7 @@ def test_prbvolpath_thin_density_matches_fd(points):
     sc = _thin()
     sc.integrator["inscatter_points"] = points
     u = np.random.default_rng(7).uniform(0.5, 1.0, sc.params["smoke.density"].shape)
-    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
+    g, f = projected_gradients(sc, "smoke.density", u, image_weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
     assert_agree(g, f, f"smoke.density (inscatter_points={points})")
 
 
@@ -166,7 +185,7 @@ def test_prbvolpath_dense_density_matches_fd(rr):
     sc = tirender.load_scene(d)
     sc.params["smoke.density"] = np.random.default_rng(5).uniform(2.0, 4.0, (8, 8, 8, 1)).astype(np.float32)
     u = np.random.default_rng(8).uniform(0.5, 1.0, sc.params["smoke.density"].shape)
-    g, f = projected_gradients(sc, "smoke.density", u, _weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
+    g, f = projected_gradients(sc, "smoke.density", u, image_weights(sc), 32, SEEDS_PRB, SEEDS_FD, 0.03)
     assert_agree(g, f, f"smoke.density (dense, inscatter_rr {rr})")
 
 
@@ -178,7 +197,7 @@ def test_inscatter_split_reduces_variance():
     in-scattering estimator along the flights (8 points) is far below the collision-only one (16.8x
     measured)."""
     sc = _thin()
-    w = _weights(sc)
+    w = image_weights(sc)
     var = {}
     for points in (0, 8):
         sc.integrator["inscatter_points"] = points
@@ -189,25 +208,70 @@ def test_inscatter_split_reduces_variance():
     assert var[8] * 6.0 < var[0], var
 
 
-@pytest.mark.extended
-def test_exact_kernels_match_shared_ones(smoke):
-    """A user's process compiles volume kernels for exactly the scene's models (backend.share_kernels
-    off, the default); the suite shares superset kernels. Both give the same image and gradients."""
+def _each_kernel_kind(fn):
+    """{shared: fn()} with the volume kernels compiled for the suite's superset of models (shared=True) and for
+    exactly the scene's models (False: what a user's process compiles, backend.share_kernels off by default)."""
     from tirender import backend
-    w = _weights(smoke)
-    res = {}
     was = backend.share_kernels()
+    out = {}
     try:
         for shared in (True, False):
             backend.share_kernels(shared)
-            img = tirender.render(smoke, spp=4, seed=21, progress=False)
-            g = tirender.render_grad(smoke, w, spp=4, seed=22, progress=False)
-            res[shared] = (img, {k: g[k] for k in ("smoke.density", "smoke.albedo", "smoke.g", "floor.reflectance")})
+            out[shared] = fn()
     finally:
         backend.share_kernels(was)
+    return out
+
+
+def test_exact_kernels_match_shared_ones(smoke):
+    """The volume integrators (the only kernels backend.share_kernels changes, see the test below): the image
+    (volpath: delta tracking) and gradients (prbvolpath) compiled for exactly the scene's models as in a user's
+    process and for the suite's superset are the same (the superset only adds untaken branches; the ray-marched
+    and Stokes images and forward mode go through the same kernel_dispatch and args). Forward mode on volumes
+    runs on the exact kernels below, the polarized medium in tests/test_polarization.py too."""
+    from tirender.integrators import volpath
+    w = image_weights(smoke)
+    spec = _each_kernel_kind(lambda: volpath.kernel_dispatch(smoke)[1])
+    assert spec[True] != spec[False], "the two settings compile the same kernel: nothing compared"
+
+    def run():
+        img = tirender.render(smoke, spp=4, seed=21, progress=False)
+        g = tirender.render_grad(smoke, w, spp=4, seed=22, progress=False)
+        return img, {k: g[k] for k in ("smoke.density", "smoke.albedo", "smoke.g", "floor.reflectance")}
+    res = _each_kernel_kind(run)
+    assert res[True][0].mean() > 0.01
     np.testing.assert_allclose(res[False][0], res[True][0], rtol=1e-5, atol=1e-7)
     for k, v in res[True][1].items():
+        assert np.abs(v).max() > 0, k
         np.testing.assert_allclose(res[False][1][k], v, rtol=1e-4, atol=1e-5 * np.abs(v).max(), err_msg=k)
+
+
+def test_share_kernels_reaches_the_volume_kernels_only():
+    """backend.share_kernels (the suite's setting) changes only the volume integrators' specialisation
+    (integrators/volpath.py kernel_dispatch and args, which volpath, volpath_raymarch, prbvolpath, their forward
+    mode and stokes with media call): no other module reads it, so the surface integrators compile exactly the
+    kernels a user's process does. A new reader needs its family in the test above."""
+    import pathlib
+    pkg = pathlib.Path(tirender.__file__).parent
+    readers = sorted(str(f.relative_to(pkg)) for f in pkg.rglob("*.py")
+                     if "share_kernels" in f.read_text() or "_shared()" in f.read_text())
+    assert readers == ["backend.py", "integrators/volpath.py"], readers
+    src = (pkg / "integrators" / "volpath.py").read_text()
+    assert src.count("_shared()") == 3, "_shared() read outside kernel_dispatch / args"   # its def and two uses
+
+
+def test_forward_agrees_with_reverse_volume_exact_kernels(smoke):
+    """Forward mode on volumes with a user's exact kernels: <w, J v> for the density grid agrees with the reverse
+    gradient within 3 SE over seeds (tests/test_forward_mode.py: the extended lane also checks the albedo grid, on
+    the shared kernels)."""
+    from test_forward_mode import forward_vs_reverse_volume
+    from tirender import backend
+    was = backend.share_kernels()
+    try:
+        backend.share_kernels(False)
+        forward_vs_reverse_volume(smoke, ("smoke.density",), seeds=range(30, 38))
+    finally:
+        backend.share_kernels(was)
 
 
 def _pass_through_sheets():
@@ -246,7 +310,7 @@ def test_prbvolpath_null_transmission_matches_fd(pname, h):
     sc.params["card.opacity"] = 0.4
     assert dark.mean() < 0.5 * img.mean(), (dark.mean(), img.mean())   # the sheets' shadows are in view
     u = np.ones(sc.params[pname].shape)
-    g, f = projected_gradients(sc, pname, u, _weights(sc), 8, SEEDS_PRB[:4], SEEDS_FD[:4], h)
+    g, f = projected_gradients(sc, pname, u, image_weights(sc), 8, SEEDS_PRB[:4], SEEDS_FD[:4], h)
     # a directional light and direct light only: nearly noise-free, so the float32 rounding of the renders
     # (~1e-6 relative) and the central difference's O(h²) truncation set the tolerance beside the noise
     mg, mf = g.mean(), f.mean()

@@ -578,6 +578,9 @@ def test_resume_matches_uninterrupted(tmp_path):
     mc = c.run(resume=True)
     np.testing.assert_allclose(c.field.to_numpy(), a.field.to_numpy(), atol=1e-5)
     assert mc["iterations"] == ma["iterations"] == 8
+    # the first step's loss survives the resume; the last is the last step's (tirender/optim/metrics.py)
+    assert mc["initial_loss"] == ma["initial_loss"] and mc["final_loss"] == pytest.approx(ma["final_loss"], rel=1e-4)
+    assert ma["final_loss"] < ma["initial_loss"]
 
 
 @pytest.mark.slow
@@ -684,6 +687,8 @@ def test_nerf_training_runs(tmp_path):
     m = train(cfg, cfg_path=str(tmp_path / "cfg.yaml"), out_dir=str(tmp_path / "out"), log=lambda *_: None)
     assert np.isfinite(m["heldout_psnr"])
     assert os.path.isfile(tmp_path / "out" / "field.npz")
+    written = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert list(written)[:4] == ["initial_loss", "final_loss", "iterations", "seconds"] and written["iterations"] == 3
 
 
 @pytest.mark.parametrize("kind,expect", [

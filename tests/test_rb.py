@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import tirender
-from gradcheck_util import assert_agree, projected_gradients
+from gradcheck_util import assert_agree, image_weights, projected_gradients
 from scenes import camera, cornell_like
-from test_prb_gradients import SEEDS_FD_GLOSSY, _box_scene, _glossy_scene, _weights
+from test_prb_gradients import SEEDS_FD_GLOSSY, _box_scene, _glossy_scene, _normalmap_scene
 from tirender.errors import ConfigError
 from tirender.api import render_grad
 from tirender.api import render_and_grad
@@ -37,7 +37,7 @@ def _prb_projections(scene, pname, u, w, spp, seeds, method="prb"):
 
 
 def _check_rb(scene, pname, u, h, why, spp=16, seeds_fd=SEEDS_FD):
-    w = _weights(scene)
+    w = image_weights(scene)
     g_rb, f = projected_gradients(scene, pname, u, w, spp, SEEDS_RB, seeds_fd, h, method="rb")
     g_prb = _prb_projections(scene, pname, u, w, spp, SEEDS_PRB)
     assert_agree(g_rb, f, f"RB vs FD: {pname} ({why})")
@@ -97,17 +97,7 @@ def test_rb_matches_prb_and_fd_glossy(glossy, pname, h):
 @pytest.mark.slow
 def test_rb_matches_prb_and_fd_normalmap_constant_env_directional():
     rng = np.random.default_rng(3)
-    sc = tirender.load_scene({
-        "integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
-        "sensors": [camera([0, 0, 3], [0, 0, 0], fov=40, w=16, h=16)],
-        "bsdfs": {"bumpy": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5],
-                            "normalmap": {"type": "bitmap", "width": 4, "height": 4, "value": [0.5, 0.5, 1.0]}}},
-        "shapes": [{"id": "plane", "type": "rectangle", "bsdf": "bumpy"}],
-        "emitters": [{"id": "sun", "type": "directional", "direction": [0.4, -0.3, -1.0], "irradiance": 3.0},
-                     {"id": "amb", "type": "constant", "radiance": [0.3, 0.35, 0.4]}],
-    })
-    sc.params["bumpy.normalmap"] = np.concatenate([rng.uniform(0.3, 0.7, (4, 4, 2)), np.full((4, 4, 1), 0.9)],
-                                                  -1).astype(np.float32)
+    sc = _normalmap_scene(rng)
     for pname, h in (("bumpy.normalmap", 0.01), ("sun.irradiance", 0.05), ("amb.radiance", 0.02)):
         u = rng.uniform(-1.0, 1.0, sc.params[pname].shape) if pname == "bumpy.normalmap" else \
             rng.uniform(0.5, 1.0, sc.params[pname].shape)
@@ -116,22 +106,35 @@ def test_rb_matches_prb_and_fd_normalmap_constant_env_directional():
 
 def test_unknown_method_is_a_config_error(box):
     with pytest.raises(ConfigError, match="unknown gradient method"):
-        render_grad(box, _weights(box), spp=1, method="rb_unbiased_fast", progress=False)
+        render_grad(box, image_weights(box), spp=1, method="rb_unbiased_fast", progress=False)
 
 
 # ------------------------------------------------------------------------------------------------
 # PRB paper, Fig. 2: enclosed rough metal, biased RB gets the sign wrong
 # ------------------------------------------------------------------------------------------------
+# The default lane's RB kernels: the texture scene below and the Fig. 2 scene hold the same models (tiny shapes far
+# outside every view carry the other's), filter and emitters, so that they share the render, PRB and biased-RB kernels.
+GLASS = {"type": "dielectric", "int_ior": 1.5}
+METAL = {"type": "roughconductor", "distribution": "ggx", "material": "Au", "roughness": 0.2}
+CANVAS_FILTER = {"type": "gaussian", "stddev": 0.5}      # configs/texture_recovery.yaml's
+
+
+def _decoys(bsdfs):
+    return [{"id": f"decoy_{i}", "type": "rectangle", "bsdf": b,
+             "to_world": [{"scale": 0.01}, {"translate": [50.0 + i, 50.0, 50.0]}]} for i, b in enumerate(bsdfs)]
+
+
 def _enclosed_metal_scene():
     """A rough gold plate inside a closed smooth-glass box, lit by an area light outside: every light
     path to the plate crosses the glass (Dirac lobes), so emitter sampling at the plate is always
     occluded and the plate's incident radiance only enters through BSDF sampling - the term that
     biased RB replaces by 1. The camera sees the plate only through the glass."""
+    cam = camera([0, 2, 3], [0, -0.5, 0], fov=30, w=20, h=20)
+    cam["film"]["filter"] = dict(CANVAS_FILTER)
     return {
         "integrator": {"type": "path", "max_depth": 6, "rr_depth": 100},
-        "sensors": [camera([0, 2, 3], [0, -0.5, 0], fov=30, w=20, h=20)],
-        "bsdfs": {"glass": {"type": "dielectric", "int_ior": 1.5},
-                  "metal": {"type": "roughconductor", "distribution": "ggx", "material": "Au", "roughness": 0.2}},
+        "sensors": [cam],
+        "bsdfs": {"glass": GLASS, "metal": METAL},
         "shapes": [{"id": "container", "type": "cube", "bsdf": "glass"},
                    {"id": "plate", "type": "rectangle", "bsdf": "metal",
                     "to_world": [{"scale": 0.8}, {"rotate": {"axis": [1, 0, 0], "angle": -90}},
@@ -139,7 +142,7 @@ def _enclosed_metal_scene():
                    {"id": "light", "type": "rectangle",
                     "to_world": [{"scale": 0.6}, {"look_at": {"origin": [0, 3.5, -1], "target": [0, -0.5, 0],
                                                               "up": [0, 0, 1]}}],
-                    "emitter": {"type": "area", "radiance": 20}}],
+                    "emitter": {"type": "area", "radiance": 20}}] + _decoys([{"type": "diffuse"}]),
     }
 
 
@@ -149,9 +152,12 @@ FIG2_PAIRS = [(0.03, 0.15), (0.05, 0.25), (0.1, 0.3), (0.1, 0.03), (0.15, 0.03),
               (0.3, 0.1)]
 
 
-@pytest.mark.slow
-@pytest.mark.extended    # 1024-spp finite differences for 8 pairs: 1.5-2 min; the default lane checks RB on other scenes
-def test_fig2_enclosed_roughness_sign_prb_right_biased_rb_wrong():
+def _fig2(fd):
+    """The Fig. 2 sweep: for each pair, PRB's and biased RB's gradient of ||y(α) - t||²/N (δy from a noisy primal
+    render, the gradients with another seed) must have the sign of the true derivative: sign(α - α_target), the
+    loss being unimodal in α here; fd: also the true derivative itself, from finite differences of images with
+    common random numbers (1024 spp), checked to have that sign. Returns the number of pairs where biased RB's
+    sign is wrong."""
     sc = tirender.load_scene(_enclosed_metal_scene())
     shp = sc.params["metal.roughness"].shape
 
@@ -166,15 +172,18 @@ def test_fig2_enclosed_roughness_sign_prb_right_biased_rb_wrong():
     h = 0.01
     for k, (ai, at) in enumerate(FIG2_PAIRS):
         t = targets[at]
-        # true derivative of ||E[y(α)] - t||²/N: <2(ȳ - t), ∂y/∂α>/N with ∂y/∂α from finite differences
-        # of images with common random numbers, ȳ an independent render
-        set_alpha(ai + h)
-        yp = tirender.render(sc, spp=1024, seed=11, progress=False).astype(np.float64)
-        set_alpha(ai - h)
-        ym = tirender.render(sc, spp=1024, seed=11, progress=False).astype(np.float64)
+        true = float(np.sign(ai - at))
+        if fd:
+            # true derivative of ||E[y(α)] - t||²/N: <2(ȳ - t), ∂y/∂α>/N with ∂y/∂α from finite differences
+            # of images with common random numbers, ȳ an independent render
+            set_alpha(ai + h)
+            yp = tirender.render(sc, spp=1024, seed=11, progress=False).astype(np.float64)
+            set_alpha(ai - h)
+            ym = tirender.render(sc, spp=1024, seed=11, progress=False).astype(np.float64)
+            set_alpha(ai)
+            yb = tirender.render(sc, spp=1024, seed=12, progress=False).astype(np.float64)
+            true = float((2 * (yb - t) * (yp - ym) / (2 * h)).mean())
         set_alpha(ai)
-        yb = tirender.render(sc, spp=1024, seed=12, progress=False).astype(np.float64)
-        true = float((2 * (yb - t) * (yp - ym) / (2 * h)).mean())
         # the optimiser's view: δy from a noisy primal render, gradients with another seed
         y = tirender.render(sc, spp=256, seed=20 + k, progress=False)
         dy = (2 * (y - t) / y.size).astype(np.float32)
@@ -187,6 +196,21 @@ def test_fig2_enclosed_roughness_sign_prb_right_biased_rb_wrong():
         assert np.sign(g["prb"]) == np.sign(true), "PRB sign wrong:\n" + "\n".join(rows)
         wrong_biased += int(np.sign(g["rb_biased"]) != np.sign(true))
     print("\n".join(rows) + f"\nbiased RB has the wrong sign for {wrong_biased} / {len(FIG2_PAIRS)} pairs")
+    return wrong_biased, rows
+
+
+@pytest.mark.slow
+def test_fig2_enclosed_roughness_sign_prb_right_biased_rb_wrong():
+    """PRB paper, Fig. 2: PRB's gradient has the true derivative's sign for every pair, biased RB (Li := 1) the
+    wrong one for some (the extended lane also measures the true derivative by finite differences)."""
+    wrong_biased, rows = _fig2(fd=False)
+    assert wrong_biased >= 1, "biased RB had the right sign everywhere:\n" + "\n".join(rows)
+
+
+@pytest.mark.slow
+@pytest.mark.extended    # 1024-spp finite differences for 8 pairs: 1.5-2 min
+def test_fig2_true_derivative_by_finite_differences():
+    wrong_biased, rows = _fig2(fd=True)
     # documents the bias of RB I (PRB paper, Fig. 2): the sign is wrong for some pairs
     assert wrong_biased >= 1, "biased RB had the right sign everywhere:\n" + "\n".join(rows)
 
@@ -199,6 +223,8 @@ def _texture_scene():
     cfg = load_config(os.path.join(ROOT, "configs", "texture_recovery.yaml"))
     d = cfg["scene"]
     d["sensors"][0]["film"].update(width=24, height=24)
+    assert d["sensors"][0]["film"]["filter"] == CANVAS_FILTER
+    d["shapes"] += _decoys([GLASS, METAL])            # the Fig. 2 scene's models (see GLASS)
     sc = tirender.load_scene(d, base_dir=cfg["_dir"])
     sc.resize_texture("canvas.reflectance", 12, 12)
     return sc

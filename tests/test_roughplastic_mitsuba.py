@@ -6,23 +6,16 @@ quadrature and directions, which the tests reuse). When mitsuba is importable,
 ``test_against_live_mitsuba`` recomputes a subset of them (skipped otherwise).
 Tolerance (issue 13): 0.5 % relative over α ∈ {0.001, 0.05, 0.15, 0.4} × θ ∈ {0°, 45°, 85°}.
 """
-import json
-import os
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-for p in (ROOT, os.path.join(ROOT, "tools"), os.path.dirname(os.path.abspath(__file__))):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
+from mitsuba_refs import reference  # noqa: E402 (puts tools/ on sys.path)
 from mitsuba_roughplastic_ref import WO, grid, sph  # noqa: E402
 
 from tirender.bsdfs.microfacet import ROUGH_TRANSMITTANCE_RES, rough_plastic_tables  # noqa: E402
 
-REF = json.load(open(os.path.join(ROOT, "tests", "data", "mitsuba_roughplastic.json")))
+REF = reference("roughplastic")
 TOL = 5e-3
 
 

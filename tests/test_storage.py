@@ -40,3 +40,44 @@ def test_upload_of_empty_arrays_zeroes_the_fields():
     assert (f[0] == 1).all() and not f[1:].any()
     sc2 = tirender.load_scene(os.path.join(ROOT, "configs", "texture_recovery.yaml"))
     _check(sc2)
+
+
+def test_a_scene_with_per_triangle_extras_never_gets_a_storage_without():
+    """Height fields, differentiable meshes and mesh attributes read per-triangle extras (tri_hf, tri_dm, tri_code,
+    tri_face) on every triangle row; a large scene without them gets a storage without (48 MB less for 2 M
+    triangles); a later small scene that needs them must not reuse that storage."""
+    from tirender.scene.storage import capacities, fits, has_extras
+    large = capacities({"tris": 100_000})
+    assert not has_extras(large) and fits(large, {"tris": 100})
+    assert not fits(large, {"tris": 100, "xtris": 100})
+    grown = capacities({"tris": 100, "xtris": 100}, large)
+    assert has_extras(grown) and grown["tris"] >= large["tris"]
+    assert fits(grown, {"tris": 100_000}) and fits(grown, {"tris": 100_000, "xtris": 100_000})
+    assert has_extras(capacities({"tris": 10})) and fits(capacities({"tris": 10}), {"tris": 10, "xtris": 10})
+    # capacities rounded from different counts: the extras still cover every triangle row
+    big = capacities({"tris": 2_100_000})
+    assert has_extras(capacities({"tris": 1_000_000, "xtris": 1_000_000}, big))
+
+
+def test_triangles_are_gathered_in_bvh_order():
+    """triangles.gather writes row k from the triangle the BVH put there (bvh.prim_order[k]): corners p0,
+    e1 = p1 - p0, e2 = p2 - p0, corner normals and uvs, its shape; over several shapes (per-shape vertex
+    offsets) and with rows past the scene's triangles zeroed."""
+    sc = tirender.load_scene(os.path.join(ROOT, "configs", "cbox.yaml"))
+    st = sc.bind()
+    shapes = sc.desc.shapes
+    assert len(shapes) > 3
+    o, n = sc.bvh.prim_order, sc.n_triangles
+    P = np.concatenate([s.positions[s.faces] for s in shapes])[o]
+    N = np.concatenate([s.normals[s.faces] if s.normals is not None else np.zeros((len(s.faces), 3, 3), np.float32)
+                        for s in shapes])[o]
+    UV = np.concatenate([s.uvs[s.faces] if s.uvs is not None else np.zeros((len(s.faces), 3, 2), np.float32)
+                         for s in shapes])[o]
+    shape = np.repeat(np.arange(len(shapes)), [len(s.faces) for s in shapes])[o]
+    want = {"tri_p0": P[:, 0], "tri_e1": P[:, 1] - P[:, 0], "tri_e2": P[:, 2] - P[:, 0], "tri_shape": shape}
+    for k in range(3):
+        want[f"tri_n{k}"], want[f"tri_uv{k}"] = N[:, k], UV[:, k]
+    for name, w in want.items():
+        got = getattr(st, name).to_numpy()
+        assert np.array_equal(got[:n], w), name
+        assert not got[n:].any(), name

@@ -325,6 +325,7 @@ def child_checks(variant):
     out["aov_albedo"] = tirender.render(_aov_box(), spp=64, seed=4, progress=False).tolist()
     if variant == "mono":
         out["grey_box"] = tirender.render(_grey_box(), spp=8, seed=3, progress=False).tolist()
+        out["mcmc"] = mcmc_checks(("coherent_mcmc",))      # the grey box's kernels: one Markov-chain kernel more
         return out
     out["dispersion"] = _dispersion_samples()
     out["dispersion_sellmeier"] = _dispersion_samples(SELLMEIER_GLASS)
@@ -337,6 +338,8 @@ def child_checks(variant):
     for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
         r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
         np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], name + ".npy"), r["imgs"])
+    out["volume_grad"] = spectral_volume_slice()
+    out["geometry_grad"] = spectral_geometry_slice()
     cfg = load_config(os.path.join(ROOT, "configs", "cbox_spectral.yaml"))
     scene = tirender.scene_from_config(cfg)
     img = tirender.render(scene, spp=64, seed=0, progress=False)
@@ -421,6 +424,63 @@ def volume_gradient_checks():
         rows = gradcheck.check(tirender.load_scene(spec), names, spp=16, seeds=8, h_rel=0.02)
         out += [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
     return out
+
+
+def spectral_volume_slice():
+    """Spectral child: prbvolpath on the parity scene homogeneous.xml (16x16; the spectral child's volume render
+    kernel): the fog's chromatic σt and albedo along all-ones directions, the gradient on the exact kernel (a
+    user's: backend.share_kernels off, a smaller compile than the suite's superset) against central differences of
+    the renders with correlated random numbers."""
+    import tirender
+    from gradcheck_util import projected_gradients
+    from tirender import backend
+    sc = tirender.load_scene(os.path.join(PARITY_DIR, "homogeneous.xml"), defines={"res": "16", "spp": "16"})
+    w = np.random.default_rng(4).uniform(0, 1, (16, 16, 3)).astype(np.float32)
+    out = {}
+    was = backend.share_kernels()
+    for key, h in (("fog.sigma_t.value.value", 0.05), ("fog.albedo.value.value", 0.02)):
+        name = sc.params.resolve(key)
+        u = np.ones(sc.params[name].shape, np.float32)
+        try:
+            backend.share_kernels(False)
+            g, _ = projected_gradients(sc, name, u, w, 16, list(range(11, 19)), [], h)
+        finally:
+            backend.share_kernels(was)
+        _, f = projected_gradients(sc, name, u, w, 16, [], list(range(31, 39)), h)
+        out[name] = {"g": g.tolist(), "f": f.tolist()}
+    return out
+
+
+def spectral_geometry_slice():
+    """Spectral child: geometry gradients (edge sampling, prb_attached) of tests/test_geometry_gradients.py's
+    shadowing cube over coloured surfaces, box-filtered (its render kernel is the box's: diffuse and an area light),
+    moved up: attached PRB against central differences with correlated random numbers."""
+    import test_geometry_gradients as t
+    from gradcheck_util import projected_gradients
+    sc = t._shadow(w=16, colours=True, filt="box")
+    u = np.array([0.0, 0.0, 1.0], np.float32)
+    g, _ = projected_gradients(sc, "occ.translation", u, t._weights(16), 32, list(range(8)), [], 1e-2,
+                               method="prb_attached")
+    _, f = projected_gradients(sc, "occ.translation", u, t._weights(16), 512, [], list(range(100, 108)), 1e-2)
+    return {"g": g.tolist(), "f": f.tolist()}
+
+
+def test_spectral_geometry_gradient(spectral_report):
+    """Geometry gradients in the spectral variant (the edge samples' paths carry wavelengths, the boundary terms
+    go through the film's conversion): a cube's translation against central differences within 3 SE (the
+    extended lane: Gaussian filter, more samples, tests/test_geometry_gradients.py)."""
+    from gradcheck_util import assert_agree
+    r = spectral_report["geometry_grad"]
+    assert_agree(np.array(r["g"]), np.array(r["f"]), "spectral occ.translation")
+
+
+def test_spectral_prbvolpath_gradients(spectral_report):
+    """Spectral media's gradients (the spectral child, a user's exact gradient kernel): a chromatic homogeneous
+    fog's σt and albedo against central differences within 3 SE (the extended lane: a grid medium too)."""
+    from gradcheck_util import assert_agree
+    assert len(spectral_report["volume_grad"]) == 2
+    for name, r in spectral_report["volume_grad"].items():
+        assert_agree(np.array(r["g"]), np.array(r["f"]), name)
 
 
 @pytest.mark.extended
@@ -725,13 +785,13 @@ def test_upsampling_adjoints_vs_central_differences_f64():
         assert r["cases"] >= 100 and r["max_rel_err"] <= 1e-5, (name, r)
 
 
-def mcmc_checks():
-    """Mono child: the grey box by path, pssmlt and coherent_mcmc (image means and their noise)."""
+def mcmc_checks(integrators=("pssmlt", "coherent_mcmc")):
+    """Mono child: the grey box by path and the Markov-chain integrators (image means and their noise)."""
     import tirender
     tirender.set_variant("mono")
     sc = tirender.load_scene(_grey_box())
     out = {}
-    for integ in ("path", "pssmlt", "coherent_mcmc"):
+    for integ in ("path",) + tuple(integrators):
         imgs = [tirender.render(sc, spp=64, seed=s, integrator=integ, progress=False) for s in range(4)]
         m = np.array([i.reshape(-1, 3).mean(0) for i in imgs])
         out[integ] = {"mean": m.mean(0).tolist(), "se": (m.std(0, ddof=1) / 2).tolist(),
@@ -739,17 +799,26 @@ def mcmc_checks():
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.extended       # a mono child compiling the Markov-chain kernels
-def test_mcmc_in_mono(tmp_path):
-    """pssmlt and coherent_mcmc run in mono: grey images whose mean agrees with the path tracer's."""
-    rep = run_child(__file__, ["--mcmc-child"], tmp_path)
+def _mcmc_agrees_in_mono(rep, integrators):
     ref = rep["path"]
-    for integ in ("pssmlt", "coherent_mcmc"):
+    for integ in integrators:
         r = rep[integ]
         assert r["grey"] == 0.0, (integ, r)
         se = np.hypot(r["se"][0], ref["se"][0])
         assert abs(r["mean"][0] - ref["mean"][0]) <= 4 * se + 0.01 * ref["mean"][0], (integ, r, ref)
+
+
+def test_coherent_mcmc_in_mono(mono_report):
+    """coherent_mcmc runs in mono (the mono child): a grey image whose mean agrees with the path tracer's (the
+    extended lane: pssmlt too, tests/test_mcmc.py: both in spectral and spectral_polarized)."""
+    _mcmc_agrees_in_mono(mono_report["mcmc"], ("coherent_mcmc",))
+
+
+@pytest.mark.slow
+@pytest.mark.extended       # a mono child compiling both Markov-chain kernels
+def test_mcmc_in_mono(tmp_path):
+    """pssmlt and coherent_mcmc run in mono: grey images whose mean agrees with the path tracer's."""
+    _mcmc_agrees_in_mono(run_child(__file__, ["--mcmc-child"], tmp_path), ("pssmlt", "coherent_mcmc"))
 
 
 if __name__ == "__main__" and "--mcmc-child" in sys.argv:

@@ -27,7 +27,7 @@ def __getattr__(name):
     if name in _API:
         from . import api
         return getattr(api, name)
-    if name in ("losses", "Adam", "SGD", "Optimizer"):
+    if name in ("losses", "Adam", "SGD"):
         from . import optim
         return getattr(optim, name)
     if name == "set_variant":

@@ -20,6 +20,7 @@ iterations, and the lost views are recomputed — a lost view's result is the sa
 same inputs, so the iteration's result is unchanged. A killed driver resumes from its checkpoint
 (``--resume``), with new workers. Bytes moved per iteration: docs/scale_out.md.
 """
+import contextlib
 import os
 import sys
 
@@ -100,7 +101,7 @@ class ViewWorker:
         return quantized_sum([self.held.pop((it, v)) for v in views], scales)
 
 
-class WorkerPool:
+class WorkerPool(contextlib.AbstractContextManager):   # __enter__: self
     """N Ray workers evaluating the views of an optimisation (the interface of views.LocalViews).
 
     cfg: the loaded config (tirender.config.load_config); targets: view -> float32 (H, W, 3);
@@ -254,9 +255,6 @@ class WorkerPool:
         if self.started_ray:
             self.ray.shutdown()
             self.started_ray = False
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         self.close()

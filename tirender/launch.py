@@ -31,7 +31,7 @@ from .progress import Progress
 from .scene.storage import padded
 
 DEFAULT_SPP = 64
-FLUSH_ADDS = 32                # film adds into one pixel per launch, pixel-local accumulation (5x5 <= 32)
+FLUSH_ADDS = 32                # film adds into one pixel per sample per pixel, pixel-local accumulation (5x5 <= 32)
 GRAD_ADDS_PER_SAMPLE = 1024    # assumed bound on the adds of one sample into one gradient entry
 STATS = {"launches": 0, "redone": 0}   # kernel launches, and those redone with the canonical scale
 
@@ -82,7 +82,7 @@ def sweep(scene, sensor, spp, label, progress, launch, film=None, grad=False, fi
     with Progress(spp, label, unit="spp") if progress else NoBar() as bar:
         for off, k in batches(spp, npix):
             _transaction(scene, st, npix, k, lambda: launch(off, k), film, grad, s.radius,
-                         None if film_adds is None else film_adds(k))
+                         None if film_adds is None else film_adds(k), spp)
             bar.update(k)
 
 
@@ -91,53 +91,79 @@ def _guess(st, name, default):
     return v if v else default
 
 
-def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None):
-    """One launch with fixed-point scales from a guess, redone with the canonical scales of the values
-    it actually added when they differ (core/fixed_point.py); then folded into float64."""
+def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
+    """One launch of k samples per pixel (of spp in the pass) with fixed-point scales from a guess,
+    redone with the canonical scales of the values it actually added when they differ
+    (core/fixed_point.py); then folded into float64.
+
+    The recorded maxima are per add (one sample's |L| before the filter weight, one gradient add)
+    and the launch's size enters the scale only through its add counts (core/fixed_point.scale_for),
+    so the guess — the previous launch's maxima — holds across launches of other sizes. Gradient
+    adds scale as 1/spp (the adjoint image is divided by the pass's filter-weight sums W_p ∝ spp),
+    so their magnitude is bucketed as max·spp."""
     from . import backend
     soft = backend.software_vulkan()
     footprint = (2 * math.ceil(radius) + 1) ** 2   # pixels one splat touches
     if film == "flush" and radius > LOCAL_HALF:
         film = "splat"                              # wide filters splat directly (core/film.py)
-    fa = FLUSH_ADDS if film == "flush" else footprint * k if adds is None else adds
+    fa = FLUSH_ADDS * k if film == "flush" else footprint * k if adds is None else adds
     ga = GRAD_ADDS_PER_SAMPLE * npix * k
-    per = float(k) if film == "flush" else 1.0      # flush values are sums over the k samples of a pixel
     gname = f"film_guess_{film}"
-    sf = scale_for(_guess(st, gname, 1.0) * per, fa)
-    sg = scale_for(_guess(st, "grad_guess", 1.0), ga)
+    sf = scale_for(_guess(st, gname, 1.0), fa)
+    sg = scale_for(_guess(st, "grad_guess", 1.0) / spp, ga, spp)   # the guess is stored as max·spp
     mf = mg = 0.0
+    maxes = np.zeros(2 * N_SLOTS, np.int32)
+    fx = getattr(st, "film_readout", None)          # reused: (npix, 4) int64
+    if fx is None or fx.shape[0] != max(npix, 1):
+        fx = st.film_readout = np.zeros((max(npix, 1), 4), np.int64)
     for _attempt in range(3):
-        if film:
-            st.film.fill(0)
-            st.info_f[INFO_FILM_SCALE] = sf
         if grad:
             st.grad_fx.fill(0)
-            st.info_f[INFO_GRAD_SCALE] = sg
             if soft:
                 st.grad.fill(0)
-        st.acc_max.fill(0)
+        _begin_kernel(st, npix if film else 0, sf, sg)
         run()
         STATS["launches" if _attempt == 0 else "redone"] += 1
-        bits = st.acc_max.to_numpy()
-        mf, mg = slots_max(bits[:N_SLOTS]), slots_max(bits[N_SLOTS:])
+        _end_kernel(st, npix if film else 0, maxes, fx)
+        mf, mg = slots_max(maxes[:N_SLOTS]), slots_max(maxes[N_SLOTS:])
         if not (math.isfinite(mf) and math.isfinite(mg)):
             raise TirenderError("a pixel's radiance or a gradient exceeds the float32 range "
                                 f"(largest value {max(mf, mg):g}); scale the emitters or the loss down")
         want_f = scale_for(mf, fa) if (film and mf > 0) else sf
-        want_g = scale_for(mg, ga) if (grad and mg > 0 and not soft) else sg
+        want_g = scale_for(mg, ga, spp) if (grad and mg > 0 and not soft) else sg
         if want_f == sf and want_g == sg:
             break
         sf, sg = want_f, want_g
     if mf > 0:
-        setattr(st, gname, mf / per)
+        setattr(st, gname, mf)
     if mg > 0:
-        st.grad_guess = mg
+        st.grad_guess = mg * spp       # exact (an f32 times a small integer in f64)
     if film:
-        acc = st.film.to_numpy()[:npix].astype(np.float64)
-        st.host_film[:, :3] += acc[:, :3] * (1.0 / sf)
-        st.host_film[:, 3] += acc[:, 3] * (1.0 / WEIGHT_SCALE)
+        st.host_film += fx * np.array([1.0 / sf, 1.0 / sf, 1.0 / sf, 1.0 / WEIGHT_SCALE])
     if grad:
         fold_gradients(scene, st)
+
+
+@ti.kernel
+def _begin_kernel(st: ti.template(), npix: ti.i32, sf: ti.f32, sg: ti.f32):
+    """A launch's start in one kernel: the film's first npix pixels and the max slots zeroed, the scales set."""
+    st.info_f[INFO_FILM_SCALE] = sf
+    st.info_f[INFO_GRAD_SCALE] = sg
+    for i in range(2 * N_SLOTS):
+        st.acc_max[i] = 0
+    for p in range(npix):
+        st.film[p] = ti.Vector([0, 0, 0, 0], ti.i64)
+
+
+@ti.kernel
+def _end_kernel(st: ti.template(), npix: ti.i32, maxes: ti.types.ndarray(), fx: ti.types.ndarray()):
+    """A launch's results in one kernel: the max slots into maxes (int32), the film's first npix pixels
+    into fx (int64 (npix, 4))."""
+    for i in range(2 * N_SLOTS):
+        maxes[i] = st.acc_max[i]
+    for p in range(npix):
+        for c in ti.static(range(4)):
+            fx[p, c] = st.film[p][c]
 
 
 def splat_pass(scene, st, bound, adds, run):
@@ -195,8 +221,9 @@ def resolve_film(st, s):
     """Film (Σ w L, Σ w) of sensor description s -> float32 (H, W, 3), row 0 at the top."""
     acc = st.host_film
     w = acc[:, 3:4]
-    img = np.where(w > 0, acc[:, :3] / np.where(w > 0, w, 1), 0.0)
-    if np.abs(img).max(initial=0.0) > F32_MAX:
+    img = np.zeros((acc.shape[0], 3))
+    np.divide(acc[:, :3], w, out=img, where=w > 0)
+    if max(img.max(initial=0.0), -img.min(initial=0.0)) > F32_MAX:
         raise TirenderError("the image exceeds the float32 range; scale the emitters down")
     return img.reshape(s.height, s.width, 3).astype(np.float32)
 
@@ -213,7 +240,7 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
     """W_p: filter-weight sums of the adjoint pass's samples (same positions as the gradient kernels)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
-        acc = film.local_zero()
+        acc = film.local_zero(st, cam)
         for s in range(spp):
             _, pos = pixel_sample(st, cam, pix, seed, sample_offset + s)
             film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc, True, wide)

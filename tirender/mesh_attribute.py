@@ -131,7 +131,8 @@ def carry(desc, params):
 
 
 def arrays(a, desc, params, starts, inv):
-    """Device arrays (module doc): atex_attr, atex_scale, shape_attr_off, shape_attr_code, tri_face, and the vertex
+    """Device arrays (module doc): atex_attr, atex_scale, shape_attr_off, shape_attr_code, tri_face (scenes with
+    attributes; otherwise scene/triangles.gather's -1), and the vertex
     indices in a["tri_code"] of the shapes with attributes (triangles in BVH order: inv maps a shape's face
     starts[s] + f to its row)."""
     recs = desc.mesh_attributes
@@ -141,6 +142,9 @@ def arrays(a, desc, params, starts, inv):
     ns = max(len(desc.shapes), 1)
     off = np.full((ns, MAX_NAMES), -1, np.int32)
     code = np.zeros((ns, MAX_NAMES), np.int32)
+    a["shape_attr_off"], a["shape_attr_code"] = off, code
+    if not recs:
+        return                 # tri_face: -1 everywhere (scene/triangles.gather)
     tri_face = np.full(len(inv), -1, np.int32)
     for si, s in enumerate(desc.shapes):
         if not s.attributes:
@@ -152,7 +156,7 @@ def arrays(a, desc, params, starts, inv):
             j = names.index(name)
             off[si, j] = params.slot(f"{s.id}.{name}").offset
             code[si, j] = v.shape[1] | (FACE if name.startswith("face_") else 0)
-    a["shape_attr_off"], a["shape_attr_code"], a["tri_face"] = off, code, tri_face
+    a["tri_face"] = tri_face
 
 
 # -- device side -----------------------------------------------------------------------------------

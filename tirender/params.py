@@ -124,7 +124,7 @@ class ParameterPool:
             self.extra[name] = value
             return
         i = self.info(name)
-        v = np.asarray(value, np.float32)
+        v = as_float_array(value, name)
         if v.shape != i.shape:
             if v.size == 1 and i.kind != "texture":
                 v = np.full(i.shape, float(v.ravel()[0]), np.float32)
@@ -160,6 +160,18 @@ class ParameterPool:
             lo[i.offset:i.offset + i.size] = i.lo
             hi[i.offset:i.offset + i.size] = i.hi
         return lo, hi
+
+
+def as_float_array(value, what, file=None):
+    """value as a float32 array, or one ConfigError line naming ``what`` (strings, None, ragged lists, objects)."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise ConfigError(f"expected a number or an array of numbers, got {type(value).__name__} {value!r:.40}",
+                          file, what)
+    try:
+        return np.asarray(value, np.float32)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"expected a number or an array of numbers, got {type(value).__name__} "
+                          f"({str(e).splitlines()[0][:80]})", file, what) from None
 
 
 def _check_value(name, v, lo, hi, file):

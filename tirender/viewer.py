@@ -16,6 +16,7 @@ Pieces (all usable without a window):
 
 See docs/viewer.md for the key bindings and the command-line options.
 """
+import contextlib
 import json
 import math
 import os
@@ -754,7 +755,7 @@ def _resize_nearest(a, h, w):
     return a[ri][:, ci]
 
 
-class LiveOptimizationView:
+class LiveOptimizationView(contextlib.AbstractContextManager):   # __enter__: self
     """Live view of an optimisation: current | target | |difference| and the loss curve.
 
     Layout (top to bottom): three panels (each the render upscaled by an integer factor to at
@@ -906,9 +907,6 @@ class LiveOptimizationView:
         if getattr(self, "gui", None) is not None:
             self.gui.close()
             self.gui = None
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         self.close()

@@ -64,6 +64,9 @@ SCENES = {
     "projector": ["proj.irradiance.data", "proj.scale", "spot.texture.data", "spot.intensity.value"],
     "beckmann": ["floor.bsdf.alpha.value", "sky.radiance.value"],
     "anisotropic": ["floor.bsdf.alpha_u.value", "floor.bsdf.alpha_v.value"],
+    "pplastic": ["floor.bsdf.diffuse_reflectance.value", "floor.bsdf.alpha.value", "ball.bsdf.eta.value"],
+    "hair": ["fibres.bsdf.longitudinal_roughness", "fibres.bsdf.azimuthal_roughness", "fibres.bsdf.scale_tilt",
+             "fibres.bsdf.eumelanin", "fibres.bsdf.eta"],
     "checkerboard": ["floor.bsdf.reflectance.color0.value=floor.reflectance@0,0;1,1",
                      "floor.bsdf.reflectance.color1.value=floor.reflectance@0,1;1,0", "light.emitter.radiance.value"],
 }
@@ -137,6 +140,7 @@ def mitsuba_run(path, defines, spp, seeds, params, grad_spp, grad=True, variant=
         missing = [k for k in keys if k not in ps]
         if missing:
             raise KeyError(f"Mitsuba has no parameter '{missing[0]}'")
+        ps.keep(keys)   # (mi.render takes the tracked ones; a hair with pigments reports its sigma_a as None)
         for s in range(seeds):
             vals = {}
             for k in keys:   # assign (marks the key dirty: bitmaps/volumes rebuild from it) then track

@@ -9,6 +9,9 @@ A BSDF model is a class in its own module that declares, in one place:
     FLAGS    SMOOTH / DELTA / BOTH_SIDES / TRANSMISSION / NULL (bitmask, see below)
     constants(values, file, key) -> [float]   (optional) the row's float constants from the parsed
              non-texture keys (and checks of their combination)
+    complete(values, file, key, variant) -> values   (optional) the parsed values with the keys whose default
+             depends on other keys filled in (pplastic's and hair's ``eta`` from int_ior / ext_ior: a texture key, so
+             a pool parameter either way), checks of their combination for the scene's variant
     CHILDREN (composites) the keys naming nested BSDFs (rows of their own)
 
 and the Taichi functions the dispatch (``registry.py``) calls at a shading point, all in the local
@@ -277,6 +280,38 @@ def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
 
 
 @ti.func
+def slot_unbounded(st: ti.template(), ctx, k):
+    """Colour slot k as an unbounded quantity (Mitsuba's get_unbounded_texture: an absorption coefficient): RGB in
+    rgb; in mono and the spectral variants variants.unbounded of the looked-up RGB (the luminance; 2 max(c) S(c / (2
+    max c), λ), Mitsuba's unbounded srgb; mesh attributes likewise), a 1-channel or raw texture flat, a sampled
+    spectrum at ctx.lam."""
+    tid = st.bsdf_tex[ctx.b, k]
+    out = variants.spec(0.0)
+    if ti.static(variants.rgb()):
+        out = _lookup(st, ctx, tid)
+    elif is_spectrum(st, tid):
+        out = spectrum_eval(st, tid, ctx.lam)
+    elif _flat(st, tid) and not _is_attribute(st, tid):
+        out = variants.spec(_lookup(st, ctx, tid)[0])
+    else:
+        out = variants.unbounded(_lookup(st, ctx, tid), ctx.lam)
+    return out
+
+
+@ti.func
+def slot_unbounded_adjoint(st: ti.template(), ctx, k, d):
+    tid = st.bsdf_tex[ctx.b, k]
+    if ti.static(variants.rgb()):
+        _lookup_adjoint(st, ctx, tid, d)
+    elif is_spectrum(st, tid):
+        spectrum_eval_adjoint(st, tid, ctx.lam, d)
+    elif _flat(st, tid) and not _is_attribute(st, tid):
+        _lookup_adjoint(st, ctx, tid, vec3(d.sum(), 0.0, 0.0))
+    else:
+        _lookup_adjoint(st, ctx, tid, variants.unbounded_adjoint(_lookup(st, ctx, tid), ctx.lam, d))
+
+
+@ti.func
 def slot_vec3(st: ti.template(), ctx, k):
     """A 3-channel data slot (normal maps): the texture's raw value in every variant."""
     return _lookup(st, ctx, st.bsdf_tex[ctx.b, k])
@@ -291,6 +326,12 @@ def slot_vec3_adjoint(st: ti.template(), ctx, k, d):
 def slot_float(st: ti.template(), ctx, k):
     """Scalar (1-channel) texture slot k."""
     return _lookup(st, ctx, st.bsdf_tex[ctx.b, k])[0]
+
+
+@ti.func
+def slot_unit(st: ti.template(), ctx, k):
+    """slot_float clamped to [0, 1] (a blend weight, an opacity); its adjoint is slot_float_adjoint's inside."""
+    return ti.min(ti.max(slot_float(st, ctx, k), 0.0), 1.0)
 
 
 @ti.func

@@ -11,14 +11,9 @@ import taichi as ti
 from ..core import mueller as mu
 from ..schema import Child, Texture
 from ..variants import spec
-from .base import DELTA, child, composite, invalid_sample, slot_float, slot_float_adjoint
+from .base import DELTA, child, composite, invalid_sample, slot_float_adjoint, slot_unit
 
 _W = 0  # texture slot: weight
-
-
-@ti.func
-def _weight(st: ti.template(), ctx):
-    return ti.min(ti.max(slot_float(st, ctx, _W), 0.0), 1.0)
 
 
 @composite
@@ -36,7 +31,7 @@ class BlendBsdf:
     @staticmethod
     @ti.func
     def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         f0, p0 = inner.eval_pdf(st, child(st, ctx, 0), wi, wo)
         f1, p1 = inner.eval_pdf(st, child(st, ctx, 1), wi, wo)
         return (1.0 - w) * f0 + w * f1, (1.0 - w) * p0 + w * p1
@@ -44,7 +39,7 @@ class BlendBsdf:
     @staticmethod
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         pick = 1 if u1 < w else 0
         # reuse u1 within the chosen interval
         u = u1 / w if pick == 1 else (u1 - w) / (1.0 - w)
@@ -71,7 +66,7 @@ class BlendBsdf:
     def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
         """The mixture's Mueller matrix per lane, Σ_k w_k f_k N_k (N_k: child k's, normalised), as Mitsuba's
         blendbsdf; for a Dirac sample (f = 0) the children with a Dirac lobe, weighted by w_k."""
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         c0 = child(st, ctx, 0)
         c1 = child(st, ctx, 1)
         a0 = spec(1.0 - w)
@@ -92,7 +87,7 @@ class BlendBsdf:
     @staticmethod
     @ti.func
     def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         c0 = child(st, ctx, 0)
         c1 = child(st, ctx, 1)
         dw = d_out.dot(inner.eval(st, c1, wi, wo) - inner.eval(st, c0, wi, wo))
@@ -103,7 +98,7 @@ class BlendBsdf:
     @staticmethod
     @ti.func
     def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         gi0, go0 = inner.grad_dirs(st, child(st, ctx, 0), wi, wo, d_out * (1.0 - w))
         gi1, go1 = inner.grad_dirs(st, child(st, ctx, 1), wi, wo, d_out * w)
         return gi0 + gi1, go0 + go1
@@ -112,14 +107,14 @@ class BlendBsdf:
     @ti.func
     def null_transmission_at(st: ti.template(), ctx, wi, inner: ti.template()):
         """(1 − w) n_0 + w n_1 (Mitsuba's eval_null_transmission)."""
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         return (1.0 - w) * inner.null_transmission(st, child(st, ctx, 0), wi) + \
             w * inner.null_transmission(st, child(st, ctx, 1), wi)
 
     @staticmethod
     @ti.func
     def null_transmission_adjoint_at(st: ti.template(), ctx, wi, d, inner: ti.template()):
-        w = _weight(st, ctx)
+        w = slot_unit(st, ctx, _W)
         c0 = child(st, ctx, 0)
         c1 = child(st, ctx, 1)
         slot_float_adjoint(st, ctx, _W, (d * (inner.null_transmission(st, c1, wi) -

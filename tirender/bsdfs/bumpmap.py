@@ -101,6 +101,7 @@ def _backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), texel
 
 
 @composite
+@perturbed.backprop_at(_backprop)
 class BumpMap:
     NAME = "bumpmap"
     KEYS = (Texture("height", 3, lo=-math.inf, hi=math.inf, aliases=("arbitrary",),
@@ -145,16 +146,6 @@ class BumpMap:
     def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
         n, s, t, A, B, c, cl, sg, fs, ul = _frame(st, ctx, wi)
         return perturbed.mueller(st, ctx, wi, wo, delta, inner, n, s, t)
-
-    @staticmethod
-    @ti.func
-    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        _backprop(st, ctx, wi, wo, d_out, inner, True)
-
-    @staticmethod
-    @ti.func
-    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        return _backprop(st, ctx, wi, wo, d_out, inner, False)
 
     @staticmethod
     @ti.func

@@ -56,20 +56,24 @@ def fresnel_dielectric(cos_theta_i, eta):
 
 
 @ti.func
+def _conductor_terms(c, eta, k):
+    """The intermediate terms of fresnel_conductor at cos θi = c (per channel): (sin²θi, η² - k² - sin²θi,
+    a² + b², a, term 1, term 2, term 3, term 4) in Mitsuba 3's names."""
+    c2 = c * c
+    s2 = 1.0 - c2
+    t1 = eta * eta - k * k - s2
+    a22 = safe_sqrt(t1 * t1 + 4.0 * k * k * eta * eta)
+    a = safe_sqrt(0.5 * (a22 + t1))
+    term2 = 2.0 * c * a
+    return s2, t1, a22, a, a22 + c2, term2, a22 * c2 + s2 * s2, term2 * s2
+
+
+@ti.func
 def fresnel_conductor(cos_theta_i, eta, k):
     """Per-channel conductor reflectance (K. D. Moeller, "Optics"), as Mitsuba 3."""
-    c2 = cos_theta_i * cos_theta_i
-    s2 = 1.0 - c2
-    s4 = s2 * s2
-    temp_1 = eta * eta - k * k - s2
-    a_2_pb_2 = safe_sqrt(temp_1 * temp_1 + 4.0 * k * k * eta * eta)
-    a = safe_sqrt(0.5 * (a_2_pb_2 + temp_1))
-    term_1 = a_2_pb_2 + c2
-    term_2 = 2.0 * cos_theta_i * a
+    s2, temp_1, a_2_pb_2, a, term_1, term_2, term_3, term_4 = _conductor_terms(cos_theta_i, eta, k)
     den_s = term_1 + term_2
     r_s = (term_1 - term_2) / ti.select(den_s > 0.0, den_s, 1.0)
-    term_3 = a_2_pb_2 * c2 + s4
-    term_4 = term_2 * s2
     den_p = term_3 + term_4
     r_p = r_s * (term_3 - term_4) / ti.select(den_p > 0.0, den_p, 1.0)
     # den == 0 only for a vanishing IOR at grazing incidence: total reflection
@@ -159,15 +163,7 @@ def fresnel_conductor_dcos(cos_theta_i, eta, k):
     """∂F/∂cos θi (RGB) of fresnel_conductor, differentiated term by term."""
     c = cos_theta_i
     c2 = c * c
-    s2 = 1.0 - c2
-    s4 = s2 * s2
-    t1 = eta * eta - k * k - s2
-    a22 = safe_sqrt(t1 * t1 + 4.0 * k * k * eta * eta)
-    a = safe_sqrt(0.5 * (a22 + t1))
-    term1 = a22 + c2
-    term2 = 2.0 * c * a
-    term3 = a22 * c2 + s4
-    term4 = term2 * s2
+    s2, t1, a22, a, term1, term2, term3, term4 = _conductor_terms(c, eta, k)
     # derivatives w.r.t. c (ds2 = -2c, dt1 = 2c)
     da22 = 2.0 * c * t1 / ti.select(a22 > 0.0, a22, 1.0)
     da = 0.25 * (da22 + 2.0 * c) / ti.select(a > 0.0, a, 1.0)

@@ -28,15 +28,10 @@ import taichi as ti
 from ..core import mueller as mu
 from ..schema import Child, Texture
 from ..variants import spec
-from .base import (BOTH_SIDES, DELTA, PASS, TRANSMISSION, BsdfSample, child, composite, slot_float,
-                   slot_float_adjoint)
+from .base import (BOTH_SIDES, DELTA, PASS, TRANSMISSION, BsdfSample, child, composite, slot_float_adjoint,
+                   slot_unit)
 
 _O = 0  # texture slot: opacity
-
-
-@ti.func
-def _opacity(st: ti.template(), ctx):
-    return ti.min(ti.max(slot_float(st, ctx, _O), 0.0), 1.0)
 
 
 @composite
@@ -54,14 +49,14 @@ class MaskBsdf:
     @staticmethod
     @ti.func
     def eval_pdf_at(st: ti.template(), ctx, wi, wo, inner: ti.template()):
-        o = _opacity(st, ctx)
+        o = slot_unit(st, ctx, _O)
         f, p = inner.eval_pdf(st, child(st, ctx, 0), wi, wo)
         return o * f, o * p
 
     @staticmethod
     @ti.func
     def sample_at(st: ti.template(), ctx, wi, u1, u2, inner: ti.template()):
-        o = _opacity(st, ctx)
+        o = slot_unit(st, ctx, _O)
         bs = BsdfSample(wo=-wi, weight=spec(1.0), pdf=1.0 - o, eta=1.0, delta=1, valid=1, null=1, passthrough=1)
         if u1 < o:
             bs = inner.sample(st, child(st, ctx, 0), wi, ti.min(u1 / o, 0.99999994), u2)
@@ -81,7 +76,7 @@ class MaskBsdf:
     @staticmethod
     @ti.func
     def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        o = _opacity(st, ctx)
+        o = slot_unit(st, ctx, _O)
         c = child(st, ctx, 0)
         slot_float_adjoint(st, ctx, _O, d_out.dot(inner.eval(st, c, wi, wo)))
         inner.adjoint(st, c, wi, wo, d_out * o)
@@ -89,12 +84,12 @@ class MaskBsdf:
     @staticmethod
     @ti.func
     def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        return inner.grad_dirs(st, child(st, ctx, 0), wi, wo, d_out * _opacity(st, ctx))
+        return inner.grad_dirs(st, child(st, ctx, 0), wi, wo, d_out * slot_unit(st, ctx, _O))
 
     @staticmethod
     @ti.func
     def null_adjoint_at(st: ti.template(), ctx, d_log, inner: ti.template()):
-        o = _opacity(st, ctx)
+        o = slot_unit(st, ctx, _O)
         if o < 1.0:
             slot_float_adjoint(st, ctx, _O, -d_log / (1.0 - o))
 
@@ -102,7 +97,7 @@ class MaskBsdf:
     @ti.func
     def null_transmission_at(st: ti.template(), ctx, wi, inner: ti.template()):
         """1 − o (1 − n): the holes, and what the nested BSDF lets through (Mitsuba's eval_null_transmission)."""
-        return 1.0 - _opacity(st, ctx) * (1.0 - inner.null_transmission(st, child(st, ctx, 0), wi))
+        return 1.0 - slot_unit(st, ctx, _O) * (1.0 - inner.null_transmission(st, child(st, ctx, 0), wi))
 
     @staticmethod
     @ti.func
@@ -110,4 +105,4 @@ class MaskBsdf:
         c = child(st, ctx, 0)
         n = inner.null_transmission(st, c, wi)
         slot_float_adjoint(st, ctx, _O, -(d * (1.0 - n)).sum())
-        inner.null_transmission_adjoint(st, c, wi, d * _opacity(st, ctx))
+        inner.null_transmission_adjoint(st, c, wi, d * slot_unit(st, ctx, _O))

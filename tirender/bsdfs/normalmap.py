@@ -80,6 +80,7 @@ def _uv_adjoint(st: ti.template(), ctx, g_tex):
 
 
 @composite
+@perturbed.backprop_at(_backprop)
 class NormalMap:
     NAME = "normalmap"
     KEYS = (Texture("normalmap", 3, lo=0.0, hi=1.0, raw=True,
@@ -121,16 +122,6 @@ class NormalMap:
     def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
         c, fs, n, s, t, cl, ul = _perturbed(st, ctx, wi)
         return perturbed.mueller(st, ctx, wi, wo, delta, inner, n, s, t)
-
-    @staticmethod
-    @ti.func
-    def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        _backprop(st, ctx, wi, wo, d_out, inner, True)
-
-    @staticmethod
-    @ti.func
-    def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
-        return _backprop(st, ctx, wi, wo, d_out, inner, False)
 
     @staticmethod
     @ti.func

@@ -104,6 +104,25 @@ def shadow_factors(st: ti.template(), ch, inner: ti.template(), wip, wop, d_out,
     return S, gsn, gsw, fd
 
 
+def backprop_at(backprop):
+    """Class decorator of a composite that perturbs the shading normal (bumpmap, normalmap): its ``adjoint_at``
+    (scatter into the pool) and ``grad_dirs_at`` (return (∂/∂wi, ∂/∂wo)) are the two modes of its
+    ``backprop(st, ctx, wi, wo, d_out, inner, texels)`` (texels, compile time: scatter into the texture)."""
+    def decorate(cls):
+        @ti.func
+        def adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+            backprop(st, ctx, wi, wo, d_out, inner, True)
+
+        @ti.func
+        def grad_dirs_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+            return backprop(st, ctx, wi, wo, d_out, inner, False)
+
+        cls.adjoint_at = staticmethod(adjoint_at)
+        cls.grad_dirs_at = staticmethod(grad_dirs_at)
+        return cls
+    return decorate
+
+
 @ti.func
 def backprop(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template(), n, s, t, shadow, texels: ti.template()):
     wip = to_local(s, t, n, wi)

@@ -139,6 +139,15 @@ def _geometry(p, wi, wo):
 
 
 @ti.func
+def _lobe_weights(p):
+    """(base colour c, metallic m, specular transmission s, the BRDF lobes' weight (1 − m)(1 − s), the BSDF
+    lobe's (1 − m) s)."""
+    m = p.metallic
+    s_ = p.spec_trans
+    return p.base_color, m, s_, (1.0 - m) * (1.0 - s_), (1.0 - m) * s_
+
+
+@ti.func
 def _probs(p, front, F, bsdf, brdf):
     """Mitsuba's normalised lobe probabilities (main reflection, transmission, clearcoat, diffuse)."""
     psr = ti.select(front, p.sr_spec * (1.0 - bsdf * (1.0 - F)), F)
@@ -298,11 +307,7 @@ class Principled:
         ci = wi[2]
         co = wo[2]
         if ci != 0.0:
-            c = p.base_color
-            m = p.metallic
-            s_ = p.spec_trans
-            brdf = (1.0 - m) * (1.0 - s_)
-            bsdf = (1.0 - m) * s_
+            c, m, s_, brdf, bsdf = _lobe_weights(p)
             wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
             ax, ay, dax_r, day_r, dax_a, day_a = dist_params(p.roughness, p.anisotropic)
             D, dDx, dDy = ggx_aniso_D(wh, ax, ay)
@@ -397,11 +402,7 @@ class Principled:
         ci = wi[2]
         co = wo[2]
         if ci != 0.0:
-            c = p.base_color
-            m = p.metallic
-            s_ = p.spec_trans
-            brdf = (1.0 - m) * (1.0 - s_)
-            bsdf = (1.0 - m) * s_
+            c, m, s_, brdf, bsdf = _lobe_weights(p)
             wh, front, refl, refr, eta_path, F, mr, mt = _geometry(p, wi, wo)
             u = wi + wo * ti.select(refl, 1.0, eta_path)
             ul = u.norm()

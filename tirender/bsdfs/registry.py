@@ -53,11 +53,13 @@ from .bumpmap import BumpMap
 from .conductor import Conductor
 from .dielectric import Dielectric
 from .diffuse import Diffuse
+from .hair import Hair
 from .mask import MaskBsdf
 from .normalmap import NormalMap
 from .null import Null
 from .plastic import Plastic
 from .polarizer import Polarizer, Retarder
+from .pplastic import PPlastic
 from .principled import Principled
 from .principledthin import PrincipledThin
 from .roughconductor import RoughConductor
@@ -85,6 +87,8 @@ MODELS = (
     Polarizer,
     Retarder,
     PrincipledThin,
+    PPlastic,
+    Hair,
 )
 BY_NAME, ALL = register(MODELS)
 LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)

@@ -27,7 +27,7 @@ from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_fl
                    slot_float_adjoint, slot_rgb, slot_rgb_adjoint)
 from .conductor import CONDUCTOR_KEYS, N_CONDUCTOR, NONE, conductor_constants, conductor_ior, conductor_mueller
 from .fresnel import fresnel_conductor, fresnel_conductor_dcos, reflect_m
-from .microfacet import (half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
+from .microfacet import (ALPHA_MIN, half_vector, signed_alpha, signed_alpha_sign, reflection_grad_dirs, reflection_lobe, reflection_pdf, sample_visible_normal,
                          smith_g1)
 
 _SPEC, _ALPHA, _AU, _AV = 0, 1, 2, 3  # texture slots
@@ -37,12 +37,14 @@ class _Default(float):
     """A default value recognisable by identity (was the key given, or defaulted?)."""
 
 
-ROUGHNESS = Texture("roughness", 1, default=_Default(0.1), lo=1e-3, hi=4.0, aliases=("alpha",),
-                    doc="roughness α (parameter `<id>.roughness`)")
-ALPHA_U = Texture("alpha_u", 1, default=None, lo=1e-3, hi=4.0,
+# α below microfacet.ALPHA_MIN = 1e-4 is raised to it where it is read (Mitsuba's MicrofacetDistribution::configure),
+# with no derivative there
+ROUGHNESS = Texture("roughness", 1, default=_Default(0.1), lo=0.0, hi=4.0, aliases=("alpha",),
+                    doc="roughness α (parameter `<id>.roughness`; values below 1e-4 read as 1e-4, as Mitsuba)")
+ALPHA_U = Texture("alpha_u", 1, default=None, lo=0.0, hi=4.0,
                   doc="anisotropic roughness along the shading tangent s = dp/du (with alpha_v; not with "
                       "alpha; parameter `<id>.alpha_u`)")
-ALPHA_V = Texture("alpha_v", 1, default=None, lo=1e-3, hi=4.0,
+ALPHA_V = Texture("alpha_v", 1, default=None, lo=0.0, hi=4.0,
                   doc="anisotropic roughness along t = n × s (with alpha_u; parameter `<id>.alpha_v`)")
 ANISO_KEYS = (ROUGHNESS, ALPHA_U, ALPHA_V)
 DISTRIBUTION = Choice("distribution", ("beckmann", "ggx"), default="beckmann",
@@ -75,11 +77,11 @@ def fetch_alpha(st: ti.template(), ctx, iso, au, av, sign):
 
 @ti.func
 def fetch_alpha_adjoint(st: ti.template(), ctx, iso, au, av, g):
-    """Adjoint of fetch_alpha: g = (∂/∂α_u, ∂/∂α_v)."""
+    """Adjoint of fetch_alpha: g = (∂/∂α_u, ∂/∂α_v) (0 where α was raised to ALPHA_MIN)."""
     if st.bsdf_tex[ctx.b, au] != -1:    # -1: no alpha_u slot
-        slot_float_adjoint(st, ctx, au, g[0])
-        slot_float_adjoint(st, ctx, av, g[1])
-    else:
+        slot_float_adjoint(st, ctx, au, ti.select(slot_float(st, ctx, au) > ALPHA_MIN, g[0], 0.0))
+        slot_float_adjoint(st, ctx, av, ti.select(slot_float(st, ctx, av) > ALPHA_MIN, g[1], 0.0))
+    elif slot_float(st, ctx, iso) > ALPHA_MIN:
         slot_float_adjoint(st, ctx, iso, g[0] + g[1])
 
 

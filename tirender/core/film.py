@@ -5,9 +5,14 @@ centre lies within the filter radius; the image is Σ w L / Σ w. Separable, w =
 the distance (pixels) from the pixel centre: Gaussian w1(d) = max(0, exp(-d²/2σ²) - exp(-r²/2σ²)),
 r = 4σ; tent w1(d) = max(0, 1 - |d|/r) (r: its ``radius``, default 1). Box: the pixel containing pos.
 ``st.film`` holds (Σ w L, Σ w) per pixel of the current launch in fixed point (core/fixed_point.py:
-Σ w L at the launch's scale ``st.info_f[INFO_FILM_SCALE]``, whose largest added |value| each flush
-records with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left pixel; launch.py
-folds each launch into float64.
+Σ w L at the launch's scale ``st.info_f[INFO_FILM_SCALE]``, chosen from the largest |L| of one sample,
+which the splats and flushes record with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left
+pixel; launch.py folds each launch into float64.
+
+The pixel-local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples'
+footprints summed locally, one flush per pixel) computes the filter's per-camera constants once per pixel
+and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights equal ``_w1``'s to a few ulps
+(images within float rounding of the per-weight form; tent and box weights are the same bits).
 
 Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
 of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
@@ -15,7 +20,7 @@ of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after
 import taichi as ti
 
 from .fixed_point import INFO_FILM_SCALE, SLOT_FILM, WEIGHT_SCALE, finite_or_zero, to_fixed, track_max
-from .math import vec2, vec3
+from .math import exp_inline, vec2, vec3
 
 FILTER_BOX, FILTER_GAUSSIAN, FILTER_TENT = 0, 1, 2
 FILTERS = {"box": FILTER_BOX, "gaussian": FILTER_GAUSSIAN, "tent": FILTER_TENT}   # name -> st.cam_filter tag
@@ -52,6 +57,35 @@ def _footprint(st: ti.template(), cam, pos):
     y0 = ti.max(ti.cast(ti.ceil(pos[1] - 0.5 - r), ti.i32), 0)
     y1 = ti.min(ti.cast(ti.floor(pos[1] - 0.5 + r), ti.i32), st.cam_h[cam] - 1)
     return x0, x1, y0, y1, st.cam_filter[cam], st.cam_stddev[cam], r
+
+
+@ti.func
+def footprint(st: ti.template(), cam, pos):
+    """(x0, x1, y0, y1): the pixels a sample at film position pos (pixels) reaches — the pixel containing it
+    (box), else those whose centres lie within the filter's radius; for splats into other buffers than
+    st.film, with pixel_weight."""
+    x0, x1, y0, y1 = 0, 0, 0, 0
+    if st.cam_filter[cam] == FILTER_BOX:
+        p = _box_pixel(st, cam, pos)
+        x0 = p % st.cam_w[cam]
+        x1 = x0
+        y0 = p // st.cam_w[cam]
+        y1 = y0
+    else:
+        a0, a1, b0, b1, _, _, _ = _footprint(st, cam, pos)
+        x0, x1, y0, y1 = a0, a1, b0, b1
+    return x0, x1, y0, y1
+
+
+@ti.func
+def pixel_weight(st: ti.template(), cam, pos, x, y):
+    """The filter weight of pixel (x, y) for a sample at film position pos: w1(x + ½ − pos_x) w1(y + ½ − pos_y);
+    box: 1 (footprint gives its one pixel)."""
+    wt = 1.0
+    if st.cam_filter[cam] != FILTER_BOX:
+        kind, sd, r = st.cam_filter[cam], st.cam_stddev[cam], st.cam_radius[cam]
+        wt = _w1(kind, x + 0.5 - pos[0], sd, r) * _w1(kind, y + 0.5 - pos[1], sd, r)
+    return wt
 
 
 @ti.func
@@ -189,15 +223,97 @@ def nan_to_zero(L):
 
 
 # ---- per-pixel local accumulation: a thread renders all samples of one pixel; every sample lands
-# within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood in registers and
-# flushes it with 25 atomics per pixel instead of 25 per sample.
+# within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood locally and flushes it
+# with 25 atomics per pixel instead of 25 per sample. A sample at offset u ∈ [-½, ½) from its pixel's
+# centre reaches at most 4 pixel centres per axis (those at k - u, |k - u| < 2: k = -2..1 for u ≤ 0,
+# -1..2 for u > 0). On the CPU each sample adds into that 4x4 window of the block (a local array indexed
+# at run time, which stays in memory: 100 scalars carried through the path loop would otherwise be
+# spilled and reloaded one by one); on GPUs into the whole 5x5 block at fixed indices (registers).
 LOCAL = 5
 LOCAL_HALF = 2
+WINDOW = 4
+
+LocalFilm = ti.types.struct(
+    acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block, row-major
+    m=float,                                          # the largest max-channel |L| of one sample added
+    kind=ti.i32,                                      # the filter (FILTER_*) and its per-camera constants:
+    a=float,                                          # Gaussian 1/(2σ²)
+    c=float,                                          # its truncation exp(-r² a)
+    c1=float,                                         # exp(-a), exp(-4a): the Gaussian at 1 and 2 pixels
+    c2=float,
+    inv_r=float,                                      # tent 1/r
+    r2=float)                                         # r²
+
+
+def _on_cpu():
+    from .. import backend
+    return backend.current_arch() == "cpu"
 
 
 @ti.func
-def local_zero():
-    return ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float)
+def local_zero(st: ti.template(), cam):
+    """An empty pixel-local accumulator for camera cam, with the filter's per-camera constants
+    computed once (not per sample)."""
+    kind = st.cam_filter[cam]
+    r = st.cam_radius[cam]
+    a = c = c1 = c2 = 0.0
+    if kind == FILTER_GAUSSIAN:
+        sd = st.cam_stddev[cam]
+        a = 1.0 / (2.0 * sd * sd)
+        c = ti.exp(-r * r * a)
+        c1 = ti.exp(-a)
+        c2 = ti.exp(-4.0 * a)
+    return LocalFilm(acc=ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float), m=0.0, kind=kind, a=a, c=c, c1=c1,
+                     c2=c2, inv_r=1.0 / r if r > 0.0 else 0.0, r2=r * r)
+
+
+@ti.func
+def _gauss_taps(f: ti.template(), u):
+    """exp(-a (k - u)²) for k = -2..2 as b q^k exp(-a k²), b = exp(-a u²), q = exp(2 a u): 2 exps instead
+    of 5 (the same values to a few ulps, core/math.exp_inline; q's overflow for tiny σ only reaches taps
+    beyond the radius, which the callers zero)."""
+    b = exp_inline(-f.a * u * u)
+    q = exp_inline(2.0 * f.a * u)
+    iq = 1.0 / q
+    return ti.Vector([b * iq * iq * f.c2, b * iq * f.c1, b, b * q * f.c1, b * q * q * f.c2], dt=float)
+
+
+@ti.func
+def _tap(f: ti.template(), k, u, g):
+    """The 1D weight of the pixel centre at distance d = k - u (pixels; g: the Gaussian's value there):
+    Gaussian g minus the truncation c, tent max(0, 1 - |d| / r) (1/r per camera: exact for r a power of
+    two); 0 beyond the radius."""
+    d = k - u
+    w = ti.max(0.0, 1.0 - ti.abs(d) * f.inv_r)
+    if f.kind != FILTER_TENT:
+        w = ti.select(d * d < f.r2, ti.max(0.0, g - f.c), 0.0)
+    return w
+
+
+@ti.func
+def _local_weights(f: ti.template(), u):
+    """The 1D weights of the block's 5 pixel centres (k = -2..2) for a sample at offset u from its pixel's centre."""
+    g = ti.Vector([0.0] * LOCAL, dt=float)
+    if f.kind != FILTER_TENT:
+        g = _gauss_taps(f, u)
+    w = ti.Vector([0.0] * LOCAL, dt=float)
+    for i in ti.static(range(LOCAL)):
+        w[i] = _tap(f, i - LOCAL_HALF, u, g[i])
+    return w
+
+
+@ti.func
+def _window_weights(f: ti.template(), u):
+    """(w, s): the 1D weights of the WINDOW pixel centres k = s - 2 .. s + 1 a sample at offset u reaches
+    (s = 1 if u > 0, else 0)."""
+    s = ti.select(u > 0.0, 1, 0)
+    g = ti.Vector([0.0] * LOCAL, dt=float)
+    if f.kind != FILTER_TENT:
+        g = _gauss_taps(f, u)
+    w = ti.Vector([0.0] * WINDOW, dt=float)
+    for i in ti.static(range(WINDOW)):
+        w[i] = _tap(f, i - LOCAL_HALF + s, u, ti.select(s == 1, g[i + 1], g[i]))
+    return w, s
 
 
 @ti.func
@@ -216,18 +332,20 @@ def splat_weight(st: ti.template(), cam, pos):
 
 
 @ti.func
-def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weight_only: ti.template(),
+def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight_only: ti.template(),
                 wide: ti.template()):
-    """Add sample (pos, L) of pixel (px, py) into the thread-local 5x5 accumulator `acc`. wide (a
+    """Add sample (pos, L) of pixel (px, py) into the thread-local accumulator f (``local_zero``). wide (a
     filter wider than the block: radius > 2 px, e.g. a Gaussian of stddev > 0.5; compile-time, so kernels for the
     usual filters carry no atomics in loops, which software Vulkan mishandles): splat directly
     instead (splat / splat_weight), so the filter is never truncated."""
-    if st.cam_filter[cam] == FILTER_BOX:
+    if ti.static(not weight_only):
+        f.m = ti.max(f.m, ti.abs(L).max())
+    if f.kind == FILTER_BOX:
         k = (LOCAL_HALF * LOCAL + LOCAL_HALF) * 4
-        acc[k] += L[0]
-        acc[k + 1] += L[1]
-        acc[k + 2] += L[2]
-        acc[k + 3] += 1.0
+        f.acc[k] += L[0]
+        f.acc[k + 1] += L[1]
+        f.acc[k + 2] += L[2]
+        f.acc[k + 3] += 1.0
     else:
         if ti.static(wide):
             if ti.static(weight_only):
@@ -235,51 +353,43 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, acc: ti.template(), weig
             else:
                 splat(st, cam, pos, L)
         else:
-            r = st.cam_radius[cam]
-            sd = st.cam_stddev[cam]
-            kind = st.cam_filter[cam]
-            wx = ti.Vector([0.0] * LOCAL, dt=float)
-            wy = ti.Vector([0.0] * LOCAL, dt=float)
-            if kind == FILTER_TENT:
-                for i in ti.static(range(LOCAL)):  # separable weights: 10 per sample, not 25
-                    wx[i] = _w1(kind, px + (i - LOCAL_HALF) + 0.5 - pos[0], sd, r)
-                    wy[i] = _w1(kind, py + (i - LOCAL_HALF) + 0.5 - pos[1], sd, r)
-            else:   # the Gaussian's inline: its truncation constant exp(-r²a) once, not per weight
-                a = 1.0 / (2.0 * sd * sd)
-                c = ti.exp(-r * r * a)
-                for i in ti.static(range(LOCAL)):  # separable weights: 10 exps per sample, not 25
-                    dx = px + (i - LOCAL_HALF) + 0.5 - pos[0]
-                    dy = py + (i - LOCAL_HALF) + 0.5 - pos[1]
-                    wx[i] = ti.max(0.0, ti.exp(-dx * dx * a) - c)
-                    wy[i] = ti.max(0.0, ti.exp(-dy * dy * a) - c)
-            for j in ti.static(range(LOCAL)):
-                for i in ti.static(range(LOCAL)):
-                    wt = wy[j] * wx[i]
-                    k = (j * LOCAL + i) * 4
-                    acc[k] += wt * L[0]
-                    acc[k + 1] += wt * L[1]
-                    acc[k + 2] += wt * L[2]
-                    acc[k + 3] += wt
+            L1 = ti.Vector([L[0], L[1], L[2], 1.0], dt=float)
+            if ti.static(_on_cpu()):
+                wx, sx = _window_weights(f, pos[0] - (px + 0.5))   # separable: 8 weights per sample, 16 adds
+                wy, sy = _window_weights(f, pos[1] - (py + 0.5))
+                o = (sy * LOCAL + sx) * 4
+                for j in ti.static(range(WINDOW)):
+                    for i in ti.static(range(WINDOW)):
+                        v = (wy[j] * wx[i]) * L1
+                        for ch in ti.static(range(4)):
+                            f.acc[o + (j * LOCAL + i) * 4 + ch] += v[ch]
+            else:
+                wx = _local_weights(f, pos[0] - (px + 0.5))   # separable: 10 weights per sample, 25 adds
+                wy = _local_weights(f, pos[1] - (py + 0.5))
+                for j in ti.static(range(LOCAL)):
+                    for i in ti.static(range(LOCAL)):
+                        v = (wy[j] * wx[i]) * L1
+                        for ch in ti.static(range(4)):
+                            f.acc[(j * LOCAL + i) * 4 + ch] += v[ch]
 
 
 @ti.func
-def local_flush(st: ti.template(), cam, px, py, acc: ti.template(), weight_only: ti.template()):
+def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: ti.template()):
     """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point
-    (one add per pixel of the 5x5 block; the block's largest |Σ w L| is recorded with track_max)."""
+    (one add per pixel of the 5x5 block; the largest |L| of one sample is recorded with track_max:
+    the launch's scale bounds k samples' sums by that, core/fixed_point.py)."""
     w = st.cam_w[cam]
     h = st.cam_h[cam]
     if ti.static(not weight_only):
-        m = 0.0
-        for k in ti.static(range(LOCAL * LOCAL)):
-            m = ti.max(m, ti.abs(acc[4 * k]), ti.abs(acc[4 * k + 1]), ti.abs(acc[4 * k + 2]))
-        track_max(st.acc_max, SLOT_FILM, px + py * w, m)
+        track_max(st.acc_max, SLOT_FILM, px + py * w, f.m)
     for j in ti.static(range(LOCAL)):
         for i in ti.static(range(LOCAL)):
             x = px + i - LOCAL_HALF
             y = py + j - LOCAL_HALF
-            k = (j * LOCAL + i) * 4
-            if x >= 0 and x < w and y >= 0 and y < h and acc[k + 3] > 0.0:
+            q = (j * LOCAL + i) * 4
+            v = ti.Vector([f.acc[q], f.acc[q + 1], f.acc[q + 2], f.acc[q + 3]], dt=float)
+            if x >= 0 and x < w and y >= 0 and y < h and v[3] > 0.0:
                 if ti.static(weight_only):
-                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(acc[k + 3], WEIGHT_SCALE))
+                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))
                 else:
-                    _add(st, y * w + x, vec3(acc[k], acc[k + 1], acc[k + 2]), acc[k + 3], True)
+                    _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True)

@@ -11,13 +11,17 @@ a launch adds at most ``adds`` values into one accumulator, each ``|x| ≤ m``; 
 ``s = scale_for(m, adds)`` every partial sum stays within ``adds · m · s ≤ 2^62``. The kernels record
 m exactly (``track_max``: an integer atomic max of the float's bit pattern, which orders like the
 value for x ≥ 0, so it is deterministic too). The host layer (launch.py) launches with a scale from
-a guess (the last launch's m), reads the recorded m, and redoes the launch with ``scale_for(m)``
-when the guess's scale differs from it. The accepted scale is therefore a function of the launch's
-own values, never of the history: a seed still fixes every bit. Scale exponents are multiples of
-``BUCKET`` so that a guess from the previous launch is almost always right (a redo costs one
-launch); the resolution is then at least 2^(62 - BUCKET) / adds units of m, i.e. relative
-precision ~1e-14 for the film. Each launch's sums are folded into float64 on the host, divided by
-their scale, so launches with different scales combine exactly (to f64 rounding).
+a guess (the last launch's m with this launch's own ``adds``), reads the recorded m, and redoes the
+launch with ``scale_for(m, adds)`` when the guess's scale differs from it. The accepted scale is
+therefore a function of the launch's own values, never of the history: a seed still fixes every
+bit. m is a per-sample quantity (the largest single add, not the largest sum), and the launch's
+size enters only through ``adds``, exactly: the magnitude alone is rounded up to a bucket of
+2^BUCKET, so a guess from a launch of another size (a 4-spp preview before a 64-spp render, an spp
+schedule, progressive passes) is right unless the largest sample itself moved across a bucket
+boundary (``launch.STATS`` counts the redos). The resolution is then at least 2^(62 - BUCKET - 1)
+/ adds units of m, i.e. relative precision ~1e-13 for the film. Each launch's sums are folded into
+float64 on the host, divided by their scale, so launches with different scales combine exactly (to
+f64 rounding).
 
 Filter weights (≤ 1 per sample) keep a fixed scale ``WEIGHT_SCALE`` (resolution 3.7e-9).
 """
@@ -71,20 +75,35 @@ def slots_max(bits):
     return float(np.array([max(b, 0)], np.int32).view(np.float32)[0])
 
 
-def scale_for(m, adds):
+def _ceil_log2(x):
+    """ceil(log2 x) exactly, for a finite x > 0."""
+    f, e = math.frexp(x)       # x = f 2^e, 0.5 <= f < 1
+    return e - 1 if f == 0.5 else e
+
+
+def scale_for(m, adds, per=1):
     """The canonical power-of-two scale for `adds` values of magnitude ≤ m into one accumulator:
-    the largest 2^(BUCKET·j) with adds · m · s ≤ 2^HEADROOM_BITS (clamped to the f32 range)."""
-    m = float(m) * float(max(adds, 1))
+    2^e with e = HEADROOM_BITS - ceil_B(log2(m·per)) + floor(log2 per) - ceil(log2 adds), ceil_B
+    rounding up to a multiple of BUCKET, clamped to the f32 range; adds · m · s ≤ 2^HEADROOM_BITS.
+
+    The two factors are bucketed apart: the launch's work (``adds``, known before the launch) enters
+    exactly, and only the magnitude m·per (``per`` ≥ 1: a normaliser known before the launch that
+    makes m·per independent of the launch's size, e.g. the spp of a gradient whose adjoint image is
+    divided by the filter-weight sums) is rounded to a bucket of 2^BUCKET. So a guess of m from a
+    launch of another size (another spp) gives the canonical scale unless m·per itself moved across
+    a bucket boundary."""
+    m = float(m)
+    adds = int(max(adds, 1))
+    per = max(float(per), 1.0)
     lo, hi = SCALE_EXP_RANGE
-    if not m > 0.0 or not math.isfinite(m):
-        e = hi if not m > 0.0 else lo
+    if not m > 0.0:
+        e = hi
+    elif not math.isfinite(m * per):
+        e = lo
     else:
-        e = HEADROOM_BITS - math.ceil(math.log2(m))
-        if math.ldexp(m, e) > 2.0 ** HEADROOM_BITS:   # log2 rounding
-            e -= 1
-        e = BUCKET * math.floor(e / BUCKET)
-    e = min(max(e, BUCKET * math.ceil(lo / BUCKET)), BUCKET * math.floor(hi / BUCKET))
-    return math.ldexp(1.0, e)
+        e = (HEADROOM_BITS - BUCKET * math.ceil(_ceil_log2(m * per) / BUCKET) + (math.frexp(per)[1] - 1)
+             - (adds - 1).bit_length())
+    return math.ldexp(1.0, min(max(e, lo), hi))
 
 
 def grad_scale_for(max_abs_adjoint):

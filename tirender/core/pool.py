@@ -4,8 +4,8 @@
 is its adjoint: it adds d (RGB; summed over the channels for C = 1) to ``st.grad_fx`` in
 deterministic fixed point (core/fixed_point.py; the scale is ``st.info_f[INFO_GRAD_SCALE]``, the
 largest |d| added is recorded with ``track_max``) with ti.atomic_add. ``st.grad_fx`` holds
-``st.grad_copies`` copies of the pool (storage.py) to spread the atomics on parameters every
-thread adds into (a constant reflectance); launch.fold_gradients sums them.
+``st.grad_copies - 1`` more copies of the pool's first ``st.grad_hot`` entries (storage.py) to spread the
+atomics on parameters every thread adds into (a constant reflectance); launch.fold_gradients sums them.
 
 On a software Vulkan device (Mesa's lavapipe) integer atomics inside loops lose additions (Taichi
 emits a memory barrier before each; lavapipe mishandles barriers in loops), so there the gradient
@@ -105,13 +105,13 @@ def add_gradient(st: ti.template(), o, c, d_in):
         v = d[0] + d[1] + d[2]
         track_max(st.acc_max, SLOT_GRAD, o, ti.abs(v))
         fx = to_fixed(v, s)
-        ti.atomic_add(st.grad_fx[_copy(st, fx) + o], fx)
+        ti.atomic_add(st.grad_fx[_slot(st, fx, o, 1)], fx)
     else:
         track_max(st.acc_max, SLOT_GRAD, o, ti.abs(d).max())
         f0 = to_fixed(d[0], s)
         f1 = to_fixed(d[1], s)
         f2 = to_fixed(d[2], s)
-        j = _copy(st, f0 ^ f1 ^ f2) + o
+        j = _slot(st, f0 ^ f1 ^ f2, o, 3)
         ti.atomic_add(st.grad_fx[j], f0)
         ti.atomic_add(st.grad_fx[j + 1], f1)
         ti.atomic_add(st.grad_fx[j + 2], f2)
@@ -119,21 +119,25 @@ def add_gradient(st: ti.template(), o, c, d_in):
 
 @ti.kernel
 def fold_copies(st: ti.template(), out: ti.types.ndarray(), n: ti.i32):
-    """out[i] = Σ over the copies of st.grad_fx[copy, i], i < n (int64; only n values leave the device)."""
+    """out[i] = st.grad_fx[i] plus its copies (i < grad_hot), i < n (int64; only n values leave the device)."""
     for i in range(n):
-        acc = ti.i64(0)
-        for k in ti.static(range(st.grad_copies)):
-            acc += st.grad_fx[k * ti.static(st.caps["pool"]) + i]
+        acc = st.grad_fx[i]
+        if i < ti.static(st.grad_hot):
+            for k in ti.static(range(1, st.grad_copies)):
+                acc += st.grad_fx[ti.static(st.caps["pool"] + (k - 1) * st.grad_hot) + i]
         out[i] = acc
 
 
 @ti.func
-def _copy(st: ti.template(), fx):
-    """Offset of the copy of st.grad_fx an add goes to: chosen by the low bits of the fixed-point
-    value itself, so that threads adding into one parameter at once mostly hit different copies
-    (no cache-line ping-pong); the host sums the copies (integer sums: the order does not matter,
-    the result stays bit-deterministic)."""
-    res = 0
+def _slot(st: ti.template(), fx, o, c):
+    """Index in st.grad_fx of an add fx to the c pool entries from o: a copy chosen by the low bits of the
+    fixed-point value itself, so that threads adding into one parameter at once mostly hit different
+    copies (no cache-line ping-pong), for parameters within the first grad_hot entries (the copies'
+    span); the fold sums the copies (integer sums: the order does not matter, the result stays
+    bit-deterministic)."""
+    res = o
     if ti.static(st.grad_copies > 1):
-        res = ti.cast((fx ^ (fx >> 11)) & (st.grad_copies - 1), ti.i32) * ti.static(st.caps["pool"])
+        k = ti.cast((fx ^ (fx >> 11)) & (st.grad_copies - 1), ti.i32)
+        if k > 0 and o + c <= ti.static(st.grad_hot):
+            res = ti.static(st.caps["pool"] - st.grad_hot) + k * ti.static(st.grad_hot) + o
     return res

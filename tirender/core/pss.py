@@ -54,25 +54,24 @@ class ChainStore:
         self.chains = chains
         self.value = ti.field(ti.f32, shape=(chains, MAX_DIMS))
         self.mod = ti.field(ti.i32, shape=(chains, MAX_DIMS))
-        self.used = ti.field(ti.i32, shape=chains)
-        self.iteration = ti.field(ti.i32, shape=chains)
-        self.proposal = ti.field(ti.i32, shape=chains)
-        self.last_large = ti.field(ti.i32, shape=chains)
-        self.f_cur = ti.field(ti.f32, shape=chains)
-        self.w_cur = ti.field(ti.f32, shape=chains)
+        self._per_chain(ti.i32, "used", "iteration", "proposal", "last_large")
+        self._per_chain(ti.f32, "f_cur", "w_cur")
         # two bundles per chain, the current one at slot[c] (0 or 1), the proposal's at the other
-        self.slot = ti.field(ti.i32, shape=chains)
+        self._per_chain(ti.i32, "slot")
         self.pos = ti.Vector.field(2, ti.f32, shape=(chains, 2 * BUNDLE_MAX))
         self.L = ti.Vector.field(3, ti.f32, shape=(chains, 2 * BUNDLE_MAX))
         self.new_dims = ti.field(ti.i32, shape=(chains, BUNDLE_MAX))
         self.new_n = ti.field(ti.i32, shape=(chains, BUNDLE_MAX))
         # f̂ of the large-step proposals (uniform states: unbiased for the normalisation b), their count
-        self.large_f = ti.field(ti.f32, shape=chains)
-        self.large_n = ti.field(ti.i32, shape=chains)
+        self._per_chain(ti.f32, "large_f")
+        self._per_chain(ti.i32, "large_n")
         # statistics since the chains started: accepted proposals, Σ_b n_b and B · max_b n_b (lane use)
-        self.accepted = ti.field(ti.i64, shape=chains)
-        self.lanes_busy = ti.field(ti.i64, shape=chains)
-        self.lanes_total = ti.field(ti.i64, shape=chains)
+        self._per_chain(ti.i64, "accepted", "lanes_busy", "lanes_total")
+
+    def _per_chain(self, dtype, *names):
+        """One scalar field of dtype per chain for each name."""
+        for name in names:
+            setattr(self, name, ti.field(dtype, shape=self.chains))
 
 
 _store = None

@@ -10,7 +10,7 @@ PCG_INIT_STATE = 0x853C49E6748FEA9B
 
 
 @ti.func
-def _mix32(x):
+def mix32(x):
     """32-bit integer hash (lowbias32, C. Wellons)."""
     x ^= x >> ti.u32(16)
     x *= ti.u32(0x7FEB352D)
@@ -24,10 +24,10 @@ def _mix32(x):
 def hash_u32(seed, a, b, c):
     """A 32-bit hash of four integers (chained lowbias32): the counter-based random numbers of
     core/pss.py, a pure function of its arguments."""
-    h = _mix32(ti.cast(seed, ti.u32) + ti.u32(0x9E3779B9))
-    h = _mix32(h ^ ti.cast(a, ti.u32))
-    h = _mix32(h ^ ti.cast(b, ti.u32))
-    return _mix32(h ^ ti.cast(c, ti.u32))
+    h = mix32(ti.cast(seed, ti.u32) + ti.u32(0x9E3779B9))
+    h = mix32(h ^ ti.cast(a, ti.u32))
+    h = mix32(h ^ ti.cast(b, ti.u32))
+    return mix32(h ^ ti.cast(c, ti.u32))
 
 
 @ti.func
@@ -79,9 +79,9 @@ def make_sampler(seed, pixel, sample):
     """Stream for (seed, pixel index, sample index): stream id from (seed, pixel), offset from sample."""
     s = ti.cast(seed, ti.u32)
     p = ti.cast(pixel, ti.u32)
-    seq = (ti.cast(_mix32(p ^ _mix32(s + ti.u32(0x9E3779B9))), ti.u64) << ti.u64(32)) | ti.cast(
-        _mix32(p + ti.u32(0x68E31DA4)), ti.u64)
-    st = (ti.cast(_mix32(ti.cast(sample, ti.u32) ^ _mix32(s)), ti.u64) << ti.u64(32)) | ti.cast(
+    seq = (ti.cast(mix32(p ^ mix32(s + ti.u32(0x9E3779B9))), ti.u64) << ti.u64(32)) | ti.cast(
+        mix32(p + ti.u32(0x68E31DA4)), ti.u64)
+    st = (ti.cast(mix32(ti.cast(sample, ti.u32) ^ mix32(s)), ti.u64) << ti.u64(32)) | ti.cast(
         ti.cast(sample, ti.u32), ti.u64)
     r = PCG32(state=ti.u64(0), inc=ti.u64(1))
     r.seed(st + ti.u64(PCG_INIT_STATE), seq)

@@ -65,10 +65,12 @@ def env_record(e, ref_p, d):
 
 
 @ti.func
-def infinite_ray(ds, u_pos, center, radius):
-    """A ray of light from an emitter at infinity arriving along -ds.d (ds: a direction sample from
-    the scene's centre; delta = 1 for a directional light): origin on the disk of `radius` facing
-    it, one radius before the centre. Returns (o, d, weight = Le / (pdf_dir · 1/(π r²)))."""
+def infinite_ray(model: ti.template(), st: ti.template(), e, u_pos, u_dir, center, radius):
+    """``sample_ray`` of an emitter at infinity (model: its class): a ray of light arriving along -ds.d, ds =
+    model.sample_direction(st, e, center, u_dir) (delta = 1 for a directional light), origin on the disk of
+    `radius` facing it, one radius before the centre. Returns (o, d, n = 0, uv = (0.5, 0.5),
+    weight = Le / (pdf_dir · 1/(π r²)), pdf 0)."""
+    ds = model.sample_direction(st, e, center, u_dir)
     d = -ds.d
     s, t = coordinate_system(d)
     q = square_to_uniform_disk_concentric(u_pos) * radius
@@ -76,7 +78,7 @@ def infinite_ray(ds, u_pos, center, radius):
     w = vec3(0.0)
     if ds.pdf > 0.0:
         w = ds.le_rgb * (PI * radius * radius / ds.pdf)
-    return o, d, w
+    return o, d, vec3(0.0), vec2(0.5), w, 0.0
 
 
 @ti.func

@@ -2,7 +2,7 @@
 uniform sphere sampling. Differentiable: radiance (RGB)."""
 import taichi as ti
 
-from ..core.math import BIG, INV_FOUR_PI, vec2, vec3
+from ..core.math import BIG, INV_FOUR_PI, vec2
 from ..core.warp import square_to_uniform_sphere
 from ..schema import Texture
 from .base import INFINITE, DirectionSample, infinite_ray, slot, slot_adjoint
@@ -34,8 +34,7 @@ class Constant:
     @ti.func
     def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
         """A uniform direction, from a disk covering the scene's bounding sphere (base.infinite_ray)."""
-        o, d, w = infinite_ray(Constant.sample_direction(st, e, center, u_dir), u_pos, center, radius)
-        return o, d, vec3(0.0), vec2(0.5), w, 0.0
+        return infinite_ray(Constant, st, e, u_pos, u_dir, center, radius)
 
     @staticmethod
     @ti.func

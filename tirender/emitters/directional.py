@@ -3,7 +3,7 @@ direction of propagation). Delta emitter; Le/pdf = E. Differentiable: irradiance
 import numpy as np
 import taichi as ti
 
-from ..core.math import BIG, vec2, vec3
+from ..core.math import BIG, vec2
 from ..errors import ConfigError
 from ..schema import Texture, Vec3
 from .base import DeltaEmitter, DirectionSample, infinite_ray, slot
@@ -41,5 +41,4 @@ class Directional(DeltaEmitter):
     @ti.func
     def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
         """Along the direction, from a disk covering the scene's bounding sphere: weight E π r²."""
-        o, d, w = infinite_ray(Directional.sample_direction(st, e, center, u_dir), u_pos, center, radius)
-        return o, d, vec3(0.0), vec2(0.5), w, 0.0
+        return infinite_ray(Directional, st, e, u_pos, u_dir, center, radius)

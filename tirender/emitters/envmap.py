@@ -216,8 +216,7 @@ class Envmap:
     def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
         """A direction by the map's luminance, from a disk covering the scene's bounding sphere
         (base.infinite_ray)."""
-        o, d, w = infinite_ray(Envmap.sample_direction(st, e, center, u_dir), u_pos, center, radius)
-        return o, d, vec3(0.0), vec2(0.5), w, 0.0
+        return infinite_ray(Envmap, st, e, u_pos, u_dir, center, radius)
 
 
 def pad(img):

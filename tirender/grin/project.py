@@ -122,6 +122,17 @@ def _g(t, sigma, radius, er):
     return ti.select(inside, e - er, 0.0), ti.select(inside, e, 0.0)
 
 
+@ti.func
+def _tap(i0, k, n, p, sigma, radius, er):
+    """Pixel i = i0 + k along one axis of a splat window (n pixels, splat centre p): (i, t = i + ½ − p, g(t), e(t)),
+    g = e = 0 outside the image."""
+    i = i0 + k
+    t = ti.cast(i, float) + 0.5 - p
+    g, e = _g(t, sigma, radius, er)
+    inside = 0 <= i and i < n
+    return i, t, ti.select(inside, g, 0.0), ti.select(inside, e, 0.0)
+
+
 @ti.kernel
 def _k_project(vals: ti.types.ndarray(), bmin: vec3, bmax: vec3, res: ivec3, n_out: float,
                vp: ti.types.ndarray(), vi: ti.types.ndarray(), n_views: ti.i32, n_rays: ti.i32, seed: ti.i32,
@@ -177,20 +188,14 @@ def _k_project_adjoint(vals: ti.types.ndarray(), bmin: vec3, bmax: vec3, res: iv
             pxb = 0.0
             pyb = 0.0
             for yy in range(span):
-                iy = y0 + yy
-                if 0 <= iy and iy < H:
-                    ty = ti.cast(iy, float) + 0.5 - py
-                    gy, ey = _g(ty, sigma, radius, er)
-                    if gy > 0.0:
-                        for xx in range(span):
-                            ix = x0 + xx
-                            if 0 <= ix and ix < W:
-                                tx = ti.cast(ix, float) + 0.5 - px
-                                gx, ex = _g(tx, sigma, radius, er)
-                                if gx > 0.0:
-                                    b = dimg[v, iy, ix] * wgt
-                                    pxb += b * tx * inv_s2 * ex * gy     # ∂g(c − p)/∂p = (t/σ²)·e
-                                    pyb += b * gx * ty * inv_s2 * ey
+                iy, ty, gy, ey = _tap(y0, yy, H, py, sigma, radius, er)
+                if gy > 0.0:
+                    for xx in range(span):
+                        ix, tx, gx, ex = _tap(x0, xx, W, px, sigma, radius, er)
+                        if gx > 0.0:
+                            b = dimg[v, iy, ix] * wgt
+                            pxb += b * tx * inv_s2 * ex * gy     # ∂g(c − p)/∂p = (t/σ²)·e
+                            pyb += b * gx * ty * inv_s2 * ey
             if pxb != 0.0 or pyb != 0.0:
                 a = vec3(vp[v, 0], vp[v, 1], vp[v, 2])
                 ps = vp[v, 17]

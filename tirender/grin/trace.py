@@ -344,24 +344,23 @@ def next_step(G, x, d, a, c, h):
     ax = 0
     pl = 0.0
     for k in ti.static(range(3)):
-        for side in ti.static(range(2)):
-            i = c[k] + side                          # the plane p_k = c_k (below) or c_k + 1 (above)
-            if 0 <= i and i <= G.res[k] - 1:
-                b = G.bmin[k] + (ti.cast(i, float) + 0.5) / s[k]
-                t = first_root(x[k] - b, d[k], a[k], ti.select(side == 1, 1.0, -1.0))
-                if t < tau:
-                    tau = t
-                    kind = FACE
-                    ax = k
-                    pl = b
-        for side in ti.static(range(2)):
-            b = G.bmin[k] if side == 0 else G.bmax[k]
-            t = first_root(x[k] - b, d[k], a[k], ti.select(side == 1, 1.0, -1.0))
-            if t < tau:
-                tau = t
-                kind = BOX
-                ax = k
-                pl = b
+        for plane in ti.static((FACE, BOX)):
+            for side in ti.static(range(2)):
+                ok = True
+                b = 0.0
+                if ti.static(plane == FACE):
+                    i = c[k] + side                  # the plane p_k = c_k (below) or c_k + 1 (above)
+                    ok = 0 <= i and i <= G.res[k] - 1
+                    b = G.bmin[k] + (ti.cast(i, float) + 0.5) / s[k]
+                else:
+                    b = G.bmin[k] if side == 0 else G.bmax[k]
+                if ok:
+                    t = first_root(x[k] - b, d[k], a[k], ti.select(side == 1, 1.0, -1.0))
+                    if t < tau:
+                        tau = t
+                        kind = plane
+                        ax = k
+                        pl = b
     return tau, kind, ax, pl
 
 

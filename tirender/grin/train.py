@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from ..errors import ConfigError
+from ..optim.metrics import standard
 from ..schema import Choice, Integer, Number, String, Vec3, validate
 from .field import RESAMPLE_METHODS, load_grid, resample
 
@@ -423,6 +424,9 @@ def train(cfg, cfg_path=None, out_dir=None, iters=None, resume=False, log=print,
     tr = Trainer(cfg, out_dir=out_dir, log=log)
     metrics = tr.run(resume=resume)
     metrics["wall_s"] = round(time.perf_counter() - t0, 3)
+    views = metrics.get("views", {}).values()      # the objective: the views' mean MSE against their targets
+    mse = [np.mean([v[k] for v in views]) if views else None for k in ("mse_start", "mse_final")]
+    metrics = standard(metrics, mse[0], mse[1], metrics["iterations"], metrics["wall_s"])
     if out_dir:
         tr.write_outputs(metrics)
     return metrics

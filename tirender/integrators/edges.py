@@ -239,18 +239,26 @@ def _kernel(kind="adjoint"):
     return _kernels[kind]
 
 
+def _primary_args(scene, bsdf, sensor, spp, seed, n_samples, walk_args):
+    """The primary kernel's arguments after the storage view, or None where there is nothing to add (no edge
+    samples, no candidate edges)."""
+    if n_samples <= 0:
+        return None
+    rows, total = primary_edges(scene, sensor)
+    if total <= 0.0:
+        return None
+    tab = EdgeTable.holding(rows)
+    a = walk_args
+    return (bsdf, scene.em_mask, tab, tab.n, sensor, int(n_samples), int(seed) & 0xFFFFFFFF,
+            float(spp) * total / float(n_samples), a.max_depth, a.rr_depth, a.hide)
+
+
 def primary_pass(scene, st, bsdf, sensor, spp, seed, n_samples, walk_args):
     """Add the primary-visibility boundary term of <δy, image> (δy already in st.adj) for an image of
     spp samples per pixel, with n_samples edge samples (module doc); nothing without candidate edges."""
-    if n_samples <= 0:
-        return
-    rows, total = primary_edges(scene, sensor)
-    if total <= 0.0:
-        return
-    tab = EdgeTable.holding(rows)
-    a = walk_args
-    _kernel()(st, bsdf, scene.em_mask, tab, tab.n, sensor, int(n_samples), int(seed) & 0xFFFFFFFF,
-              float(spp) * total / float(n_samples), a.max_depth, a.rr_depth, a.hide)
+    args = _primary_args(scene, bsdf, sensor, spp, seed, n_samples, walk_args)
+    if args is not None:
+        _kernel()(st, *args)
 
 
 def primary_tangent(scene, tv, bsdf, sensor, spp, seed, n_samples, walk_args):
@@ -258,20 +266,15 @@ def primary_tangent(scene, tv, bsdf, sensor, spp, seed, n_samples, walk_args):
     (launch.forward_pass; tv: the storage's Tangent view, its direction already set) in one
     transaction of its own (film adds: up to a filter footprint per edge sample)."""
     from .. import launch
-    if n_samples <= 0:
+    args = _primary_args(scene, bsdf, sensor, spp, seed, n_samples, walk_args)
+    if args is None:
         return
-    rows, total = primary_edges(scene, sensor)
-    if total <= 0.0:
-        return
-    tab = EdgeTable.holding(rows)
-    a = walk_args
     kern = _kernel("tangent")
     s = scene.sensors[sensor]
     footprint = (2 * int(np.ceil(s.radius)) + 1) ** 2
 
     def run(off, k):
-        kern(tv, bsdf, scene.em_mask, tab, tab.n, sensor, int(n_samples), int(seed) & 0xFFFFFFFF,
-             float(spp) * total / float(n_samples), a.max_depth, a.rr_depth, a.hide)
+        kern(tv, *args)
     launch.sweep(scene, sensor, 1, "edges", False, run, film="splat", film_adds=lambda k: footprint * int(n_samples))
 
 

@@ -77,7 +77,7 @@ def _kernel(sample, kind, wide):
                    hide_emitters: ti.i32):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
-                acc = film.local_zero()
+                acc = film.local_zero(st, cam)
                 for k in range(spp):
                     sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)

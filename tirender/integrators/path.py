@@ -17,6 +17,7 @@ import taichi as ti
 from .. import launch
 from ..bsdfs.registry import dispatch
 from ..core.interaction import make_interaction
+from ..errors import ConfigError
 from ..schema import Bool, Choice, Integer, Number
 from ..walk import steps, vertex
 from ..walk.state import camera_state, result, segment_end
@@ -49,12 +50,12 @@ KEYS = WALK_KEYS + (Number("attached_roughness", default=0.0, lo=0.0,
                                   doc="method prb_attached with differentiable meshes: edge samples per pixel for "
                                       "the primary-visibility boundary term (integrators/edges.py; -1: the "
                                       "gradient pass's spp, 0: none)"),
-                          Integer("emitter_samples", default=1, lo=1, hi=1,
+                          Integer("emitter_samples", default=None, lo=0, hi=1 << 20,
                                   doc="direct: emitter samples per shading point (Mitsuba's; tirender takes one "
-                                      "per sample: raise spp instead)"),
-                          Integer("bsdf_samples", default=1, lo=1, hi=1,
+                                      "per camera sample: other counts are refused, raise spp instead)"),
+                          Integer("bsdf_samples", default=None, lo=0, hi=1 << 20,
                                   doc="direct: BSDF samples per shading point (as emitter_samples)"),
-                          Integer("shading_samples", default=1, lo=1, hi=1,
+                          Integer("shading_samples", default=None, lo=0, hi=1 << 20,
                                   doc="direct: emitter_samples and bsdf_samples at once (as emitter_samples)"),
                           Integer("sppc", default=None, lo=0, hi=1 << 20,
                                   doc="prb_projective / direct_projective (Mitsuba's): samples per pixel of the "
@@ -100,6 +101,21 @@ def sample(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.t
     s = camera_state(o, d, tmax, L_in, replay, lam)
     walk(st, bsdf, em, mode, s, sampler, max_depth, rr_depth, hide_emitters, dL)
     return result(mode, s)
+
+
+def check(settings, file=None, where="integrator"):
+    """Settings tirender cannot honour (registry.parse calls it): Mitsuba's direct with other than one emitter and
+    one BSDF sample per shading point (tirender's direct is the path tracer's first vertex: the same estimator at
+    one sample each; more samples per point are more camera samples here)."""
+    if settings.get("shading_samples") is not None and (settings.get("emitter_samples") is not None
+                                                        or settings.get("bsdf_samples") is not None):
+        raise ConfigError("give shading_samples or emitter_samples / bsdf_samples, not both (as Mitsuba)", file,
+                          f"{where}.shading_samples")
+    for k in ("shading_samples", "emitter_samples", "bsdf_samples"):
+        v = settings.get(k)
+        if v is not None and v != 1:
+            raise ConfigError(f"tirender's direct takes one emitter and one BSDF sample per shading point; {k} = {v} "
+                              f"cannot be honoured (raise spp instead)", file, f"{where}.{k}")
 
 
 def args(scene, integrator=None):

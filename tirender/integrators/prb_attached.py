@@ -56,6 +56,7 @@ from ..core.rng import make_sampler
 from ..core.math import safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..errors import ConfigError
+from ..scene import triangles
 from ..variants import spec
 from ..walk import attached, steps, vertex
 from ..walk.state import PRB, PRIMAL, camera_state, segment_end
@@ -113,7 +114,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
         else:
             v = vertex.surface_vertex(st, si, s.d, s.lam)
             if ti.static(not isinstance(geo, int)):
-                if st.tri_dm[tri] >= 0:
+                if triangles.tri_dm(st, tri) >= 0:
                     moving = 1
             nee_d, nee_w = steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
             o_in = s.o
@@ -125,7 +126,8 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                 a = bsdf.attached_alpha(st, v.ctx, v.wi)
                 if a >= 0.0 and a <= attached_alpha:
                     rough = 1
-            if bs.valid == 1 and (bs.delta == 1 or rough == 1 or st.tri_hf[tri] >= 0 or st.tri_dm[tri] >= 0) \
+            if bs.valid == 1 and (bs.delta == 1 or rough == 1 or triangles.tri_hf(st, tri) >= 0
+                                   or triangles.tri_dm(st, tri) >= 0) \
                     and first == 0:
                 first = seg
             prev_rough = rough
@@ -247,7 +249,7 @@ def _kernel(kind="replay", wide=False):
                    attached_alpha: float):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
-                acc = film.local_zero()
+                acc = film.local_zero(st, cam)
                 for k in range(spp):
                     sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them

@@ -6,8 +6,8 @@ The walk (integrators/path.py, or volpath.py with media) carries the Stokes vect
 Mitsuba's stokes integrator — and each component goes through the variant's film conversion (spectral:
 CIE → sRGB). Outside ``spectral_polarized`` light is unpolarized: S1 = S2 = S3 = 0.
 
-    render_stokes(scene, spp, seed, sensor, progress) -> float32 (4, H, W, 3): S0..S3 (box filter: each
-    sample counts for its own pixel), row 0 at the top
+    render_stokes(scene, spp, seed, sensor, progress) -> float32 (4, H, W, 3): S0..S3 through the sensor's
+    reconstruction filter (Σ w S / Σ w per pixel, as Mitsuba's film), row 0 at the top
     render(...) -> S0 (the image; ``integrator: {type: stokes}``)
 
 Scenes with participating media are walked by volpath's walk (delta tracking; ``volpath_raymarch`` as the
@@ -41,12 +41,12 @@ def _camera_rotation(st: ti.template(), cam, d):
 @ti.kernel
 def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis: ti.template(), cam: ti.i32,
                   spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32,
-                  out: ti.types.ndarray(dtype=ti.f32, ndim=2)):
-    """out[pix, 3 c + j] += Σ over spp samples of S_c's linear sRGB channel j (vis: 0 for the path tracer's walk,
-    else the volume walk's medium estimators, integrators/volpath.py)."""
+                  out: ti.types.ndarray(dtype=ti.f64, ndim=2)):
+    """out[p, 3 c + j] += Σ over the samples reaching pixel p of w · S_c's linear sRGB channel j, out[p, 12] += Σ w
+    (w: the film's filter weight; vis: 0 for the path tracer's walk, else the volume walk's medium estimators,
+    integrators/volpath.py)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
-        acc = ti.Matrix([[0.0, 0.0, 0.0] for _ in ti.static(range(4))])
         for k in range(spp):
             sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
             lam, lw = variants.sample_wavelengths(sampler)
@@ -62,12 +62,16 @@ def stokes_kernel(st: ti.template(), bsdf: ti.template(), em: ti.template(), vis
             c2, s2 = _camera_rotation(st, cam, d)
             comps = [s.L, c2 * S1 + s2 * S2, c2 * S2 - s2 * S1, S3]
             rgb = [film.nan_to_zero(variants.to_rgb(comps[c], lam, lw)) for c in ti.static(range(4))]
-            for c in ti.static(range(4)):
-                for j in ti.static(range(3)):
-                    acc[c, j] += rgb[c][j]
-        for c in ti.static(range(4)):
-            for j in ti.static(range(3)):
-                out[pix, 3 * c + j] += acc[c, j]
+            x0, x1, y0, y1 = film.footprint(st, cam, pos)
+            for y in range(y0, y1 + 1):
+                for x in range(x0, x1 + 1):
+                    wt = film.pixel_weight(st, cam, pos, x, y)
+                    if wt > 0.0:
+                        p = y * w + x
+                        for c in ti.static(range(4)):
+                            for j in ti.static(range(3)):
+                                out[p, 3 * c + j] += wt * rgb[c][j]
+                        out[p, 12] += wt
 
 
 def render_stokes(scene, spp, seed, sensor, progress=True, integrator=None):
@@ -83,12 +87,14 @@ def render_stokes(scene, spp, seed, sensor, progress=True, integrator=None):
         a = path.args(scene, integrator if integrator != "stokes" else "path")
         bsdf, em, vis = dispatch(scene.bsdf_levels), scene.em_mask, 0
     s = scene.sensors[sensor]
-    out = np.zeros((s.width * s.height, 12), np.float32)
+    out = np.zeros((s.width * s.height, 13), np.float64)
     seed = int(seed) & 0xFFFFFFFF
     launch.sweep(scene, sensor, spp, "stokes", progress,
                  lambda off, k: stokes_kernel(st, bsdf, em, vis, sensor, k, off, seed, a.max_depth, a.rr_depth,
                                               a.hide, out))
-    img = out.reshape(s.height, s.width, 4, 3).transpose(2, 0, 1, 3) / float(spp)
+    wsum = out[:, 12:13]
+    out = np.where(wsum > 0, out[:, :12] / np.where(wsum > 0, wsum, 1.0), 0.0)
+    img = out.reshape(s.height, s.width, 4, 3).transpose(2, 0, 1, 3)
     return np.ascontiguousarray(img, dtype=np.float32)
 
 

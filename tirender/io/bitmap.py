@@ -33,6 +33,7 @@ import struct
 import numpy as np
 
 from ..errors import ConfigError
+from . import require
 from .native import captured_native_output, one_line
 
 __all__ = ["FORMATS", "sniff", "read_header", "read_raw", "read_bitmap", "XYZ_TO_RGB"]
@@ -53,14 +54,11 @@ _XYZ_CHROMA = ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (1 / 3, 1 / 3))
 
 
 def _lib():
-    try:
-        import OpenImageIO
-    except ImportError:                                  # pragma: no cover - a dependency
-        raise ConfigError("reading images needs the OpenImageIO package (pip install OpenImageIO)") from None
-    return OpenImageIO
+    return require("OpenImageIO", "reading images needs")
 
 
-def _head_tail(path):
+def head_tail(path):
+    """(path as str, its first 64 bytes, its last 18 bytes); ConfigError where the file is missing or unreadable."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError("image file not found", file=path)
@@ -79,7 +77,7 @@ def _head_tail(path):
 def sniff(path):
     """The format of an image file from its content (Mitsuba's Bitmap::detect_file_format, plus TIFF,
     GIF and the other PNM kinds): a key of :data:`FORMATS`. ConfigError when it is none of them."""
-    path, h, tail = _head_tail(path)
+    path, h, tail = head_tail(path)
     if h[:2] == b"BM":
         return "BMP"
     if h[:2] == b"#?":

@@ -9,13 +9,13 @@ corrupt file is a ConfigError of one line naming the file; the libraries' own di
 print on the process's stdout/stderr) are captured and folded into that line.
 """
 import io
-import os
 
 import numpy as np
 
 from ..errors import ConfigError
+from . import require
 from .atomic import atomic_write_bytes as _atomic_write
-from .bitmap import read_header, read_raw
+from .bitmap import head_tail, read_header, read_raw
 
 __all__ = ["write_exr", "read_exr", "read_exr_shape", "COMPRESSIONS"]
 
@@ -24,11 +24,7 @@ COMPRESSIONS = ("none", "rle", "zips", "zip", "piz", "pxr24", "b44", "b44a", "dw
 
 
 def _lib():
-    try:
-        import OpenEXR
-    except ImportError:                                  # pragma: no cover - a dependency
-        raise ConfigError("EXR images need the OpenEXR package (pip install OpenEXR)") from None
-    return OpenEXR
+    return require("OpenEXR", "EXR images need")
 
 
 def _channels_of(img):
@@ -68,14 +64,8 @@ def write_exr(path, img, half=False, compression="zip"):
 
 
 def _check_file(path):
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ConfigError("image file not found", file=path)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError as e:
-        raise ConfigError(f"cannot read image file ({e.strerror})", file=path) from None
+    path, head, _ = head_tail(path)
+    head = head[:4]
     if len(head) < 4:
         raise ConfigError("not an OpenEXR file (too short)", file=path)
     if head != MAGIC:

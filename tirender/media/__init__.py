@@ -17,6 +17,8 @@ volume, a grid a (D, H, W, C) volume looked up trilinearly (``grid.py``). Module
 
 The walk's media steps (free flights, transmittance) are in tirender/walk/media.py; see docs/media.md.
 """
+from ..schema import Bool
+
 HOMOGENEOUS = 1   # medium flag: constant coefficients, analytic free flights
 # auto majorant = GRID_MAJORANT_MARGIN * max(scale * density): strictly above sigma_t so that
 # null collisions (and their derivatives) have a non-zero probability everywhere (PRB §4.4).
@@ -24,3 +26,8 @@ GRID_MAJORANT_MARGIN = 1.1
 # grid media track with piecewise-constant majorants on a MAJORANT_GRID^3 grid of cells over the
 # medium's bbox (walk/media.py: MajorantWalk): empty space is skipped, dense cells keep their own bound
 MAJORANT_GRID = 16
+
+# Mitsuba's media: whether σt varies across the spectrum (false lets its volpath use an achromatic estimator, unbiased
+# only for a grey σt): tirender's estimator is exact either way; false with a coloured σt is refused (media/spec.py)
+SPECTRAL_EXTINCTION = Bool("has_spectral_extinction", default=True,
+                           doc="Mitsuba's: σt varies with wavelength (false: a grey σt is required)")

@@ -123,12 +123,18 @@ def volume_local(st: ti.template(), tid, p):
 
 
 @ti.func
-def volume_eval(st: ti.template(), tid, p):
-    """Value (vec3) of volume tid at world position p (Mitsuba's Volume::eval at an interaction's p)."""
+def _volume_lookup(st: ti.template(), tid, p, mode: ti.template()):
+    """_trilinear (PRIMAL or TANGENT) of volume tid at world position p; 0 for tid < 0."""
     res = vec3(0.0)
     if tid >= 0:
-        res = _trilinear(st, tid, volume_local(st, tid, p), vec3(0.0), PRIMAL)
+        res = _trilinear(st, tid, volume_local(st, tid, p), vec3(0.0), mode)
     return res
+
+
+@ti.func
+def volume_eval(st: ti.template(), tid, p):
+    """Value (vec3) of volume tid at world position p (Mitsuba's Volume::eval at an interaction's p)."""
+    return _volume_lookup(st, tid, p, PRIMAL)
 
 
 @ti.func
@@ -203,10 +209,7 @@ def volume_spectrum(st: ti.template(), tid, p, lam, d, adjoint: ti.template()):
 @ti.func
 def volume_eval_tangent(st: ti.template(), tid, p):
     """The tangent of volume_eval along forward mode's direction (st a core/pool.Tangent view)."""
-    res = vec3(0.0)
-    if tid >= 0:
-        res = _trilinear(st, tid, volume_local(st, tid, p), vec3(0.0), TANGENT)
-    return res
+    return _volume_lookup(st, tid, p, TANGENT)
 
 
 @ti.func

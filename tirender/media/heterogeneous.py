@@ -2,6 +2,7 @@
 sigma_t(x) = scale * density(x) and albedo(x), looked up trilinearly in (D, H, W, C) volumes over
 the medium's bounding box (grid.py). Free flights use delta tracking with a majorant (walk/media.py)."""
 from ..schema import Bbox, Child, Number, Volume
+from . import SPECTRAL_EXTINCTION
 
 
 class Heterogeneous:
@@ -13,6 +14,7 @@ class Heterogeneous:
             Child("phase", default="isotropic", kind="phase function", doc="`isotropic` or {type: hg, g: ...}"),
             Bbox("bbox", default=None, doc="world box of the grid (default: the .vol's, else the shape's bounds)"),
             Number("majorant", default=0.0, lo=0.0,
-                   doc="lower bound of the majorant (the renderer uses max(this, 1.1 max σt))"))
+                   doc="lower bound of the majorant (the renderer uses max(this, 1.1 max σt))"),
+            SPECTRAL_EXTINCTION)
     FLAGS = 0
     SIGMA = "density"

@@ -24,7 +24,7 @@ import taichi as ti
 from ..core.math import BIG, safe_div
 from ..schema import Child, Number, Volume
 from ..variants import lanes, spec
-from . import HOMOGENEOUS
+from . import HOMOGENEOUS, SPECTRAL_EXTINCTION
 
 
 @ti.func
@@ -110,6 +110,7 @@ class Homogeneous:
     KEYS = (Volume("sigma_t", 3, default=1.0, lo=0.0, grid=False, doc="extinction σt (m⁻¹), RGB"),
             Volume("albedo", 3, default=0.75, lo=0.0, hi=1.0, grid=False, doc="single-scattering albedo"),
             Number("scale", default=1.0, lo=0.0, doc="multiplies σt"),
-            Child("phase", default="isotropic", kind="phase function", doc="`isotropic` or {type: hg, g: ...}"))
+            Child("phase", default="isotropic", kind="phase function", doc="`isotropic` or {type: hg, g: ...}"),
+            SPECTRAL_EXTINCTION)
     FLAGS = HOMOGENEOUS
     SIGMA = "sigma_t"

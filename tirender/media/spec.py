@@ -289,6 +289,12 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
         if k.kind == "volume":
             tex[k.name], bb, boxes[k.name] = _volume(b, k, values[k.name], f"{mid}.{k.param}", f"{key}.{k.name}")
             bbox_file = bbox_file or bb
+    if values.get("has_spectral_extinction") is False:
+        sig = b.textures[tex[model.SIGMA]]
+        if sig.lam >= 0 or (sig.data.shape[-1] > 1 and np.ptp(sig.data, axis=-1).max() > 0.0):
+            raise ConfigError("has_spectral_extinction = false needs a grey σt (Mitsuba's achromatic estimator is "
+                              "biased otherwise; tirender's is exact: leave it true)", b.file,
+                              f"{key}.has_spectral_extinction")
     phase, g = _phase(b, mid, values["phase"], f"{key}.phase")
     m = Medium(mid, model.TAG, model.FLAGS, tex[model.SIGMA], tex["albedo"], g=g, phase=phase,
                scale=values["scale"])

@@ -39,6 +39,7 @@ from ..progress import Progress
 from ..schema import Choice, Integer, Key, Number, validate
 from . import losses
 from .adam import DEFAULT_EPS_MODE, EPS_MODES, SGD, Adam
+from .metrics import standard
 from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 from .views import LocalViews, ViewTask, combine, resize_param, view_seed
@@ -641,16 +642,10 @@ class OptimizationRun:
             img = render(sc, spp=max(self.spp, 16), seed=view_seed(self.seed, 10 ** 6, v, 0), sensor=v, progress=False)
             save_image_set(os.path.join(self.out, "final"), img, f"view{v}")
             final[v] = img
-        metrics = {
-            "iterations": len(history) and int(history[-1][0]) + 1,
-            "seconds": round(seconds, 3),
-            "final_loss": history[-1][1] if history else None,
-            "initial_loss": history[0][1] if history else None,
-            "method": self.method,
-            "views": self.views,
-            "stopped_early": stopped,
-            "warnings": [] if watch is None else watch.events,
-        }
+        metrics = standard({"method": self.method, "views": self.views, "stopped_early": stopped,
+                            "warnings": [] if watch is None else watch.events},
+                           history[0][1] if history else None, history[-1][1] if history else None,
+                           len(history) and int(history[-1][0]) + 1, seconds)
         if self.workers:
             metrics["workers"] = {"count": self.workers, "lost": evaluator.lost}
         if self.synthetic:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..optim.adam import DEFAULT_EPS_MODE, EPS_MODES, Adam
+from ..optim.metrics import standard
 from ..optim.watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
 from ..progress import Progress
 from .dataset import Dataset, load_nerf, path_traced_dataset, procedural_dataset, render_field_views
@@ -624,6 +625,8 @@ class Trainer:
                 t0 = time.perf_counter()
                 loss = self.step(global_it)
                 self.train_time += time.perf_counter() - t0
+                self.metrics.setdefault("initial_loss", loss)      # the first step's training loss
+                self.metrics["final_loss"] = loss
                 if self.watch is not None:
                     self.watch.update(global_it, loss)
                 global_it += 1
@@ -677,6 +680,9 @@ def train(cfg, cfg_path=None, out_dir=None, iters=None, resume=False, dataset=No
     t_data = time.perf_counter() - t0
     tr = Trainer(cfg, dataset, out_dir=out_dir, cfg_path=cfg_path, log=log)
     metrics = tr.run(resume=resume)
+    if metrics is not None:     # the keys every optimisation task writes first (optim/metrics.py)
+        metrics = standard(metrics, metrics.get("initial_loss"), metrics.get("final_loss"), metrics["iterations"],
+                           time.perf_counter() - t0)
     metrics["dataset_time_s"] = round(t_data, 3)
     metrics["dataset"] = {"name": dataset.name, "train_views": int(len(dataset.train)),
                           "heldout_views": int(len(dataset.heldout)), "width": dataset.width,

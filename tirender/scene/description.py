@@ -152,6 +152,7 @@ class _Builder:
         self.textures, self.bsdfs, self.shapes, self.emitters = [], [], [], []
         self.bsdf_index = {}
         self.warnings = []
+        self.degenerate = []        # (shape key, degenerate triangles skipped)
         self.media, self.media_index, self.media_specs = [], {}, {}
         self.names = set()
         self.mesh_attributes = []   # mesh_attribute texture records (tirender/mesh_attribute.py)
@@ -346,6 +347,8 @@ class _Builder:
         spec = scene_spectra.colour_constants(self, spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
                           family=("BSDF", model.NAME, _BSDF_KEYS))
+        if hasattr(model, "complete"):   # keys whose default depends on other keys (a model's η from int_ior / ext_ior)
+            values = model.complete(values, self.file, key, self.variant)
         row = BsdfRow(bid, model.TAG, model)
         for k in model.KEYS:
             if k.kind == "texture":
@@ -432,6 +435,8 @@ class _Builder:
             {type: uniform, value: v}                     v at every wavelength (no D65)
 
         -> (spec with that key replaced by its differentiable factor (s, rgb s or v), (kind, T, tint)).
+        A bitmap as a surface emitter's radiance is upsampled without D65 (kind SPECTRUM_UNIFORM: Mitsuba's area
+        emitter evaluates the bitmap texture as it is, where an RGB value becomes a D65-scaled ``d65`` texture).
         Any other value is the usual RGB texture (kind SPECTRUM_RGB)."""
         k0 = next((k for k in model.KEYS if k.kind == "texture"), None)
         v = spec.get(k0.name) if k0 is not None else None
@@ -439,6 +444,8 @@ class _Builder:
         sampled = scene_spectra.emitter_kind(self, spec, v, k0, key)
         if sampled is not None:
             return sampled
+        if isinstance(v, dict) and v.get("type", "bitmap") == "bitmap" and model.FLAGS & SURFACE:
+            return spec, (variants.SPECTRUM_UNIFORM, 0.0, (1.0, 1.0, 1.0))
         if not (isinstance(v, dict) and v.get("type") in ("blackbody", "d65", "uniform")):
             return spec, plain
         where = f"{key}.{k0.name}"
@@ -526,8 +533,7 @@ class _Builder:
                 hf["codes"] = hf["codes"][:, [0, 2, 1]]
         attributes = dict(mesh.get("attributes") or {})
         if bad.any():
-            self.warnings.append(f"{self.file or '<dict>'}: {key}: skipped {int(bad.sum())} degenerate "
-                                 f"(zero-area) triangles")
+            self.degenerate.append((key, int(bad.sum())))    # one warning for all shapes: degenerate_warning
             faces = faces[~bad]
             attributes = {n: a[~bad] if n.startswith("face_") else a for n, a in attributes.items()}
         if len(faces) == 0:
@@ -651,6 +657,19 @@ def _sensor(spec, file, key, index=0):
                   id=str(spec.get("id", f"sensor{index}")), **fields)
 
 
+def degenerate_warning(file, skipped, n_shapes, listed=4):
+    """One warning line for the degenerate (zero-area) triangles skipped in the shapes `skipped` [(key,
+    count)] of a scene of n_shapes shapes (a scene of 439 bricks prints one line, not 205)."""
+    where = file or "<dict>"
+    if len(skipped) == 1:
+        key, n = skipped[0]
+        return f"{where}: {key}: skipped {n:,} degenerate (zero-area) triangles"
+    total = sum(n for _, n in skipped)
+    first = ", ".join(f"{k}: {n:,}" for k, n in skipped[:listed]) + (", ..." if len(skipped) > listed else "")
+    return (f"{where}: {n_shapes:,} shapes: {total:,} degenerate (zero-area) triangles skipped, in "
+            f"{len(skipped):,} of them ({first})")
+
+
 def parse_scene(spec, file=None, base_dir=None, variant=None):
     """Scene mapping (already loaded YAML) -> SceneDescription (the ``integrator:`` section is kept
     raw; tirender.integrators.registry.parse validates it)."""
@@ -689,6 +708,8 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
             raise ConfigError(f"duplicate shape id '{sid}'", file, f"shapes[{i}].id")
         ids.add(sid)
         b.shape(i, s)
+    if b.degenerate:
+        b.warnings.append(degenerate_warning(file, b.degenerate, len(b.shapes)))
     if b.media_specs:
         from ..media.spec import finish_media
         finish_media(b)

@@ -827,7 +827,7 @@ def angle_weighted_normals(positions, faces):
     ang = np.stack([angle(unit(w1 - w0), unit(w2 - w0)), angle(unit(w2 - w1), unit(w0 - w1)),
                     angle(unit(w0 - w2), unit(w1 - w2))], 1)
     idx, contrib = f[ok].reshape(-1), (n[:, None, :] * ang[:, :, None]).reshape(-1, 3)
-    out = np.stack([np.bincount(idx, contrib[:, k], minlength=len(p)) for k in range(3)], 1)
+    out = np.stack([np.bincount(idx, contrib[:, k], minlength=len(p)).astype(np.float64) for k in range(3)], 1)
     lo = np.linalg.norm(out, axis=1)
     good = lo != 0
     out[good] /= lo[good][:, None]

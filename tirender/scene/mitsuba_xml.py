@@ -84,11 +84,18 @@ SAMPLERS = {
 _SUB = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+# root-level elements an id may name; those a <ref> is replaced by (the others are shared by id)
+_OBJECT_TAGS = ("bsdf", "medium", "texture", "emitter", "sampler", "film", "rfilter", "shape", "sensor", "spectrum",
+                "volume")
+_INLINED_TAGS = ("texture", "emitter", "sampler", "film", "rfilter", "volume", "spectrum")
+
+
 class _Node:
     __slots__ = ("tag", "attrs", "children", "line", "file")
 
-    def __init__(self, tag, attrs, line, file):
-        self.tag, self.attrs, self.line, self.file, self.children = tag, attrs, line, file, []
+    def __init__(self, tag, attrs, line, file, children=None):
+        self.tag, self.attrs, self.line, self.file = tag, attrs, line, file
+        self.children = [] if children is None else children
 
     def label(self):
         t = self.attrs.get("type")
@@ -96,8 +103,9 @@ class _Node:
         return f"<{self.tag}" + (f' type="{t}"' if t else "") + (f' name="{n}"' if n else "") + ">"
 
 
-def _parse_file(path, from_node=None):
-    """XML file -> _Node tree with line numbers (expat)."""
+def _parse_file(path, from_node=None, any_root=False):
+    """XML file -> _Node tree with line numbers (expat); the root must be <scene> unless any_root (an <include>d
+    object file, whose root is that object)."""
     if not os.path.exists(path):
         if from_node is not None:
             raise ConfigError(f"included file not found: {path}", from_node.file,
@@ -120,7 +128,7 @@ def _parse_file(path, from_node=None):
             p.ParseFile(f)
     except expat.ExpatError as e:
         raise ConfigError(f"malformed XML: {expat.ErrorString(e.code)}", path, f"line {e.lineno}")
-    if not root or root[0].tag != "scene":
+    if not root or (root[0].tag != "scene" and not any_root):
         raise ConfigError("the root element must be <scene>", path, f"line {root[0].line if root else 1}")
     return root[0]
 
@@ -216,29 +224,128 @@ class _Importer:
                 self.default(n)
             elif n.tag == "path":
                 self.resource(n, self.resolver)
-        self.top(root)
+        nodes = self.flatten(root)
+        # Mitsuba resolves references after parsing the whole document: ids may be used before they are defined
+        self.pending = {}
+        for n in nodes:
+            if n.attrs.get("id") and n.tag in _OBJECT_TAGS:
+                nid = self.attr(n, "id")
+                if nid in self.pending:
+                    raise self.err(n, f"duplicate id '{nid}'")
+                self.pending[nid] = n
+        for n in nodes:
+            self.substitute(n)
+        self.top(nodes)
         if self.media:
             self.scene["media"] = self.media
         if not self.scene["sensors"]:
             del self.scene["sensors"]
         return self.scene
 
-    def top(self, root):
+    def included(self, n, any_root=False):
+        """The tree of the file an <include> names, read while its folder is on the resolver (parser.cpp: the
+        including file's folder first), with nested includes and defaults inside objects expanded."""
+        self.local.insert(0, os.path.dirname(os.path.abspath(n.file)))
+        saved = list(self.local)
+        try:
+            root = _parse_file(self.path(n, self.attr(n, "filename")), n, any_root)
+            self.expand(root)
+            return root
+        finally:
+            self.local = saved[1:]
+
+    def expand(self, node):
+        """Inside objects (not at a scene's root, which ``top`` reads in order): an <include> becomes the objects
+        of its file (a scene file's children, or the file's root object, named by the include's ``name``), and a
+        <default> is read where it stands (Mitsuba's parser accepts both anywhere)."""
+        out = []
+        for c in node.children:
+            if node.tag != "scene" and c.tag == "include":
+                root = self.included(c, any_root=True)
+                if root.tag == "scene":
+                    out.extend(root.children)
+                else:
+                    if c.attrs.get("name"):
+                        root.attrs["name"] = c.attrs["name"]
+                    out.append(root)
+            elif node.tag != "scene" and c.tag == "default":
+                self.default(c)
+            else:
+                self.expand(c)
+                out.append(c)
+        node.children = out
+
+    def flatten(self, root):
+        """The scene's root-level elements in document order, with root-level <include>s replaced by their files'
+        (read while the including file's folder and the included file's own <path>s are on the resolver) and
+        objects' nested includes and defaults expanded (``expand``); <default>s are read where they stand."""
+        self.expand(root)
+        out = []
         for n in root.children:
-            t = n.tag
-            if t == "default":
+            if n.tag == "default":
                 self.default(n)
-            elif t == "path":
+            elif n.tag == "path":
                 if n.file != self.file:     # in an included file: for the rest of that file (parser.cpp)
                     self.resource(n, self.local)
-            elif t == "include":
+            elif n.tag == "include":
                 self.local.insert(0, os.path.dirname(os.path.abspath(n.file)))
                 saved = list(self.local)
                 try:
-                    fn = self.path(n, self.attr(n, "filename"))
-                    self.top(_parse_file(fn, n))
+                    out.extend(self.flatten(self.included(n)))
                 finally:
                     self.local = saved[1:]
+            else:
+                out.append(n)
+        return out
+
+    def substitute(self, node):
+        """Unnamed <ref id> children that name a sampler, film, rfilter, texture or (area) emitter defined at the
+        root become that element (Mitsuba's references to objects, which may come before the definition); BSDF
+        and medium references stay ids (one shared object, ``bsdf`` / ``medium``)."""
+        for i, c in enumerate(node.children):
+            if c.tag == "ref" and c.attrs.get("id") in self.pending:
+                target = self.pending[self.attr(c, "id")]
+                if target.tag in _INLINED_TAGS:
+                    if target.tag in ("texture", "emitter") and c.attrs.get("name"):
+                        target = _Node(target.tag, dict(target.attrs, name=c.attrs["name"]), target.line, target.file,
+                                       target.children)
+                    node.children[i] = target
+                    target.attrs["_used"] = "1"
+            else:
+                self.substitute(c)
+
+    def ensure(self, rid, at):
+        """Convert the root-level BSDF or medium with id rid now if it was not yet (a reference before its
+        definition); unknown ids raise naming the referring element."""
+        if rid in self.objects:
+            return self.objects[rid]
+        n = self.pending.get(rid)
+        if n is None or n.tag not in ("bsdf", "medium"):
+            raise self.err(at, f"unknown id '{rid}'")
+        if n.tag == "bsdf":
+            self.scene["bsdfs"][rid] = None          # reserves the id (recursion guard, document order kept)
+            self.scene["bsdfs"][rid] = self.bsdf(n)
+            self.objects[rid] = ("bsdf", rid)
+        else:
+            self.media[rid] = self.medium(n)
+            self.objects[rid] = ("medium", rid)
+        return self.objects[rid]
+
+    def top(self, nodes):
+        for n in nodes:
+            t = n.tag
+            nid = n.attrs.get("id")
+            if nid and self.objects.get(nid) is not None and t in ("bsdf", "medium"):
+                continue                          # converted already, where it was referenced first
+            if n.attrs.get("_used") and t in _INLINED_TAGS:
+                continue                          # used where it is referenced
+            if t == "alias":                      # <alias id="a" as="b">: b names the object a names
+                src, dst = self.attr(n, "id"), self.attr(n, "as")
+                if src not in self.objects and src not in self.pending:
+                    raise self.err(n, f"alias source id '{src}' not found")
+                if dst in self.objects or dst in self.pending:
+                    raise self.err(n, f"alias destination id '{dst}' already exists")
+                self.objects[dst] = self.ensure(src, n) if src in self.pending else self.objects[src]
             elif t == "bsdf":
                 bid = self.attr(n, "id", required=False) or f"bsdf_line{n.line}"
                 self.scene["bsdfs"][bid] = self.bsdf(n)
@@ -259,10 +366,11 @@ class _Importer:
                 self.media[mid] = self.medium(n)
                 self.objects[mid] = ("medium", mid)
             elif t == "texture":
-                tid = self.attr(n, "id", required=False)
-                if not tid:
+                if not n.attrs.get("id"):
                     raise self.err(n, "a top-level texture needs an id")
-                self.objects[tid] = ("texture", self.texture(n))
+                self.texture(n)                   # checked here; used where referenced
+            elif t in ("film", "sampler", "rfilter") and n.attrs.get("id"):
+                pass                              # used where referenced (none: no effect, as in Mitsuba)
             elif t in ("film", "sampler", "rfilter", "phase", "ref"):
                 raise self.err(n, f"<{t}> must be nested in a sensor/medium/shape")
             else:
@@ -307,10 +415,7 @@ class _Importer:
         if t == "volume":
             return self.volume(n)
         if t == "ref":
-            rid = self.attr(n, "id")
-            if rid not in self.objects:
-                raise self.err(n, f"unknown id '{rid}'")
-            return self.objects[rid][1]
+            return self.ensure(self.attr(n, "id"), n)[1]
         raise self.err(n, "unsupported tag")
 
     def spectrum(self, n):
@@ -370,11 +475,9 @@ class _Importer:
                 continue
             name = self.attr(c, "name", required=False)
             if c.tag == "ref" and name is None:
-                rid = self.attr(c, "id")
-                if rid not in self.objects:
-                    raise self.err(c, f"unknown id '{rid}'")
-                if self.objects[rid][0] != "bsdf":
-                    raise self.err(c, f"a <ref> to a {self.objects[rid][0]} inside a {family} needs a name")
+                kind = self.ensure(self.attr(c, "id"), c)[0]
+                if kind != "bsdf":
+                    raise self.err(c, f"a <ref> to a {kind} inside a {family} needs a name")
                 name = "bsdf"
             if name is None and None in ren:
                 name = ren[None]
@@ -501,12 +604,17 @@ class _Importer:
                 out[name] = value
         return out
 
+    def _plugin(self, n, by_name, family):
+        """(type, model) of plugin node n in a registry's BY_NAME; ConfigError for a type tirender does not have."""
+        t = self.attr(n, "type")
+        model = by_name.get(t)
+        if model is None:
+            raise self.err(n, f"unsupported {family} type '{t}' (tirender has: {', '.join(by_name)})")
+        return t, model
+
     def bsdf(self, n):
         from ..bsdfs import registry
-        t = self.attr(n, "type")
-        model = registry.BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported BSDF type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        t, model = self._plugin(n, registry.BY_NAME, "BSDF")
         children = [k.name for k in model.KEYS if k.kind == "nested BSDF"]
         spec = {"type": t}
         names = self._keynames(model)
@@ -534,10 +642,7 @@ class _Importer:
 
     def emitter(self, n):
         from ..emitters import registry
-        t = self.attr(n, "type")
-        model = registry.BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported emitter type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        t, model = self._plugin(n, registry.BY_NAME, "emitter")
         names = self._keynames(model)
         spec = {"type": t}
         p = self.props(n, "emitter", t, names | {"to_world"})
@@ -555,10 +660,7 @@ class _Importer:
     def medium(self, n):
         from ..media.phase import BY_NAME as PHASES
         from ..media.registry import BY_NAME
-        t = self.attr(n, "type")
-        model = BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported medium type '{t}' (tirender has: {', '.join(BY_NAME)})")
+        t, model = self._plugin(n, BY_NAME, "medium")
         spec = {"type": t}
         spec.update(self.props(n, "medium", t, self._keynames(model) - {"phase"}, skip=("phase",)))
         for c in n.children:
@@ -627,10 +729,7 @@ class _Importer:
 
     def sensor(self, n):
         from ..sensors import registry
-        t = self.attr(n, "type")
-        model = registry.BY_NAME.get(t)
-        if model is None:
-            raise self.err(n, f"unsupported sensor type '{t}' (tirender has: {', '.join(registry.BY_NAME)})")
+        t, model = self._plugin(n, registry.BY_NAME, "sensor")
         refused = {k.name: k for k in model.KEYS if k.kind == "refused"}
         for c in n.children:
             if c.attrs.get("name") in refused:

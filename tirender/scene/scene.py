@@ -17,9 +17,10 @@ from ..params import ParameterPool
 from ..sensors import registry as sensor_registry
 from ..textures import TEX_VOLUME
 from .mitsuba_xml import param_aliases
-from .bvh import build_bvh, collapse
+from .bvh_build import build_wide, refit_device
 from .description import SceneDescription
 from .storage import Storage, VolumeTextureView, padded
+from .triangles import Triangles, gather, write_rows
 
 RAY_EPS = 2e-5
 
@@ -45,6 +46,22 @@ def bsdf_levels(rows, roots):
         levels[d] |= 1 << rows[r].tag
         stack.extend((c, d + 1) for c in rows[r].children)
     return tuple(levels) or (1 << bsdf_registry.BY_NAME["diffuse"].TAG,)
+
+
+def _tri_codes(a, n):
+    """a["tri_code"] (per triangle 3 ints, -1: unused), created when first needed (height fields,
+    differentiable meshes, mesh attributes); scenes without leave it to triangles.gather's -1."""
+    if "tri_code" not in a:
+        a["tri_code"] = np.full((n, 3), -1, np.int32)
+
+
+def _root_box(box_min, box_max, child, count):
+    """(lo, hi) float64 (3,) of a wide BVH's root node (its child boxes (3 * WIDTH,), children, counts): the
+    union of its used child slots."""
+    used = (np.asarray(count) > 0) | (np.asarray(child) > 0)
+    lo = np.asarray(box_min).reshape(3, -1)[:, used].astype(np.float64)
+    hi = np.asarray(box_max).reshape(3, -1)[:, used].astype(np.float64)
+    return lo.min(1), hi.max(1)
 
 
 def _bounding_sphere(points):
@@ -102,57 +119,32 @@ class Scene:
         self.params.extra = self.sensor_params
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
-        # ---- geometry ----
-        tris, shape_of, starts = [], [], []
-        n0 = 0
-        for si, s in enumerate(desc.shapes):
-            starts.append(n0)
-            tris.append(s.faces)
-            shape_of.append(np.full(len(s.faces), si, np.int32))
-            n0 += len(s.faces)
-        self.n_triangles = n0
-        P, N, UV = [], [], []
-        for s in desc.shapes:
-            f = s.faces
-            P.append(s.positions[f])                                   # (F, 3, 3)
-            if s.normals is not None:
-                N.append(s.normals[f])
-            else:
-                N.append(np.zeros((len(f), 3, 3), np.float32))
-            UV.append(s.uvs[f] if s.uvs is not None else np.zeros((len(f), 3, 2), np.float32))
-        if n0:
-            P, N, UV = np.concatenate(P), np.concatenate(N), np.concatenate(UV)
-            tri_shape = np.concatenate(shape_of)
-        else:  # emitter-only scene: one invisible degenerate triangle far away keeps the BVH valid
-            P = np.full((1, 3, 3), 1e30, np.float32)
-            N = np.zeros((1, 3, 3), np.float32)
-            UV = np.zeros((1, 3, 2), np.float32)
-            tri_shape = np.zeros(1, np.int32)
+        # ---- geometry: the triangles (kept compactly, written to the device in BVH order: triangles.gather)
+        shapes = desc.shapes or []
+        tri = Triangles(shapes)
+        starts = tri.starts
+        self.n_triangles = n0 = len(tri)
+        if not n0:   # emitter-only scene: one invisible degenerate triangle far away keeps the BVH valid
+            tri.pos = np.full((1, 3), 1e30, np.float32)
+            tri.nrm, tri.uv = np.zeros((1, 3), np.float32), np.zeros((1, 2), np.float32)
+            tri.face, tri.shape, tri.vfirst = np.zeros((1, 3), np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
         t0 = time.perf_counter()
-        bvh = build_bvh(P[:, 0], P[:, 1], P[:, 2])
+        self.bvh = bvh = build_wide(tri.pos, tri.corners())
         self.bvh_seconds = time.perf_counter() - t0
-        order = bvh.prim_order
-        self.bvh = bvh
-        P, N, UV, tri_shape = P[order], N[order], UV[order], tri_shape[order]
+        order = tri.order = bvh.prim_order
+        self._tri = tri
         inv = np.empty_like(order)
-        inv[order] = np.arange(len(order))
+        inv[order] = np.arange(len(order), dtype=order.dtype)
         a = {}
-        a["tri_p0"] = P[:, 0]
-        a["tri_e1"] = P[:, 1] - P[:, 0]
-        a["tri_e2"] = P[:, 2] - P[:, 0]
-        a["tri_n0"], a["tri_n1"], a["tri_n2"] = N[:, 0], N[:, 1], N[:, 2]
-        a["tri_uv0"], a["tri_uv1"], a["tri_uv2"] = UV[:, 0], UV[:, 1], UV[:, 2]
-        a["tri_shape"] = tri_shape
-        self._heightfield_arrays(a, desc.shapes or [], starts, order)
-        self._deformable_arrays(a, desc.shapes or [], starts, inv)
+        self._heightfield_arrays(a, shapes, starts, order)
+        self._deformable_arrays(a, shapes, starts, inv)
+        if any(x.attributes for x in shapes):
+            _tri_codes(a, len(inv))
         mesh_attribute.arrays(a, desc, self.params, starts, inv)
-        a["node_min"], a["node_max"] = bvh.node_min, bvh.node_max
-        a["node_first"], a["node_count"] = bvh.node_first, bvh.node_count
-        wide = collapse(bvh)
+        wide = bvh.wide
         self._wide = wide
         a["wnode_min"], a["wnode_max"] = wide.box_min, wide.box_max
         a["wnode_child"], a["wnode_count"] = wide.child, wide.count
-        shapes = desc.shapes or []
         a["shape_bsdf"] = np.array([s.bsdf for s in shapes] or [0], np.int32)
         a["shape_emitter"] = np.array([s.emitter for s in shapes] or [-1], np.int32)
         a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] or [0], np.int32)
@@ -254,14 +246,16 @@ class Scene:
         info_i = np.zeros(8, np.int32)
         info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
         info_f = np.zeros(8, np.float32)
-        ext = float(np.abs(P[np.isfinite(P)]).max()) if n0 else 1.0
-        self.bounding_sphere = _bounding_sphere(P.reshape(-1, 3)) if n0 else ((0.0, 0.0, 0.0), 1.0)
+        lo, hi = _root_box(wide.box_min[0], wide.box_max[0], wide.child[0], wide.count[0])
+        ext = float(np.abs(np.concatenate([lo, hi])).max()) if n0 else 1.0
+        self.bounding_sphere = _bounding_sphere(np.stack([lo, hi])) if n0 else ((0.0, 0.0, 0.0), 1.0)
         info_f[0], info_f[1] = RAY_EPS, ext
         a["info_i"], a["info_f"] = info_i, info_f
         from ..media.spec import media_arrays
         a.update(media_arrays(desc.media))
         self._arrays = a
-        self.sizes = dict(tris=len(P), nodes=bvh.n_nodes, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
+        extra = any(k.startswith("tri_") for k in a)      # per-triangle extras (storage.py: tri_extra)
+        self.sizes = dict(tris=len(tri), xtris=len(tri) if extra else 0, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
                           textures=len(a["tex_w"]), pool=self.params.data.size + 2, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
@@ -277,8 +271,8 @@ class Scene:
     def _heightfield_arrays(self, a, shapes, starts, order):
         """Device arrays of the height-field shapes (tri_hf, tri_code in BVH order; the hf_* table)."""
         n = len(order)
-        tri_hf = np.full(n, -1, np.int32)
-        tri_code = np.full((n, 3), -1, np.int32)
+        tri_hf = np.full(n, -1, np.int32) if any(x.heightfield is not None for x in shapes) else None
+        tri_code = np.full((n, 3), -1, np.int32) if tri_hf is not None else None
         rows = []
         for si, s in enumerate(shapes):
             hf = s.heightfield
@@ -289,7 +283,8 @@ class Scene:
             tri_hf[lo:lo + len(hf["codes"])] = 2 * k + hf["top"].astype(np.int32)
             tri_code[lo:lo + len(hf["codes"])] = hf["codes"]
             rows.append(hf)
-        a["tri_hf"], a["tri_code"] = tri_hf[order], tri_code[order]
+        if rows:
+            a["tri_hf"], a["tri_code"] = tri_hf[order], tri_code[order]
         self.heightfield_params = tuple(self.desc.textures[hf["texture"]].name for hf in rows)
         a["hf_tex"] = np.array([hf["texture"] for hf in rows] or [0], np.int32)
         a["hf_w"] = np.array([hf["W"] for hf in rows] or [2], np.int32)
@@ -313,7 +308,10 @@ class Scene:
     def _deformable_arrays(self, a, shapes, starts, inv):
         """tri_dm (the derived slot's pool offset, -1 static) and tri_code (vertex indices) of the
         differentiable meshes' triangles, in BVH order."""
+        if not self.deformables:
+            return
         a["tri_dm"] = np.full(len(inv), -1, np.int32)
+        _tri_codes(a, len(inv))
         k = 0
         for si, s in enumerate(shapes):
             if not s.differentiable:
@@ -328,19 +326,12 @@ class Scene:
 
     def _deform(self, st):
         """Move the differentiable meshes' triangles to their parameters' positions (host, float64)."""
-        a = self._arrays
         get = self.params.__getitem__
         for d in self.deformables:
             P = d.positions(get)
-            f, k = d.faces, d.tri_index
-            a["tri_p0"][k] = P[f[:, 0]]
-            a["tri_e1"][k] = P[f[:, 1]] - P[f[:, 0]]
-            a["tri_e2"][k] = P[f[:, 2]] - P[f[:, 0]]
-            if d.smooth:
-                N = d.normals(P)[0]
-                a["tri_n0"][k], a["tri_n1"][k], a["tri_n2"][k] = N[f[:, 0]], N[f[:, 1]], N[f[:, 2]]
-        names = ("tri_p0", "tri_e1", "tri_e2", "tri_n0", "tri_n1", "tri_n2")
-        st.upload({n: a[n] for n in names})
+            f = d.faces
+            N = d.normals(P)[0][f] if d.smooth else None
+            write_rows(st, d.tri_index, P[f], N)
 
     def deform_gradients(self, h):
         """Take the gradients kernels added into the derived slots of the pool-layout float64 array h
@@ -369,31 +360,17 @@ class Scene:
             v[i.offset:i.offset + i.size] = np.concatenate([dP, dN], 1).ravel()
 
     def _update_geometry(self, st):
-        """Move the height fields and differentiable meshes from the pool and refit the BVH (topology
-        kept)."""
-        from .bvh import refit, refit_plan
+        """Move the height fields and differentiable meshes from the pool and refit the BVH on the device
+        (topology kept)."""
         from .heightfield import displace
-        n = self.n_triangles
         if self.heightfield_params:
             displace(st)
-            p0 = st.tri_p0.to_numpy()[:n]
-            e1 = st.tri_e1.to_numpy()[:n]
-            e2 = st.tri_e2.to_numpy()[:n]
-            self._arrays["tri_p0"], self._arrays["tri_e1"], self._arrays["tri_e2"] = p0, e1, e2
-            if self.deformables:      # the displaced normals too: _deform uploads every triangle array
-                for k in ("tri_n0", "tri_n1", "tri_n2"):
-                    self._arrays[k] = getattr(st, k).to_numpy()[:n]
         if self.deformables:
             self._deform(st)
-        a = self._arrays
-        p0, e1, e2 = a["tri_p0"], a["tri_e1"], a["tri_e2"]
-        if getattr(self, "_refit_plan", None) is None:
-            self._refit_plan = refit_plan(self._wide)
-        w = refit(self._wide, self._refit_plan, p0, p0 + e1, p0 + e2)
-        st.upload(dict(wnode_min=w.box_min, wnode_max=w.box_max))
-        a = self._arrays     # host copies: heightfield_mesh reads the positions (a rebind displaces again)
-        a["wnode_min"], a["wnode_max"], a["tri_p0"], a["tri_e1"], a["tri_e2"] = w.box_min, w.box_max, p0, e1, e2
-        self.bounding_sphere = _bounding_sphere(np.concatenate([p0, p0 + e1, p0 + e2]))
+        refit_device(st, self._wide)
+        lo, hi = _root_box(st.wnode_min[0].to_numpy(), st.wnode_max[0].to_numpy(), self._wide.child[0],
+                           self._wide.count[0])
+        self.bounding_sphere = _bounding_sphere(np.stack([lo, hi]))
         self._geometry_dirty = False
 
     def heightfield_mesh(self, index=0):
@@ -408,8 +385,9 @@ class Scene:
         inv = np.empty_like(self.bvh.prim_order)
         inv[self.bvh.prim_order] = np.arange(len(inv))
         k = inv[lo:lo + len(hf["codes"])]
-        a = self._arrays
-        corners = np.stack([a["tri_p0"][k], a["tri_p0"][k] + a["tri_e1"][k], a["tri_p0"][k] + a["tri_e2"][k]], 1)
+        st = self._storage
+        p0, e1, e2 = (getattr(st, n).to_numpy()[k] for n in ("tri_p0", "tri_e1", "tri_e2"))
+        corners = np.stack([p0, p0 + e1, p0 + e2], 1)
         codes = hf["codes"].reshape(-1)
         key = (codes & 1) * (hf["W"] * hf["H"]) + (codes >> 1)          # top vertices first
         uniq, first, faces = np.unique(key, return_index=True, return_inverse=True)
@@ -544,15 +522,27 @@ class Scene:
                           or not np.array_equal(prev[name], arr)})
 
     def _attach(self, st, arrays):
-        """Make this scene the owner of storage st: upload `arrays` (the ones st does not hold yet)
+        """Make this scene the owner of storage st: its triangles, `arrays` (the ones st does not hold yet)
         and the parameter pool."""
-        st.upload(arrays)
+        gather(st, self._tri)
+        st.upload({k: v for k, v in self._arrays.items() if k.startswith("tri_")})
+        st.upload({k: v for k, v in arrays.items() if not k.startswith("tri_")})
         st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
         st.owner = self
         self._storage = st
         self._host_dirty = False
         self._env_dirty = False
         self._geometry_dirty = bool(self.heightfield_params or self.deformables)
+
+    def host_arrays(self):
+        """The numpy arrays this scene keeps on the host, by name (for memory accounting: benchmarks/memory.py): the
+        device arrays it uploads at bind (``tri_*`` extras, BVH nodes, tables), its triangles (``triangles.*``: the
+        shapes' vertices, normals, uvs and faces are views of these) and the BVH's triangle order."""
+        out = dict(self._arrays)
+        for k in ("pos", "nrm", "uv", "face", "shape", "vfirst"):
+            out[f"triangles.{k}"] = getattr(self._tri, k)
+        out["bvh.prim_order"] = self.bvh.prim_order
+        return out
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin; checked as the sensor's

@@ -44,8 +44,12 @@ def add(b, s, constant=False):
 def texture(b, spec, name, channels, lo, hi, key, role, raw=None):
     """A spectrum mapping as texture `name` -> texture index: its value in this variant (an RGB or scalar
     constant), or a sampled spectrum (spectral variants: its N values the parameter (N,), its wavelengths in the
-    table). Data keys (``raw``: normal maps, IORs) and scalar keys given a colour are refused."""
+    table). On data keys (``raw``: normal maps, IORs, a polarizer's angle) a uniform spectrum is its value (Mitsuba's
+    ``uniform`` texture); other spectra there, and a colour on a scalar key, are refused."""
     if raw:
+        v = spec.get("value")
+        if spec.get("type") in ("spectrum", "uniform") and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return b.texture(float(v), name, channels, lo, hi, key)
         raise ConfigError("expected a number, an RGB value or a bitmap (this key holds data, not a spectrum)",
                           b.file, key)
     r = resolve(b, spec, role, key)

@@ -21,21 +21,48 @@ INFO_N_EMITTERS, INFO_ENV, INFO_N_TRIS = range(3)                     # st.info_
 INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_MARCH_STEP = 0, 1, 3   # st.info_f (2, 4: fixed-point scales)
 
 
-GRAD_COPIES, GRAD_COPIES_BYTES = 4, 16 << 20
+GRAD_COPIES, GRAD_HOT = 4, 1 << 16   # a power of two; entries with copies
 
 
 def _cap(n, minimum):
+    """Capacity for n rows: the next power of two (at least `minimum`); from 2^16 rows on, the next multiple
+    of a sixteenth of it (at most 1/16 spare: the wide BVH of a 2 M triangle scene takes 40 MB, not 64)."""
     c = max(minimum, 1 if n > 0 else 0)
     while c < n:
         c *= 2
+    if c > minimum and c >= 1 << 16:
+        step = c >> 4
+        c = max(minimum, -(-n // step) * step)
     return c
+
+
+def has_extras(caps):
+    """Whether a storage of capacities `caps` has the per-triangle extras (tri_hf, tri_code, tri_dm, tri_face) on every
+    triangle row."""
+    return caps["xtris"] >= caps["tris"]
+
+
+def fits(caps, sizes):
+    """Whether a scene of `sizes` (Scene.sizes: rows per field group; ``xtris`` > 0: it needs the per-triangle
+    extras) fits a storage of capacities `caps`."""
+    return all(sizes.get(k, 0) <= v for k, v in caps.items()) and (has_extras(caps) or not sizes.get("xtris", 0))
+
+
+def capacities(sizes, current=None):
+    """Capacities of a storage for a scene of `sizes`, at least the `current` storage's (capacities only grow: a
+    process alternating between scenes settles on one storage); with per-triangle extras on every triangle row
+    when the scene needs them."""
+    caps = {k: _cap(max(sizes.get(k, 0), current[k] if current else 0), m) for k, m in Storage.MINIMUM.items()}
+    if sizes.get("xtris", 0):
+        caps["xtris"] = caps["tris"]
+    return caps
 
 
 @ti.data_oriented
 class Storage:
     # Generous minimum capacities (about 20 MB): most scenes fit the first storage, so its fields and
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
-    MINIMUM = dict(tris=1 << 15, nodes=1 << 16, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
+    MINIMUM = dict(tris=1 << 15, xtris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
                    spectra=1 << 10)
     _shared = None
@@ -50,6 +77,11 @@ class Storage:
         f.tri_n0, f.tri_n1, f.tri_n2 = (vec3.field() for _ in range(3))
         f.tri_uv0, f.tri_uv1, f.tri_uv2 = (vec2.field() for _ in range(3))
         f.tri_shape = ti.field(ti.i32)
+        fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
+                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape)
+        # per-triangle extras, one row per triangle on a storage whose scenes have height fields, differentiable
+        # meshes or mesh attributes (``tri_extra``; scenes of up to MINIMUM triangles always): kernels compiled
+        # on a storage without them read -1 (scene/triangles.tri_hf, tri_dm) — 48 MB less for 2 M triangles.
         # height-field triangles (scene/heightfield.py): 2·field + top flag (-1: static), corner codes
         f.tri_hf = ti.field(ti.i32)
         f.tri_code = ti.Vector.field(3, ti.i32)
@@ -58,18 +90,14 @@ class Storage:
         f.tri_dm = ti.field(ti.i32)
         # the triangle's face index in its shape (meshes with attributes, tirender/mesh_attribute.py)
         f.tri_face = ti.field(ti.i32)
-        fb.dense(ti.i, c["tris"]).place(f.tri_p0, f.tri_e1, f.tri_e2, f.tri_n0, f.tri_n1, f.tri_n2,
-                                         f.tri_uv0, f.tri_uv1, f.tri_uv2, f.tri_shape, f.tri_hf, f.tri_code,
-                                         f.tri_dm, f.tri_face)
+        self.tri_extra = has_extras(c)
+        fb.dense(ti.i, max(c["xtris"], 1)).place(f.tri_hf, f.tri_code, f.tri_dm, f.tri_face)
         # height fields: height texture, vertex grid, bottom level, object -> world (3x4), normal matrix
         f.hf_tex, f.hf_w, f.hf_h = (ti.field(ti.i32) for _ in range(3))
         f.hf_zb = ti.field(float)
         f.hf_m = ti.Matrix.field(3, 4, float)
         f.hf_nm = ti.Matrix.field(3, 3, float)
         fb.dense(ti.i, c["hfs"]).place(f.hf_tex, f.hf_w, f.hf_h, f.hf_zb, f.hf_m, f.hf_nm)
-        f.node_min, f.node_max = vec3.field(), vec3.field()
-        f.node_first, f.node_count = ti.field(ti.i32), ti.field(ti.i32)
-        fb.dense(ti.i, c["nodes"]).place(f.node_min, f.node_max, f.node_first, f.node_count)
         # the 4-wide BVH the kernels traverse (scene/bvh.py: collapse)
         f.wnode_min, f.wnode_max = (ti.Vector.field(3 * WIDTH, float) for _ in range(2))
         f.wnode_child, f.wnode_count = (ti.Vector.field(WIDTH, ti.i32) for _ in range(2))
@@ -107,11 +135,10 @@ class Storage:
         # fixed-point accumulator the adjoint kernels atomically add into (see core/fixed_point.py)
         f.pool, f.grad, f.grad_fx = ti.field(float), ti.field(float), ti.field(ti.i64)
         fb.dense(ti.i, c["pool"]).place(f.pool, f.grad)
-        # grad_copies copies of the fixed-point gradient (core/pool.py: contention of the atomics), at
-        # most GRAD_COPIES_BYTES of them
-        self.grad_copies = max(1, min(GRAD_COPIES, GRAD_COPIES_BYTES // (8 * c["pool"])))
-        self.grad_copies = 1 << (self.grad_copies.bit_length() - 1)
-        fb.dense(ti.i, c["pool"] * self.grad_copies).place(f.grad_fx)
+        # the fixed-point gradient and grad_copies - 1 more copies of its first grad_hot entries (core/pool.py:
+        # contention of the atomics on parameters every thread adds into, which are small ones)
+        self.grad_copies, self.grad_hot = GRAD_COPIES, min(c["pool"], GRAD_HOT)
+        fb.dense(ti.i, c["pool"] + (self.grad_copies - 1) * self.grad_hot).place(f.grad_fx)
         # emitters (emitters/base.py): model tag, texture slots, shape triangles, position/direction/frame
         f.em_type, f.em_shape, f.em_tri_start, f.em_tri_count, f.em_dist = (ti.field(ti.i32) for _ in range(5))
         f.em_tex = ti.field(ti.i32)
@@ -172,9 +199,9 @@ class Storage:
     def acquire(cls, sizes):
         """The shared storage, grown (recreated) if `sizes` exceed its capacities."""
         cur = cls._shared
-        if cur is not None and all(sizes.get(k, 0) <= v for k, v in cur.caps.items()):
+        if cur is not None and fits(cur.caps, sizes):
             return cur
-        caps = {k: _cap(max(sizes.get(k, 0), cur.caps[k] if cur else 0), m) for k, m in cls.MINIMUM.items()}
+        caps = capacities(sizes, cur.caps if cur is not None else None)
         if cur is not None:
             if cur.owner is not None:
                 cur.owner._storage = None

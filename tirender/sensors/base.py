@@ -226,6 +226,36 @@ def device_row(s):
                 cam_focus=s.focus_distance)
 
 
+class ProjectiveCamera:
+    """What the projective cameras (perspective, thin lens; Mitsuba's ProjectiveCamera) share on the host: the
+    field of view, the clip planes, a rigid to_world, light tracing. A subclass adds its own fields in
+    ``lens_fields(values, file, key) -> dict`` and sets its own parameters in ``set_lens(s, name, value, key)``
+    (True where it did)."""
+    CONNECT = True
+    MITSUBA_DEFAULTS = staticmethod(mitsuba_defaults)
+    rows = staticmethod(device_row)
+
+    @classmethod
+    def build(cls, values, width, height, file, key):
+        """Validated values -> description.Sensor fields."""
+        x_fov = parse_fov(values, width / height, file, key)
+        tx, ty = tan_half(x_fov, width / height)
+        out = dict(tan_x=tx, tan_y=ty, **cls.lens_fields(values, file, key))
+        out.update(clip_fields(values, file, key))
+        out["to_world"] = check_rigid(values["to_world"], file, f"{key}.to_world")
+        return out
+
+    @classmethod
+    def set_param(cls, s, name, value, key):
+        """Set parameter `name` of description.Sensor s (checked as at load time)."""
+        if name == "x_fov":
+            s.tan_x, s.tan_y = tan_half(check_x_fov(number(value, None, key), None, key), s.width / s.height)
+        elif name == "to_world":
+            s.to_world = check_rigid(matrix(value, key), None, key)
+        elif not cls.set_lens(s, name, value, key):
+            set_common(s, name, value, key)
+
+
 def project(s, X):
     """Film positions (N, 2) in pixels of world points X (N, 3) seen through the pinhole of a perspective
     sensor s (description.Sensor; numpy, the principal point offset included)."""

@@ -18,7 +18,7 @@ from ..schema import Number
 from . import base
 
 
-class Perspective:
+class Perspective(base.ProjectiveCamera):
     NAME = "perspective"
     KEYS = base.FOV_KEYS + (
         Number("principal_point_offset_x", default=0.0, doc="principal point offset along x (film widths)"),
@@ -26,35 +26,19 @@ class Perspective:
     ) + base.CLIP_KEYS + base.COMMON_KEYS + (base.TO_WORLD,)
     PARAMS = ("x_fov", "principal_point_offset_x", "principal_point_offset_y", "to_world", "near_clip", "far_clip")
     APERTURE = False
-    CONNECT = True
-    MITSUBA_DEFAULTS = staticmethod(base.mitsuba_defaults)
-    rows = staticmethod(base.device_row)
 
     @staticmethod
-    def build(values, width, height, file, key):
-        """Validated values -> description.Sensor fields."""
-        x_fov = base.parse_fov(values, width / height, file, key)
-        tx, ty = base.tan_half(x_fov, width / height)
-        out = dict(tan_x=tx, tan_y=ty, principal_point=(values["principal_point_offset_x"],
-                                                        values["principal_point_offset_y"]))
-        out.update(base.clip_fields(values, file, key))
-        out["to_world"] = base.check_rigid(values["to_world"], file, f"{key}.to_world")
-        return out
+    def lens_fields(values, file, key):
+        return dict(principal_point=(values["principal_point_offset_x"], values["principal_point_offset_y"]))
 
     @staticmethod
-    def set_param(s, name, value, key):
-        """Set parameter `name` of description.Sensor s (checked as at load time)."""
-        if name == "x_fov":
-            s.tan_x, s.tan_y = base.tan_half(base.check_x_fov(base.number(value, None, key), None, key),
-                                             s.width / s.height)
-        elif name in ("principal_point_offset_x", "principal_point_offset_y"):
+    def set_lens(s, name, value, key):
+        if name in ("principal_point_offset_x", "principal_point_offset_y"):
             pp = list(s.principal_point)
             pp[name[-1] == "y"] = base.number(value, None, key)
             s.principal_point = tuple(pp)
-        elif name == "to_world":
-            s.to_world = base.check_rigid(base.matrix(value, key), None, key)
-        else:
-            base.set_common(s, name, value, key)
+            return True
+        return False
 
     @staticmethod
     @ti.func

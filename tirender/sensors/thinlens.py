@@ -18,7 +18,7 @@ from ..schema import Number
 from . import base
 
 
-class ThinLens:
+class ThinLens(base.ProjectiveCamera):
     NAME = "thinlens"
     KEYS = base.FOV_KEYS + (
         Number("aperture_radius", lo=0.0, doc="radius of the lens (world units; required, as in Mitsuba; 0 becomes "
@@ -26,33 +26,20 @@ class ThinLens:
     ) + base.CLIP_KEYS + base.COMMON_KEYS + (base.TO_WORLD,)
     PARAMS = ("aperture_radius", "focus_distance", "x_fov", "to_world", "near_clip", "far_clip")
     APERTURE = True
-    CONNECT = True
-    MITSUBA_DEFAULTS = staticmethod(base.mitsuba_defaults)
-    rows = staticmethod(base.device_row)
 
     @staticmethod
-    def build(values, width, height, file, key):
-        x_fov = base.parse_fov(values, width / height, file, key)
-        tx, ty = base.tan_half(x_fov, width / height)
-        out = dict(tan_x=tx, tan_y=ty,
-                   aperture_radius=base.warn_aperture(values["aperture_radius"], f"{file or '<dict>'}: {key}"))
-        out.update(base.clip_fields(values, file, key))
-        out["to_world"] = base.check_rigid(values["to_world"], file, f"{key}.to_world")
-        return out
+    def lens_fields(values, file, key):
+        return dict(aperture_radius=base.warn_aperture(values["aperture_radius"], f"{file or '<dict>'}: {key}"))
 
     @staticmethod
-    def set_param(s, name, value, key):
-        if name == "x_fov":
-            s.tan_x, s.tan_y = base.tan_half(base.check_x_fov(base.number(value, None, key), None, key),
-                                             s.width / s.height)
-        elif name == "aperture_radius":
+    def set_lens(s, name, value, key):
+        if name == "aperture_radius":
             s.aperture_radius = base.warn_aperture(base.number(value, None, key, 0.0), key)
         elif name == "focus_distance":
             s.focus_distance = base.number(value, None, key, 0.0, strict_lo=True)
-        elif name == "to_world":
-            s.to_world = base.check_rigid(base.matrix(value, key), None, key)
         else:
-            base.set_common(s, name, value, key)
+            return False
+        return True
 
     @staticmethod
     @ti.func

@@ -18,7 +18,7 @@ import taichi as ti
 from ..core.interaction import frame_adjoint, interaction_adjoint
 from ..core.math import to_local, to_world, vec2, vec3
 from ..core.optics import reflect_adjoint, refract_adjoint
-from ..scene import deform, heightfield
+from ..scene import deform, heightfield, triangles
 
 
 @ti.dataclass
@@ -113,8 +113,8 @@ def hit_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
     triangle's corners scatter ∂/∂(heights) into the pool (scene/heightfield.py), a differentiable
     mesh's into its world vertices (scene/deform.py)."""
     g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2 = interaction_adjoint(st, tri, t, b1, b2, o, d, g_p, g_n, g_uv)
-    hf = st.tri_hf[tri]
-    if hf >= 0 or st.tri_dm[tri] >= 0:
+    hf = triangles.tri_hf(st, tri)
+    if hf >= 0 or triangles.tri_dm(st, tri) >= 0:
         for k in range(3):       # a run-time loop: one inlined corner adjoint
             gv = gv0
             gn = gn0
