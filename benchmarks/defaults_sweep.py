@@ -34,7 +34,7 @@ shape           configs/shape_recovery.yaml (sphere → blob, 8 views, large ste
                                         [--only SUBSTRING] [--variants A,B] [--skip-mitsuba] [--cached]
                                         [--out out/defaults_sweep]
 
---quick (a few minutes: 5.5 measured on 2 cores shared at load ~8, most of it Taichi's and Dr.Jit's
+--quick (a few minutes: 105 s measured on 2 shared cores at load ~2, most of it Taichi's and Dr.Jit's
 compilation): the base cell of radiance_field, texture and cbox only (radiance field: issue, relu, × 1
 at 64² views and half the iterations, defaults and the relative ε; texture: the issue's cell at 30
 iterations; cbox at 10), each with its Mitsuba port; volume (12 iterations, its config's ε, ~7 min)

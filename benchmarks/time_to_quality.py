@@ -54,7 +54,8 @@ radiance_field
          stop once T < 1e-4, black background; loss L2 (mean over pixels and channels) + TV
          (density 0.002, colour 0.002: weight / R^3 times the sum of squared forward differences);
          Adam, lr 0.2 density / 0.05 SH times the stage's lr_scale (each renderer's own epsilon:
-         both Dr.Jit's absolute 1e-8, tirender's default). Stage changes as tirender's defaults in both: cubic upsampling
+         the config's relative 1e-3 in tirender, Dr.Jit's 1e-8 in Mitsuba). Stage changes as
+         tirender's defaults in both: cubic upsampling
          (Catmull-Rom clamped to the local range of the coarse grid, the ReLU clamp), Adam's moments
          carried (train.adam_state: carry: bias-corrected, resampled trilinearly, |m| <= sqrt(v),
          rescaled to the finer voxels, re-entered as a 10-step prior); the Mitsuba child loads
@@ -807,7 +808,8 @@ def tirender_radiance_field(spec, out):
     t_proc = time.perf_counter()
     import tirender
     tirender.init(sidebyside.BENCH_ARCH)
-    from tirender.radiance_field.dataset import Dataset
+    from tirender.radiance_field.dataset import Dataset, render_field_views
+    from tirender.radiance_field.field import RadianceField
     from tirender.radiance_field.train import Trainer, parse_config
     cfg, images, cams, truth = rf_load_data(out, spec)
     cfg = parse_config({"radiance_field": cfg})   # the spec's settings, validated
@@ -827,9 +829,17 @@ def tirender_radiance_field(spec, out):
     peak = _rss_mb()
     write_rows(os.path.join(out, "loss.csv"), rows)
     np.save(os.path.join(out, "field.npy"), tr.field.to_numpy())
-    tr.field.set_resolution(truth.shape[0])   # the loss's floor: the truth rendered by the model
-    tr.field.from_numpy(truth)
-    floor = float(np.mean((tr.render_views(ds.train).astype(np.float64) - ds.images[ds.train]) ** 2))
+    # the loss's floor: the truth rendered by the model (in the trainer's field when it fits: a schedule
+    # that ends below the truth's resolution gets a field of its own)
+    if truth.shape[0] ** 3 * truth.shape[3] <= tr.field.capacity:
+        tr.field.set_resolution(truth.shape[0])
+        tr.field.from_numpy(truth)
+        gt = tr.field
+    else:
+        gt = RadianceField(params=truth, **dict(tr.field.meta(), res=truth.shape[0]))
+    floor = float(np.mean((render_field_views(gt, ds.c2w[ds.train], ds.fov_x[ds.train], ds.width, ds.height,
+                                              spp=tr.cfg["train"]["eval_spp"],
+                                              seed=12345).astype(np.float64) - ds.images[ds.train]) ** 2))
     return rf_result(rows, changes, rmse_start, t_start - t_proc, floor, peak, f"tirender ({tirender.current_arch()})")
 
 

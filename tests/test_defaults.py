@@ -2,7 +2,6 @@
 up (a cheap slice of benchmarks/defaults_sweep.py), Adam's default ε, and the loss watch that says
 when an optimisation goes wrong (tirender/optim/watch.py, in `tirender optimize` and the trainer)."""
 import json
-import os
 
 import numpy as np
 import pytest
