@@ -164,6 +164,19 @@ def _move(src: ti.template(), dst: ti.template(), bsrc: ti.template(), bdst: ti.
 
 
 @ti.func
+def _place(src: ti.template(), dst: ti.template(), bsrc: ti.template(), bdst: ti.template(), k, left, l, r):
+    """Row k to the next level's left part (at row l) or right part (at row r), in order (a stable partition);
+    returns the advanced (l, r)."""
+    if left:
+        _move(src, dst, bsrc, bdst, k, l)
+        l += 1
+    else:
+        _move(src, dst, bsrc, bdst, k, r)
+        r += 1
+    return l, r
+
+
+@ti.func
 def _scales(clo, chi, K: ti.template()):
     """Per axis: bins per unit of centroid extent (0 where the extent is ~0)."""
     ext = chi - clo
@@ -358,12 +371,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
         r = start + nl
         for k in range(start, start + cnt):
             tl, th, c = _prim(box, k)
-            if _bin(c[ax], clo[ax], scale[ax], K) <= sb:
-                _move(src, dst, box, bdst, k, l)
-                l += 1
-            else:
-                _move(src, dst, box, bdst, k, r)
-                r += 1
+            l, r = _place(src, dst, box, bdst, k, _bin(c[ax], clo[ax], scale[ax], K) <= sb, l, r)
     else:
         # median of the centroids on the longest axis (ties by order): the smallest key v with
         # #{key <= v} >= need, by bisection over order-preserving integer keys
@@ -406,12 +414,7 @@ def _small_node(n, K: ti.template(), max_leaf, cap, src: ti.template(), dst: ti.
             if key == v:
                 left = eq < take
                 eq += 1
-            if left:
-                _move(src, dst, box, bdst, k, l)
-                l += 1
-            else:
-                _move(src, dst, box, bdst, k, r)
-                r += 1
+            l, r = _place(src, dst, box, bdst, k, left, l, r)
         nl = need
         kind = SPLIT
     return kind, nl
@@ -581,12 +584,7 @@ def _big_partition(a: ti.i32, K: ti.template(), spread: ti.i32, src: nd_i1, dst:
                 if kind != HALF:
                     tl, th, ce = _prim(box, k)
                     left = _bin(ce[ax], clo[ax], scale[ax], K) <= lvl[i, 2]
-                if left:
-                    _move(src, dst, box, bdst, k, l)
-                    l += 1
-                else:
-                    _move(src, dst, box, bdst, k, r)
-                    r += 1
+                l, r = _place(src, dst, box, bdst, k, left, l, r)
 
 
 @ti.func
