@@ -218,16 +218,20 @@ def _gradient_scene():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,h", [("plastic.eta", 0.02), ("plastic.roughness", 0.01),
-                                    ("hair.longitudinal_roughness", 0.02), ("hair.azimuthal_roughness", 0.02),
-                                    ("hair.scale_tilt", 0.5), ("hair.eumelanin", 0.05), ("hair.eta", 0.02)])
+@pytest.mark.parametrize("name,h", [("plastic.eta", 0.04), ("plastic.roughness", 0.02),
+                                    ("hair.longitudinal_roughness", 0.04), ("hair.azimuthal_roughness", 0.04),
+                                    ("hair.scale_tilt", 1.0), ("hair.eumelanin", 0.1), ("hair.eta", 0.04)])
 def test_prb_gradients_match_finite_differences(name, h):
     """PRB's gradient of each new parameter (pplastic's η and α; hair's roughnesses, scale tilt, pigment and η) against
     central differences with correlated random numbers (tests/gradcheck_util.py)."""
     from gradcheck_util import assert_agree, projected_gradients
     sc = _scene_cache()
     w = np.random.default_rng(0).uniform(0.2, 1.0, (16, 16, 3)).astype(np.float32)
-    g, f = projected_gradients(sc, name, np.ones(1), w, 16, [101 + k for k in range(8)], [501 + k for k in range(8)], h)
+    # 32 seeds of 64 spp each side: a parameter that moves the lobe choice (η, the roughnesses) decorrelates the ±h
+    # renders' paths where a choice flips, and their difference quotient is several times noisier than PRB's (at 8
+    # seeds of 16 spp the FD mean was not significant for hair's η, azimuthal roughness and tilt)
+    seeds = range(32)
+    g, f = projected_gradients(sc, name, np.ones(1), w, 64, [101 + k for k in seeds], [501 + k for k in seeds], h)
     mg, mf, se = assert_agree(g, f, name)
     print(f"{name}: PRB {mg:.5g}, FD {mf:.5g} (3 SE {3 * se:.2g})")
 

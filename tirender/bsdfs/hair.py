@@ -57,6 +57,7 @@ from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielec
 from .pplastic import Defaulted, eta_from_iors
 
 _EU, _PH, _SIGMA, _LR, _AR, _TILT, _ETA = range(7)      # texture slots
+DEN_MIN = 1e-12                                         # the guard on 1 − f T (grazing h, no absorption)
 PIG, SCALE = 0, 1                                       # constants: pigments (1) or sigma_a (0), sigma_a's scale
 EUMELANIN = (0.419, 0.697, 1.37)                        # σ_a per unit concentration (d'Eon et al. 2011), RGB
 PHEOMELANIN = (0.187, 0.4, 1.05)
@@ -274,7 +275,7 @@ def _attenuation(f, T):
     a0 = spec(f)
     a1 = (1.0 - f) * (1.0 - f) * T
     a2 = a1 * T * f
-    a3 = a2 * f * T / (1.0 - T * f)
+    a3 = a2 * f * T / ti.max(1.0 - T * f, DEN_MIN)       # f T → 1 only where A_1 = A_2 = 0 (h = ±1, σa = 0)
     return a0, a1, a2, a3
 
 
@@ -360,8 +361,9 @@ def _hair(p, wi, wo, d_out, grad: ti.template()):
         gf = 0.0
         gT = spec(0.0)
         u = f * T
-        ab2 += ab3 * u / (1.0 - u)                        # A_3 = A_2 u / (1 − u), u = f T
-        gu = ab3 * a2 / ((1.0 - u) * (1.0 - u))
+        den = ti.max(1.0 - u, DEN_MIN)
+        ab2 += ab3 * u / den                              # A_3 = A_2 u / (1 − u), u = f T
+        gu = ab3 * a2 / (den * den)
         gf += (gu * T).sum()
         gT += gu * f
         ab1 += ab2 * T * f                                # A_2 = A_1 T f
