@@ -13,6 +13,8 @@ Public API::
     jv = tirender.render_forward(scene, {"red.reflectance": 1.0}, spp=64)   # forward mode: J v
     S = tirender.render_stokes(scene, spp=64)     # (4, H, W, 3): Stokes S0..S3 (spectral_polarized)
     img, m2 = tirender.render_moments(scene, spp=64)   # and the samples' second moments (XYZ, per pixel)
+    tirender.register_bsdf(MyBsdf)                # a user model (tirender/plugins.py, docs/plugins.md); also
+                                                  # register_emitter, register_medium, register_integrator
 """
 from .backend import current_arch, init  # noqa: F401
 from .errors import ConfigError, TirenderError  # noqa: F401
@@ -30,6 +32,9 @@ def __getattr__(name):
     if name in ("losses", "Adam", "SGD"):
         from . import optim
         return getattr(optim, name)
+    if name in ("register_bsdf", "register_emitter", "register_medium", "register_integrator"):
+        from . import plugins
+        return getattr(plugins, name)
     if name == "set_variant":
         from .variants import set_variant
         return set_variant

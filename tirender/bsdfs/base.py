@@ -49,7 +49,17 @@ generates attached sampling (bsdfs/halfwarp.py; attached PRB's near-specular ver
         scatter the whole ∂/∂π (f's own and through the moving sample) of
         <d_out, f(wi, wo(π))> + k ln J(π) + <g_wo, wo(π)> into the pool; return its ∂/∂wi (and ∂/∂uv)
 
-A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` generates the rest.
+A model with Dirac lobes only writes ``fetch`` and ``sample``; ``@dirac`` generates the rest. Detached PRB
+differentiates no Dirac lobe of the built-in models (as Mitsuba's prb); a Dirac model whose lobes' values depend
+on its parameters may also write (and ``fetch_adjoint``)
+
+    dirac_value_adjoint(p, wi, wo, d_out) -> Params   ∂<d_out, P w>/∂p of the Dirac lobe that took wi to wo
+                                                     (P its probability, w its sample weight: P w is the
+                                                     lobe's value), with P independent of the parameters or
+                                                     differentiated too (the score ∂ ln P)
+
+generating ``dirac_value_adjoint_at(st, ctx, wi, wo, d_out, inner)``: the PRB walk (walk/steps.py ``scatter``)
+then scatters L · ∂ ln(P w)/∂π after such a sample (user models, tirender/plugins.py; docs/plugins.md).
 
 A polarizing model (spectral_polarized, core/mueller.py) also writes
 
@@ -540,6 +550,14 @@ def dirac(cls):
     fetch, sample = cls.fetch, cls.sample
     dlog = getattr(cls, "dlog", None)
     has_dlog = dlog is not None
+    if hasattr(cls, "dirac_value_adjoint"):
+        fetch_adjoint, value_adjoint = cls.fetch_adjoint, cls.dirac_value_adjoint
+
+        @ti.func
+        def dirac_value_adjoint_at(st: ti.template(), ctx, wi, wo, d_out, inner: ti.template()):
+            fetch_adjoint(st, ctx, value_adjoint(fetch(st, ctx), wi, wo, d_out))
+
+        cls.dirac_value_adjoint_at = staticmethod(dirac_value_adjoint_at)
 
     @ti.func
     def dirac_dlog_at(st: ti.template(), ctx, wi, reflected, inner: ti.template()):

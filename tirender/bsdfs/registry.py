@@ -13,6 +13,8 @@ composites calling the next depth's dispatcher. Pass it to kernels as a ``ti.tem
     D.adjoint(st, ctx, wi, wo, d_out)          scatter ∂<d_out, eval>/∂π into the gradient pool
     D.grad_dirs(st, ctx, wi, wo, d_out) -> (vec3, vec3)
     D.null_adjoint(st, ctx, d_log)             after a ``null`` sample: ∂ ln P_null/∂π · d_log
+    D.dirac_value_adjoint(st, ctx, wi, wo, d_out)   after a Dirac sample: ∂<d_out, P w>/∂π (models with
+                                               ``dirac_value_adjoint``, bsdfs/base.py; D.DIRAC_VALUE: any)
     D.mueller(st, ctx, wi, wo, delta, smooth) -> MuellerLanes
                                                spectral_polarized: the Mueller matrix per lane (local implicit
                                                frames, any scale; bsdfs/base.py ``mueller``); models without
@@ -43,6 +45,7 @@ import taichi as ti
 
 from ..core import mueller as mu
 from ..core.math import vec2, vec3
+from ..errors import ConfigError
 from ..registry import mask_of as _mask_of
 from ..registry import register
 from ..variants import spec
@@ -90,13 +93,49 @@ MODELS = (
     PPlastic,
     Hair,
 )
-BY_NAME, ALL = register(MODELS)
-LEAVES = sum(1 << m.TAG for m in MODELS if not m.COMPOSITE)
-# sizes of the per-BSDF tables (texture slots, float constants, children)
-N_TEX = max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS)
-N_FLOAT = max([8] + [getattr(m, "N_CONST", 0) for m in MODELS])
-N_CHILD = max(len(getattr(m, "CHILDREN", ())) for m in MODELS)
-SUGAR = tuple(m for m in MODELS if getattr(m, "SUGAR", None))   # wrappers applied by a key on any BSDF
+
+
+def _derive(models):
+    """The tables derived from ``models``: (BY_NAME, ALL, LEAVES, N_TEX, N_FLOAT, N_CHILD, SUGAR)."""
+    by_name, all_ = register(models)
+    leaves = sum(1 << m.TAG for m in models if not m.COMPOSITE)
+    # sizes of the per-BSDF tables (texture slots, float constants, children)
+    n_tex = max(sum(1 for k in m.KEYS if k.kind == "texture") for m in models)
+    n_float = max([8] + [getattr(m, "N_CONST", 0) for m in models])
+    n_child = max(len(getattr(m, "CHILDREN", ())) for m in models)
+    sugar = tuple(m for m in models if getattr(m, "SUGAR", None))   # wrappers applied by a key on any BSDF
+    return by_name, all_, leaves, n_tex, n_float, n_child, sugar
+
+
+BY_NAME, ALL, LEAVES, N_TEX, N_FLOAT, N_CHILD, SUGAR = _derive(MODELS)
+_widths_used = None     # the table widths (N_TEX, N_FLOAT, N_CHILD) the first scene's arrays were built with
+
+
+def table_widths():
+    """(N_TEX, N_FLOAT, max(N_CHILD, 1)): the widths of the per-BSDF tables a scene's arrays are built with
+    (scene/scene.py); from the first call on, ``add`` refuses models that would widen them."""
+    global _widths_used
+    _widths_used = (N_TEX, N_FLOAT, max(N_CHILD, 1))
+    return _widths_used
+
+
+def add(model):
+    """Append ``model`` (a user model: tirender/plugins.py checks its declaration) as tag len(MODELS) — the
+    built-in tags keep their values — and recompute every derived table. ConfigError (one line, without the
+    caller's prefix) if it would widen the tables of scenes already built."""
+    global MODELS, BY_NAME, ALL, LEAVES, N_TEX, N_FLOAT, N_CHILD, SUGAR
+    n_tex = sum(1 for k in model.KEYS if k.kind == "texture")
+    n_float = getattr(model, "N_CONST", 0)
+    n_child = len(getattr(model, "CHILDREN", ()))
+    if _widths_used is not None:
+        for what, n, have in (("texture slots", n_tex, _widths_used[0]), ("float constants", n_float,
+                                                                           _widths_used[1]),
+                              ("nested BSDFs", n_child, _widths_used[2])):
+            if n > have:
+                raise ConfigError(f"its {n} {what} exceed the {have} of the scenes already built: register models "
+                                  f"before loading scenes")
+    MODELS = MODELS + (model,)
+    BY_NAME, ALL, LEAVES, N_TEX, N_FLOAT, N_CHILD, SUGAR = _derive(MODELS)
 
 
 def mask_of(names):
@@ -124,6 +163,8 @@ def _make(levels):
         # whether mueller_tangent can be non-zero (any lobe / smooth lobes): compile-time, for the walk
         MUELLER_TANGENT = any(hasattr(m, "mueller_tangent_at") for m in models)
         SMOOTH_MUELLER_TANGENT = any(hasattr(m, "mueller_tangent_at") and m.FLAGS & SMOOTH for m in models)
+        # whether a model's Dirac lobes have a differentiable value (``dirac_value_adjoint``): compile-time
+        DIRAC_VALUE = any(hasattr(m, "dirac_value_adjoint_at") for m in models)
 
         @staticmethod
         @ti.func
@@ -173,6 +214,16 @@ def _make(levels):
             for i in ti.static(range(len(models))):
                 if t == models[i].TAG:
                     models[i].adjoint_at(st, ctx, wi, wo, d_out, inner)
+
+        @staticmethod
+        @ti.func
+        def dirac_value_adjoint(st: ti.template(), ctx, wi, wo, d_out):
+            """After a Dirac sample wi -> wo: scatter ∂<d_out, P w>/∂π (models with ``dirac_value_adjoint``)."""
+            t = st.bsdf_type[ctx.b]
+            for i in ti.static(range(len(models))):
+                if ti.static(hasattr(models[i], "dirac_value_adjoint_at")):
+                    if t == models[i].TAG:
+                        models[i].dirac_value_adjoint_at(st, ctx, wi, wo, d_out, inner)
 
         @staticmethod
         @ti.func

@@ -22,6 +22,7 @@ import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
+from ..errors import ConfigError
 from ..registry import mask_of, register
 from ..textures import spectrum_eval, spectrum_eval_adjoint
 from ..variants import spec
@@ -45,11 +46,43 @@ MODELS = (
     Beam,
     Projector,
 )
-BY_NAME, ALL = register(MODELS)
-N_FLOAT = 5     # per-emitter constants (Row.floats -> st.em_f)
-N_TEX = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in MODELS), 1)
+
+
+def _derive(models):
+    """(BY_NAME, ALL, N_FLOAT, N_TEX) of ``models``."""
+    by_name, all_ = register(models)
+    n_float = max([5] + [getattr(m, "N_CONST", 0) for m in models])   # per-emitter constants (Row.floats -> st.em_f)
+    n_tex = max(max(sum(1 for k in m.KEYS if k.kind == "texture") for m in models), 1)
+    return by_name, all_, n_float, n_tex
+
+
+BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
+_widths_used = None     # (N_TEX, N_FLOAT) the first scene's arrays were built with
 __all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
-           "eval_adjoint", "eval_grad", "mask_of", "sample_ray"]
+           "eval_adjoint", "eval_grad", "mask_of", "sample_ray", "add", "table_widths"]
+
+
+def table_widths():
+    """(N_TEX, N_FLOAT): the widths of the per-emitter tables a scene's arrays are built with (scene/scene.py);
+    from the first call on, ``add`` refuses models that would widen them."""
+    global _widths_used
+    _widths_used = (N_TEX, N_FLOAT)
+    return _widths_used
+
+
+def add(model):
+    """Append ``model`` (a user model, tirender/plugins.py) as tag len(MODELS) and recompute the derived tables.
+    ConfigError (one line) if it would widen the tables of scenes already built."""
+    global MODELS, BY_NAME, ALL, N_FLOAT, N_TEX
+    n_tex = sum(1 for k in model.KEYS if k.kind == "texture")
+    if _widths_used is not None:
+        for what, n, have in (("texture slots", n_tex, _widths_used[0]),
+                              ("float constants", getattr(model, "N_CONST", 0), _widths_used[1])):
+            if n > have:
+                raise ConfigError(f"its {n} {what} exceed the {have} of the scenes already built: register models "
+                                  f"before loading scenes")
+    MODELS = MODELS + (model,)
+    BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
 
 
 @ti.func

@@ -20,31 +20,52 @@ from . import aov, forward_gradient, mcmc, moment, path, prb, prb_attached, prbv
 
 PRIMAL_MODULES = (path, aov, volpath, mcmc, ptracer, stokes)
 GRADIENT_MODULES = (prb, prb_attached, rb, prbvolpath, ptracer)
-
-PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
 WRAPPERS = {n: m for m in (moment,) for n in m.NAMES}   # integrators that wrap another one (its settings + a flag)
-GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}
-GRADIENT_VARIANTS = {(n, meth): getattr(m, "VARIANTS", ("rgb",)) for m in GRADIENT_MODULES for n in m.INTEGRATES
-                     for meth in m.METHODS}
-JOINT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in getattr(m, "JOINT", {}).items()}
-FORWARD = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
-           for meth, fn in getattr(m, "FORWARD", {}).items()}
-FORWARD_VARIANTS = {(n, meth): getattr(m, "FORWARD_VARIANTS", getattr(m, "VARIANTS", ("rgb",)))
-                    for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "FORWARD", {})}
-TAKES_PARAMS = {(n, meth) for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "PARAMS", ())}
-# method ``forward``: the gradient from detached forward mode, one pass per parameter element
-# (integrators/forward_gradient.py), wherever detached forward mode runs
-for (_n, _meth), _fn in list(FORWARD.items()):
-    if _meth == "prb":
-        GRADIENT[_n, "forward"] = partial(forward_gradient.render_grad, _fn)
-        GRADIENT_VARIANTS[_n, "forward"] = FORWARD_VARIANTS[_n, _meth]
-        TAKES_PARAMS.add((_n, "forward"))
 PER_PARAMETER = ("forward",)     # methods that differentiate any named parameter element by element (no
                                  # reverse-mode refusals: check_reverse_params)
 check_reverse_params = prb.check_params   # reverse methods: names a variant cannot differentiate (spectral_polarized)
-NAMES = tuple(PRIMAL) + tuple(WRAPPERS)
-METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
 VOLUME = volpath.NAMES
+
+
+def _derive():
+    """The tables derived from PRIMAL_MODULES and GRADIENT_MODULES (recomputed when a user integrator joins:
+    ``add``): PRIMAL, GRADIENT, GRADIENT_VARIANTS, JOINT, FORWARD, FORWARD_VARIANTS, TAKES_PARAMS, NAMES, METHODS."""
+    global PRIMAL, GRADIENT, GRADIENT_VARIANTS, JOINT, FORWARD, FORWARD_VARIANTS, TAKES_PARAMS, NAMES, METHODS
+    PRIMAL = {n: m for m in PRIMAL_MODULES for n in m.NAMES}
+    GRADIENT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES for meth, fn in m.METHODS.items()}
+    GRADIENT_VARIANTS = {(n, meth): getattr(m, "VARIANTS", ("rgb",)) for m in GRADIENT_MODULES for n in m.INTEGRATES
+                         for meth in m.METHODS}
+    JOINT = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
+             for meth, fn in getattr(m, "JOINT", {}).items()}
+    FORWARD = {(n, meth): fn for m in GRADIENT_MODULES for n in m.INTEGRATES
+               for meth, fn in getattr(m, "FORWARD", {}).items()}
+    FORWARD_VARIANTS = {(n, meth): getattr(m, "FORWARD_VARIANTS", getattr(m, "VARIANTS", ("rgb",)))
+                        for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "FORWARD", {})}
+    TAKES_PARAMS = {(n, meth) for m in GRADIENT_MODULES for n in m.INTEGRATES for meth in getattr(m, "PARAMS", ())}
+    # method ``forward``: the gradient from detached forward mode, one pass per parameter element
+    # (integrators/forward_gradient.py), wherever detached forward mode runs
+    for (n, meth), fn in list(FORWARD.items()):
+        if meth == "prb":
+            GRADIENT[n, "forward"] = partial(forward_gradient.render_grad, fn)
+            GRADIENT_VARIANTS[n, "forward"] = FORWARD_VARIANTS[n, meth]
+            TAKES_PARAMS.add((n, "forward"))
+    NAMES = tuple(PRIMAL) + tuple(WRAPPERS)
+    METHODS = tuple(dict.fromkeys(meth for _, meth in GRADIENT))
+
+
+_derive()
+
+
+def add(primal=None, gradient=None):
+    """Append a user integrator (tirender/plugins.py checks its declaration): ``primal`` joins PRIMAL_MODULES
+    (its NAMES become integrator types), ``gradient`` GRADIENT_MODULES (its METHODS differentiate the types it
+    INTEGRATES); every derived table is recomputed."""
+    global PRIMAL_MODULES, GRADIENT_MODULES
+    if primal is not None:
+        PRIMAL_MODULES = PRIMAL_MODULES + (primal,)
+    if gradient is not None:
+        GRADIENT_MODULES = GRADIENT_MODULES + (gradient,)
+    _derive()
 
 
 def takes_params(integrator, method):

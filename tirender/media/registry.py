@@ -11,3 +11,11 @@ MEDIA = (
     Heterogeneous,
 )
 BY_NAME, ALL = register(MEDIA)
+
+
+def add(model):
+    """Append ``model`` (a user model: a declaration, tirender/plugins.py) as tag len(MEDIA); BY_NAME and ALL
+    recomputed."""
+    global MEDIA, BY_NAME, ALL
+    MEDIA = MEDIA + (model,)
+    BY_NAME, ALL = register(MEDIA)

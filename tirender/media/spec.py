@@ -41,10 +41,7 @@ from ..spectra.sampled import is_spectrum
 from ..textures import CLAMP, TEX_VOLUME, WRAP_MODES
 from . import GRID_MAJORANT_MARGIN, HOMOGENEOUS
 from .phase import BY_NAME as PHASES
-from .registry import BY_NAME as MEDIA
-from .registry import MEDIA as _MODELS
-
-_MEDIUM_KEYS = family_keys(_MODELS)
+from . import registry
 
 GRID_KEYS = {"type", "filename", "data", "resolution", "value", "to_world", "use_grid_bbox", "filter_type",
              "wrap_mode", "raw"}
@@ -279,11 +276,12 @@ def parse_medium(b, mid, spec, key, shape_positions=None):
     if not isinstance(spec, dict):
         raise ConfigError(f"expected a medium mapping, got {spec!r}", b.file, key)
     t = spec.get("type", "homogeneous")
-    if t not in MEDIA:
-        raise ConfigError(f"unknown medium type '{t}' (expected one of: {', '.join(MEDIA)})", b.file, f"{key}.type")
-    model = MEDIA[t]
+    if t not in registry.BY_NAME:
+        raise ConfigError(f"unknown medium type '{t}' (expected one of: {', '.join(registry.BY_NAME)})", b.file,
+                          f"{key}.type")
+    model = registry.BY_NAME[t]
     values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, b.file, key,
-                      family=("medium", t, _MEDIUM_KEYS))
+                      family=("medium", t, family_keys(registry.MEDIA)))
     tex, bbox_file, boxes = {}, None, {}
     for k in model.KEYS:
         if k.kind == "volume":

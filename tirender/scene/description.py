@@ -8,6 +8,7 @@ runs. The format is documented in docs/scenes.md (its key tables are generated f
 """
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import yaml
@@ -29,8 +30,21 @@ from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
 MAX_COORDINATE = 1e15   # |x| of a vertex after to_world: squares and cross products stay finite in float32
-_BSDF_KEYS = family_keys(bsdf_registry.MODELS) | {m.SUGAR for m in bsdf_registry.SUGAR}
-_EMITTER_KEYS = family_keys(emitter_registry.MODELS)
+
+
+@lru_cache(maxsize=8)
+def _family(models, sugar=()):
+    """Every key name of a family of models (and the SUGAR keys of its wrappers): validate's "did you mean"
+    candidates, computed per registry state (user models join the registries: tirender/plugins.py)."""
+    return family_keys(models) | {m.SUGAR for m in sugar}
+
+
+def _bsdf_keys():
+    return _family(bsdf_registry.MODELS, bsdf_registry.SUGAR)
+
+
+def _emitter_keys():
+    return _family(emitter_registry.MODELS)
 
 
 @dataclass
@@ -346,7 +360,7 @@ class _Builder:
         keys = model.KEYS if children is None else tuple(k for k in model.KEYS if not isinstance(k, Child))
         spec = scene_spectra.colour_constants(self, spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, keys, self.file, key,
-                          family=("BSDF", model.NAME, _BSDF_KEYS))
+                          family=("BSDF", model.NAME, _bsdf_keys()))
         if hasattr(model, "complete"):   # keys whose default depends on other keys (a model's η from int_ior / ext_ior)
             values = model.complete(values, self.file, key, self.variant)
         row = BsdfRow(bid, model.TAG, model)
@@ -387,7 +401,8 @@ class _Builder:
         if hasattr(model, "constants"):
             row.floats = list(model.constants(values, self.file, key))
         if len(row.floats) > bsdf_registry.N_FLOAT:
-            raise ConfigError(f"internal: {model.NAME} declares too many constants", self.file, key)
+            raise ConfigError(f"{model.NAME} gives {len(row.floats)} constants, more than its N_CONST declares",
+                              self.file, key)
         self.bsdfs.append(row)
         return len(self.bsdfs) - 1
 
@@ -408,7 +423,7 @@ class _Builder:
             raise ConfigError(f"{t} emitters are attached to shapes (shapes[i].emitter)", self.file, key)
         spec, spectrum = self.emitter_spectrum(spec, model, key)
         values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, self.file, key,
-                          family=("emitter", t, _EMITTER_KEYS))
+                          family=("emitter", t, _emitter_keys()))
         row = EmitterRow(eid, model.TAG, model, shape)
         row.spectrum, row.temperature, row.tint = spectrum
         for i, k in enumerate(k for k in model.KEYS if k.kind == "texture"):

@@ -153,11 +153,9 @@ class Scene:
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
         a["bsdf_flags"] = np.array([b.flags for b in bs] or [0], np.int32)
-        a["bsdf_tex"] = np.array([_row(b.tex, bsdf_registry.N_TEX, -1) for b in bs] or [[-1] * bsdf_registry.N_TEX],
-                                 np.int32)
-        a["bsdf_f"] = np.array([_row(b.floats, bsdf_registry.N_FLOAT, 0.0) for b in bs]
-                               or [[0.0] * bsdf_registry.N_FLOAT], np.float32)
-        nc = max(bsdf_registry.N_CHILD, 1)
+        n_tex, n_float, nc = bsdf_registry.table_widths()
+        a["bsdf_tex"] = np.array([_row(b.tex, n_tex, -1) for b in bs] or [[-1] * n_tex], np.int32)
+        a["bsdf_f"] = np.array([_row(b.floats, n_float, 0.0) for b in bs] or [[0.0] * n_float], np.float32)
         a["bsdf_child"] = np.array([_row(b.children, nc, 0) for b in bs] or [[0] * nc], np.int32)
         texs = desc.textures
         a["tex_offset"] = np.array([i.offset for i in self._tex_param] or [0], np.int32)
@@ -198,16 +196,15 @@ class Scene:
             if e.flags & INFINITE:
                 env = ei
         a["em_type"] = np.array([e.tag for e in ems] or [0], np.int32)
-        a["em_tex"] = np.array([_row(e.tex, emitter_registry.N_TEX, -1) for e in ems]
-                               or [[-1] * emitter_registry.N_TEX], np.int32)
+        em_tex, em_float = emitter_registry.table_widths()
+        a["em_tex"] = np.array([_row(e.tex, em_tex, -1) for e in ems] or [[-1] * em_tex], np.int32)
         a["em_shape"] = np.array([e.shape for e in ems] or [-1], np.int32)
         a["em_tri_start"] = np.array(em_tri_start or [0], np.int32)
         a["em_tri_count"] = np.array(em_tri_count or [0], np.int32)
         a["em_area"] = np.array(em_area or [0], np.float32)
         a["em_pos"] = np.array([e.position for e in ems] or [(0, 0, 0)], np.float32)
         a["em_dir"] = np.array([e.direction for e in ems] or [(0, 0, 1)], np.float32)
-        a["em_f"] = np.array([_row(e.floats, emitter_registry.N_FLOAT, 0.0) for e in ems]
-                             or [[0.0] * emitter_registry.N_FLOAT], np.float32)
+        a["em_f"] = np.array([_row(e.floats, em_float, 0.0) for e in ems] or [[0.0] * em_float], np.float32)
         a["em_spec"] = np.array([e.spectrum for e in ems] or [0], np.int32)
         a["em_temp"] = np.array([e.temperature for e in ems] or [0.0], np.float32)
         a["em_tint"] = np.array([e.tint for e in ems] or [(1.0, 1.0, 1.0)], np.float32)

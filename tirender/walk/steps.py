@@ -232,6 +232,10 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
             elif replaying(mode, s) and bs.null == 1:
                 # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
                 vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
+            elif replaying(mode, s):
+                if ti.static(bsdf.DIRAC_VALUE):
+                    # a Dirac lobe of value P w depending on π (user models): L_ind · ∂ ln(P w)/∂π
+                    vertex.dirac_value_adjoint(st, bsdf, v, bs.wo, dL * s.L * safe_div(spec(1.0), bs.weight * bs.pdf))
         if ti.static(mode == FORWARD):
             # dβ' = dβ w + β dw: smooth lobes w = f / detach(pdf); a pass-through w ∝ P_null / detach(P_null)
             dw = spec(0.0)
@@ -245,6 +249,12 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
                 pool.tangent_reset(st)
                 vertex.null_adjoint(st, bsdf, v, 1.0)
                 dw = bs.weight * pool.tangent_value(st)
+            elif ti.static(bsdf.DIRAC_VALUE):
+                for k in range(ti.static(variants.lanes())):    # dw = d(P w) / detach(P)
+                    e = _lane(k)
+                    pool.tangent_reset(st)
+                    vertex.dirac_value_adjoint(st, bsdf, v, bs.wo, e * safe_div(1.0, bs.pdf))
+                    dw += e * pool.tangent_value(st)
             s.dbeta = s.dbeta * bs.weight + s.beta * dw
             if ti.static(variants.polarized()):
                 m, dm = vertex.mueller_tangent(st, bsdf, v, bs.wo, bs.delta, False)

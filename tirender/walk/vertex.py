@@ -89,6 +89,14 @@ def null_adjoint(st: ti.template(), bsdf: ti.template(), v, d_log):
 
 
 @ti.func
+def dirac_value_adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
+    """After a Dirac sample towards world direction d at a surface vertex: scatter ∂<weight, P w>/∂π (the
+    lobe's value, models with ``dirac_value_adjoint``: bsdfs/base.py)."""
+    if v.medium_event == 0:
+        bsdf.dirac_value_adjoint(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d), weight)
+
+
+@ti.func
 def adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
     """Scatter ∂<weight, f(d)>/∂π into the gradient pool (BSDF parameters, normal maps, phase g)."""
     if v.medium_event == 1:
