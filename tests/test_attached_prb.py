@@ -129,6 +129,10 @@ def test_thin_dielectric_ior_gradient_vs_finite_differences(tmp_path):
     assert np.abs(det).max() == 0.0
 
 
+@pytest.mark.slow
+@pytest.mark.extended   # ~150 s cold (its own scene's kernels); the default lane checks the rough dielectric's IOR
+# adjoint in f64 (tests/test_bsdfs.py, row adj_rd) and a whole-render IOR gradient on the dispersive glass
+# (tests/test_dispersion_gradients.py)
 def test_rough_glass_ior_gradient_vs_finite_differences(tmp_path):
     """A rough dielectric's IOR is differentiated by detached PRB (through F, the generalized half vector and the
     transmission factor; bsdfs/roughdielectric.py _f_grads): a rough glass slab over a textured light against

@@ -422,9 +422,9 @@ CHI2_CASES = [
 FAST_CHI2 = {("diffuse", 40.0), ("blend", 35.0)}   # the fast lane's share
 # the default lane's share: one case per model family (each case compiles its own sampling kernel, 20-60 s cold);
 # --extended runs every case
-DEFAULT_CHI2 = FAST_CHI2 | {("rc_a0.15", 20.0), ("rd_a0.3", 140.0), ("rp_a0.1", 30.0), ("twosided", 130.0),
-                            ("normalmap", 30.0), ("rc_beck_a0.3", 40.0), ("rd_aniso_ggx", 60.0), ("bump_rd", 30.0),
-                            ("pr_all", 40.0), ("th_all", 140.0), ("pp_aniso", 65.0), ("hair_chi2_tilt", 55.0)}
+# (the wrappers — twosided, normalmap, bump — sample through their nested model: extended lane)
+DEFAULT_CHI2 = FAST_CHI2 | {("rp_a0.1", 30.0), ("rc_beck_a0.3", 40.0), ("rd_aniso_ggx", 60.0), ("pr_all", 40.0),
+                            ("th_all", 140.0), ("pp_aniso", 65.0), ("hair_chi2_tilt", 55.0)}
 
 
 def _chi2_marks(c):
@@ -503,7 +503,10 @@ def test_one_sided_models_reject_back_side():
 
 
 @pytest.mark.slow
-def test_grazing_and_small_alpha_are_finite():
+def test_grazing_and_small_alpha_are_finite(request):
+    """Grazing, normal-incidence and back-to-back directions give finite samples, values and direction gradients
+    (the extended lane: every row; the default lane: GRAZING_DEFAULT_ROWS, one or two per model)."""
+    rows = list(CONST) + list(ADJ) if request.config.getoption("--extended") else GRAZING_DEFAULT_ROWS
     rng = np.random.default_rng(11)
     n = 4096
     wi = uniform_sphere(rng, n)
@@ -515,7 +518,7 @@ def test_grazing_and_small_alpha_are_finite():
     wo[::7] = wi[::7] * np.array([-1.0, -1.0, 1.0])
     wo[1::7] = -wi[1::7]
     b = bench()
-    for bid in list(CONST) + list(ADJ):
+    for bid in rows:
         out = b.sample(bid, wi, n, seed=5, per_sample=bid in ADJ)
         ev = b.eval(bid, wi, wo, per_sample=bid in ADJ)
         gd = b.grad_dirs(bid, wi, wo, np.ones((n, 3)))
@@ -894,15 +897,26 @@ def _rel(fd, ad, floor, mask=None):
     return np.abs(fd[m] - ad[m]) / scale[m], int(m.sum())
 
 
-def adjoint_check(h=1e-6):
-    """Per row: max relative error of the parameter adjoint (per texel) and of the direction
-    gradients (along random tangents) vs central differences of eval."""
+# the default lane's share of the f64 adjoint rows and of the grazing-angle rows: one row per model (each row compiles
+# its own kernels, 5-15 s cold); the extended lane checks every row
+ADJ_DEFAULT_ROWS = ("adj_diffuse", "adj_rc_aniso", "adj_rd", "adj_rp", "adj_plastic", "adj_blend", "adj_twosided",
+                    "adj_nm", "adj_mask", "adj_bump_rd", "adj_pr", "adj_th", "adj_thin", "adj_pp", "adj_hair")
+GRAZING_DEFAULT_ROWS = ("diffuse", "rc_a0.3", "rd_a0.3", "rp_a0.2", "conductor_au", "dielectric_1.5", "thin_1.5",
+                        "blend", "twosided", "normalmap", "pr_all", "th_all", "pp_aniso", "hair_white",
+                        "adj_rd_aniso", "adj_bump", "adj_mask", "adj_hair_sigma")
+
+
+def adjoint_check(h=1e-6, rows=None):
+    """Per row (``rows``: those ids only; default every row): max relative error of the parameter adjoint (per texel)
+    and of the direction gradients (along random tangents) vs central differences of eval."""
     b = bench()
     rng = np.random.default_rng(1234)
     n = N_ADJ
     report = {}
     base = b.pool()
     for bid, domain in ADJ_DIRS.items():
+        if rows is not None and bid not in rows:
+            continue
         wi, wo = _dirs(rng, n, domain)
         dout = rng.normal(size=(n, 3))
         rep = {}
@@ -959,6 +973,8 @@ def adjoint_check(h=1e-6):
                 rep.pop(which)
         report[bid] = rep
     for bid in NULL_ROWS:
+        if rows is not None and bid not in rows:
+            continue
         report.setdefault(bid, {}).update(_null_check(b, bid, rng, n, base, h))
     return report
 
@@ -995,14 +1011,16 @@ def _null_check(b, bid, rng, n, base, h):
     return rep
 
 
-def _start_f64_child():
+def _start_f64_child(all_rows):
+    """The f64 adjoint check in a child process: every row (``all_rows``) or ADJ_DEFAULT_ROWS."""
     env = dict(os.environ)
     env.pop("TIRENDER_FP", None)
     # Taichi freezes `float` in vector / struct types when they are created (at import of
     # tirender.core.math), so the f64 process must call ti.init before importing tirender.
     code = ("import sys, runpy; sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); sys.argv = [%r, '--adjoint-f64']; "
-            "runpy.run_path(%r, run_name='__main__')" % (ROOT, __file__, os.path.abspath(__file__)))
+            "b.init('cpu', fp='f64'); sys.argv = [%r, '--adjoint-f64', %r]; "
+            "runpy.run_path(%r, run_name='__main__')" % (ROOT, __file__, "--all-rows" if all_rows else "--default-rows",
+                                                        os.path.abspath(__file__)))
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=env)
 
@@ -1016,7 +1034,7 @@ def _f64_child_early(request):
     start it with this module's first test so that it runs beside the others instead of after them."""
     if any(it.name == "test_adjoints_vs_finite_differences_f64" and it.module is request.module
            for it in request.session.items):
-        _F64["proc"] = _start_f64_child()
+        _F64["proc"] = _start_f64_child(request.config.getoption("--extended"))
     yield
     p = _F64.pop("proc", None)
     if p is not None and p.poll() is None:
@@ -1024,8 +1042,11 @@ def _f64_child_early(request):
 
 
 @pytest.mark.slow
-def test_adjoints_vs_finite_differences_f64():
-    proc = _F64.pop("proc", None) or _start_f64_child()
+def test_adjoints_vs_finite_differences_f64(request):
+    """Every adjoint row (extended lane; the default lane: ADJ_DEFAULT_ROWS, one per model) in f64 against central
+    differences of eval: the parameter adjoints per texel, the direction gradients, the null-transmission adjoints."""
+    extended = request.config.getoption("--extended")
+    proc = _F64.pop("proc", None) or _start_f64_child(extended)
     try:
         out, err = proc.communicate(timeout=900)
     except subprocess.TimeoutExpired:
@@ -1034,6 +1055,7 @@ def test_adjoints_vs_finite_differences_f64():
     assert proc.returncode == 0, err[-4000:]
     report = json.loads(out.strip().splitlines()[-1])
     print(json.dumps(report, indent=1))
+    assert set(report) == set(ADJ_DIRS if extended else ADJ_DEFAULT_ROWS), sorted(report)
     for bid, rep in report.items():
         for what, r in rep.items():
             # (diffuse: ∂f/∂wi is identically 0; plastic's specular_reflectance scales its Dirac coat only)
@@ -1054,4 +1076,4 @@ if __name__ == "__main__":
         from tirender.core.math import vec3
         import taichi as ti
         assert vec3.dtype == ti.f64, "tirender was imported before ti.init(default_fp=f64)"
-        print(json.dumps(adjoint_check()))
+        print(json.dumps(adjoint_check(rows=None if "--all-rows" in sys.argv else ADJ_DEFAULT_ROWS)))

@@ -139,8 +139,12 @@ def test_parameters_move_the_mesh_like_to_world():
     assert np.abs(moved - tirender.render(_silhouette(w=16, shape="cube"), spp=4, seed=2, progress=False)).max() > 0.1
 
 
-@pytest.mark.parametrize("pname,u", [("obj.radius", [1.0]), ("obj.center", [1.0, 0.3, 0.0]),
-                                     ("obj.scale", [1.0, -0.5, 0.3]), ("obj.vertex_positions", "smooth")])
+# (the default lane: the radius and every vertex; the extended lane also the centre and an anisotropic scale — each
+# case renders 2 x 8 x 256 spp of finite differences)
+@pytest.mark.parametrize("pname,u", [("obj.radius", [1.0]),
+                                     pytest.param("obj.center", [1.0, 0.3, 0.0], marks=pytest.mark.extended),
+                                     pytest.param("obj.scale", [1.0, -0.5, 0.3], marks=pytest.mark.extended),
+                                     ("obj.vertex_positions", "smooth")])
 def test_silhouette_gradient_vs_finite_differences(pname, u):
     """Primary visibility: a diffuse sphere over a bright constant environment (a sphere shape: its
     centre and radius are parameters). Detached PRB's gradient is exactly 0; edge sampling's agrees
@@ -160,7 +164,9 @@ def test_silhouette_gradient_vs_finite_differences(pname, u):
     assert det == 0.0
 
 
-@pytest.mark.parametrize("pname,u", [("occ.uniform_scale", [1.0]), ("occ.translation", [0.0, 0.0, 1.0]),
+# (the default lane: the rotation; the extended lane also a uniform scale and a translation)
+@pytest.mark.parametrize("pname,u", [pytest.param("occ.uniform_scale", [1.0], marks=pytest.mark.extended),
+                                     pytest.param("occ.translation", [0.0, 0.0, 1.0], marks=pytest.mark.extended),
                                      ("occ.rotation", [0.0, 0.0, 30.0])])
 def test_shadow_gradient_vs_finite_differences(pname, u):
     """Secondary visibility: a cube between an area light and a floor (and in view): its shadow's

@@ -106,7 +106,11 @@ POL_ROWS = {
     "hair_grey": {"type": "hair", "sigma_a": 0.6, "longitudinal_roughness": 0.4, "azimuthal_roughness": 0.5},
     "hair_doc": {"type": "hair", "eumelanin": 0.2, "pheomelanin": 0.4},
 }
-TOL = {"pp_grey": 2e-4, "pp_ggx": 2e-4, "pp_doc": 3e-2, "hair_grey": 2e-4, "hair_doc": 3e-2}
+_COLOUR_KEYS = ("diffuse_reflectance", "specular_reflectance")
+# pplastic's colours pass through the RGB upsampling, whose coefficient table tirender fits itself
+# (spectra/fit_srgb_table.py): its greys are within 1e-3 of Mitsuba's table (0.4 and 0.8: the ratio drifts from
+# 1.0000 at 380 nm to 0.9992 at 750 nm), so the BSDF's values agree to that; hair's σa is not upsampled
+TOL = {"pp_grey": 2e-3, "pp_ggx": 2e-3, "pp_doc": 3e-2, "hair_grey": 2e-4, "hair_doc": 3e-2}
 
 
 def _pol_inputs(n=96, seed=7):
@@ -165,7 +169,10 @@ def polarized_child():
         m = np.zeros((n, 4, 4, 4), np.float32)
         e = np.zeros((n, 4), np.float32)
         k_eval(st, D, sc.desc.bsdf_ids[name], np.ascontiguousarray(inp), m, e)
-        b = mi.load_dict({k: {"type": "rgb", "value": v} if isinstance(v, list) else v for k, v in params.items()})
+        # colours as RGB on both sides (a bare float on a colour key is a uniform spectrum in Mitsuba's spectral
+        # variants, an RGB grey upsampled by Jakob & Hanika's model in tirender's)
+        b = mi.load_dict({k: {"type": "rgb", "value": v if isinstance(v, list) else [v] * 3}
+                          if isinstance(v, list) or k in _COLOUR_KEYS else v for k, v in params.items()})
         ref = np.zeros((n, 4, 4, 4))
         si = mi.SurfaceInteraction3f()
         for i, r in enumerate(inp.astype(np.float64)):
@@ -218,6 +225,9 @@ def _gradient_scene():
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # ~450 s of compilation cold (the hair's and pplastic's PRB megakernel over the fibres); the
+# default lane checks both models' adjoints in f64 (tests/test_bsdfs.py rows adj_pp, adj_hair) and pplastic's
+# Mueller matrices against Mitsuba (test_polarized_values_match_mitsuba)
 @pytest.mark.parametrize("name,h", [("plastic.eta", 0.04), ("plastic.roughness", 0.02),
                                     ("hair.longitudinal_roughness", 0.04), ("hair.azimuthal_roughness", 0.04),
                                     ("hair.scale_tilt", 1.0), ("hair.eumelanin", 0.1), ("hair.eta", 0.04)])

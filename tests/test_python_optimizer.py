@@ -111,6 +111,26 @@ def test_state_dict_round_trip_and_sgd():
     (lambda sc: tirender.losses.l2(np.zeros((4, 4, 3)), np.zeros((5, 5, 3))),
      "target: shape (5, 5, 3) differs from the image's (4, 4, 3)"),
     (lambda sc: tirender.losses.l1("img", np.zeros((5, 5, 3))), "image: expected a number"),
+    # one misuse per public function of `import tirender`
+    (lambda sc: tirender.render(sc, spp="a"), "spp: expected a number"),
+    (lambda sc: tirender.render(sc, spp=1, sensor=5), "sensor: sensor must be an index"),
+    (lambda sc: tirender.render(sc, spp=1, integrator="foo"), "unknown integrator 'foo'"),
+    (lambda sc: tirender.render_moments(sc, spp=-1), "spp: must be >= 1"),
+    (lambda sc: tirender.render_stokes(sc, seed="x"), "seed: expected a number"),
+    (lambda sc: tirender.render_progressive(sc, spp="a"), "spp: expected a number"),
+    (lambda sc: tirender.render_grad(sc, np.zeros((3, 3))), "adjoint_image: expected an (H, W, 3) array"),
+    (lambda sc: tirender.render_grad(sc, np.zeros((8, 8, 3)), method="nope"), "unknown gradient method 'nope'"),
+    (lambda sc: tirender.render_forward(sc, [1, 2]), "directions: expected a non-empty dict"),
+    (lambda sc: tirender.render_and_grad(sc, np.zeros((2, 2, 3))), "adjoint image has shape (2, 2, 3)"),
+    (lambda sc: tirender.load_scene(5), "expected a file name or a dict, got int"),
+    (lambda sc: tirender.load_scene("/nonexistent/scene.yaml"), "file not found"),
+    (lambda sc: tirender.scene_from_config([1]), "cfg: expected a config mapping"),
+    (lambda sc: tirender.set_gradients(sc, [1]), "grads: expected a dict"),
+    (lambda sc: tirender.set_gradients(sc, {"red.reflectance": np.zeros(7)}), "grads.red.reflectance: 7 values"),
+    (lambda sc: tirender.set_gradients("scene.xml", {}), "scene: expected a loaded Scene"),
+    (lambda sc: tirender.set_variant("hyper"), "unknown variant 'hyper'"),
+    (lambda sc: tirender.init("tpu"), "unknown arch 'tpu'"),
+    (lambda sc: tirender.register_bsdf(3), "register_bsdf(int): expected a class"),
 ])
 def test_api_misuse_is_one_config_error_line(call, needle):
     sc = _scene(w=8)

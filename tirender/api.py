@@ -59,6 +59,9 @@ def _method(method):
 def describe(cfg):
     """(scene description, validated integrator settings) of a config loaded by
     tirender.config.load_config: every check of the scene's input, before Taichi starts."""
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("scene"), dict):
+        raise ConfigError(f"expected a config mapping with a 'scene' section (tirender.config.load_config's result), "
+                          f"got {type(cfg).__name__}", key="cfg")
     scene_spec = cfg["scene"]
     variant = None if cfg.get("variant") is None else variants.check(cfg["variant"], cfg.get("_file"))
     integrator = registry.parse(scene_spec.get("integrator"), cfg.get("_scene_file"), variant=variant)
@@ -88,6 +91,13 @@ def _scene(scene):
     if isinstance(scene, (str, dict)) or hasattr(scene, "__fspath__"):
         return load_scene(scene)
     raise ConfigError(f"expected a Scene, a file name or a dict, got {type(scene).__name__}", key="scene")
+
+
+def _loaded(scene):
+    """``scene`` if it is a loaded Scene (functions of a scene's state: its gradients), else one ConfigError line."""
+    if not isinstance(scene, Scene):
+        raise ConfigError(f"expected a loaded Scene (tirender.load_scene), got {type(scene).__name__}", key="scene")
+    return scene
 
 
 def render(scene, spp=None, seed=0, sensor=0, integrator=None, progress=True):
@@ -201,6 +211,7 @@ def render_and_grad(scene, adjoint_image, spp=16, seed=0, sensor=0, method="rb_b
 
 def read_gradients(scene):
     """The gradients accumulated so far (after render_grad(..., accumulate=True) calls)."""
+    scene = _loaded(scene)
     return launch.read_gradients(scene, scene.bind())
 
 
@@ -208,4 +219,16 @@ def set_gradients(scene, grads):
     """Make ``grads`` (dict name -> array shaped like the parameter; parameters left out are 0) the
     scene's accumulated gradients, as if render_grad had computed them: what an optimiser over the
     scene's device pool steps with (multi-view sums computed elsewhere, e.g. by workers)."""
+    scene = _loaded(scene)
+    if not isinstance(grads, dict):
+        raise ConfigError(f"expected a dict parameter name -> array, got {type(grads).__name__}", key="grads")
+    for name, g in grads.items():
+        info = scene.params.info(name)
+        try:
+            n = np.asarray(g, np.float64).size
+        except (TypeError, ValueError):
+            raise ConfigError(f"expected an array of numbers, got {type(g).__name__}", key=f"grads.{name}") from None
+        if n != info.size:
+            raise ConfigError(f"{n} values, the parameter has {info.size} (shape {tuple(info.shape)})",
+                              key=f"grads.{name}")
     launch.write_gradients(scene, scene.bind(), grads)
