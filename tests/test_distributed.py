@@ -68,6 +68,7 @@ def _box_config(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # ~300 s cold: three processes (one reference, two Ray workers) compile the box's kernels
 def test_two_workers_bit_identical_to_one_process(tmp_path):
     """The views of a small run sharded over two Ray workers: the same parameter values and loss history, bit for
     bit, as one process (the extended lane: 1 and 2 workers on configs/volume_recovery.yaml, killed workers, a

@@ -333,8 +333,8 @@ print(json.dumps({{"g": g.tolist(), "f": f.tolist()}}))
 
 
 @pytest.mark.slow
-@pytest.mark.extended     # a spectral child: two more megakernels to compile (the default lane: tests/test_variants.py
-#                           test_spectral_geometry_gradient, in the spectral child with a box filter)
+@pytest.mark.extended     # a spectral child: two more megakernels to compile (also extended: tests/test_variants.py
+#                           test_spectral_geometry_gradient; the default lane: geometry gradients in rgb, above)
 def test_spectral_shadow_gradient_vs_finite_differences():
     """Geometry gradients (edge sampling, prb_attached) in the spectral variant: the edge samples' paths carry
     wavelengths and the boundary terms go through the film's conversion; a cube over coloured surfaces moved

@@ -71,7 +71,10 @@ def test_parity_sensor_models(run, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["pplastic", "hair"])   # the models (tests/test_hair_pplastic.py, tests/test_bsdfs.py)
+# the models (tests/test_hair_pplastic.py, tests/test_bsdfs.py); hair's scene compiles its PRB megakernel for ~300 s
+# cold: the extended lane (the default lane checks hair's values against Mitsuba's and its adjoints in f64,
+# tests/test_bsdfs.py)
+@pytest.mark.parametrize("name", ["pplastic", pytest.param("hair", marks=pytest.mark.extended)])
 def test_parity_pplastic_and_hair(run, name):
     """Mitsuba's pplastic (its unpolarized branch: a GGX floor, the documentation's purple sphere) and hair (on a mesh
     of fibres with Mitsuba's curve frame): images, and PRB gradients of pplastic's ρ, α and η and of each of hair's

@@ -130,8 +130,9 @@ def test_cli_refuses_a_variant_in_one_line(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- children
-def _child(variant, out_dir):
-    return run_child(__file__, ["--child", variant], out_dir, timeout=1200)
+def _child(variant, out_dir, extended=False):
+    """The report of child_checks(variant) (``extended``: also EXTENDED_CHECKS)."""
+    return run_child(__file__, ["--child", variant] + (["--extended"] if extended else []), out_dir, timeout=1200)
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +141,8 @@ def spectral_out(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spectral_report(spectral_out):
-    return _child("spectral", spectral_out)
+def spectral_report(spectral_out, request):
+    return _child("spectral", spectral_out, request.config.getoption("--extended"))
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +287,7 @@ def prism_path_totals():
     return out
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS
 def test_spectral_dispersion_keeps_the_light(spectral_report):
     """A path through the prism crosses two dispersive faces: the first ends the secondary wavelengths (× 3 on the
     hero), the second must not again — the dispersive prism passes as much light as a plain one (within the
@@ -309,8 +311,16 @@ def test_spectral_light_tracer_disperses_white_light(spectral_report):
         assert r["euler"] == pytest.approx(r["sum"], rel=1e-4), r
 
 
-def child_checks(variant):
-    """Run in a child process of the given variant: renders and gradient checks, reported as JSON."""
+# the spectral child's checks that compile kernels of their own (the rough and conductor dispersion, the path
+# tracer's prism, the RB and forward-mode kernels, prb_attached, the parity scenes: ~7 min cold in all): the
+# extended lane (their tests are marked extended); the default lane keeps the spectral path tracer, PRB, the light
+# tracer, the exact prbvolpath kernels and the smooth dispersion
+EXTENDED_CHECKS = ("dispersion_rough", "gold", "prism_path", "parity", "geometry_grad", "gradcheck_rb", "forward")
+
+
+def child_checks(variant, extended=False):
+    """Run in a child process of the given variant: renders and gradient checks, reported as JSON (``extended``:
+    EXTENDED_CHECKS too)."""
     import tirender
     from tirender import gradcheck, variants
     from tirender.config import load_config
@@ -329,17 +339,19 @@ def child_checks(variant):
         return out
     out["dispersion"] = _dispersion_samples()
     out["dispersion_sellmeier"] = _dispersion_samples(SELLMEIER_GLASS)
-    out["gold"] = _dispersion_samples(bsdf={"type": "conductor", "material": "Au"})
-    out["dispersion_rough"] = _dispersion_samples(bsdf={"type": "roughdielectric", "alpha": 1e-3, "int_ior": CAUCHY[0],
-                                                        "cauchy_b": CAUCHY[1]})
     out["prism_ptracer"] = prism_ptracer_checks()
-    out["prism_path"] = prism_path_totals()
-    parity = _parity_module()
-    for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
-        r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
-        np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], name + ".npy"), r["imgs"])
     out["volume_grad"] = spectral_volume_slice()
-    out["geometry_grad"] = spectral_geometry_slice()
+    if extended:
+        out["gold"] = _dispersion_samples(bsdf={"type": "conductor", "material": "Au"})
+        out["dispersion_rough"] = _dispersion_samples(bsdf={"type": "roughdielectric", "alpha": 1e-3,
+                                                            "int_ior": CAUCHY[0], "cauchy_b": CAUCHY[1]})
+        out["prism_path"] = prism_path_totals()
+        parity = _parity_module()
+        for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
+            r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
+            np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], name + ".npy"), r["imgs"])
+        out["parity"] = True
+        out["geometry_grad"] = spectral_geometry_slice()
     cfg = load_config(os.path.join(ROOT, "configs", "cbox_spectral.yaml"))
     scene = tirender.scene_from_config(cfg)
     img = tirender.render(scene, spp=64, seed=0, progress=False)
@@ -352,6 +364,16 @@ def child_checks(variant):
     names = ["red.reflectance"] + [n for n in box.params.keys() if n.endswith("radiance")][:1]
     rows = gradcheck.check(box, names, spp=16, seeds=8, h_rel=0.02)
     out["gradcheck"] = [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
+    if extended:
+        out.update(_rb_and_forward_checks(box, names))
+    return out
+
+
+def _rb_and_forward_checks(box, names):
+    """(spectral child, extended) unbiased RB and the pipelined joint pass, and forward mode, on the box."""
+    import tirender
+    from tirender import gradcheck
+    out = {}
     # the RB family: unbiased RB against central differences; the pipelined joint pass renders render's image
     rows = gradcheck.check(box, names[:1], spp=16, seeds=8, h_rel=0.02, method="rb")
     out["gradcheck_rb"] = [dict(name=r.name, grad=r.grad, fd=r.fd, se=r.se, z=r.z, ok=r.ok) for r in rows]
@@ -384,6 +406,7 @@ def _aov_box():
     return sc
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS
 def test_spectral_rb_gradients_and_joint_pass(spectral_report):
     """Unbiased RB through the spectral upsampling against central differences; the pipelined joint pass draws
     the wavelengths as ``render`` does, so its image is render's (same seed)."""
@@ -467,6 +490,7 @@ def spectral_geometry_slice():
     return {"g": g.tolist(), "f": f.tolist()}
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS
 def test_spectral_geometry_gradient(spectral_report):
     """Geometry gradients in the spectral variant (the edge samples' paths carry wavelengths, the boundary terms
     go through the film's conversion): a cube's translation against central differences within 3 SE (the
@@ -514,6 +538,7 @@ def test_spectral_cbox_matches_mitsuba(spectral_report):
 
 
 @pytest.mark.parity
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS (the default lane: configs/cbox_spectral.yaml vs Mitsuba)
 @pytest.mark.parametrize("name", PARITY_SCENES)
 def test_spectral_parity_with_mitsuba(spectral_report, spectral_out, name):
     """A parity scene (benchmarks/parity/scenes) rendered spectrally by tirender and by Mitsuba 3's
@@ -549,6 +574,7 @@ def test_prism_dispersion_follows_snell_with_cauchy(spectral_report):
     assert spread > 0.05                                            # the lanes really differ (400 vs 700 nm)
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS
 def test_rough_dielectric_disperses_like_the_smooth_one(spectral_report):
     """roughdielectric with a Cauchy IOR (α = 0.001, the microfacet normal sampled at the lobe's centre): the hero
     wavelength refracts by Snell's law with η(λ0), the other two lanes end (weight × (3, 0, 0)), a smooth lobe."""
@@ -583,6 +609,7 @@ def test_prism_dispersion_follows_snell_with_sellmeier(spectral_report):
     assert n[0] - n[1] > 0.04                                       # dense flint: strongly dispersive
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS
 def test_spectral_conductor_uses_measured_ior(spectral_report):
     """A named conductor (gold) in the spectral variant reflects each lane with the complex Fresnel factor of its
     measured η(λ) + i k(λ) (Mitsuba's data: spectra/conductors.py), not of its RGB fit."""
@@ -644,6 +671,7 @@ def test_spectral_prb_gradients_vs_finite_differences(spectral_report):
         assert abs(r["grad"]) > 5 * r["se"], r           # a gradient, not noise
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS
 def test_spectral_forward_mode_vs_finite_differences(spectral_report):
     f = spectral_report["forward"]
     assert abs(f["jv"] - f["fd"]) <= max(4 * f["se"], 0.03 * abs(f["fd"])), f
@@ -840,4 +868,4 @@ elif __name__ == "__main__" and "--child" in sys.argv:
     sys.path.insert(0, ROOT)
     import tirender.backend as backend
     backend.init("cpu")
-    print(json.dumps(child_checks(sys.argv[sys.argv.index("--child") + 1])))
+    print(json.dumps(child_checks(sys.argv[sys.argv.index("--child") + 1], "--extended" in sys.argv)))

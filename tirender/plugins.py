@@ -171,6 +171,16 @@ def _join(add, model, who):
         _fail(who, e.problem)
 
 
+def _begin(fn, cls, models, by_name):
+    """(the label of errors, whether ``cls`` is registered already) for ``fn(cls)``: a class with a valid NAME
+    (and ALIASES) that no other model of the registry (``models``, ``by_name``) holds."""
+    who = f"{fn}({_label(cls)})"
+    if not isinstance(cls, type):
+        _fail(who, f"expected a class, got {cls!r}")
+    names = _names(cls, who)
+    return who, cls in models or _taken(cls, names, by_name, who)
+
+
 def register_bsdf(cls):
     """Register a user BSDF class (bsdfs/base.py's module doc; docs/plugins.md) and return it (a decorator too).
 
@@ -179,11 +189,8 @@ def register_bsdf(cls):
     only (FLAGS with DELTA, without SMOOTH) and no ``f`` writes ``fetch, sample`` (``dirac`` applied; optional
     ``dirac_value_adjoint`` and ``fetch_adjoint`` make its lobes' values differentiable). Composites are
     decorated with ``composite`` and write the ``*_at`` functions themselves."""
-    who = f"register_bsdf({_label(cls)})"
-    if not isinstance(cls, type):
-        _fail(who, f"expected a class, got {cls!r}")
-    names = _names(cls, who)
-    if cls in _bsdfs.MODELS or _taken(cls, names, _bsdfs.BY_NAME, who):
+    who, known = _begin("register_bsdf", cls, _bsdfs.MODELS, _bsdfs.BY_NAME)
+    if known:
         return cls
     keys = _keys(cls, who)
     flags = _flags(cls, who, BSDF_FLAGS)
@@ -228,11 +235,8 @@ def register_emitter(cls):
     """Register a user emitter class (emitters/base.py's module doc: NAME, KEYS, FLAGS of EMITTER_SURFACE /
     EMITTER_DELTA / EMITTER_INFINITE, optional build and N_CONST, and the Taichi functions sample_direction,
     pdf_direction, eval, eval_adjoint, sample_ray, optional eval_grad) and return it."""
-    who = f"register_emitter({_label(cls)})"
-    if not isinstance(cls, type):
-        _fail(who, f"expected a class, got {cls!r}")
-    names = _names(cls, who)
-    if cls in _emitters.MODELS or _taken(cls, names, _emitters.BY_NAME, who):
+    who, known = _begin("register_emitter", cls, _emitters.MODELS, _emitters.BY_NAME)
+    if known:
         return cls
     _keys(cls, who)
     flags = _flags(cls, who, EMITTER_FLAGS)
@@ -253,11 +257,8 @@ def register_medium(cls):
     or density key's name) and ``albedo``, Number ``scale``, Child ``phase``; grid media (FLAGS without
     HOMOGENEOUS) also Bbox ``bbox`` and Number ``majorant``. The walk (walk/media.py) does the rest: a medium
     model has no device code of its own."""
-    who = f"register_medium({_label(cls)})"
-    if not isinstance(cls, type):
-        _fail(who, f"expected a class, got {cls!r}")
-    names = _names(cls, who)
-    if cls in _media.MEDIA or _taken(cls, names, _media.BY_NAME, who):
+    who, known = _begin("register_medium", cls, _media.MEDIA, _media.BY_NAME)
+    if known:
         return cls
     keys = {k.name: k for k in _keys(cls, who)}
     flags = _flags(cls, who, HOMOGENEOUS)
