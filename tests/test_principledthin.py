@@ -180,6 +180,8 @@ def _sheet_scene():
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # ~180 s cold (its scene's PRB megakernel); the default lane checks principledthin's adjoints,
+# η's among them, in f64 (tests/test_bsdfs.py rows adj_th, as the extended lane adj_th_inv)
 def test_prb_eta_matches_finite_differences():
     """PRB's gradient of the sheet's η (a texture parameter: Fresnel, the tint's R0 and the transmission's
     roughness (0.65 η - 0.35) r) against central differences with correlated random numbers (measured:
