@@ -1,5 +1,6 @@
 """What the model registries share (bsdfs/registry.py, emitters/registry.py, media/registry.py,
 media/phase.py): a model's tag is its index in its registry's tuple."""
+from .errors import ConfigError
 
 
 def register(models):
@@ -12,3 +13,14 @@ def register(models):
 def mask_of(by_name, names):
     """Bitmask of the tags of the models called `names`."""
     return sum(1 << by_name[n].TAG for n in names)
+
+
+def refuse_wider(used, needs):
+    """ConfigError (one line, without the caller's prefix) where a model added to a registry ``needs`` (pairs
+    (what, n)) more table columns than ``used`` (the widths the scenes already built have; None: none built)."""
+    if used is None:
+        return
+    for (what, n), have in zip(needs, used):
+        if n > have:
+            raise ConfigError(f"its {n} {what} exceed the {have} of the scenes already built: register models before "
+                              f"loading scenes")

@@ -45,9 +45,8 @@ import taichi as ti
 
 from ..core import mueller as mu
 from ..core.math import vec2, vec3
-from ..errors import ConfigError
 from ..registry import mask_of as _mask_of
-from ..registry import register
+from ..registry import refuse_wider, register
 from ..variants import spec
 from .base import SMOOTH, invalid_sample
 from .halfwarp import HalfWarp
@@ -127,13 +126,7 @@ def add(model):
     n_tex = sum(1 for k in model.KEYS if k.kind == "texture")
     n_float = getattr(model, "N_CONST", 0)
     n_child = len(getattr(model, "CHILDREN", ()))
-    if _widths_used is not None:
-        for what, n, have in (("texture slots", n_tex, _widths_used[0]), ("float constants", n_float,
-                                                                           _widths_used[1]),
-                              ("nested BSDFs", n_child, _widths_used[2])):
-            if n > have:
-                raise ConfigError(f"its {n} {what} exceed the {have} of the scenes already built: register models "
-                                  f"before loading scenes")
+    refuse_wider(_widths_used, (("texture slots", n_tex), ("float constants", n_float), ("nested BSDFs", n_child)))
     MODELS = MODELS + (model,)
     BY_NAME, ALL, LEAVES, N_TEX, N_FLOAT, N_CHILD, SUGAR = _derive(MODELS)
 

@@ -22,8 +22,7 @@ import taichi as ti
 
 from .. import variants
 from ..core.math import vec3
-from ..errors import ConfigError
-from ..registry import mask_of, register
+from ..registry import mask_of, refuse_wider, register
 from ..textures import spectrum_eval, spectrum_eval_adjoint
 from ..variants import spec
 from .area import Area
@@ -75,12 +74,7 @@ def add(model):
     ConfigError (one line) if it would widen the tables of scenes already built."""
     global MODELS, BY_NAME, ALL, N_FLOAT, N_TEX
     n_tex = sum(1 for k in model.KEYS if k.kind == "texture")
-    if _widths_used is not None:
-        for what, n, have in (("texture slots", n_tex, _widths_used[0]),
-                              ("float constants", getattr(model, "N_CONST", 0), _widths_used[1])):
-            if n > have:
-                raise ConfigError(f"its {n} {what} exceed the {have} of the scenes already built: register models "
-                                  f"before loading scenes")
+    refuse_wider(_widths_used, (("texture slots", n_tex), ("float constants", getattr(model, "N_CONST", 0))))
     MODELS = MODELS + (model,)
     BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
 
