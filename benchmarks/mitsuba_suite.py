@@ -276,6 +276,9 @@ def main(argv=None):
     ap.add_argument("--integrators", help="comma-separated integrators to run (default: Mitsuba's mapping)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "mitsuba_suite.md"))
     ap.add_argument("--docs", action="store_true", help="also write the table into docs/mitsuba.md")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of earlier runs (the .json next to --out) that this run does not redo, "
+                         "so that variants or integrators can be run in separate sittings")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -289,8 +292,20 @@ def main(argv=None):
                  a.integrators.split(",") if a.integrators else None)
     t0 = time.time()
     results = run(todo)
-    cmd = "python3 benchmarks/mitsuba_suite.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = report(results, cmd.strip()) + f"\nTotal {time.time() - t0:.0f} s.\n"
+    cmd = ("python3 benchmarks/mitsuba_suite.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    store = os.path.splitext(os.path.abspath(a.out))[0] + ".json"
+    commands = [cmd]
+    if a.merge and os.path.exists(store):
+        with open(store) as f:
+            old = json.load(f)
+        key = lambda r: (r["variant"], _short(r["scene"]), r["integrator"])  # noqa: E731
+        redone = {key(r) for r in results}
+        results = [r for r in old["results"] if key(r) not in redone] + results
+        commands = old["commands"] + commands
+    os.makedirs(os.path.dirname(store), exist_ok=True)
+    with open(store, "w") as f:
+        json.dump({"commands": commands, "results": results}, f, indent=0)
+    text = report(results, "`; `".join(commands)) + f"\nTotal {time.time() - t0:.0f} s (this run).\n"
     print()
     print(text)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

@@ -126,6 +126,13 @@ def quiet():
 
 
 def _try_init(name, fp, quiet_fds=False, **kw):
+    if name != "cuda":
+        # make_thread_local=False: Taichi's pass that turns a loop's atomics on one global address into
+        # thread-local sums is ~80 % of its IR lowering on our adjoint megakernels (prbvolpath's gradient
+        # kernel: 67 s -> 34 s cold compile) and changes nothing there: our atomics scatter over gradient
+        # fields (cbox PRB at 64 spp: same gradients to the last bit, 7.5 s -> 6.9 s). Kept on CUDA, where
+        # thousands of threads contend on one address.
+        kw.setdefault("make_thread_local", False)
     with _silenced(fds=quiet_fds):
         ti.init(arch=_ti_arch(name), default_fp=fp, **kw)
     got = ti.lang.impl.current_cfg().arch
