@@ -33,6 +33,7 @@ import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -268,6 +269,40 @@ def report(results, command):
     return "\n".join(lines + ["", table(results), ""])
 
 
+def _portable(r):
+    """A result as stored and shown: the scene as folder/file, no data location in its message."""
+    r = dict(r, scene=_short(r["scene"]))
+    if "message" in r:
+        r["message"] = re.sub(r"\S*tests/scenes/[^:]*: ", "", r["message"])
+    return r
+
+
+def _stored(store, md):
+    """{"commands", "results"} of the earlier runs: the .json, or (written before it existed) the table of --out."""
+    if os.path.exists(store):
+        with open(store) as f:
+            return json.load(f)
+    text = open(md).read()
+    commands = [c for c in (ln[len("Command: `"):].split("` (")[0] for ln in text.splitlines()
+                            if ln.startswith("Command: `"))]
+    rows = [ln.strip().strip("|").split("|") for ln in text.splitlines() if ln.startswith("| ") and ".xml" in ln]
+    header = [h.strip() for h in next(ln for ln in text.splitlines() if ln.startswith("| scene |")).strip("|").split("|")]
+    results = []
+    for cells in rows:
+        cells = [c.strip() for c in cells]
+        for v, cell in zip(header[2:], cells[2:]):
+            if cell in ("–", ""):
+                continue
+            word = cell.replace("**", "").split()[0].rstrip(":").lower()
+            r = dict(variant=v, scene=cells[0], integrator=cells[1], status=word)
+            if word in ("pass", "fail"):
+                r["fraction"] = float(cell.replace("**", "").split()[1]) / 100
+            else:
+                r["message"] = cell.split(":", 1)[1].strip() if ":" in cell else ""
+            results.append(r)
+    return {"commands": commands, "results": results}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help=f"mitsuba-data folder (default ${ENV})")
@@ -295,13 +330,13 @@ def main(argv=None):
     cmd = ("python3 benchmarks/mitsuba_suite.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
     store = os.path.splitext(os.path.abspath(a.out))[0] + ".json"
     commands = [cmd]
-    if a.merge and os.path.exists(store):
-        with open(store) as f:
-            old = json.load(f)
+    if a.merge and (os.path.exists(store) or os.path.exists(a.out)):
+        old = _stored(store, a.out)
         key = lambda r: (r["variant"], _short(r["scene"]), r["integrator"])  # noqa: E731
         redone = {key(r) for r in results}
         results = [r for r in old["results"] if key(r) not in redone] + results
         commands = old["commands"] + commands
+    results = [_portable(r) for r in results]
     os.makedirs(os.path.dirname(store), exist_ok=True)
     with open(store, "w") as f:
         json.dump({"commands": commands, "results": results}, f, indent=0)

@@ -156,3 +156,26 @@ def test_moment_variance_matches_mitsubas(tmp_path):
     from tirender.cli import main
     assert main(["render", f, "-D", "spp=16", "--spp", "16", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "m2.exr").exists() and np.load(tmp_path / "m2.npy").shape == img.shape
+
+
+def test_merge_reads_back_the_table_it_wrote(tmp_path):
+    """--merge keeps the rows of earlier sittings: read from the .json, or, for a table written before the .json
+    existed, parsed back from the markdown (status, pass fraction to 1e-4, and the one-line reason)."""
+    rows = [dict(variant="rgb", scene="/d/tests/scenes/a/test_x_path.xml", integrator="path", status="pass",
+                 fraction=0.99971),
+            dict(variant="mono", scene="/d/tests/scenes/a/test_x_path.xml", integrator="path", status="fail",
+                 fraction=0.5),
+            dict(variant="rgb", scene="/d/tests/scenes/b/test_y_path.xml", integrator="prb", status="unsupported",
+                 message="cylinder (the geometry issue)")]
+    md = tmp_path / "t.md"
+    md.write_text("# t\n\n" + suite.report(rows, "python3 benchmarks/mitsuba_suite.py --variants rgb,mono"))
+    back = suite._stored(str(tmp_path / "missing.json"), str(md))
+    assert back["commands"] == ["python3 benchmarks/mitsuba_suite.py --variants rgb,mono"]
+    got = {(r["variant"], r["scene"], r["integrator"]): r for r in back["results"]}
+    assert len(got) == 3
+    assert got[("rgb", "a/test_x_path.xml", "path")]["fraction"] == pytest.approx(0.9997, abs=1e-4)
+    assert got[("mono", "a/test_x_path.xml", "path")]["status"] == "fail"
+    assert got[("rgb", "b/test_y_path.xml", "prb")]["message"] == "cylinder (the geometry issue)"
+    js = tmp_path / "t.json"
+    js.write_text('{"commands": ["c"], "results": []}')
+    assert suite._stored(str(js), str(md)) == {"commands": ["c"], "results": []}
