@@ -329,7 +329,7 @@ def main(argv=None):
     results = run(todo)
     cmd = ("python3 benchmarks/mitsuba_suite.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
     store = os.path.splitext(os.path.abspath(a.out))[0] + ".json"
-    commands = [cmd]
+    commands = [cmd] if todo else []      # (--merge with nothing to run: the stored table written again)
     if a.merge and (os.path.exists(store) or os.path.exists(a.out)):
         old = _stored(store, a.out)
         key = lambda r: (r["variant"], _short(r["scene"]), r["integrator"])  # noqa: E731

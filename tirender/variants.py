@@ -417,6 +417,21 @@ def emission_spectrum(rgb, lam, kind, T):
 
 
 @ti.func
+def emission_white(lam, kind, T):
+    """The per-lane factor W(λ) of an emitter's spectrum kind, emission_spectrum(rgb, λ) = k S(c(rgb/k), λ) W(λ)
+    with k = 2 max(rgb): D65(λ) (SPECTRUM_RGB), Planck's B(λ, T) (black body), 1 (uniform). Spectral variants
+    (for models that interpolate k and S separately, as Mitsuba's envmap: emitters/envmap.py)."""
+    out = spec(1.0)
+    if kind == SPECTRUM_BLACKBODY:
+        out = _planck(lam, T)
+    elif kind != SPECTRUM_UNIFORM:
+        d65t = ti.static(_d65())
+        for i in ti.static(range(lanes())):
+            out[i] = cie.table_lerp(d65t, lam[i])
+    return out
+
+
+@ti.func
 def emission_spectrum_adjoint(rgb, lam, kind, T, d):
     """∂<d, emission_spectrum(rgb, λ, kind, T)>/∂rgb."""
     g = vec3(0.0)

@@ -18,10 +18,12 @@ texture adjoint), and the radiance along a moving direction (``eval_grad``: atta
 import numpy as np
 import taichi as ti
 
+from .. import variants
+from ..core import pool
 from ..core.math import BIG, INV_PI, INV_TWO_PI, PI, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Integer, Number, String, Transform, Vec3
-from ..textures import tex_eval, tex_eval_adjoint, tex_grad_uv
+from ..textures import tex_corner, tex_eval, tex_eval_adjoint, tex_grad_uv
 from .base import INFINITE, DirectionSample, cdf_search, dist_header, infinite_ray
 
 MIN_WIDTH, MIN_HEIGHT = 2, 3  # Mitsuba's Bitmap::pad_to in its envmap
@@ -144,6 +146,64 @@ class Envmap:
     def eval_adjoint(st: ti.template(), e, q, d_le):
         d = q.d
         tex_eval_adjoint(st, st.em_tex[e, 0], _tex_uv(st, st.em_tex[e, 0], dir_to_uv(st, e, d)), d_le)
+
+    # The spectral variants (emitters/registry.py uses these instead of upsampling the interpolated RGB), as
+    # Mitsuba's envmap (eval_spectrum): every texel stores its normalised spectrum S_k = S(c(rgb_k / f_k), λ) and
+    # scale f_k = 2 max(rgb_k); the lookup interpolates the spectra and the scales separately and multiplies,
+    # Le(λ) = (Σ w_k S_k)(Σ w_k f_k) W(λ) (W: D65 for an RGB emitter), which differs from the spectrum of the
+    # interpolated RGB wherever neighbouring texels' colours differ. (The light tracer's emission and attached PRB's
+    # ∂Le/∂direction still take the interpolated RGB's spectrum: emitters/registry.py sample_ray, eval_grad.)
+    @staticmethod
+    @ti.func
+    def eval_spectral(st: ti.template(), e, d, lam):
+        """Le along direction d at wavelengths lam (per lane)."""
+        tid = st.em_tex[e, 0]
+        uv = _tex_uv(st, tid, dir_to_uv(st, e, d))
+        S = variants.spec(0.0)
+        F = 0.0
+        for k in range(4):                 # a runtime loop: one upsampling in the megakernel
+            off, wt = tex_corner(st, tid, uv, k)
+            rgb = pool.value(st, off, st.tex_c[tid])
+            f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+            if wt != 0.0 and f > 0.0:
+                S += wt * variants.reflectance(rgb / f, lam)
+                F += wt * f
+        return S * F * variants.emission_white(lam, st.em_spec[e], st.em_temp[e])
+
+    @staticmethod
+    @ti.func
+    def eval_spectral_adjoint(st: ti.template(), e, d, lam, d_le):
+        """Scatter ∂<d_le, eval_spectral(d, λ)>/∂texels into the pool (forward mode: its tangent, core/pool.py):
+        with dd = d_le W, ∂/∂S_k = w_k F dd and ∂/∂f_k = w_k <dd, S>, through u_k = rgb_k / f_k, f_k = 2 rgb_k[m]."""
+        tid = st.em_tex[e, 0]
+        uv = _tex_uv(st, tid, dir_to_uv(st, e, d))
+        c = st.tex_c[tid]
+        S = variants.spec(0.0)
+        F = 0.0
+        for k in range(4):                 # the primal's S and F first
+            off, wt = tex_corner(st, tid, uv, k)
+            rgb = pool.value(st, off, c)
+            f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+            if wt != 0.0 and f > 0.0:
+                S += wt * variants.reflectance(rgb / f, lam)
+                F += wt * f
+        dd = d_le * variants.emission_white(lam, st.em_spec[e], st.em_temp[e])
+        dS = dd.dot(S)
+        for k in range(4):
+            off, wt = tex_corner(st, tid, uv, k)
+            rgb = pool.value(st, off, c)
+            f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+            if wt != 0.0 and f > 0.0:
+                m = 0
+                if rgb[1] >= rgb[0]:
+                    m = 1
+                if rgb[2] >= ti.max(rgb[0], rgb[1]):
+                    m = 2
+                u = rgb / f
+                gu = variants.reflectance_adjoint(u, lam, wt * F * dd)     # ∂/∂u_k
+                g = gu / f                                                  # ∂u_a/∂rgb_b = δ_ab/f − 2 u_a δ_bm / f
+                g[m] += 2.0 * (wt * dS - gu.dot(u) / f)                     # and ∂f/∂rgb_b = 2 δ_bm
+                pool.add_gradient(st, off, c, g)
 
     @staticmethod
     @ti.func

@@ -97,6 +97,13 @@ def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
         ds.pdf = ds.pdf / n
         ds.weight = emission(st, e, ds.weight_rgb * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
         ds.le = emission(st, e, ds.le_rgb, lam)
+        if ti.static(variants.spectral() and _any_lifts(em)):
+            lift = _texel_spectra(st, em, ds.emitter)
+            if lift >= 0:              # texels lifted to spectra: Le / pdf from the spectral Le
+                ds.le = _eval_spectral(st, em, lift, ds.emitter, ds.d, lam)
+                ds.weight = spec(0.0)
+                if ds.pdf > 0.0:
+                    ds.weight = ds.le / ds.pdf
     return ds
 
 
@@ -143,10 +150,55 @@ def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
     return res / st.info_i[0]
 
 
+def _lifts_texels(m):
+    """Whether model m lifts its texels to spectra before interpolating in the spectral variants (Envmap, as
+    Mitsuba's envmap): ``eval_spectral(st, e, d, λ)`` / ``eval_spectral_adjoint(st, e, d, λ, d_le)``."""
+    return hasattr(m, "eval_spectral")
+
+
+def _any_lifts(em):
+    """Whether emitter mask em holds a model that lifts its texels (compile time)."""
+    return any(em & (1 << m.TAG) and _lifts_texels(m) for m in MODELS)
+
+
+@ti.func
+def _texel_spectra(st: ti.template(), em: ti.template(), e):
+    """Model index i (in MODELS) whose eval_spectral serves emitter e at this point, or -1: the spectral
+    variants, a model that lifts its texels (_lifts_texels), an RGB spectrum (not a sampled one)."""
+    res = -1
+    if ti.static(variants.spectral()):
+        if e >= 0 and st.em_spec[e] != variants.SPECTRUM_SAMPLED:
+            t = st.em_type[e]
+            for i in ti.static(range(len(MODELS))):
+                if ti.static(em & (1 << MODELS[i].TAG) and _lifts_texels(MODELS[i])):
+                    if t == MODELS[i].TAG:
+                        res = i
+    return res
+
+
+@ti.func
+def _eval_spectral(st: ti.template(), em: ti.template(), i, e, d, lam):
+    res = spec(0.0)
+    for j in ti.static(range(len(MODELS))):
+        if ti.static(em & (1 << MODELS[j].TAG) and _lifts_texels(MODELS[j])):
+            if i == j:
+                res = MODELS[j].eval_spectral(st, e, d, lam)
+    return res
+
+
 @ti.func
 def eval(st: ti.template(), em: ti.template(), q, lam):
     """Le of record q (emitter q.emitter) as the walk's colour at wavelengths lam."""
-    return emission(st, q.emitter, eval_rgb(st, em, q), lam)
+    res = spec(0.0)
+    if ti.static(variants.spectral() and _any_lifts(em)):
+        lift = _texel_spectra(st, em, q.emitter)
+        if lift >= 0:
+            res = _eval_spectral(st, em, lift, q.emitter, q.d, lam)
+        else:
+            res = emission(st, q.emitter, eval_rgb(st, em, q), lam)
+    else:
+        res = emission(st, q.emitter, eval_rgb(st, em, q), lam)
+    return res
 
 
 @ti.func
@@ -164,7 +216,14 @@ def eval_rgb(st: ti.template(), em: ti.template(), q):
 @ti.func
 def eval_adjoint(st: ti.template(), em: ti.template(), q, d_le, lam):
     """Scatter ∂<d_le, Le(q)>/∂π into the gradient pool (d_le: per lane of the walk's colour)."""
-    if q.emitter >= 0:
+    lift = -1
+    if ti.static(variants.spectral() and _any_lifts(em)):
+        lift = _texel_spectra(st, em, q.emitter)
+        for j in ti.static(range(len(MODELS))):
+            if ti.static(em & (1 << MODELS[j].TAG) and _lifts_texels(MODELS[j])):
+                if lift == j:
+                    MODELS[j].eval_spectral_adjoint(st, q.emitter, q.d, lam, d_le)
+    if lift < 0 and q.emitter >= 0:
         rgb = vec3(0.0)
         if ti.static(variants.spectral()):
             rgb = eval_rgb(st, em, q)
