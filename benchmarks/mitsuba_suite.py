@@ -335,7 +335,7 @@ def main(argv=None):
         key = lambda r: (r["variant"], _short(r["scene"]), r["integrator"])  # noqa: E731
         redone = {key(r) for r in results}
         results = [r for r in old["results"] if key(r) not in redone] + results
-        commands = old["commands"] + commands
+        commands = old["commands"] + [c for c in commands if c not in old["commands"]]
     results = [_portable(r) for r in results]
     os.makedirs(os.path.dirname(store), exist_ok=True)
     with open(store, "w") as f:
