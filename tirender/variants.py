@@ -329,17 +329,24 @@ def _scaled(rgb, lam, d65: ti.template()):
 
 
 @ti.func
+def max_channel(rgb):
+    """The index of rgb's largest channel (the last of equal ones): the channel k = 2 max(rgb) moves with."""
+    m = 0
+    if rgb[1] >= rgb[0]:
+        m = 1
+    if rgb[2] >= ti.max(rgb[0], rgb[1]):
+        m = 2
+    return m
+
+
+@ti.func
 def _scaled_adjoint(rgb, lam, d, d65: ti.template()):
     """∂<d, _scaled(rgb, λ)>/∂rgb: f = k s(u) D, u = rgb/k, k = 2 rgb_m → ∂f/∂rgb = D (s ∂k + k J_s ∂u)."""
     d65t = ti.static(_d65())
     g = vec3(0.0)
     k = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
     if k > 0.0:
-        m = 0
-        if rgb[1] >= rgb[0]:
-            m = 1
-        if rgb[2] >= ti.max(rgb[0], rgb[1]):
-            m = 2
+        m = max_channel(rgb)
         u = rgb / k
         dd = d
         if ti.static(d65):

@@ -49,6 +49,22 @@ def _tex_uv(st: ti.template(), tid, uvm):
 
 
 @ti.func
+def _lifted(st: ti.template(), tid, uv, lam):
+    """(Σ_k w_k S_k (per lane), Σ_k w_k f_k) over the four texels of the lookup at uv: each texel's normalised
+    spectrum S_k = S(c(rgb_k / f_k), λ) and scale f_k = 2 max(rgb_k) (Mitsuba's envmap in the spectral variants)."""
+    S = variants.spec(0.0)
+    F = 0.0
+    for k in range(4):                 # a runtime loop: one upsampling in the megakernel
+        off, wt = tex_corner(st, tid, uv, k)
+        rgb = pool.value(st, off, st.tex_c[tid])
+        f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+        if wt != 0.0 and f > 0.0:
+            S += wt * variants.reflectance(rgb / f, lam)
+            F += wt * f
+    return S, F
+
+
+@ti.func
 def _layout(st: ti.template(), e):
     """(base, W, H, marginal, conditional, vertex) offsets of emitter e's distribution."""
     base, w, h = dist_header(st, e)
@@ -158,16 +174,7 @@ class Envmap:
     def eval_spectral(st: ti.template(), e, d, lam):
         """Le along direction d at wavelengths lam (per lane)."""
         tid = st.em_tex[e, 0]
-        uv = _tex_uv(st, tid, dir_to_uv(st, e, d))
-        S = variants.spec(0.0)
-        F = 0.0
-        for k in range(4):                 # a runtime loop: one upsampling in the megakernel
-            off, wt = tex_corner(st, tid, uv, k)
-            rgb = pool.value(st, off, st.tex_c[tid])
-            f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-            if wt != 0.0 and f > 0.0:
-                S += wt * variants.reflectance(rgb / f, lam)
-                F += wt * f
+        S, F = _lifted(st, tid, _tex_uv(st, tid, dir_to_uv(st, e, d)), lam)
         return S * F * variants.emission_white(lam, st.em_spec[e], st.em_temp[e])
 
     @staticmethod
@@ -178,15 +185,7 @@ class Envmap:
         tid = st.em_tex[e, 0]
         uv = _tex_uv(st, tid, dir_to_uv(st, e, d))
         c = st.tex_c[tid]
-        S = variants.spec(0.0)
-        F = 0.0
-        for k in range(4):                 # the primal's S and F first
-            off, wt = tex_corner(st, tid, uv, k)
-            rgb = pool.value(st, off, c)
-            f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-            if wt != 0.0 and f > 0.0:
-                S += wt * variants.reflectance(rgb / f, lam)
-                F += wt * f
+        S, F = _lifted(st, tid, uv, lam)
         dd = d_le * variants.emission_white(lam, st.em_spec[e], st.em_temp[e])
         dS = dd.dot(S)
         for k in range(4):
@@ -194,15 +193,10 @@ class Envmap:
             rgb = pool.value(st, off, c)
             f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
             if wt != 0.0 and f > 0.0:
-                m = 0
-                if rgb[1] >= rgb[0]:
-                    m = 1
-                if rgb[2] >= ti.max(rgb[0], rgb[1]):
-                    m = 2
                 u = rgb / f
                 gu = variants.reflectance_adjoint(u, lam, wt * F * dd)     # ∂/∂u_k
                 g = gu / f                                                  # ∂u_a/∂rgb_b = δ_ab/f − 2 u_a δ_bm / f
-                g[m] += 2.0 * (wt * dS - gu.dot(u) / f)                     # and ∂f/∂rgb_b = 2 δ_bm
+                g[variants.max_channel(rgb)] += 2.0 * (wt * dS - gu.dot(u) / f)   # and ∂f/∂rgb_b = 2 δ_bm
                 pool.add_gradient(st, off, c, g)
 
     @staticmethod
