@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
 from ..spectra import sampled as _spectra
 from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
+from . import instances
 from . import shapes as builtin
 from . import spectra as scene_spectra
 from .transforms import parse_transform
@@ -171,6 +172,7 @@ class _Builder:
         self.names = set()
         self.mesh_attributes = []   # mesh_attribute texture records (tirender/mesh_attribute.py)
         self.spectra = []          # the spectrum table (N, wavelengths[, values]) of sampled spectra
+        self.meshes = {}           # (mesh file, shape_index) -> the mesh read (object space; never modified)
 
     def path(self, p, key):
         if not isinstance(p, str):
@@ -504,7 +506,7 @@ class _Builder:
         if t == "heightfield":
             mesh, hf = self.heightfield(spec, sid, key)
         elif t in builtin.BUILTIN:
-            if t in ("sphere", "disk"):
+            if t in ("sphere", "disk", "cylinder"):
                 res = _num(spec.get("resolution", 64), self.file, f"{key}.resolution", 8, 4096, integer=True)
                 mesh = builtin.BUILTIN[t](res)
             else:
@@ -603,7 +605,9 @@ class _Builder:
         if t != "serialized" and os.path.splitext(path)[1].lower() == ".serialized":
             raise ConfigError(f"a .serialized file is read by type 'serialized', not '{t}'", self.file, f"{key}.type")
         try:
-            mesh = load_mesh(path, shape_index=index)
+            if (path, index) not in self.meshes:      # read once however many shapes (instances) use it
+                self.meshes[(path, index)] = load_mesh(path, shape_index=index)
+            mesh = self.meshes[(path, index)]
         except ConfigError as e:
             where = "shape_index" if "shape_index" in str(e.problem) else "filename"
             raise ConfigError(f"{e.file}: {e.problem}", self.file, f"{key}.{where}") from None
@@ -709,13 +713,14 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     bsdfs = spec.get("bsdfs", {}) or {}
     if not isinstance(bsdfs, dict):
         raise ConfigError("expected a mapping id -> BSDF", file, "bsdfs")
-    for bid, bs in bsdfs.items():
-        b.bsdf_index[str(bid)] = b.bsdf(str(bid), bs if bs is not None else {}, f"bsdfs.{bid}")
     shapes = spec.get("shapes", []) or []
     if not isinstance(shapes, list):
         raise ConfigError("expected a list of shapes", file, "shapes")
+    shapes, bsdfs = instances.expand(shapes, bsdfs, file)    # shapegroups and instances -> world-space copies
+    for bid, bs in bsdfs.items():
+        b.bsdf_index[str(bid)] = b.bsdf(str(bid), bs if bs is not None else {}, f"bsdfs.{bid}")
     ids = set()
-    for i, s in enumerate(shapes):
+    for i, s in shapes:
         if not isinstance(s, dict):
             raise ConfigError("expected a mapping", file, f"shapes[{i}]")
         sid = str(s.get("id", f"shape{i}"))

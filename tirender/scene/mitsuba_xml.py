@@ -673,14 +673,19 @@ class _Importer:
                                                                                        self._keynames(pm))))
         return self._mitsuba_defaults(model, spec)
 
-    def shape(self, n):
+    def shape(self, n, in_group=False):
         t = self.attr(n, "type")
+        if t == "shapegroup":
+            return self.shapegroup(n, in_group)
+        if t == "instance":
+            return self.instance(n, in_group)
         if t not in SHAPES:
-            raise self.err(n, f"unsupported shape type '{t}' (tirender has: {', '.join(SHAPES)})")
+            raise self.err(n, f"unsupported shape type '{t}' (tirender has: {', '.join(SHAPES)}, shapegroup, instance)")
         keys = {"to_world", "flip_normals", "face_normals"}
         keys |= {"filename", "flip_tex_coords"} if t in ("obj", "ply") else set()
         keys |= {"filename", "shape_index"} if t == "serialized" else set()
         keys |= {"center", "radius"} if t == "sphere" else set()
+        keys |= {"p0", "p1", "radius"} if t == "cylinder" else set()
         p = self.props(n, "shape", t, keys | {"interior", "exterior", "bsdf"},
                        skip=("bsdf", "emitter", "medium"))
         spec = {"type": t}
@@ -691,6 +696,12 @@ class _Importer:
             c = p.pop("center", [0.0, 0.0, 0.0])
             r = p.pop("radius", 1.0)
             m = m @ tf.translate(c) @ tf.scale(r)
+            spec["resolution"] = SPHERE_SEGMENTS
+        elif t == "cylinder":
+            p0, p1 = p.pop("p0", [0.0, 0.0, 0.0]), p.pop("p1", [0.0, 0.0, 1.0])
+            if np.linalg.norm(np.subtract(p1, p0)) <= 0:
+                raise self.err(n, "a cylinder needs p0 != p1")
+            m = m @ builtin.cylinder_to_object(p0, p1, p.pop("radius", 1.0))
             spec["resolution"] = SPHERE_SEGMENTS
         if not np.allclose(m, np.eye(4)):
             spec["to_world"] = m.tolist()
@@ -725,6 +736,47 @@ class _Importer:
         if "emitter" in spec and "bsdf" not in spec:
             # Mitsuba (src/render/shape.cpp): an emitting shape without a BSDF is black diffuse
             spec["bsdf"] = {"type": "diffuse", "reflectance": 0.0}
+        return spec
+
+    def shapegroup(self, n, in_group):
+        """<shape type="shapegroup" id=...> holding shapes (scene/instances.py)."""
+        if in_group:
+            raise self.err(n, "a shapegroup cannot hold another shapegroup (nested instancing is not permitted)")
+        spec = {"type": "shapegroup", "id": self.attr(n, "id"), "shapes": []}
+        for c in n.children:
+            if c.tag != "shape":
+                raise self.err(c, f"a shapegroup holds shapes only (found <{c.tag}>)")
+            for e in c.children:
+                if e.tag == "emitter":
+                    raise self.err(e, "instancing of emitters is not supported (as in Mitsuba)")
+            spec["shapes"].append(self.shape(c, in_group=True))
+        return spec
+
+    def instance(self, n, in_group):
+        """<shape type="instance"> with a <ref id> to a shapegroup (or one inline) and its to_world."""
+        if in_group:
+            raise self.err(n, "a shapegroup cannot hold an instance (nested instancing is not permitted)")
+        spec = {"type": "instance"}
+        if n.attrs.get("id"):
+            spec["id"] = self.attr(n, "id")
+        for c in n.children:
+            if c.tag == "ref" or (c.tag == "shape" and c.attrs.get("type") == "shapegroup"):
+                if "shapegroup" in spec:
+                    raise self.err(c, "only a single shapegroup can be specified per instance")
+                if c.tag == "ref":
+                    rid = self.attr(c, "id")
+                    target = self.pending.get(rid)
+                    if target is None or target.tag != "shape" or target.attrs.get("type") != "shapegroup":
+                        raise self.err(c, f"'{rid}' is not the id of a shapegroup")
+                    spec["shapegroup"] = rid
+                else:
+                    spec["shapegroup"] = self.shapegroup(c, False)
+            elif c.tag == "transform" and c.attrs.get("name") == "to_world":
+                spec["to_world"] = self.transform(c).tolist()
+            else:
+                raise self.err(c, "an instance holds a shapegroup reference and a to_world transform only")
+        if "shapegroup" not in spec:
+            raise self.err(n, "a reference to a 'shapegroup' must be specified")
         return spec
 
     def sensor(self, n):

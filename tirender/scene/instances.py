@@ -1,0 +1,114 @@
+"""Mitsuba's ``shapegroup`` and ``instance`` (src/render/shapegroup.cpp, src/shapes/instance.cpp).
+
+A shape group holds shapes that are not visible on their own; each instance places the whole group with its
+own ``to_world`` (applied after each member's ``to_world``, in the group's space). In a scene file:
+
+    shapes:
+      - {type: shapegroup, id: tree, shapes: [{type: ply, filename: trunk.ply, bsdf: bark}, ...]}
+      - {type: instance, id: tree1, shapegroup: tree, to_world: {translate: [2, 0, 0]}}
+      - {type: instance, shapegroup: tree}                     # id: shape<index>
+
+As in Mitsuba: a group cannot hold another group, an instance or an emitter; an instance names one group (by
+id, or the group inline). A member's inline BSDF is one BSDF for all instances (named ``<group id>.<member
+id>``, its parameters ``<group id>.<member id>.<name>``), as Mitsuba's group holds one BSDF object.
+
+**Flattened at load**: each instance becomes world-space copies of the group's shapes, with ids
+``<instance id>.<member id>`` (member id: its ``id``, else ``shape<index in the group>``); the image is
+Mitsuba's, the memory is O(triangles) per instance rather than O(1), and instanced shapes are not
+differentiable (``differentiable: true`` inside a group is refused).
+"""
+from ..errors import ConfigError
+from .transforms import parse_transform
+
+GROUP_KEYS = {"type", "id", "shapes"}
+INSTANCE_KEYS = {"type", "id", "shapegroup", "to_world"}
+
+
+def _check_keys(d, allowed, file, key):
+    extra = sorted(set(d) - allowed)
+    if extra:
+        raise ConfigError(f"unknown key '{extra[0]}' (expected one of: {', '.join(sorted(allowed))})", file,
+                          f"{key}.{extra[0]}")
+
+
+def _group(spec, gid, file, key, bsdfs):
+    """The members of a shapegroup spec -> [(member id, member spec with its inline BSDF hoisted)]."""
+    _check_keys(spec, GROUP_KEYS, file, key)
+    members = spec.get("shapes")
+    if not isinstance(members, list) or not members:
+        raise ConfigError("a shapegroup needs a non-empty list 'shapes'", file, f"{key}.shapes")
+    out, seen = [], set()
+    for j, m in enumerate(members):
+        mkey = f"{key}.shapes[{j}]"
+        if not isinstance(m, dict):
+            raise ConfigError("expected a mapping", file, mkey)
+        t = m.get("type")
+        if t in ("shapegroup", "instance"):
+            raise ConfigError(f"a shapegroup cannot hold a {t} (nested instancing is not permitted, as in Mitsuba)",
+                              file, f"{mkey}.type")
+        if m.get("emitter") is not None:
+            raise ConfigError("instancing of emitters is not supported (as in Mitsuba): put the emitting shape "
+                              "outside the shapegroup", file, f"{mkey}.emitter")
+        if m.get("differentiable"):
+            raise ConfigError("shapes inside a shapegroup are not differentiable (instances are flattened copies)",
+                              file, f"{mkey}.differentiable")
+        mid = str(m.get("id", f"shape{j}"))
+        if mid in seen:
+            raise ConfigError(f"duplicate shape id '{mid}' in shapegroup '{gid}'", file, f"{mkey}.id")
+        seen.add(mid)
+        m = dict(m)
+        if isinstance(m.get("bsdf"), dict):            # one BSDF for every instance of this member
+            bid = f"{gid}.{mid}"
+            if bid in bsdfs:
+                raise ConfigError(f"BSDF id '{bid}' (this member's inline BSDF) is already defined", file,
+                                  f"{mkey}.bsdf")
+            bsdfs[bid] = m["bsdf"]
+            m["bsdf"] = bid
+        out.append((mid, m))
+    return out
+
+
+def expand(shapes, bsdfs, file=None):
+    """Scene-file shapes with groups and instances -> (the shapes to build: [(index, spec)], bsdfs).
+
+    ``index`` is the entry's position in ``shapes`` (default ids ``shape<index>`` stay those of a scene
+    without groups); each instance's copies carry explicit ids and a composed 4x4 ``to_world``.
+    ``bsdfs`` is a new mapping with the groups' inline BSDFs added."""
+    bsdfs = dict(bsdfs or {})
+    groups = {}
+    for i, s in enumerate(shapes):
+        if isinstance(s, dict) and s.get("type") == "shapegroup":
+            gid = s.get("id")
+            if not isinstance(gid, str) or not gid:
+                raise ConfigError("a shapegroup needs an 'id' (instances refer to it)", file, f"shapes[{i}].id")
+            if gid in groups:
+                raise ConfigError(f"duplicate shapegroup id '{gid}'", file, f"shapes[{i}].id")
+            groups[gid] = _group(s, gid, file, f"shapes.{gid}", bsdfs)
+    if not groups and not any(isinstance(s, dict) and s.get("type") == "instance" for s in shapes):
+        return list(enumerate(shapes)), bsdfs
+    out = []
+    for i, s in enumerate(shapes):
+        if not isinstance(s, dict) or s.get("type") not in ("shapegroup", "instance"):
+            out.append((i, s))
+            continue
+        if s["type"] == "shapegroup":
+            continue
+        iid = str(s.get("id", f"shape{i}"))
+        key = f"shapes.{iid}"
+        _check_keys(s, INSTANCE_KEYS, file, key)
+        g = s.get("shapegroup")
+        if isinstance(g, dict) and g.get("type") == "shapegroup":
+            members = _group(g, str(g.get("id", iid)), file, f"{key}.shapegroup", bsdfs)
+        elif isinstance(g, str) and g in groups:
+            members = groups[g]
+        else:
+            known = ", ".join(groups) or "none"
+            raise ConfigError(f"an instance needs 'shapegroup': the id of a shapegroup (defined: {known}) or one "
+                              f"inline, got {g!r}", file, f"{key}.shapegroup")
+        m_inst = parse_transform(s.get("to_world"), file, f"{key}.to_world")
+        for mid, m in members:
+            m_member = parse_transform(m.get("to_world"), file, f"{key}.{mid}.to_world")
+            copy = dict(m, id=f"{iid}.{mid}", to_world=(m_inst @ m_member).tolist())
+            out.append((i, copy))
+    return out, bsdfs
+
