@@ -99,8 +99,9 @@ def test_upsampling_matches_mitsuba():
     assert np.abs(ours - theirs).mean() < 1e-5
 
 
-def test_variant_choice_and_refusals(tmp_path):
+def test_variant_choice_and_refusals(tmp_path, monkeypatch):
     from tirender import variants
+    from tirender.bsdfs import registry as bsdf_registry
     from tirender.api import describe
     from tirender.config import load_config
     from tirender.errors import ConfigError
@@ -109,9 +110,12 @@ def test_variant_choice_and_refusals(tmp_path):
     for integ in ("pssmlt", "coherent_mcmc"):                # run in every variant (tests/test_mcmc.py)
         for v in ("spectral", "spectral_polarized"):
             describe(dict(cfg, variant=v, scene=dict(cfg["scene"], integrator={"type": integ})))
-    bad = dict(cfg, scene=dict(cfg["scene"], bsdfs=dict(cfg["scene"]["bsdfs"], red={"type": "principled"})))
+    principled = dict(cfg, scene=dict(cfg["scene"], bsdfs=dict(cfg["scene"]["bsdfs"], red={"type": "principled"})))
+    describe(principled)                                     # every built-in BSDF runs in every variant
+    # a model that declares fewer variants (a user plugin's VARIANTS) is refused by name
+    monkeypatch.setattr(bsdf_registry.BY_NAME["principled"], "VARIANTS", ("rgb", "mono"), raising=False)
     with pytest.raises(ConfigError, match="BSDF 'principled' is not available in variant 'spectral'"):
-        describe(bad)
+        describe(principled)
     with pytest.raises(ConfigError, match="unknown variant 'rbg'"):
         describe(dict(cfg, variant="rbg"))
     describe(dict(cfg, variant="spectral_polarized"))        # the cbox renders polarized too (tests/test_polarization.py)

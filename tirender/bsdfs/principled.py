@@ -164,7 +164,6 @@ def _probs(p, front, F, bsdf, brdf):
 @leaf
 class Principled:
     NAME = "principled"
-    VARIANTS = ("rgb", "mono")    # its tint divides colours by their luminance: an RGB notion
     KEYS = (unit_texture("base_color", "base color", 0.5, 3),
             unit_texture("roughness", "roughness of the main specular lobes (α = roughness²)", 0.5),
             unit_texture("anisotropic", "degree of anisotropy (0: isotropic)"),
