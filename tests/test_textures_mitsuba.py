@@ -215,8 +215,8 @@ def test_spectral_textures_match_mitsuba(tmp_path):
     a float rawconstant is that value at every wavelength (not the spectral upsampling of the grey it would be as
     <rgb>); a 3-vector is read as is in a normal map (eval_3) and refused in a colour slot, as Mitsuba's eval throws;
     an RGB bitmap interpolates its texels' upsampled spectra (BitmapTexture's interpolate_spectral), a volume
-    texture and a medium's σ grid their voxels' spectra and scales (GridVolume's interpolate_spectral) — not the
-    spectrum of the interpolated RGB, which differs by ~0.07 on average here."""
+    texture and a medium's σ and albedo grids their voxels' spectra and scales (GridVolume's interpolate_spectral) —
+    not the spectrum of the interpolated RGB, which differs by ~0.07 on average here."""
     mi = _mi("scalar_spectral")
     from child_util import run_child
     r = run_child(__file__, ["--child", "spectral"], tmp_path)
@@ -238,12 +238,13 @@ def test_spectral_textures_match_mitsuba(tmp_path):
     vt = mi.load_dict({"type": "volume", "volume": vol})
     sg = mi.load_dict(vol)
     it = mi.Interaction3f()
-    refs = {"bitmap": [], "volume": [], "sigma": []}
+    refs = {"bitmap": [], "volume": [], "sigma": [], "albedo": []}
     for i in range(len(lam)):
         refs["bitmap"].append(bm.eval(_mi_si(mi, uv=uv[i], lam=lam[i])))
         refs["volume"].append(vt.eval(_mi_si(mi, p=p[i], lam=lam[i])))
         it.p, it.wavelengths = mi.Point3f(*[float(x) for x in p[i]]), mi.Spectrum([float(x) for x in lam[i]])
         refs["sigma"].append(sg.eval(it))
+        refs["albedo"].append(sg.eval(it))        # a 3-channel albedo grid: lifted as σ's (Mitsuba's gridvolume)
     for name, v in refs.items():
         err = np.abs(np.array(r[name]) - np.array(v))
         # the two renderers' sRGB upsampling tables differ by up to ~0.015 for some colours (near white)
@@ -279,7 +280,7 @@ def _spectral_child():
         "bsdfs": {"b": {"type": "diffuse", "reflectance": {"type": "bitmap", "data": os.path.join(d, "img.npy"),
                                                            "wrap_mode": "mirror", "to_uv": _uv4(TO_UV)}},
                   "v": {"type": "diffuse", "reflectance": {"type": "volume", "volume": grid}}},
-        "media": {"fog": {"type": "heterogeneous", "density": grid}},
+        "media": {"fog": {"type": "heterogeneous", "density": grid, "albedo": grid}},
         "shapes": [{"type": "cube", "bsdf": "v", "interior": "fog"}, {"type": "rectangle", "bsdf": "b"}]})
     uv = rng.uniform(-1.5, 1.5, (64, 2)).astype(np.float32)
     loc = rng.uniform(-0.3, 1.3, (64, 3))
@@ -292,16 +293,17 @@ def _spectral_child():
             lanes = variants.spec(0.0)
             for j in ti.static(range(variants.lanes())):
                 lanes[j] = lam[i, j]
-            s, _ = coefficients(st, 0, vec3(p[i, 0], p[i, 1], p[i, 2]), lanes)
+            s, a = coefficients(st, 0, vec3(p[i, 0], p[i, 1], p[i, 2]), lanes)
             for j in ti.static(range(variants.lanes())):
                 out[i, j] = s[j]
+                out[i, variants.lanes() + j] = a[j]
 
-    sig = np.zeros((64, variants.lanes()), np.float32)
+    sig = np.zeros((64, 2 * variants.lanes()), np.float32)
     sigma(sc.bind(), p, lam, sig)
     return {"lam": lam.tolist(), "grey": grey.tolist(), "grey_as_rgb": grey_rgb.tolist(), "nm": nm.tolist(),
             "refused": refused, "dir": d, "uv": uv.tolist(), "p": p.tolist(),
             "bitmap": read_slot(sc, "b", uv=uv, lam=lam)[:, :4].tolist(),
-            "volume": read_slot(sc, "v", p=p, lam=lam)[:, :4].tolist(), "sigma": sig.tolist()}
+            "volume": read_slot(sc, "v", p=p, lam=lam)[:, :4].tolist(), "sigma": sig[:, :variants.lanes()].tolist(), "albedo": sig[:, variants.lanes():].tolist()}
 
 
 # ----------------------------------------------------------------------------------------------- volume texture

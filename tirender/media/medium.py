@@ -5,8 +5,8 @@ every render, since an optimiser changes the density in place).
 sigma_t(x) = scale * sigma(x) (the ``sigma_t`` volume of a homogeneous medium, the ``density``
 volume of a grid medium, 1 or 3 channels), albedo(x) from the ``albedo`` volume; both RGB, read as the walk's
 colour at the path's wavelengths ``lam`` (tirender/variants.py: as RGB, their luminance in mono, in the
-spectral variants flat spectra for 1 channel and upsampled spectra for 3: σ unbounded, the albedo a
-reflectance; a sampled spectrum (textures.py) at the path's wavelengths). Their adjoints take the lanes'
+spectral variants flat spectra for 1 channel and upsampled spectra for 3: σ unbounded, a constant albedo a
+reflectance, 3-channel grids voxel by voxel as Mitsuba's gridvolume; a sampled spectrum (textures.py) at the path's wavelengths). Their adjoints take the lanes'
 derivatives back to the stored values.
 """
 import taichi as ti
@@ -82,29 +82,31 @@ def _per_voxel(st: ti.template(), tid):
 
 
 @ti.func
-def _sigma(st: ti.template(), ts, p, lam):
-    """The σ volume ts at p as the walk's colour (before the medium's scale)."""
+def _volume_colour(st: ti.template(), tid, p, lam, bounded: ti.template()):
+    """Volume tid at p as the walk's colour: in the spectral variants a 3-channel grid voxel by voxel (Mitsuba's
+    gridvolume lifts every 3-channel grid so, σ or albedo: k S(c(rgb/k)), k = 2 max(rgb), an albedo grid can
+    exceed 1 as in Mitsuba); otherwise _colour of the interpolated value (bounded: a reflectance)."""
     out = variants.spec(0.0)
     if ti.static(variants.spectral()):
-        if is_spectrum(st, ts):
-            out = spectrum_eval(st, ts, lam)
-        elif _per_voxel(st, ts):
-            out = volume_spectrum(st, ts, p, lam, variants.spec(0.0), False)
+        if is_spectrum(st, tid):
+            out = spectrum_eval(st, tid, lam)
+        elif _per_voxel(st, tid):
+            out = volume_spectrum(st, tid, p, lam, variants.spec(0.0), False)
         else:
-            out = _colour(st, ts, volume_eval(st, ts, p), lam, False)
+            out = _colour(st, tid, volume_eval(st, tid, p), lam, bounded)
     else:
-        out = _colour(st, ts, volume_eval(st, ts, p), lam, False)
+        out = _colour(st, tid, volume_eval(st, tid, p), lam, bounded)
     return out
 
 
 @ti.func
 def coefficients(st: ti.template(), m, p, lam):
     """(sigma_t, albedo) of medium m at world position p, as the walk's colour at wavelengths lam (each volume
-    looked up through its own world -> local map, grid.volume_local; in the spectral variants a 3-channel σ grid
-    voxel by voxel as Mitsuba's, the albedo as a reflectance of the interpolated RGB, which keeps it <= 1)."""
+    looked up through its own world -> local map, grid.volume_local; in the spectral variants 3-channel grids
+    voxel by voxel as Mitsuba's gridvolume, a constant albedo a reflectance)."""
     ts = st.med_sigma[m]
     ta = st.med_albedo[m]
-    return _sigma(st, ts, p, lam) * st.med_scale[m], _colour(st, ta, volume_eval(st, ta, p), lam, True)
+    return _volume_colour(st, ts, p, lam, False) * st.med_scale[m], _volume_colour(st, ta, p, lam, True)
 
 
 @ti.func
@@ -115,6 +117,8 @@ def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
     if d_albedo[0] != 0.0 or d_albedo[1] != 0.0 or d_albedo[2] != 0.0:
         if _sampled(st, ta):
             spectrum_eval_adjoint(st, ta, lam, d_albedo)
+        elif _per_voxel(st, ta):
+            volume_spectrum(st, ta, p, lam, d_albedo, True)
         else:
             rgb = vec3(0.0)
             if ti.static(not variants.rgb()):
