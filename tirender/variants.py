@@ -329,6 +329,15 @@ def _scaled(rgb, lam, d65: ti.template()):
 
 
 @ti.func
+def nonzero(c):
+    """Whether any lane of a colour of the walk (any lane count) is not 0."""
+    res = False
+    for i in ti.static(range(c.n)):
+        res = res or c[i] != 0.0
+    return res
+
+
+@ti.func
 def max_channel(rgb):
     """The index of rgb's largest channel (the last of equal ones): the channel k = 2 max(rgb) moves with."""
     m = 0

@@ -114,7 +114,7 @@ def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
     """Scatter d(objective)/d sigma_t and d/d albedo (per lane) at p into the medium's volumes."""
     sigma_t_adjoint(st, m, p, lam, d_sigma_t)
     ta = st.med_albedo[m]
-    if d_albedo[0] != 0.0 or d_albedo[1] != 0.0 or d_albedo[2] != 0.0:
+    if variants.nonzero(d_albedo):
         if _sampled(st, ta):
             spectrum_eval_adjoint(st, ta, lam, d_albedo)
         elif _per_voxel(st, ta):
@@ -129,7 +129,7 @@ def coefficients_adjoint(st: ti.template(), m, p, lam, d_sigma_t, d_albedo):
 @ti.func
 def sigma_t_adjoint(st: ti.template(), m, p, lam, d_sigma_t):
     """Scatter d(objective)/d sigma_t (per lane) at p into the medium's sigma_t / density volume only."""
-    if d_sigma_t[0] != 0.0 or d_sigma_t[1] != 0.0 or d_sigma_t[2] != 0.0:
+    if variants.nonzero(d_sigma_t):
         ts = st.med_sigma[m]
         if ti.static(variants.spectral()):
             if is_spectrum(st, ts):

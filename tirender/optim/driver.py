@@ -132,8 +132,8 @@ def check_optimize_config(cfg, described=None):
         names = {t.name for t in described[0].textures} if hasattr(described[0], "textures") else None
         if names is not None:
             from ..scene.deform import param_names
-            names |= {f"{sh.id}.{k}" for sh in getattr(described[0], "shapes", None) or [] if sh.differentiable
-                      for k in param_names(sh.differentiable == "sphere")}
+            names |= {f"{sh.group or sh.id}.{k}" for sh in getattr(described[0], "shapes", None) or []
+                      if sh.differentiable for k in param_names(sh.differentiable == "sphere" and not sh.group)}
     for name, po in params.items():
         key = f"optimize.params.{name}"
         po = po or {}

@@ -125,6 +125,7 @@ class Deformable:
         self.smooth = bool(smooth)
         self.edges, self.edge_faces, self.edge_split = edge_topology(self.faces, rest)
         self.tri_index = None            # (F,) the faces' triangle indices in BVH order (scene.py)
+        self.members = []                # [(shape index, vertex offset)]: the shapes it moves (scene.py)
 
     def names(self):
         """Internal key -> pool name (a sphere's translation is its ``center``, its uniform scale its

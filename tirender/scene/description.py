@@ -79,6 +79,7 @@ class Shape:
     heightfield: dict = None   # type heightfield: W, H, thickness, texture (index), codes, top, to_world
     differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
+    group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
 
 
 MESH_FILES = ("obj", "ply", "serialized")   # shape types read from a mesh file (scene/mesh_io.py)
@@ -723,11 +724,13 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     for i, s in shapes:
         if not isinstance(s, dict):
             raise ConfigError("expected a mapping", file, f"shapes[{i}]")
+        group = s.pop(instances.GROUP, "") if instances.GROUP in s else ""   # s: expand's own copy
         sid = str(s.get("id", f"shape{i}"))
         if sid in ids:
             raise ConfigError(f"duplicate shape id '{sid}'", file, f"shapes[{i}].id")
         ids.add(sid)
         b.shape(i, s)
+        b.shapes[-1].group = group
     if b.degenerate:
         b.warnings.append(degenerate_warning(file, b.degenerate, len(b.shapes)))
     if b.media_specs:

@@ -14,14 +14,20 @@ id>``, its parameters ``<group id>.<member id>.<name>``), as Mitsuba's group hol
 
 **Flattened at load**: each instance becomes world-space copies of the group's shapes, with ids
 ``<instance id>.<member id>`` (member id: its ``id``, else ``shape<index in the group>``); the image is
-Mitsuba's, the memory is O(triangles) per instance rather than O(1), and instanced shapes are not
-differentiable (``differentiable: true`` inside a group is refused).
+Mitsuba's, the memory is O(triangles) per instance rather than O(1). A group's members are not differentiable
+one by one (``differentiable: true`` inside a group is refused); an **instance** with ``differentiable: true``
+moves as one rigid-plus-scale body (scene/deform.py, one pivot for all its shapes: the centre of its bounding
+box): parameters ``<instance id>.translation``, ``.rotation``, ``.scale``, ``.uniform_scale`` and
+``.vertex_positions`` (the copy's vertices, its shapes' in order), through the geometry gradients (edges,
+attached vertices).
 """
 from ..errors import ConfigError
+from ..schema import boolean
 from .transforms import parse_transform
 
 GROUP_KEYS = {"type", "id", "shapes"}
-INSTANCE_KEYS = {"type", "id", "shapegroup", "to_world"}
+INSTANCE_KEYS = {"type", "id", "shapegroup", "to_world", "differentiable"}
+GROUP = "_instance"    # the key expand puts on a differentiable instance's copies (its id; parse_scene reads it)
 
 
 def _check_keys(d, allowed, file, key):
@@ -106,9 +112,15 @@ def expand(shapes, bsdfs, file=None):
             raise ConfigError(f"an instance needs 'shapegroup': the id of a shapegroup (defined: {known}) or one "
                               f"inline, got {g!r}", file, f"{key}.shapegroup")
         m_inst = parse_transform(s.get("to_world"), file, f"{key}.to_world")
+        diff = boolean(s.get("differentiable", False), file, f"{key}.differentiable")
         for mid, m in members:
             m_member = parse_transform(m.get("to_world"), file, f"{key}.{mid}.to_world")
             copy = dict(m, id=f"{iid}.{mid}", to_world=(m_inst @ m_member).tolist())
+            if diff:
+                if m.get("type") == "heightfield":
+                    raise ConfigError("a differentiable instance cannot hold a heightfield (its geometry is its "
+                                      "height texture)", file, f"{key}.differentiable")
+                copy.update({"differentiable": True, GROUP: iid})
             out.append((i, copy))
     return out, bsdfs
 

@@ -293,13 +293,24 @@ class Scene:
 
     # -- differentiable meshes (scene/deform.py) ---------------------------------------------
     def _deformable_params(self, desc):
+        """One Deformable per differentiable shape, or per differentiable instance (its shapes, scene/instances.py,
+        merged: vertices and faces concatenated in shape order); ``d.members`` = [(shape index, vertex offset)]."""
         from .deform import Deformable
-        for s in desc.shapes or []:
+        bodies = {}                                   # name -> [shape indices], in the shapes' order
+        for si, s in enumerate(desc.shapes or []):
             if s.differentiable:
-                d = Deformable(s.id, s.faces, s.positions, s.normals is not None, sphere=s.differentiable == "sphere")
-                for name, value, kind in d.initial_values(s.positions):
-                    self.params.add(name, value, kind=kind, file=desc.file)
-                self.deformables.append(d)
+                bodies.setdefault(s.group or s.id, []).append(si)
+        for name, members in bodies.items():
+            ss = [desc.shapes[si] for si in members]
+            offsets = np.cumsum([0] + [len(s.positions) for s in ss])
+            rest = np.concatenate([s.positions for s in ss])
+            faces = np.concatenate([s.faces + o for s, o in zip(ss, offsets)])
+            d = Deformable(name, faces, rest, all(s.normals is not None for s in ss),
+                           sphere=len(ss) == 1 and not ss[0].group and ss[0].differentiable == "sphere")
+            d.members = list(zip(members, offsets[:-1].tolist()))
+            for pname, value, kind in d.initial_values(rest):
+                self.params.add(pname, value, kind=kind, file=desc.file)
+            self.deformables.append(d)
         self.deform_params = tuple(n for d in self.deformables for k, n in d.names().items() if k != "world")
 
     def _deformable_arrays(self, a, shapes, starts, inv):
@@ -309,15 +320,10 @@ class Scene:
             return
         a["tri_dm"] = np.full(len(inv), -1, np.int32)
         _tri_codes(a, len(inv))
-        k = 0
-        for si, s in enumerate(shapes):
-            if not s.differentiable:
-                continue
-            d = self.deformables[k]
-            k += 1
-            d.tri_index = inv[starts[si]:starts[si] + len(s.faces)]
+        for d in self.deformables:
+            d.tri_index = np.concatenate([inv[starts[si]:starts[si] + len(shapes[si].faces)] for si, _o in d.members])
             a["tri_dm"][d.tri_index] = self.params.slot(d.names()["world"]).offset
-            a["tri_code"][d.tri_index] = s.faces
+            a["tri_code"][d.tri_index] = np.concatenate([shapes[si].faces + o for si, o in d.members])
         if self.deformables:
             self._geometry_dirty = True
 
