@@ -21,6 +21,23 @@ def run_child(script, args, out_dir, timeout=1500):
     return report
 
 
+def run_f64_child(module, function, variant, out_dir, timeout=900):
+    """``module.function(out_dir)`` (a test module in tests/) in a child process of `variant` whose kernels run
+    in float64 (Taichi initialised with fp='f64' before the module is imported); its JSON-able return value."""
+    env = dict(os.environ, TIRENDER_VARIANT=variant)
+    env.pop("TIRENDER_FP", None)
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', fp='f64'); import json, %s as t; print(json.dumps(t.%s(%r)))"
+            % (ROOT, here, module, function, str(out_dir)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(report)
+    return report
+
+
 def error_messages(calls, error):
     """The message of the ``error`` each of ``calls`` raises, "no error" where one raises none (a child's report of
     its refusals)."""

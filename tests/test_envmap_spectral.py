@@ -3,15 +3,13 @@ separately (emitters/envmap.py eval_spectral), and its hand-written adjoint agai
 
 Mitsuba's own check of the primal is its render test (benchmarks/mitsuba_suite.py: bsdf_spheres' envmap scenes in
 spectral, which failed on the sky's coloured edges while tirender upsampled the interpolated RGB)."""
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from child_util import run_f64_child  # noqa: E402
 
 
 def _scene(path):
@@ -98,14 +96,5 @@ def f64_checks(out_dir, h=1e-6, n=64):
 
 
 def test_envmap_spectral_adjoint_vs_central_differences_f64(tmp_path):
-    env = dict(os.environ, TIRENDER_VARIANT="spectral")
-    env.pop("TIRENDER_FP", None)
-    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); import json, test_envmap_spectral as t; print(json.dumps(t.f64_checks(%r)))"
-            % (ROOT, HERE, str(tmp_path)))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                          env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(r)
+    r = run_f64_child("test_envmap_spectral", "f64_checks", "spectral", tmp_path)
     assert r["nonzero"] >= 40 and r["cases"] >= 60 and r["max_rel_err"] <= 1e-6, r

@@ -5,16 +5,15 @@ per variant (a child process each; mono's adjoint once failed to compile, readin
 
 The primal against Mitsuba's scalar_spectral: tests/test_textures_mitsuba.py (σ and albedo per wavelength) and
 Mitsuba's render test (participating_media/test_hetero_sigmat_albedo passes its Z-test in spectral)."""
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from child_util import run_f64_child  # noqa: E402
+
 TO_WORLD = [[0.0, -1.6, 0.0, 0.3], [1.2, 0.0, 0.0, -0.2], [0.0, 0.0, 0.9, 0.1], [0, 0, 0, 1.0]]
 
 
@@ -105,16 +104,7 @@ def f64_checks(out_dir, h=1e-6, n=96):
 
 @pytest.mark.parametrize("variant", ["spectral", "mono"])
 def test_grid_medium_adjoint_vs_central_differences_f64(tmp_path, variant):
-    env = dict(os.environ, TIRENDER_VARIANT=variant)
-    env.pop("TIRENDER_FP", None)
-    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); import json, test_media_grid_variants as t; print(json.dumps(t.f64_checks(%r)))"
-            % (ROOT, HERE, str(tmp_path)))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                          env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(r)
+    r = run_f64_child("test_media_grid_variants", "f64_checks", variant, tmp_path)
     assert len(r) == 2, r                                     # the density and the albedo grid
     for name, c in r.items():
         # the differences' own rounding is ~1e-9 absolute (h = 1e-6): within 1e-6 of the largest derivative, and
