@@ -162,16 +162,6 @@ def volume_corner(st: ti.template(), tid, p, k):
 
 
 @ti.func
-def _argmax(rgb):
-    m = 0
-    if rgb[1] >= rgb[0]:
-        m = 1
-    if rgb[2] >= ti.max(rgb[0], rgb[1]):
-        m = 2
-    return m
-
-
-@ti.func
 def volume_spectrum(st: ti.template(), tid, p, lam, d, adjoint: ti.template()):
     """Mitsuba's spectral lookup of a 3-channel volume tid (GridVolume's interpolate_spectral; spectral variants) at
     world position p and wavelengths lam: the voxels' spectra S_i = S(c(rgb_i / k_i)) and, apart, their scales
@@ -196,7 +186,7 @@ def volume_spectrum(st: ti.template(), tid, p, lam, d, adjoint: ti.template()):
             if wt != 0.0:
                 rgb = pool.value(st, off, 3)
                 kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-                m = _argmax(rgb)
+                m = variants.max_channel(rgb)
                 g = vec3(0.0)
                 if kk > 0.0:           # S = U / k: ∂<g, S> = ∂<g, U> / k - <g, U> ∂k / k²
                     g = B * variants.unbounded_adjoint(rgb, lam, d) / kk
