@@ -92,3 +92,14 @@ def smoke_scene(integ="prbvolpath", albedo=0.8, max_depth=6, rr_depth=100, w=12)
         "emitters": [{"id": "sky", "type": "constant", "radiance": [0.5, 0.6, 0.7]},
                      {"id": "sun", "type": "directional", "direction": [0.4, -1.0, -0.3], "irradiance": 3.0}],
     }
+
+
+def xml_sensor(origin, target, up, fov, width, height, spp="$spp"):
+    """A Mitsuba XML perspective sensor (box filter, independent sampler); vectors as "x, y, z" strings."""
+    return f"""<sensor type="perspective">
+    <float name="fov" value="{fov}"/>
+    <transform name="to_world"><lookat origin="{origin}" target="{target}" up="{up}"/></transform>
+    <film type="hdrfilm"><integer name="width" value="{width}"/><integer name="height" value="{height}"/>
+      <rfilter type="box"/></film>
+    <sampler type="independent"><integer name="sample_count" value="{spp}"/></sampler>
+  </sensor>"""

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import mitsuba_suite as suite  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scenes import xml_sensor  # noqa: E402
 
 MEMBER_T = ['<scale value="0.5"/><translate x="-1"/>', '<scale value="1.2"/><rotate y="1" angle="-80"/>']
 INSTANCE_T = ['', '<rotate y="1" angle="45"/><scale value="1.5"/><translate z="2"/>',
@@ -28,13 +29,7 @@ INSTANCE_T = ['', '<rotate y="1" angle="45"/><scale value="1.5"/><translate z="2
 HEAD = """<scene version="3.0.0">
     <default name="spp" value="16"/>
     <integrator type="moment"><integrator type="path"><integer name="max_depth" value="3"/></integrator></integrator>
-    <sensor type="perspective">
-        <float name="fov" value="50"/>
-        <transform name="to_world"><lookat origin="-5, -6, 0.5" target="0, 0, 0" up="0, 0, 1"/></transform>
-        <film type="hdrfilm"><integer name="width" value="40"/><integer name="height" value="36"/>
-            <rfilter type="box"/></film>
-        <sampler type="independent"><integer name="sample_count" value="$spp"/></sampler>
-    </sensor>
+    """ + xml_sensor("-5, -6, 0.5", "0, 0, 0", "0, 0, 1", 50, 40, 36) + """
     <emitter type="point"><point name="position" x="-5" y="-6" z="1"/><rgb name="intensity" value="250"/></emitter>
     <emitter type="constant"><rgb name="radiance" value="0.1"/></emitter>
     <bsdf type="diffuse" id="checker">

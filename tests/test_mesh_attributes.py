@@ -14,7 +14,7 @@ import taichi as ti
 
 from gradcheck_util import assert_agree, f64_child_report, max_rel_err, projected_gradients
 from mesh_writers import icosphere, write_ply, write_serialized
-from scenes import camera
+from scenes import camera, xml_sensor
 from tirender import mesh_attribute, variants
 from tirender.errors import ConfigError
 from tirender.scene.description import parse_scene
@@ -348,13 +348,7 @@ def test_parity_serialized_and_mesh_attributes(tmp_path):
     (tmp_path / "scene.xml").write_text("""<scene version="3.0.0">
   <default name="res" value="32"/><default name="spp" value="16"/>
   <integrator type="path"><integer name="max_depth" value="3"/></integrator>
-  <sensor type="perspective">
-    <float name="fov" value="55"/>
-    <transform name="to_world"><lookat origin="0, 1, 5" target="0, 0, 0" up="0, 1, 0"/></transform>
-    <film type="hdrfilm"><integer name="width" value="$res"/><integer name="height" value="$res"/>
-      <rfilter type="box"/></film>
-    <sampler type="independent"><integer name="sample_count" value="$spp"/></sampler>
-  </sensor>
+  """ + xml_sensor("0, 1, 5", "0, 0, 0", "0, 1, 0", 55, "$res", "$res") + """
   <emitter type="constant"><rgb name="radiance" value="0.4"/></emitter>
   <emitter type="directional"><vector name="direction" value="0.5, -1, -0.6"/><rgb name="irradiance" value="2"/>
   </emitter>
