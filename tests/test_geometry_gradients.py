@@ -393,3 +393,19 @@ def test_forward_mode_refuses_detached_geometry():
     sc = _shadow(w=8)
     with pytest.raises(ConfigError, match="occ.translation.*prb_attached"):
         tirender.render_forward(sc, {"occ.translation": [1.0, 0.0, 0.0]}, spp=1, method="prb", progress=False)
+
+
+def test_edge_table_shrinks_in_a_shared_table():
+    """A smaller edge table after a larger one in the same process (the table is shared, its capacity only grows):
+    the rows are written into the larger fields (this raised a shape error once)."""
+    from tirender.integrators.edges import SecondaryTable
+
+    def rows(n):
+        x = np.random.default_rng(n).normal(size=(n, 3))
+        return {"x0": x, "x1": x + 1.0, "n1": x, "n2": x, "flags": np.zeros(n, np.int32),
+                "slot0": np.full(n, -1), "slot1": np.full(n, -1)}
+    big = SecondaryTable.holding(rows(3000), 3000)
+    small = SecondaryTable.holding(rows(10), 5)
+    assert small is big and small.cap >= 3000
+    assert list(small.info_i.to_numpy()) == [10, 5] and np.allclose(small.x0.to_numpy()[:10], rows(10)["x0"])
+    assert np.all(small.cdf_all.to_numpy()[10:] == 2.0)

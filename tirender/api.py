@@ -50,7 +50,10 @@ def _adjoint(a):
     return arr
 
 
-def _method(method):
+def _method(method, scene=None):
+    """The gradient method named, or (None) the scene integrator's default (registry.default_method)."""
+    if method is None and scene is not None:
+        return registry.default_method(scene.integrator["type"])
     if not isinstance(method, str):
         raise ConfigError(f"expected a method name, got {method!r}", key="method")
     return method
@@ -150,12 +153,13 @@ def render_progressive(scene, sensor=0, spp=1, sample_offset=0, seed=0, integrat
                                      sample_offset=sample_offset, clear=clear)
 
 
-def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", accumulate=False, progress=True,
+def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method=None, accumulate=False, progress=True,
                 params=None):
     """Gradient of <adjoint_image, render(scene)> w.r.t. every scene parameter.
 
     adjoint_image: (H, W, 3) δy = ∂loss/∂image of the primal image; seed: the adjoint passes'
-    seed (use one different from the primal render's); method: ``prb`` (default), an RB method, or
+    seed (use one different from the primal render's); method: ``prb`` (default; ``prb_attached`` for Mitsuba's
+    projective integrators prb_projective / direct_projective: geometry through visibility), an RB method, or
     ``forward`` (one forward-mode pass per element of ``params``: a few scalars, in every variant, e.g. a
     polarizer's angle in spectral_polarized). params: the names to differentiate (default: all; the
     reverse methods compute all in one pass either way). Returns dict name -> numpy array shaped like
@@ -168,7 +172,7 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
                                                      progress=progress)
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
-    method = _method(method)
+    method = _method(method, scene)
     fn = registry.gradient_driver(scene.integrator["type"], method)
     names = None if params is None else list(params)
     if method not in registry.PER_PARAMETER:
@@ -177,7 +181,7 @@ def render_grad(scene, adjoint_image, spp=64, seed=1, sensor=0, method="prb", ac
     return fn(scene, _adjoint(adjoint_image), spp, seed, sensor, accumulate, progress, **kw)
 
 
-def render_forward(scene, directions, spp=64, seed=1, sensor=0, method="prb", progress=True):
+def render_forward(scene, directions, spp=64, seed=1, sensor=0, method=None, progress=True):
     """Forward mode: the directional derivative of the image, J v = Σ_π ∂image/∂π v_π.
 
     directions: dict parameter name -> direction v (an array shaped like the parameter, or a scalar
@@ -188,7 +192,8 @@ def render_forward(scene, directions, spp=64, seed=1, sensor=0, method="prb", pr
     spp, seed, sensor, progress = _check(spp=spp, seed=seed, sensor=sensor, progress=progress)
     scene = _scene(scene)
     launch.check_args(scene, spp, sensor)
-    fn = registry.forward_driver(scene.integrator["type"], _method(method))
+    method = _method(method, scene)
+    fn = registry.forward_driver(scene.integrator["type"], method)
     if method != "prb_attached" and isinstance(directions, dict):
         geo = [n for n in directions if scene.params.resolve(n) in scene.deform_params]
         if geo:     # detached derivatives do not move geometry: the image would be 0, not the answer

@@ -72,7 +72,7 @@ class EdgeTable:
         if t is None or t.cap < cap:
             t = cls._shared["primary"] = cls(cap)
         for k, v in rows.items():
-            arr = np.zeros((cap,) + v.shape[1:], v.dtype)
+            arr = np.zeros((t.cap,) + v.shape[1:], v.dtype)      # the shared table may be larger than cap
             arr[:n] = v
             if k == "cdf":
                 arr[n:] = 2.0                 # beyond the last edge: never chosen
@@ -312,7 +312,7 @@ class SecondaryTable:
         arrays["cdf_all"] = np.cumsum(length) / max(tot, 1e-300)
         arrays["cdf_mov"] = np.concatenate([np.cumsum(length[:n_mov]) / max(mov, 1e-300), np.full(n - n_mov, 2.0)])
         for k, v in arrays.items():
-            arr = np.zeros((cap,) + v.shape[1:], v.dtype)
+            arr = np.zeros((t.cap,) + v.shape[1:], v.dtype)      # the shared table may be larger than cap
             arr[:n] = v
             if k.startswith("cdf"):
                 arr[n:] = 2.0

@@ -62,7 +62,7 @@ from ..walk import attached, steps, vertex
 from ..walk.state import PRB, PRIMAL, camera_state, segment_end
 from . import edges, path
 
-INTEGRATES = ("path", "prb")
+INTEGRATES = path.NAMES   # direct and the projective names: the path walk (direct: max_depth <= 2, path.args)
 
 
 @ti.func

@@ -119,6 +119,16 @@ def check_type(name, key="integrator"):
     return name
 
 
+# Mitsuba's projective integrators differentiate visibility: their default gradient method is the attached one
+PROJECTIVE = ("prb_projective", "direct_projective")
+
+
+def default_method(integrator):
+    """The gradient method a call without ``method`` uses: ``prb_attached`` (edges + attached vertices: gradients
+    of geometry through visibility) for Mitsuba's projective integrators, else ``prb``."""
+    return "prb_attached" if integrator in PROJECTIVE else "prb"
+
+
 def gradient_driver(integrator, method):
     """The gradient function of (integrator, method), or a ConfigError saying what is supported."""
     if method not in METHODS:

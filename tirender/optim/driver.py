@@ -44,6 +44,7 @@ from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 from .watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
+from ..integrators.registry import default_method
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
             "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch"}
@@ -66,7 +67,7 @@ OPTIMIZER_KEYS = {
 SECTION_KEYS = (
     Integer("iters", default=40, lo=0, hi=1 << 30), Integer("spp", default=16, lo=1, hi=1 << 24),
     Integer("spp_grad", default=None, lo=1, hi=1 << 24), Integer("seed", default=0, lo=0, hi=(1 << 32) - 1),
-    Integer("save_every", default=10, lo=1, hi=1 << 30), Choice("method", METHODS, default="prb"),
+    Integer("save_every", default=10, lo=1, hi=1 << 30), Choice("method", METHODS, default=None),
     Choice("loss", tuple(losses.LOSSES), default="l2"), Number("lr", default=None, lo=0.0),
 )
 SKIP = tuple(k for k in OPT_KEYS if k not in {key.name for key in SECTION_KEYS})
@@ -132,8 +133,12 @@ def check_optimize_config(cfg, described=None):
         names = {t.name for t in described[0].textures} if hasattr(described[0], "textures") else None
         if names is not None:
             from ..scene.deform import param_names
-            names |= {f"{sh.group or sh.id}.{k}" for sh in getattr(described[0], "shapes", None) or []
-                      if sh.differentiable for k in param_names(sh.differentiable == "sphere" and not sh.group)}
+            for sh in getattr(described[0], "shapes", None) or []:
+                if sh.differentiable == "curve":
+                    names.add(f"{sh.id}.control_points")
+                elif sh.differentiable:
+                    names |= {f"{sh.group or sh.id}.{k}" for k in param_names(sh.differentiable == "sphere"
+                                                                                and not sh.group)}
     for name, po in params.items():
         key = f"optimize.params.{name}"
         po = po or {}
@@ -244,6 +249,8 @@ class OptimizationRun:
         self.gui = gui
         # ---- scene (as written = ground truth for synthetic targets) ----
         self.scene = scene_from_config(cfg, described)
+        if self.method is None:           # the integrator's own: prb_attached for Mitsuba's projective ones
+            self.method = default_method(self.scene.integrator["type"])
         sc = self.scene
         views = o.get("views", list(range(len(sc.sensors))))
         if not isinstance(views, list) or not views or any(

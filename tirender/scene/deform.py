@@ -217,20 +217,21 @@ class Deformable:
         q = V - self.pivot
         dRt = sum(dth[k] * dR[k] for k in range(3))
         dP = dt + (q * (u * s)) @ dRt.T + (q * (du * s + u * ds) + dV * (u * s)) @ R.T
-        dN = np.zeros_like(dP)
-        if self.smooth:
-            P = self.pivot + t + (q * (u * s)) @ R.T
-            N, M, _C = self.normals(P)
-            f = self.faces
-            a, b = P[f[:, 1]] - P[f[:, 0]], P[f[:, 2]] - P[f[:, 0]]
-            da, db = dP[f[:, 1]] - dP[f[:, 0]], dP[f[:, 2]] - dP[f[:, 0]]
-            dC = np.cross(da, b) + np.cross(a, db)
-            dM = np.zeros_like(P)
-            for k in range(3):
-                np.add.at(dM, f[:, k], dC)
-            ln = np.linalg.norm(M, axis=1, keepdims=True)
-            dN = np.where(ln > 1e-30, (dM - N * np.sum(N * dM, 1, keepdims=True)) / np.maximum(ln, 1e-30), 0.0)
+        dN = self._normals_tangent(self.pivot + t + (q * (u * s)) @ R.T, dP) if self.smooth else np.zeros_like(dP)
         return dP, dN
+
+    def _normals_tangent(self, P, dP):
+        """Ṅ (V, 3): the derivative of the area-weighted vertex normals at P along dP."""
+        N, M, _C = self.normals(P)
+        f = self.faces
+        a, b = P[f[:, 1]] - P[f[:, 0]], P[f[:, 2]] - P[f[:, 0]]
+        da, db = dP[f[:, 1]] - dP[f[:, 0]], dP[f[:, 2]] - dP[f[:, 0]]
+        dC = np.cross(da, b) + np.cross(a, db)
+        dM = np.zeros_like(P)
+        for k in range(3):
+            np.add.at(dM, f[:, k], dC)
+        ln = np.linalg.norm(M, axis=1, keepdims=True)
+        return np.where(ln > 1e-30, (dM - N * np.sum(N * dM, 1, keepdims=True)) / np.maximum(ln, 1e-30), 0.0)
 
 
 # ---------------------------------------------------------------------------------- device side

@@ -80,9 +80,11 @@ class Shape:
     differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
     group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
+    curve: tuple = None        # bsplinecurve: (curves.Tube, control points (K, 4) in world space)
 
 
 MESH_FILES = ("obj", "ply", "serialized")   # shape types read from a mesh file (scene/mesh_io.py)
+CURVE = "bsplinecurve"                      # Mitsuba's B-spline curve, a tube mesh (scene/curves.py)
 # reconstruction filters (core/film.py) -> the keys each takes besides "type"
 FILTER_KEYS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}
 
@@ -514,15 +516,18 @@ class _Builder:
                 mesh = builtin.BUILTIN[t]()
         elif t in MESH_FILES:
             mesh = self.mesh_file(t, spec, key)
-        else:
+        elif t != CURVE:
             raise ConfigError(f"unknown shape type '{t}' (expected one of: {', '.join(MESH_FILES)}, "
-                              f"{', '.join(builtin.BUILTIN)})", self.file, f"{key}.type")
+                              f"{', '.join(builtin.BUILTIN)}, {CURVE}, shapegroup, instance)", self.file, f"{key}.type")
         m = parse_transform(spec.get("to_world"), self.file, f"{key}.to_world")
         if hf is not None:
             if abs(np.linalg.det(m[:3, :3])) < 1e-30:
                 raise ConfigError("to_world is singular", self.file, f"{key}.to_world")
             hf["to_world"] = m
-        mesh = builtin.transform_mesh(mesh, m)
+        if t == CURVE:
+            mesh = self.curve(spec, m, key)       # to_world moves the control points (not their radii)
+        else:
+            mesh = builtin.transform_mesh(mesh, m)
         pos = mesh["positions"]
         if not np.all(np.isfinite(pos)):
             nbad = int((~np.isfinite(pos).all(axis=1)).sum())
@@ -545,8 +550,8 @@ class _Builder:
         area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
         ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
         bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
-        if hf is not None:
-            bad[:] = False       # displaced at bind time (scene/heightfield.py): every face is kept
+        if hf is not None or t == CURVE:
+            bad[:] = False       # displaced at bind time (scene/heightfield.py) / moved by control points: kept
             if np.linalg.det(m[:3, :3]) < 0:          # transform_mesh flipped the winding: flip the codes too
                 hf["codes"] = hf["codes"][:, [0, 2, 1]]
         attributes = dict(mesh.get("attributes") or {})
@@ -562,7 +567,7 @@ class _Builder:
             normals = -normals
         if flip:
             faces = faces[:, [0, 2, 1]]
-        diff = boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
+        diff = boolean(spec.get("differentiable", t == CURVE), self.file, f"{key}.differentiable") or t == CURVE
         if diff:
             if hf is not None:
                 raise ConfigError("a heightfield's geometry is its height texture; 'differentiable' is for meshes",
@@ -583,8 +588,9 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
+        kind = {"sphere": "sphere", CURVE: "curve"}.get(t, "mesh")
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
-                  differentiable=("sphere" if t == "sphere" else "mesh") if diff else "")
+                  differentiable=kind if diff else "", curve=mesh.get("curve"))
         s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
@@ -596,6 +602,22 @@ class _Builder:
                 raise ConfigError("a heightfield cannot be an emitter (its triangles move)", self.file,
                                   f"{key}.emitter")
             s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
+
+    def curve(self, spec, m, key):
+        """The tube mesh of a bsplinecurve shape (scene/curves.py) read from its file, placed by to_world m."""
+        from .curves import curve_mesh, read_curves
+        for k in ("flip_normals", "face_normals"):
+            if k in spec:
+                raise ConfigError(f"'{k}' does not apply to a curve (an open tube, normals outwards)", self.file,
+                                  f"{key}.{k}")
+        path = self.path(spec.get("filename"), f"{key}.filename")
+        try:
+            curves = read_curves(path)
+        except ConfigError as e:
+            raise ConfigError(f"{e.file}: {e.problem}", self.file, f"{key}.filename") from None
+        except OSError as e:
+            raise ConfigError(f"cannot read {path}: {e.strerror}", self.file, f"{key}.filename") from None
+        return curve_mesh(curves, m)
 
     def mesh_file(self, t, spec, key):
         """The mesh of an obj / ply / serialized shape (scene/mesh_io.py), uvs flipped as Mitsuba's loaders do.

@@ -47,7 +47,7 @@ IGNORED = {
 # silhouette within ~1e-4 (the parity envmap scene's ball gradient: -0.9 % at 64 segments, -0.5 % at 256)
 SPHERE_SEGMENTS = 256
 MESH_FILES = ("obj", "ply", "serialized")    # Mitsuba's mesh plugins that read a file (serialized: + shape_index)
-SHAPES = MESH_FILES + tuple(builtin.BUILTIN)
+SHAPES = MESH_FILES + tuple(builtin.BUILTIN) + ("bsplinecurve",)
 FILTERS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}   # Mitsuba rfilters -> their properties
 
 
@@ -684,6 +684,7 @@ class _Importer:
         keys = {"to_world", "flip_normals", "face_normals"}
         keys |= {"filename", "flip_tex_coords"} if t in ("obj", "ply") else set()
         keys |= {"filename", "shape_index"} if t == "serialized" else set()
+        keys |= {"filename"} if t == "bsplinecurve" else set()
         keys |= {"center", "radius"} if t == "sphere" else set()
         keys |= {"p0", "p1", "radius"} if t == "cylinder" else set()
         p = self.props(n, "shape", t, keys | {"interior", "exterior", "bsdf"},
@@ -708,8 +709,8 @@ class _Importer:
         for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords", "shape_index"):
             if k in p:
                 spec[k] = p.pop(k)
-        if t in MESH_FILES and "filename" not in spec:
-            raise self.err(n, "a mesh needs a filename")
+        if (t in MESH_FILES or t == "bsplinecurve") and "filename" not in spec:
+            raise self.err(n, "a mesh or curve needs a filename")
         if "bsdf" in p:
             spec["bsdf"] = p.pop("bsdf")
         for side in ("interior", "exterior"):

@@ -295,6 +295,7 @@ class Scene:
     def _deformable_params(self, desc):
         """One Deformable per differentiable shape, or per differentiable instance (its shapes, scene/instances.py,
         merged: vertices and faces concatenated in shape order); ``d.members`` = [(shape index, vertex offset)]."""
+        from .curves import CurveBody
         from .deform import Deformable
         bodies = {}                                   # name -> [shape indices], in the shapes' order
         for si, s in enumerate(desc.shapes or []):
@@ -302,6 +303,13 @@ class Scene:
                 bodies.setdefault(s.group or s.id, []).append(si)
         for name, members in bodies.items():
             ss = [desc.shapes[si] for si in members]
+            if ss[0].differentiable == "curve":            # its control points (scene/curves.py)
+                d = CurveBody(name, *ss[0].curve)
+                d.members = [(members[0], 0)]
+                for pname, value, kind in d.initial_values(ss[0].curve[1]):
+                    self.params.add(pname, value, kind=kind, file=desc.file)
+                self.deformables.append(d)
+                continue
             offsets = np.cumsum([0] + [len(s.positions) for s in ss])
             rest = np.concatenate([s.positions for s in ss])
             faces = np.concatenate([s.faces + o for s, o in zip(ss, offsets)])

@@ -1,0 +1,249 @@
+"""Mitsuba's ``bsplinecurve`` (src/shapes/bsplinecurve.cpp) as a tube mesh with differentiable control points.
+
+**File** (Mitsuba's format): one control point per line, ``x y z r`` (position, radius); an empty line starts a
+new curve; each curve has at least 4 points. ``to_world`` moves the positions, not the radii (as Mitsuba).
+
+**Curve** (per curve of K points, K - 3 uniform cubic B-spline segments): on segment j with points c_j..c_{j+3},
+t in [0, 1],
+
+    C(t) = Σ_k B_k(t) c_{j+k},   R(t) = Σ_k B_k(t) r_{j+k},   T = C'(t) / |C'(t)|
+    B = ((1-t)³, 3t³ - 6t² + 4, -3t³ + 3t² + 3t + 1, t³) / 6
+
+**Tube** (Mitsuba's open tube, no end caps, the circle of radius R(t) in the plane normal to T): ``rings`` rings
+per segment (the last one shared with the next segment) of ``sides`` vertices,
+
+    P_ik = C_i + w R_i (cos θ_k n1_i + sin θ_k n2_i),   θ_k = 2π k / sides,   w = π / (sides sin(π / sides))
+    n1 = normalize(a - (a·T) T),  n2 = T × n1
+
+with a_i the ring's reference direction, fixed at load by parallel transport along the rest curve (no twist at
+rest; under motion n1 stays the projection of a_i). uv = (θ / 2π, Mitsuba's global v = (segment + t) / segments);
+Mitsuba's u starts at its local frame instead, so textures along u are rotated. w scales the polygon so that its
+width averaged over directions (its perimeter / π) is the circle's 2R: a thin curve's shadow and silhouette cover
+what Mitsuba's round tube covers on average (the width varies by ±1 - cos(π / sides) around it: 1.9 % at 16).
+
+**Differentiable**: ``<id>.control_points`` (K_total, 4) (positions after to_world, radii), Mitsuba's
+``control_points``; :class:`CurveBody` is a :class:`~tirender.scene.deform.Deformable` whose world positions are
+P(control points): ``backward`` takes ∂/∂P (and the recomputed vertex normals' ∂/∂N) to the control points,
+``tangent`` the other way (forward mode), both in float64 on the host.
+"""
+import numpy as np
+
+from ..errors import ConfigError
+from .deform import DERIVED, Deformable
+
+SIDES = 16     # vertices around a ring
+RINGS = 6      # rings per B-spline segment
+
+
+def read_curves(path):
+    """Mitsuba's curve file -> list of (K_i, 4) float64 arrays (x, y, z, r); ConfigError on a malformed line."""
+    curves, cur = [], []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            s = line.strip()
+            if not s:
+                if cur:
+                    curves.append(cur)
+                cur = []
+                continue
+            try:
+                v = [float(x) for x in s.split()]
+            except ValueError:
+                raise ConfigError(f"line {n}: could not parse {s[:60]!r}", path, "filename") from None
+            if len(v) != 4 or not np.all(np.isfinite(v)):
+                raise ConfigError(f"line {n}: a control point is 4 finite numbers (x y z radius), got {s[:60]!r}",
+                                  path, "filename")
+            cur.append(v)
+    if cur:
+        curves.append(cur)
+    if not curves:
+        raise ConfigError("no control points were read", path, "filename")
+    for c in curves:
+        if len(c) < 4:
+            raise ConfigError(f"a B-spline curve needs at least 4 control points (one has {len(c)})", path,
+                              "filename")
+    return [np.array(c, np.float64) for c in curves]
+
+
+def _basis(t):
+    """Uniform cubic B-spline weights B (T, 4) and their derivatives B' (T, 4) at t (T,)."""
+    t = np.asarray(t, np.float64)
+    s = 1.0 - t
+    B = np.stack([s ** 3, 3 * t ** 3 - 6 * t ** 2 + 4, -3 * t ** 3 + 3 * t ** 2 + 3 * t + 1, t ** 3], 1) / 6.0
+    dB = np.stack([-3 * s ** 2, 9 * t ** 2 - 12 * t, -9 * t ** 2 + 6 * t + 3, 3 * t ** 2], 1) / 6.0
+    return B, dB
+
+
+class Tube:
+    """The tube mesh's topology and the linear maps from control points to the rings' centres, radii and
+    derivatives: W (N_rings, K_total) and dW (N_rings, K_total) sparse-as-dense weights (curves are small)."""
+
+    def __init__(self, curves, sides=SIDES, rings=RINGS):
+        self.sides = int(sides)
+        counts = [len(c) for c in curves]
+        K = sum(counts)
+        n_seg = sum(k - 3 for k in counts)
+        Ws, dWs, vs, ring_first = [], [], [], []
+        offset, seg = 0, 0
+        B, dB = _basis(np.arange(rings + 1) / rings)
+        for k in counts:
+            ring_first.append(sum(len(w) for w in Ws))
+            for j in range(k - 3):
+                rows = slice(0 if j == 0 else 1, rings + 1)      # a segment's first ring is the last one's
+                W = np.zeros((rings + 1, K))
+                dW = np.zeros((rings + 1, K))
+                W[:, offset + j:offset + j + 4] = B
+                dW[:, offset + j:offset + j + 4] = dB
+                Ws.append(W[rows])
+                dWs.append(dW[rows])
+                vs.append((seg + np.arange(rings + 1)[rows] / rings) / n_seg)
+                seg += 1
+            offset += k
+        self.W, self.dW = np.concatenate(Ws), np.concatenate(dWs)
+        v = np.concatenate(vs)
+        ring_first.append(len(self.W))
+        # faces between consecutive rings of a curve; vertex (i, k) = i * sides + k, the seam closed by index
+        S = self.sides
+        faces = []
+        for c in range(len(counts)):
+            for i in range(ring_first[c], ring_first[c + 1] - 1):
+                k = np.arange(S)
+                a, b = i * S + k, i * S + (k + 1) % S
+                c_, d = a + S, b + S
+                faces += [np.stack([a, b, d], 1), np.stack([a, d, c_], 1)]
+        self.faces = np.concatenate(faces).astype(np.int64)
+        self.theta = 2 * np.pi * np.arange(S) / S
+        self.w = np.pi / (S * np.sin(np.pi / S))      # mean width of the polygon = the circle's
+        self.uvs = np.stack([np.tile(np.arange(S) / S, len(v)), np.repeat(v, S)], 1).astype(np.float32)
+        self.ring_first = ring_first
+        self.ref = None          # (N_rings, 3) reference directions a_i (set by transport)
+
+    # -- centreline ----------------------------------------------------------------------------
+    def frame(self, ctrl):
+        """(C, R, D, T) per ring: centres (N, 3), the polygon's radii w R (N,), C' (N, 3), unit tangents (N, 3)."""
+        ctrl = np.asarray(ctrl, np.float64).reshape(-1, 4)
+        C, R, D = self.W @ ctrl[:, :3], self.w * (self.W @ ctrl[:, 3]), self.dW @ ctrl[:, :3]
+        T = D / np.maximum(np.linalg.norm(D, axis=1, keepdims=True), 1e-30)
+        return C, R, D, T
+
+    def transport(self, ctrl):
+        """Fix the rings' reference directions by parallel transport along the rest curve (per curve, from a
+        direction normal to its first tangent)."""
+        _C, _R, _D, T = self.frame(ctrl)
+        ref = np.zeros_like(T)
+        for c in range(len(self.ring_first) - 1):
+            i0, i1 = self.ring_first[c], self.ring_first[c + 1]
+            t0 = T[i0]
+            axis = np.eye(3)[np.argmin(np.abs(t0))]
+            n = np.cross(axis, t0)
+            n /= np.linalg.norm(n)
+            for i in range(i0, i1):
+                n = n - np.dot(n, T[i]) * T[i]               # project onto the ring's normal plane
+                n /= max(np.linalg.norm(n), 1e-30)
+                ref[i] = n
+        self.ref = ref
+
+    # -- primal, adjoint, tangent ----------------------------------------------------------------
+    def positions(self, ctrl):
+        """P (N * sides, 3) float64 of control points ctrl (K, 4)."""
+        C, R, _D, T = self.frame(ctrl)
+        n1, n2, _m = self._normals(T)
+        ring = np.cos(self.theta)[None, :, None] * n1[:, None] + np.sin(self.theta)[None, :, None] * n2[:, None]
+        return (C[:, None] + R[:, None, None] * ring).reshape(-1, 3)
+
+    def _normals(self, T):
+        a = self.ref
+        m = a - np.sum(a * T, 1, keepdims=True) * T
+        lm = np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-30)
+        n1 = m / lm
+        return n1, np.cross(T, n1), lm
+
+    def backward(self, ctrl, gP):
+        """∂<gP, P(ctrl)>/∂ctrl (K, 4) for gP (N * sides, 3)."""
+        C, R, D, T = self.frame(ctrl)
+        n1, n2, lm = self._normals(T)
+        g = np.asarray(gP, np.float64).reshape(len(C), self.sides, 3)
+        cs, sn = np.cos(self.theta)[None, :, None], np.sin(self.theta)[None, :, None]
+        gC = g.sum(1)
+        gR = np.sum(g * (cs * n1[:, None] + sn * n2[:, None]), (1, 2))
+        g_n1 = R[:, None] * np.sum(cs * g, 1)
+        g_n2 = R[:, None] * np.sum(sn * g, 1)
+        g_T = np.cross(n1, g_n2)                              # n2 = T × n1
+        g_n1 = g_n1 + np.cross(g_n2, T)
+        g_m = (g_n1 - n1 * np.sum(n1 * g_n1, 1, keepdims=True)) / lm
+        a = self.ref
+        g_T += -np.sum(a * T, 1, keepdims=True) * g_m - np.sum(g_m * T, 1, keepdims=True) * a
+        lD = np.maximum(np.linalg.norm(D, axis=1, keepdims=True), 1e-30)
+        g_D = (g_T - T * np.sum(T * g_T, 1, keepdims=True)) / lD
+        out = np.zeros((self.W.shape[1], 4))
+        out[:, :3] = self.W.T @ gC + self.dW.T @ g_D
+        out[:, 3] = self.w * (self.W.T @ gR)
+        return out
+
+    def tangent(self, ctrl, dctrl):
+        """Ṗ (N * sides, 3): the derivative of P along dctrl (K, 4)."""
+        C, R, D, T = self.frame(ctrl)
+        n1, _n2, lm = self._normals(T)
+        dc = np.asarray(dctrl, np.float64).reshape(-1, 4)
+        dC, dR, dD = self.W @ dc[:, :3], self.w * (self.W @ dc[:, 3]), self.dW @ dc[:, :3]
+        lD = np.maximum(np.linalg.norm(D, axis=1, keepdims=True), 1e-30)
+        dT = (dD - T * np.sum(T * dD, 1, keepdims=True)) / lD
+        a = self.ref
+        dm = -np.sum(a * dT, 1, keepdims=True) * T - np.sum(a * T, 1, keepdims=True) * dT
+        dn1 = (dm - n1 * np.sum(n1 * dm, 1, keepdims=True)) / lm
+        n2 = np.cross(T, n1)
+        dn2 = np.cross(dT, n1) + np.cross(T, dn1)
+        cs, sn = np.cos(self.theta)[None, :, None], np.sin(self.theta)[None, :, None]
+        ring = cs * n1[:, None] + sn * n2[:, None]
+        dring = cs * dn1[:, None] + sn * dn2[:, None]
+        return (dC[:, None] + dR[:, None, None] * ring + R[:, None, None] * dring).reshape(-1, 3)
+
+
+def curve_mesh(curves, to_world, sides=SIDES, rings=RINGS):
+    """The tube mesh of curves (list of (K_i, 4) in object space) under to_world (positions only): dict(positions,
+    faces, normals (radial, ring by ring), uvs) and ``curve`` = (Tube, control points (K, 4) in world space)."""
+    ctrl = np.concatenate(curves)
+    m = np.asarray(to_world, np.float64)
+    ctrl[:, :3] = ctrl[:, :3] @ m[:3, :3].T + m[:3, 3]
+    tube = Tube(curves, sides, rings)
+    tube.transport(ctrl)
+    P = tube.positions(ctrl)
+    C = tube.frame(ctrl)[0]
+    nrm = P.reshape(len(C), tube.sides, 3) - C[:, None]
+    nrm /= np.maximum(np.linalg.norm(nrm, axis=2, keepdims=True), 1e-30)
+    return dict(positions=P.astype(np.float32), faces=tube.faces.astype(np.int32),
+                normals=nrm.reshape(-1, 3).astype(np.float32), uvs=tube.uvs, curve=(tube, ctrl))
+
+
+class CurveBody(Deformable):
+    """A curve shape's geometry parameter: ``<id>.control_points`` (K, 4); world positions P = tube(ctrl)."""
+
+    def __init__(self, name, tube, ctrl):
+        super().__init__(name, tube.faces, tube.positions(ctrl), True)
+        self.tube = tube
+        self.n_controls = len(ctrl)
+
+    def names(self):
+        return {"control_points": f"{self.name}.control_points", DERIVED: f"{self.name}.{DERIVED}"}
+
+    def initial_values(self, ctrl):
+        n = self.names()
+        return [(n["control_points"], np.asarray(ctrl, np.float32), "geometry"),
+                (n[DERIVED], np.zeros((self.n_vertices, 6), np.float32), "derived")]
+
+    def _ctrl(self, get):
+        return np.asarray(get(self.names()["control_points"]), np.float64).reshape(-1, 4)
+
+    def positions(self, get):
+        return self.tube.positions(self._ctrl(get))
+
+    def backward(self, get, gP, gN):
+        ctrl = self._ctrl(get)
+        gP = np.array(gP, np.float64).reshape(-1, 3)
+        gP += self._normals_backward(self.tube.positions(ctrl), np.asarray(gN, np.float64).reshape(-1, 3))
+        return {self.names()["control_points"]: self.tube.backward(ctrl, gP)}
+
+    def tangent(self, get, dget):
+        ctrl = self._ctrl(get)
+        dP = self.tube.tangent(ctrl, dget(self.names()["control_points"]))
+        return dP, self._normals_tangent(self.tube.positions(ctrl), dP)
