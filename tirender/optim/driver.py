@@ -241,7 +241,7 @@ class OptimizationRun:
         self.lr_decay = o.get("lr_decay")
         self.seed = o["seed"]
         self.save_every = o["save_every"]
-        self.method = o["method"]
+        self.method = o.get("method")   # None: the integrator's own (set below)
         self.loss_name = o["loss"]
         self.loss_fn = losses.LOSSES[self.loss_name]
         self.opt_cfg = opt
