@@ -409,3 +409,19 @@ def test_edge_table_shrinks_in_a_shared_table():
     assert small is big and small.cap >= 3000
     assert list(small.info_i.to_numpy()) == [10, 5] and np.allclose(small.x0.to_numpy()[:10], rows(10)["x0"])
     assert np.all(small.cdf_all.to_numpy()[10:] == 2.0)
+
+
+def test_silhouette_anywhere_along_a_long_edge():
+    """A long edge seen in perspective can be a silhouette over part of its length only: the primary candidates
+    keep it when the faces' orientations to the eye differ anywhere along it (not only at its first end)."""
+    from tirender.integrators.edges import _silhouette_somewhere
+    n1, n2 = np.array([[1.0, 0.0, 0.2]]), np.array([[-1.0, 0.0, 0.2]])
+    # f1 = x - 0.2, f2 = -x - 0.2 at z = -1: the same sign at x = 0, opposite at x = 3
+    a, b = np.array([[0.0, 0.0, -1.0]]), np.array([[3.0, 0.0, -1.0]])
+    assert not _silhouette_somewhere(n1, n2, a, a)[0]
+    assert _silhouette_somewhere(n1, n2, a, b)[0] and _silhouette_somewhere(n1, n2, b, a)[0]
+    # opposite signs in the middle only: f1 = x, f2 = x - 0.4 for x from -0.3 to 0.7 (q > 0 at both ends)
+    n1m, n2m = np.array([[1.0, 0.0, 0.0]]), np.array([[1.0, 0.0, -0.4]])
+    am, bm = np.array([[-0.3, 0.0, 1.0]]), np.array([[0.7, 0.0, 1.0]])
+    assert _silhouette_somewhere(n1m, n2m, am, bm)[0]
+    assert not _silhouette_somewhere(n1m, n2m, am, am)[0] and not _silhouette_somewhere(n1m, n2m, bm, bm)[0]

@@ -99,6 +99,21 @@ def _clip(p, q, lo, hi):
     return t0, t1
 
 
+def _silhouette_somewhere(n1, n2, a, b):
+    """Whether the edge from a to b (relative to the eye) is a silhouette at some point X(τ) = a + τ (b - a),
+    τ in [0, 1]: the two faces' f_i(τ) = n_i · X(τ) of opposite signs there. q = f1 f2 is quadratic in τ: negative
+    at an end or at its vertex."""
+    f1a, f1b = np.einsum("ij,ij->i", n1, a), np.einsum("ij,ij->i", n1, b)
+    f2a, f2b = np.einsum("ij,ij->i", n2, a), np.einsum("ij,ij->i", n2, b)
+    d1, d2 = f1b - f1a, f2b - f2a
+    qa = d1 * d2                                       # q(τ) = f1a f2a + (f1a d2 + f2a d1) τ + d1 d2 τ²
+    qb = f1a * d2 + f2a * d1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tv = np.clip(np.where(qa > 0, -qb / (2 * qa), 0.0), 0.0, 1.0)
+    q = lambda t: (f1a + d1 * t) * (f2a + d2 * t)     # noqa: E731
+    return (q(0.0) < 0) | (q(1.0) < 0) | (q(tv) < 0)
+
+
 def primary_edges(scene, sensor):
     """The candidate edges of the differentiable meshes seen from `sensor` (module doc), projected,
     clipped, with their CDF: dict of arrays for EdgeTable.holding, and the total length (pixels). A perspective
@@ -116,8 +131,9 @@ def primary_edges(scene, sensor):
         P = d.positions(get)
         cand, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
         X0, X1 = cand["x0"], cand["x1"]
-        # boundaries and creases always; the other bent edges where they are silhouettes from the pinhole
-        silhouette = np.einsum("ij,ij->i", cand["n1"], X0 - o) * np.einsum("ij,ij->i", cand["n2"], X0 - o) < 0
+        # boundaries and creases always; the other bent edges where they are silhouettes from the pinhole anywhere
+        # along them (a long edge in perspective can be one over part of its length only)
+        silhouette = _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
         keep = (cand["flags"] != 0) | silhouette
         X0, X1, e = X0[keep], X1[keep], e[keep]
         # clip to the near side of the pinhole (z > z_min), then project
