@@ -22,7 +22,9 @@ ENV = "TIRENDER_MITSUBA_TUTORIALS"
 # the tutorials' scene files of the scene-description issue -> the variants they are compared in (Mitsuba's stokes
 # integrator runs in polarized variants only)
 SCENES = {"simple": ("rgb",), "cbox": ("rgb",), "cbox_pol": ("spectral_polarized",),
-          "polarizers": ("rgb", "spectral_polarized")}
+          "polarizers": ("rgb", "spectral_polarized"), "shadow_art": ("rgb",)}
+# scenes whose resolution parameters are not res (shadow_art: resx, resy; 2:1)
+RES_DEFINES = {"shadow_art": lambda res: {"resx": str(2 * res), "resy": str(res)}}
 
 
 def _parity():
@@ -49,7 +51,7 @@ def run(data, names=SCENES, variant="rgb", res=64, spp=256, seeds=4):
     out = []
     for name in names:
         path = os.path.join(data, name + ".xml")
-        defines = {"res": str(res), "spp": str(spp)}
+        defines = RES_DEFINES[name](res) if name in RES_DEFINES else {"res": str(res), "spp": str(spp)}
         t0 = time.time()
         ti = par.tirender_run(path, defines, spp, seeds, [], 0, grad=False)
         if "missing" in ti:

@@ -31,7 +31,7 @@ def test_quickstart_camera_is_mitsubas():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["simple", "cbox"])
+@pytest.mark.parametrize("name", ["simple", "cbox", "shadow_art"])
 def test_tutorial_scene_renders_as_mitsuba(name):
     pytest.importorskip("mitsuba")
     if not os.environ.get("DRJIT_LIBLLVM_PATH"):
