@@ -229,3 +229,16 @@ def test_instance_transform_gradient_vs_finite_differences(name, u):
     g, _ = projected_gradients(sc, name, u, w, 256, list(range(8)), [], 1e-2, method="prb_attached")
     _, f = projected_gradients(sc, name, u, w, 512, [], list(range(100, 108)), 1e-2)
     assert_agree(g, f, f"{name} along {u}")
+
+
+def test_instance_before_its_group_and_inline_group(tmp_path):
+    """Mitsuba resolves references after reading the whole file: an instance may come before its shapegroup; an
+    instance may also hold its group inline. Loading only (no kernels)."""
+    sc = _load(tmp_path, '<shape type="instance" id="a"><ref id="g"/><transform name="to_world"><translate x="3"/>'
+                         '</transform></shape>'
+                         '<shape type="shapegroup" id="g"><shape type="cube" id="c"/></shape>'
+                         '<shape type="instance" id="b"><shape type="shapegroup" id="h"><shape type="rectangle"/>'
+                         '</shape></shape><emitter type="constant"/>', name="order.xml")
+    ids = [s.id for s in sc.desc.shapes]
+    assert ids == ["a.c", "b.shape0"], ids
+    assert np.allclose(sc.desc.shapes[0].positions.mean(0), [3, 0, 0], atol=1e-6)
