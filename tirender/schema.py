@@ -90,6 +90,16 @@ def vec3(v, file, key, lo=-math.inf, hi=math.inf):
     return np.array([number(x, file, key, lo, hi) for x in v], np.float64)
 
 
+def check_keys(d, allowed, file, where):
+    """ConfigError unless d is a mapping whose keys are all in `allowed` (the first unknown one named)."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"expected a mapping, got {type(d).__name__}", file, where)
+    for k in d:
+        if k not in allowed:
+            raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(allowed))})", file,
+                              f"{where}.{k}" if where else k)
+
+
 def boolean(v, file, key):
     """A YAML boolean (true/false); strings such as "false" or "no" are refused."""
     if not isinstance(v, bool):

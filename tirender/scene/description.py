@@ -22,6 +22,7 @@ from ..emitters.base import INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
+from ..schema import check_keys as _keys
 from ..spectra import sampled as _spectra
 from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
 from . import instances
@@ -123,15 +124,6 @@ class SceneDescription:
     bsdf_ids: dict = field(default_factory=dict)   # id under ``bsdfs:`` -> row index
     mesh_attributes: list = field(default_factory=list)   # mesh_attribute textures (tirender/mesh_attribute.py)
     spectra: list = field(default_factory=list)    # the spectrum table (textures.py: st.spec_tab)
-
-
-def _keys(d, allowed, file, where):
-    if not isinstance(d, dict):
-        raise ConfigError(f"expected a mapping, got {type(d).__name__}", file, where)
-    for k in d:
-        if k not in allowed:
-            raise ConfigError(f"unknown key '{k}' (expected one of: {', '.join(sorted(allowed))})", file,
-                              f"{where}.{k}" if where else k)
 
 
 def _num(v, file, key, lo=-np.inf, hi=np.inf, strict_lo=False, integer=False):

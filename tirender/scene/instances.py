@@ -22,7 +22,7 @@ box): parameters ``<instance id>.translation``, ``.rotation``, ``.scale``, ``.un
 attached vertices).
 """
 from ..errors import ConfigError
-from ..schema import boolean
+from ..schema import boolean, check_keys
 from .transforms import parse_transform
 
 GROUP_KEYS = {"type", "id", "shapes"}
@@ -30,16 +30,9 @@ INSTANCE_KEYS = {"type", "id", "shapegroup", "to_world", "differentiable"}
 GROUP = "_instance"    # the key expand puts on a differentiable instance's copies (its id; parse_scene reads it)
 
 
-def _check_keys(d, allowed, file, key):
-    extra = sorted(set(d) - allowed)
-    if extra:
-        raise ConfigError(f"unknown key '{extra[0]}' (expected one of: {', '.join(sorted(allowed))})", file,
-                          f"{key}.{extra[0]}")
-
-
 def _group(spec, gid, file, key, bsdfs):
     """The members of a shapegroup spec -> [(member id, member spec with its inline BSDF hoisted)]."""
-    _check_keys(spec, GROUP_KEYS, file, key)
+    check_keys(spec, GROUP_KEYS, file, key)
     members = spec.get("shapes")
     if not isinstance(members, list) or not members:
         raise ConfigError("a shapegroup needs a non-empty list 'shapes'", file, f"{key}.shapes")
@@ -101,7 +94,7 @@ def expand(shapes, bsdfs, file=None):
             continue
         iid = str(s.get("id", f"shape{i}"))
         key = f"shapes.{iid}"
-        _check_keys(s, INSTANCE_KEYS, file, key)
+        check_keys(s, INSTANCE_KEYS, file, key)
         g = s.get("shapegroup")
         if isinstance(g, dict) and g.get("type") == "shapegroup":
             members = _group(g, str(g.get("id", iid)), file, f"{key}.shapegroup", bsdfs)

@@ -710,7 +710,7 @@ class _Importer:
             if k in p:
                 spec[k] = p.pop(k)
         if (t in MESH_FILES or t == "bsplinecurve") and "filename" not in spec:
-            raise self.err(n, "a mesh or curve needs a filename")
+            raise self.err(n, f"a {'curve' if t == 'bsplinecurve' else 'mesh'} needs a filename")
         if "bsdf" in p:
             spec["bsdf"] = p.pop("bsdf")
         for side in ("interior", "exterior"):
