@@ -25,6 +25,8 @@ DATA = suite.data_dir()
 KNOWN = {
     (None, "various_shapes/test_various_shapes_path.xml", None): "sdfgrid: the geometry issue (#44); its mesh files "
     "(../../serialized, ../../obj, ../../ply, docs/scenes/sdfgrid) are not part of mitsuba-data's tests/ and common/",
+    ("spectral_polarized", "various_emitters/test_various_emitters_ptracer.xml", "ptracer"):
+        "tirender's light tracer does not run in spectral_polarized",
 }
 
 
