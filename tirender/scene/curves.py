@@ -20,6 +20,8 @@ rest; under motion n1 stays the projection of a_i). uv = (θ / 2π, Mitsuba's gl
 Mitsuba's u starts at its local frame instead, so textures along u are rotated. w scales the polygon so that its
 width averaged over directions (its perimeter / π) is the circle's 2R: a thin curve's shadow and silhouette cover
 what Mitsuba's round tube covers on average (the width varies by ±1 - cos(π / sides) around it: 1.9 % at 16).
+Open ends differ: Mitsuba culls a curve's back faces (a ray into an open end passes through), the tube's inside
+is visible here; curves seen at closed loops or away from their ends match Mitsuba's image (tests/test_curves.py).
 
 **Differentiable**: ``<id>.control_points`` (K_total, 4) (positions after to_world, radii), Mitsuba's
 ``control_points``; :class:`CurveBody` is a :class:`~tirender.scene.deform.Deformable` whose world positions are
