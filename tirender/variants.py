@@ -329,6 +329,34 @@ def _scaled(rgb, lam, d65: ti.template()):
 
 
 @ti.func
+def texel_spectrum(rgb, lam):
+    """(S, f): an RGB texel's (or voxel's) normalised spectrum S = S(c(rgb / f), λ) per lane and its scale
+    f = 2 max(rgb) (spectral variants; (0, 0) for black). Mitsuba's spectral bitmaps and grids interpolate S and f
+    of neighbouring texels apart and multiply (emitters/envmap.py, media/grid.py)."""
+    f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+    S = spec(0.0)
+    if f > 0.0:
+        S = reflectance(rgb / f, lam)
+    return S, f
+
+
+@ti.func
+def texel_spectrum_adjoint(rgb, lam, dS, df):
+    """∂(<dS, S> + df f)/∂rgb for (S, f) = texel_spectrum(rgb, λ): with u = rgb / f, ∂u_a/∂rgb_b = δ_ab / f −
+    2 u_a δ_bm / f and ∂f/∂rgb_b = 2 δ_bm (m = max_channel; at black, f's one-sided derivative)."""
+    f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
+    g = vec3(0.0)
+    gu_u = 0.0
+    if f > 0.0:
+        u = rgb / f
+        gu = reflectance_adjoint(u, lam, dS)
+        g = gu / f
+        gu_u = gu.dot(u) / f
+    g[max_channel(rgb)] += 2.0 * (df - gu_u)
+    return g
+
+
+@ti.func
 def nonzero(c):
     """Whether any lane of a colour of the walk (any lane count) is not 0."""
     res = False

@@ -56,10 +56,9 @@ def _lifted(st: ti.template(), tid, uv, lam):
     F = 0.0
     for k in range(4):                 # a runtime loop: one upsampling in the megakernel
         off, wt = tex_corner(st, tid, uv, k)
-        rgb = pool.value(st, off, st.tex_c[tid])
-        f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-        if wt != 0.0 and f > 0.0:
-            S += wt * variants.reflectance(rgb / f, lam)
+        if wt != 0.0:
+            s, f = variants.texel_spectrum(pool.value(st, off, st.tex_c[tid]), lam)
+            S += wt * s
             F += wt * f
     return S, F
 
@@ -181,7 +180,7 @@ class Envmap:
     @ti.func
     def eval_spectral_adjoint(st: ti.template(), e, d, lam, d_le):
         """Scatter ∂<d_le, eval_spectral(d, λ)>/∂texels into the pool (forward mode: its tangent, core/pool.py):
-        with dd = d_le W, ∂/∂S_k = w_k F dd and ∂/∂f_k = w_k <dd, S>, through u_k = rgb_k / f_k, f_k = 2 rgb_k[m]."""
+        with dd = d_le W, ∂/∂S_k = w_k F dd and ∂/∂f_k = w_k <dd, S> (variants.texel_spectrum_adjoint)."""
         tid = st.em_tex[e, 0]
         uv = _tex_uv(st, tid, dir_to_uv(st, e, d))
         c = st.tex_c[tid]
@@ -190,13 +189,8 @@ class Envmap:
         dS = dd.dot(S)
         for k in range(4):
             off, wt = tex_corner(st, tid, uv, k)
-            rgb = pool.value(st, off, c)
-            f = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-            if wt != 0.0 and f > 0.0:
-                u = rgb / f
-                gu = variants.reflectance_adjoint(u, lam, wt * F * dd)     # ∂/∂u_k
-                g = gu / f                                                  # ∂u_a/∂rgb_b = δ_ab/f − 2 u_a δ_bm / f
-                g[variants.max_channel(rgb)] += 2.0 * (wt * dS - gu.dot(u) / f)   # and ∂f/∂rgb_b = 2 δ_bm
+            if wt != 0.0:
+                g = variants.texel_spectrum_adjoint(pool.value(st, off, c), lam, wt * F * dd, wt * dS)
                 pool.add_gradient(st, off, c, g)
 
     @staticmethod

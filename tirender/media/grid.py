@@ -174,25 +174,16 @@ def volume_spectrum(st: ti.template(), tid, p, lam, d, adjoint: ti.template()):
     for k in range(8):
         off, wt = volume_corner(st, tid, p, k)
         if wt != 0.0:
-            rgb = pool.value(st, off, 3)
-            kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-            if kk > 0.0:               # variants.unbounded = k S(c(rgb / k))
-                A += wt * variants.unbounded(rgb, lam) / kk
-            B += wt * kk
+            s, f = variants.texel_spectrum(pool.value(st, off, 3), lam)
+            A += wt * s
+            B += wt * f
     if ti.static(adjoint):
         dA = d.dot(A)
         for k in range(8):
             off, wt = volume_corner(st, tid, p, k)
             if wt != 0.0:
-                rgb = pool.value(st, off, 3)
-                kk = 2.0 * ti.max(rgb[0], rgb[1], rgb[2])
-                m = variants.max_channel(rgb)
-                g = vec3(0.0)
-                if kk > 0.0:           # S = U / k: ∂<g, S> = ∂<g, U> / k - <g, U> ∂k / k²
-                    g = B * variants.unbounded_adjoint(rgb, lam, d) / kk
-                    g[m] -= B * d.dot(variants.unbounded(rgb, lam)) * 2.0 / (kk * kk)
-                g[m] += 2.0 * dA
-                pool.add_gradient(st, off, 3, wt * g)
+                g = variants.texel_spectrum_adjoint(pool.value(st, off, 3), lam, (wt * B) * d, wt * dA)
+                pool.add_gradient(st, off, 3, g)
     return A * B
 
 

@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from ..errors import ConfigError
+from ..integrators.registry import default_method
 from ..io.atomic import atomic_write_bytes
 from ..io.checkpoints import load_checkpoint, load_npy, save_checkpoint, save_npy
 from ..io.images import load_image, montage, save_image_set, save_png
@@ -44,7 +45,6 @@ from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 from .watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
-from ..integrators.registry import default_method
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
             "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch"}
