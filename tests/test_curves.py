@@ -147,6 +147,19 @@ def test_control_point_gradient_vs_finite_differences(tmp_path, u):
     assert_agree(g, f_, f"curve.control_points along {u[0]}")
 
 
+def test_mirrored_curve_keeps_an_outward_tube(tmp_path):
+    """A mirroring to_world moves the control points; the tube is built in world space, wound outwards."""
+    f = _write(tmp_path / "c.txt", [_loop()])
+    sc = tirender.load_scene({"sensor": {"film": {"width": 8, "height": 8}}, "emitters": [{"type": "constant"}],
+                              "shapes": [{"id": "c", "type": "bsplinecurve", "filename": f,
+                                          "to_world": {"scale": [-1.0, 1.0, 1.0]}}]})
+    s = sc.desc.shapes[0]
+    assert np.allclose(sc.params["c.control_points"][:, 0], -_loop()[:, 0], atol=1e-6)
+    p, fc = s.positions.astype(np.float64), s.faces
+    cr = np.cross(p[fc[:, 1]] - p[fc[:, 0]], p[fc[:, 2]] - p[fc[:, 0]])
+    assert np.all(np.einsum("ij,ij->i", cr, s.normals[fc[:, 0]]) > 0)
+
+
 def test_curve_errors(tmp_path):
     f = _write(tmp_path / "c.txt", [_helix(5)])
     base = {"sensor": {"film": {"width": 8, "height": 8}}, "emitters": [{"type": "constant"}]}

@@ -544,8 +544,8 @@ class _Builder:
         bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
         if hf is not None or t == CURVE:
             bad[:] = False       # displaced at bind time (scene/heightfield.py) / moved by control points: kept
-            if np.linalg.det(m[:3, :3]) < 0:          # transform_mesh flipped the winding: flip the codes too
-                hf["codes"] = hf["codes"][:, [0, 2, 1]]
+        if hf is not None and np.linalg.det(m[:3, :3]) < 0:   # transform_mesh flipped the winding: the codes too
+            hf["codes"] = hf["codes"][:, [0, 2, 1]]
         attributes = dict(mesh.get("attributes") or {})
         if bad.any():
             self.degenerate.append((key, int(bad.sum())))    # one warning for all shapes: degenerate_warning
@@ -559,7 +559,7 @@ class _Builder:
             normals = -normals
         if flip:
             faces = faces[:, [0, 2, 1]]
-        diff = boolean(spec.get("differentiable", t == CURVE), self.file, f"{key}.differentiable") or t == CURVE
+        diff = t == CURVE or boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
         if diff:
             if hf is not None:
                 raise ConfigError("a heightfield's geometry is its height texture; 'differentiable' is for meshes",
