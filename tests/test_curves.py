@@ -1,6 +1,6 @@
-"""Mitsuba's bsplinecurve (scene/curves.py): its file format and errors, the tube's adjoint and tangent against
-central differences in float64, the image against Mitsuba 3's by Mitsuba's Z-test (scalar_rgb, skipped without
-mitsuba), and a whole-render gradient of the control points against finite differences."""
+"""Mitsuba's bsplinecurve and linearcurve (scene/curves.py): their file format and errors, the tubes' adjoint and
+tangent against central differences in float64, the images against Mitsuba 3's by Mitsuba's Z-test (scalar_rgb,
+skipped without mitsuba), and whole-render gradients of the control points against finite differences."""
 import os
 import sys
 
@@ -9,7 +9,7 @@ import pytest
 
 import tirender
 from tirender.errors import ConfigError
-from tirender.scene.curves import CurveBody, Tube, curve_mesh, read_curves
+from tirender.scene.curves import CurveBody, LinearTube, Tube, curve_mesh, read_curves
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import mitsuba_suite as suite  # noqa: E402
@@ -45,6 +45,10 @@ def test_file_format_and_errors(tmp_path):
         (tmp_path / "bad.txt").write_text(body)
         with pytest.raises(ConfigError, match=msg):
             read_curves(str(tmp_path / "bad.txt"))
+    (tmp_path / "lin.txt").write_text("0 0 0 0.1\n1 0 0 0.1\n\n2 0 0 0.1\n")   # a linear curve of 1 point
+    assert [len(c) for c in read_curves(f, 2)] == [5, 7]
+    with pytest.raises(ConfigError, match="a linear curve needs at least 2 control points"):
+        read_curves(str(tmp_path / "lin.txt"), 2)
 
 
 def test_tube_follows_the_bspline():
@@ -64,9 +68,51 @@ def test_tube_follows_the_bspline():
     assert v[0] == 0 and abs(v[-1] - 1) < 1e-6 and np.all(np.diff(v) > 0)
 
 
-def test_tube_adjoint_and_tangent_vs_central_differences_f64():
+def test_linear_tube_is_frustums_and_spheres():
+    """Per segment a frustum whose end rings (radius w r) lie in the planes normal to the segment through its two
+    points; at every point a closed sphere of radius w r wound outwards; v = (segment + t) / segments."""
+    ctrl = _helix(5)
+    lt = LinearTube([ctrl[:2], ctrl[2:]])
+    lt.transport(ctrl)
+    tube, w = lt.tube, lt.tube.w
+    P = lt.positions(ctrl)
+    rings = P[:lt.n_tube].reshape(-1, tube.sides, 3)
+    assert len(rings) == 2 * 3                                     # segments (0, 1), (2, 3), (3, 4)
+    for r, (a, b) in enumerate([(0, 1), (2, 3), (3, 4)]):
+        axis = (ctrl[b, :3] - ctrl[a, :3]) / np.linalg.norm(ctrl[b, :3] - ctrl[a, :3])
+        for end, i in ((0, a), (1, b)):
+            off = rings[2 * r + end] - ctrl[i, :3]
+            assert np.allclose(np.linalg.norm(off, axis=1), w * ctrl[i, 3]) and np.abs(off @ axis).max() < 1e-9
+    n = lt.n_tube + lt.n_caps
+    assert np.allclose(P[lt.n_tube:n], ctrl[[0, 1, 2, 3, 3, 4], :3])                # the caps' centres
+    sph = P[n:].reshape(len(ctrl), -1, 3)
+    assert np.allclose(np.linalg.norm(sph - ctrl[:, None, :3], axis=2), w * ctrl[:, 3:4])
+    fc = lt.joints.faces
+    js = P[n:]
+    cr = np.cross(js[fc[:, 1]] - js[fc[:, 0]], js[fc[:, 2]] - js[fc[:, 0]])
+    centre = np.repeat(ctrl[:, :3], len(lt.joints.U), 0)[fc[:, 0]]
+    assert np.all(np.einsum("ij,ij->i", cr, js[fc].mean(1) - centre) > 0)          # outwards
+    edges = np.sort(np.concatenate([fc[:, [0, 1]], fc[:, [1, 2]], fc[:, [2, 0]]]), 1)
+    _, counts = np.unique(edges, axis=0, return_counts=True)
+    assert np.all(counts == 2)                                                       # every edge twice: closed
+    fc = lt.faces                                                                    # the frustums are closed too
+    edges = np.sort(np.concatenate([fc[:, [0, 1]], fc[:, [1, 2]], fc[:, [2, 0]]]), 1)
+    assert np.all(np.unique(edges, axis=0, return_counts=True)[1] == 2)
+    cr = np.cross(P[fc[:, 1]] - P[fc[:, 0]], P[fc[:, 2]] - P[fc[:, 0]])              # caps wound outwards
+    for j, (a, b) in enumerate([(0, 1), (2, 3), (3, 4)]):
+        axis = ctrl[b, :3] - ctrl[a, :3]
+        for end, sign in ((0, -1), (1, 1)):
+            rows = np.flatnonzero(fc[:, 0] == lt.n_tube + 2 * j + end)
+            assert len(rows) == tube.sides and np.all(sign * (cr[rows] @ axis) > 0)
+    v = lt.uvs[:, 1]
+    assert np.allclose(v[:lt.n_tube].reshape(-1, tube.sides)[:, 0], [0, 1 / 3, 1 / 3, 2 / 3, 2 / 3, 1])
+    assert np.allclose(v[n:].reshape(len(ctrl), -1)[:, 0], [0, 1 / 3, 1 / 3, 2 / 3, 1])
+
+
+@pytest.mark.parametrize("linear", [False, True], ids=["bspline", "linear"])
+def test_tube_adjoint_and_tangent_vs_central_differences_f64(linear):
     ctrl = _helix(9)
-    m = curve_mesh([ctrl[:5], ctrl[4:]], np.diag([1.5, 1.0, 0.8, 1.0]))
+    m = curve_mesh([ctrl[:5], ctrl[4:]], np.diag([1.5, 1.0, 0.8, 1.0]), linear=linear)
     tube, world = m["curve"]
     rng = np.random.default_rng(0)
     gP = rng.normal(size=(len(m["positions"]), 3))
@@ -88,14 +134,14 @@ def test_tube_adjoint_and_tangent_vs_central_differences_f64():
     assert max(errs) < 1e-6, errs
 
 
-def _xml(curve_file, spp="$spp"):
+def _xml(curve_file, spp="$spp", kind="bsplinecurve"):
     return f"""<scene version="3.0.0">
   <default name="spp" value="16"/>
   <integrator type="moment"><integrator type="direct"/></integrator>
   {xml_sensor("0, -2.5, 3", "0, 0, 0", "0, 0, 1", 40, 48, 40, spp)}
   <shape type="rectangle"><transform name="to_world"><scale value="2"/></transform>
     <bsdf type="diffuse"><rgb name="reflectance" value="0.7"/></bsdf></shape>
-  <shape type="bsplinecurve" id="curve"><string name="filename" value="{curve_file}"/>
+  <shape type="{kind}" id="curve"><string name="filename" value="{curve_file}"/>
     <transform name="to_world"><scale value="1.2"/><translate z="0.6"/></transform>
     <bsdf type="diffuse"><rgb name="reflectance" value="0.2, 0.3, 0.8"/></bsdf></shape>
   <shape type="rectangle"><transform name="to_world"><scale value="0.7"/><rotate x="1" angle="180"/>
@@ -104,20 +150,28 @@ def _xml(curve_file, spp="$spp"):
 """
 
 
-def test_curve_matches_mitsuba(tmp_path):
-    """Mitsuba's Z-test against Mitsuba 3's image of the same file (two closed curves in one file with varying
-    radii, to_world moving the points but not the radii) at 4096 spp with its per-pixel variance. (Open ends
-    differ: Mitsuba culls a curve's back faces, so a ray into an open end sees through it, where tirender's
-    tube shows its inside.)"""
+def _zigzag():
+    """Two linear curves: four points of one radius (joints bent both ways), two of growing radius (a cone)."""
+    return [np.array([[-0.6, -0.3, 0.0, 0.08], [-0.2, 0.3, 0.1, 0.08], [0.3, -0.2, 0.2, 0.08], [0.6, 0.3, 0.05, 0.08]]),
+            np.array([[-0.5, 0.5, 0.0, 0.05], [0.5, 0.6, 0.3, 0.1]])]
+
+
+@pytest.mark.parametrize("kind", ["bsplinecurve", "linearcurve"])
+def test_curve_matches_mitsuba(tmp_path, kind):
+    """Mitsuba's Z-test against Mitsuba 3's image of the same file at 4096 spp with its per-pixel variance: two
+    closed B-spline curves in one file with varying radii, to_world moving the points but not the radii; two linear
+    curves, one bent at its joints, one a cone. (Open B-spline ends differ: Mitsuba culls a curve's back faces, so
+    a ray into an open end sees through it, where tirender's tube shows its inside; linear curves are capped.)"""
     mi = pytest.importorskip("mitsuba")
     mi.set_variant("scalar_rgb")
     f = tmp_path / "curve.xml"
-    f.write_text(_xml(_write(tmp_path / "c.txt", [_loop(), _loop(7, 0.25, 0.45, 0.03)])))
+    curves = [_loop(), _loop(7, 0.25, 0.45, 0.03)] if kind == "bsplinecurve" else _zigzag()
+    f.write_text(_xml(_write(tmp_path / "c.txt", curves), kind=kind))
     ref = np.array(mi.render(mi.load_file(str(f), spp=4096)), np.float64)
     m1, var = ref[..., 3:6], ref[..., 6:9] - ref[..., 3:6] ** 2
     spp = 256
     sc = tirender.load_scene(str(f))
-    assert sc.params["curve.control_points"].shape == (23, 4)
+    assert sc.params["curve.control_points"].shape == (sum(len(c) for c in curves), 4)
     ours = suite.to_xyz(tirender.render(sc, spp=spp, seed=0, progress=False))
     ok, frac, pmin, alpha = suite.ztest(ours, spp, m1, var)
     assert ok, (frac, pmin, alpha, ours.mean((0, 1)), m1.mean((0, 1)))
@@ -125,23 +179,25 @@ def test_curve_matches_mitsuba(tmp_path):
 
 @pytest.mark.parametrize("u", [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
 def test_control_point_gradient_vs_finite_differences(tmp_path, u):
-    """direct_projective's default gradient method (prb_attached: edges and attached vertices) moving a closed curve
-    sideways and thickening it, against central differences with correlated random numbers. (Open tubes are left
-    out: the geometry gradient of an open mesh whose inside is seen through its rim disagrees with the differences,
-    for a plain mesh as much as for a curve — the edge-sampling issue this file does not cover.)"""
+    """direct_projective's default gradient method (prb_attached: edges and attached vertices) moving a closed
+    B-spline curve sideways and thickening it, against central differences with correlated random numbers. (Open
+    tubes are left out: the geometry gradient of an open mesh whose inside is seen through its rim disagrees with
+    the differences, for a plain mesh as much as for a curve — the edge-sampling issue this file does not cover.
+    Linear curves too: their gradient disagrees with the differences, see docs/mitsuba.md's linearcurve row.)"""
     from gradcheck_util import assert_agree, projected_gradients
-    f = _write(tmp_path / "c.txt", [_loop()])
+    kind, curves = "bsplinecurve", [_loop()]
+    f = _write(tmp_path / "c.txt", curves)
     sc = tirender.load_scene({
         "integrator": {"type": "direct_projective"},
         "sensors": [camera([0, -2.5, 3], [0, 0, 0], fov=40, w=24, h=24, filt="box")],
         "shapes": [{"type": "rectangle", "to_world": [{"scale": 2}], "bsdf": {"type": "diffuse", "reflectance": 0.7}},
-                   {"id": "curve", "type": "bsplinecurve", "filename": f, "to_world": [{"translate": [0, 0, 0.6]}],
+                   {"id": "curve", "type": kind, "filename": f, "to_world": [{"translate": [0, 0, 0.6]}],
                     "bsdf": {"type": "diffuse", "reflectance": [0.2, 0.3, 0.8]}},
                    {"type": "rectangle", "emitter": {"type": "area", "radiance": 8.0},
                     "to_world": [{"scale": 0.7}, {"rotate": {"axis": [1, 0, 0], "angle": 180}},
                                  {"translate": [0.3, 0, 2.5]}]}]})
     w = np.random.default_rng(1).uniform(0, 1, (24, 24, 3)).astype(np.float32)
-    u = np.tile(np.float32(u), (len(_loop()), 1))
+    u = np.tile(np.float32(u), (len(curves[0]), 1))
     g, _ = projected_gradients(sc, "curve.control_points", u, w, 128, list(range(8)), [], 1e-3, method=None)
     _, f_ = projected_gradients(sc, "curve.control_points", u, w, 512, [], list(range(100, 108)), 1e-3)
     assert_agree(g, f_, f"curve.control_points along {u[0]}")

@@ -1,7 +1,15 @@
-"""Mitsuba's ``bsplinecurve`` (src/shapes/bsplinecurve.cpp) as a tube mesh with differentiable control points.
+"""Mitsuba's ``bsplinecurve`` and ``linearcurve`` (src/shapes/bsplinecurve.cpp, linearcurve.cpp) as tube meshes with
+differentiable control points.
 
 **File** (Mitsuba's format): one control point per line, ``x y z r`` (position, radius); an empty line starts a
-new curve; each curve has at least 4 points. ``to_world`` moves the positions, not the radii (as Mitsuba).
+new curve; each curve has at least 4 points (B-spline) or 2 (linear). ``to_world`` moves the positions, not the
+radii (as Mitsuba).
+
+**Linear curves** (Mitsuba's linearcurve: round segments joined by spherical joints, spherical end caps): per
+segment c_a -> c_b a frustum with rings of radius w r_a, w r_b at its ends in the planes normal to its axis, closed
+by flat caps (fans around c_a, c_b, inside the joints), and at every control point a UV sphere (``sides`` meridians, ``sides // 2`` bands) of radius w r_i: the union is the
+swept sphere of the segments where the radius is constant. v = (segment + t) / segments as Mitsuba's; u runs
+around the axis from the ring's reference direction (Mitsuba's from its local frame), at the joints around z.
 
 **Curve** (per curve of K points, K - 3 uniform cubic B-spline segments): on segment j with points c_j..c_{j+3},
 t in [0, 1],
@@ -35,9 +43,11 @@ from .deform import DERIVED, Deformable
 
 SIDES = 16     # vertices around a ring
 RINGS = 6      # rings per B-spline segment
+MIN_POINTS = {"bsplinecurve": 4, "linearcurve": 2}    # Mitsuba's curve shapes: the fewest control points per curve
+CURVES = tuple(MIN_POINTS)
 
 
-def read_curves(path):
+def read_curves(path, min_points=4):
     """Mitsuba's curve file -> list of (K_i, 4) float64 arrays (x, y, z, r); ConfigError on a malformed line."""
     curves, cur = [], []
     with open(path) as f:
@@ -61,8 +71,9 @@ def read_curves(path):
     if not curves:
         raise ConfigError("no control points were read", path, "filename")
     for c in curves:
-        if len(c) < 4:
-            raise ConfigError(f"a B-spline curve needs at least 4 control points (one has {len(c)})", path,
+        if len(c) < min_points:
+            kind = "a B-spline" if min_points == 4 else "a linear"
+            raise ConfigError(f"{kind} curve needs at least {min_points} control points (one has {len(c)})", path,
                               "filename")
     return [np.array(c, np.float64) for c in curves]
 
@@ -80,17 +91,31 @@ class Tube:
     """The tube mesh's topology and the linear maps from control points to the rings' centres, radii and
     derivatives: W (N_rings, K_total) and dW (N_rings, K_total) sparse-as-dense weights (curves are small)."""
 
-    def __init__(self, curves, sides=SIDES, rings=RINGS):
+    def __init__(self, curves, sides=SIDES, rings=RINGS, linear=False):
+        """linear: one frustum per segment of consecutive points (two rings of its own), else uniform cubic
+        B-spline segments of ``rings`` rings each, shared at the joins."""
         self.sides = int(sides)
         counts = [len(c) for c in curves]
         K = sum(counts)
-        n_seg = sum(k - 3 for k in counts)
+        n_seg = sum(k - (1 if linear else 3) for k in counts)
         Ws, dWs, vs, ring_first = [], [], [], []
         offset, seg = 0, 0
         B, dB = _basis(np.arange(rings + 1) / rings)
         for k in counts:
-            ring_first.append(sum(len(w) for w in Ws))
-            for j in range(k - 3):
+            if not linear:
+                ring_first.append(sum(len(w) for w in Ws))      # a strip of rings per curve
+            for j in range(k - (1 if linear else 3)):
+                if linear:                                       # a strip of two rings per segment
+                    ring_first.append(sum(len(w) for w in Ws))
+                    W = np.zeros((2, K))
+                    W[0, offset + j] = W[1, offset + j + 1] = 1.0
+                    dW = np.zeros((2, K))
+                    dW[:, offset + j], dW[:, offset + j + 1] = -1.0, 1.0
+                    Ws.append(W)
+                    dWs.append(dW)
+                    vs.append((seg + np.arange(2)) / n_seg)
+                    seg += 1
+                    continue
                 rows = slice(0 if j == 0 else 1, rings + 1)      # a segment's first ring is the last one's
                 W = np.zeros((rings + 1, K))
                 dW = np.zeros((rings + 1, K))
@@ -104,10 +129,10 @@ class Tube:
         self.W, self.dW = np.concatenate(Ws), np.concatenate(dWs)
         v = np.concatenate(vs)
         ring_first.append(len(self.W))
-        # faces between consecutive rings of a curve; vertex (i, k) = i * sides + k, the seam closed by index
+        # faces between consecutive rings of a strip; vertex (i, k) = i * sides + k, the seam closed by index
         S = self.sides
         faces = []
-        for c in range(len(counts)):
+        for c in range(len(ring_first) - 1):
             for i in range(ring_first[c], ring_first[c + 1] - 1):
                 k = np.arange(S)
                 a, b = i * S + k, i * S + (k + 1) % S
@@ -129,8 +154,8 @@ class Tube:
         return C, R, D, T
 
     def transport(self, ctrl):
-        """Fix the rings' reference directions by parallel transport along the rest curve (per curve, from a
-        direction normal to its first tangent)."""
+        """Fix the rings' reference directions by parallel transport along the rest curve (per strip of rings, from
+        a direction normal to its first tangent)."""
         _C, _R, _D, T = self.frame(ctrl)
         ref = np.zeros_like(T)
         for c in range(len(self.ring_first) - 1):
@@ -152,6 +177,13 @@ class Tube:
         n1, n2, _m = self._normals(T)
         ring = np.cos(self.theta)[None, :, None] * n1[:, None] + np.sin(self.theta)[None, :, None] * n2[:, None]
         return (C[:, None] + R[:, None, None] * ring).reshape(-1, 3)
+
+    def normals(self, ctrl):
+        """Radial unit vertex normals (N * sides, 3): from each ring's centre."""
+        C = self.frame(ctrl)[0]
+        nrm = self.positions(ctrl).reshape(len(C), self.sides, 3) - C[:, None]
+        nrm /= np.maximum(np.linalg.norm(nrm, axis=2, keepdims=True), 1e-30)
+        return nrm.reshape(-1, 3)
 
     def _normals(self, T):
         a = self.ref
@@ -201,20 +233,119 @@ class Tube:
         return (dC[:, None] + dR[:, None, None] * ring + R[:, None, None] * dring).reshape(-1, 3)
 
 
-def curve_mesh(curves, to_world, sides=SIDES, rings=RINGS):
-    """The tube mesh of curves (list of (K_i, 4) in object space) under to_world (positions only): dict(positions,
-    faces, normals (radial, ring by ring), uvs) and ``curve`` = (Tube, control points (K, 4) in world space)."""
+class Joints:
+    """Linear curves' spherical joints and end caps: at control point i a UV sphere (``sides`` meridians,
+    ``sides // 2`` bands, poles on z) of vertices P_ik = c_i + w r_i U_k, linear in the control points."""
+
+    def __init__(self, curves, sides=SIDES, w=1.0):
+        bands = max(sides // 2, 2)
+        th = np.pi * np.arange(1, bands) / bands
+        ph = 2 * np.pi * np.arange(sides) / sides
+        U = np.concatenate([[[0.0, 0.0, 1.0]],
+                            np.stack([np.outer(np.sin(th), np.cos(ph)), np.outer(np.sin(th), np.sin(ph)),
+                                      np.repeat(np.cos(th)[:, None], sides, 1)], 2).reshape(-1, 3),
+                            [[0.0, 0.0, -1.0]]])
+        S, nb = sides, bands - 1
+        k = np.arange(S)
+        f = [np.stack([np.zeros(S, int), 1 + k, 1 + (k + 1) % S], 1)]          # north cap, outward winding
+        for b in range(nb - 1):
+            a, c = 1 + b * S + k, 1 + b * S + (k + 1) % S
+            f += [np.stack([a, a + S, c], 1), np.stack([c, a + S, c + S], 1)]
+        last = 1 + nb * S
+        f.append(np.stack([last - S + k, np.full(S, last), last - S + (k + 1) % S], 1))
+        one = np.concatenate(f)
+        self.U, self.w, self.n_points = U, float(w), sum(len(c) for c in curves)
+        nu = len(U)
+        self.faces = np.concatenate([one + i * nu for i in range(self.n_points)]).astype(np.int64)
+        n_seg = sum(len(c) - 1 for c in curves)
+        v = np.concatenate([(o + np.arange(len(c))) / n_seg
+                            for o, c in zip(np.cumsum([0] + [len(c) - 1 for c in curves]), curves)])
+        u = (np.arctan2(U[:, 1], U[:, 0]) / (2 * np.pi)) % 1.0
+        self.uvs = np.stack([np.tile(u, self.n_points), np.repeat(v, nu)], 1).astype(np.float32)
+
+    def positions(self, ctrl):
+        c = np.asarray(ctrl, np.float64).reshape(-1, 4)
+        return (c[:, None, :3] + self.w * c[:, None, 3:4] * self.U[None]).reshape(-1, 3)
+
+    def normals(self, ctrl):
+        return np.tile(self.U, (self.n_points, 1))
+
+    def backward(self, ctrl, gP):
+        g = np.asarray(gP, np.float64).reshape(self.n_points, len(self.U), 3)
+        out = np.zeros((self.n_points, 4))
+        out[:, :3] = g.sum(1)
+        out[:, 3] = self.w * np.einsum("ikj,kj->i", g, self.U)
+        return out
+
+    def tangent(self, ctrl, dctrl):
+        return self.positions(dctrl)          # linear in the control points
+
+
+class LinearTube:
+    """A linear curve's mesh: the segments' frustums (a :class:`Tube`) closed by flat caps (fans around the
+    segment's end points, inside the joints), then the :class:`Joints`: closed pieces, so that no open rim is
+    seen through a joint (the geometry gradient's edges). The interface of :class:`Tube` (faces, uvs, positions,
+    normals, backward, tangent) over all."""
+
+    def __init__(self, curves, sides=SIDES):
+        self.tube = Tube(curves, sides, linear=True)
+        self.joints = Joints(curves, sides, self.tube.w)
+        S = self.sides = self.tube.sides
+        self.n_tube = len(self.tube.W) * S
+        # the caps' centres: the segments' end points (control point indices), vertex n_tube + 2 j (+ 1)
+        starts = np.concatenate([o + np.arange(len(c) - 1)
+                                 for o, c in zip(np.cumsum([0] + [len(c) for c in curves]), curves)])
+        self.cap_points = np.stack([starts, starts + 1], 1).reshape(-1)
+        k = np.arange(S)
+        caps = []
+        for j in range(len(starts)):
+            r0, r1, c0 = 2 * j * S, (2 * j + 1) * S, self.n_tube + 2 * j
+            caps += [np.stack([np.full(S, c0), r0 + (k + 1) % S, r0 + k], 1),           # facing -T
+                     np.stack([np.full(S, c0 + 1), r1 + k, r1 + (k + 1) % S], 1)]       # facing +T
+        self.n_caps = len(self.cap_points)
+        self.faces = np.concatenate([self.tube.faces] + caps + [self.joints.faces + self.n_tube + self.n_caps])
+        cap_uv = np.stack([np.zeros(self.n_caps), self.tube.uvs[::S, 1]], 1).astype(np.float32)
+        self.uvs = np.concatenate([self.tube.uvs, cap_uv, self.joints.uvs])
+
+    def transport(self, ctrl):
+        self.tube.transport(ctrl)
+
+    def _split(self, a):
+        a = np.asarray(a, np.float64).reshape(-1, 3)
+        n = self.n_tube + self.n_caps
+        return a[:self.n_tube], a[self.n_tube:n], a[n:]
+
+    def positions(self, ctrl):
+        c = np.asarray(ctrl, np.float64).reshape(-1, 4)
+        return np.concatenate([self.tube.positions(c), c[self.cap_points, :3], self.joints.positions(c)])
+
+    def normals(self, ctrl):
+        T = self.tube.frame(ctrl)[3]
+        return np.concatenate([self.tube.normals(ctrl), T * np.tile([-1.0, 1.0], len(T) // 2)[:, None],
+                               self.joints.normals(ctrl)])
+
+    def backward(self, ctrl, gP):
+        g_tube, g_caps, g_joints = self._split(gP)
+        out = self.tube.backward(ctrl, g_tube) + self.joints.backward(ctrl, g_joints)
+        np.add.at(out[:, :3], self.cap_points, g_caps)
+        return out
+
+    def tangent(self, ctrl, dctrl):
+        d = np.asarray(dctrl, np.float64).reshape(-1, 4)
+        return np.concatenate([self.tube.tangent(ctrl, d), d[self.cap_points, :3], self.joints.tangent(ctrl, d)])
+
+
+def curve_mesh(curves, to_world, sides=SIDES, rings=RINGS, linear=False):
+    """The mesh of curves (list of (K_i, 4) in object space) under to_world (positions only): a B-spline tube or
+    (linear) a :class:`LinearTube`: dict(positions, faces, normals, uvs) and ``curve`` = (the tube, control points
+    (K, 4) in world space)."""
     ctrl = np.concatenate(curves)
     m = np.asarray(to_world, np.float64)
     ctrl[:, :3] = ctrl[:, :3] @ m[:3, :3].T + m[:3, 3]
-    tube = Tube(curves, sides, rings)
+    tube = LinearTube(curves, sides) if linear else Tube(curves, sides, rings)
     tube.transport(ctrl)
-    P = tube.positions(ctrl)
-    C = tube.frame(ctrl)[0]
-    nrm = P.reshape(len(C), tube.sides, 3) - C[:, None]
-    nrm /= np.maximum(np.linalg.norm(nrm, axis=2, keepdims=True), 1e-30)
-    return dict(positions=P.astype(np.float32), faces=tube.faces.astype(np.int32),
-                normals=nrm.reshape(-1, 3).astype(np.float32), uvs=tube.uvs, curve=(tube, ctrl))
+    return dict(positions=tube.positions(ctrl).astype(np.float32), faces=tube.faces.astype(np.int32),
+                normals=tube.normals(ctrl).astype(np.float32), uvs=tube.uvs, curve=(tube, ctrl))
 
 
 class CurveBody(Deformable):

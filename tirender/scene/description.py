@@ -27,6 +27,7 @@ from ..spectra import sampled as _spectra
 from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
 from . import instances
 from . import shapes as builtin
+from .curves import CURVES
 from . import spectra as scene_spectra
 from .transforms import parse_transform
 
@@ -81,11 +82,10 @@ class Shape:
     differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
     group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
-    curve: tuple = None        # bsplinecurve: (curves.Tube, control points (K, 4) in world space)
+    curve: tuple = None        # bsplinecurve, linearcurve: (curves.Tube / LinearTube, control points (K, 4), world)
 
 
 MESH_FILES = ("obj", "ply", "serialized")   # shape types read from a mesh file (scene/mesh_io.py)
-CURVE = "bsplinecurve"                      # Mitsuba's B-spline curve, a tube mesh (scene/curves.py)
 # reconstruction filters (core/film.py) -> the keys each takes besides "type"
 FILTER_KEYS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}
 
@@ -508,16 +508,17 @@ class _Builder:
                 mesh = builtin.BUILTIN[t]()
         elif t in MESH_FILES:
             mesh = self.mesh_file(t, spec, key)
-        elif t != CURVE:
+        elif t not in CURVES:
             raise ConfigError(f"unknown shape type '{t}' (expected one of: {', '.join(MESH_FILES)}, "
-                              f"{', '.join(builtin.BUILTIN)}, {CURVE}, shapegroup, instance)", self.file, f"{key}.type")
+                              f"{', '.join(builtin.BUILTIN)}, {', '.join(CURVES)}, shapegroup, instance)", self.file,
+                              f"{key}.type")
         m = parse_transform(spec.get("to_world"), self.file, f"{key}.to_world")
         if hf is not None:
             if abs(np.linalg.det(m[:3, :3])) < 1e-30:
                 raise ConfigError("to_world is singular", self.file, f"{key}.to_world")
             hf["to_world"] = m
-        if t == CURVE:
-            mesh = self.curve(spec, m, key)       # to_world moves the control points (not their radii)
+        if t in CURVES:
+            mesh = self.curve(t, spec, m, key)       # to_world moves the control points (not their radii)
         else:
             mesh = builtin.transform_mesh(mesh, m)
         pos = mesh["positions"]
@@ -542,7 +543,7 @@ class _Builder:
         area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
         ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
         bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
-        if hf is not None or t == CURVE:
+        if hf is not None or t in CURVES:
             bad[:] = False       # displaced at bind time (scene/heightfield.py) / moved by control points: kept
         if hf is not None and np.linalg.det(m[:3, :3]) < 0:   # transform_mesh flipped the winding: the codes too
             hf["codes"] = hf["codes"][:, [0, 2, 1]]
@@ -559,7 +560,7 @@ class _Builder:
             normals = -normals
         if flip:
             faces = faces[:, [0, 2, 1]]
-        diff = t == CURVE or boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
+        diff = t in CURVES or boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
         if diff:
             if hf is not None:
                 raise ConfigError("a heightfield's geometry is its height texture; 'differentiable' is for meshes",
@@ -580,7 +581,7 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        kind = {"sphere": "sphere", CURVE: "curve"}.get(t, "mesh")
+        kind = "sphere" if t == "sphere" else "curve" if t in CURVES else "mesh"
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
                   differentiable=kind if diff else "", curve=mesh.get("curve"))
         s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
@@ -595,21 +596,22 @@ class _Builder:
                                   f"{key}.emitter")
             s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
 
-    def curve(self, spec, m, key):
-        """The tube mesh of a bsplinecurve shape (scene/curves.py) read from its file, placed by to_world m."""
-        from .curves import curve_mesh, read_curves
+    def curve(self, t, spec, m, key):
+        """The tube mesh of a bsplinecurve or linearcurve shape (scene/curves.py) read from its file, placed by
+        to_world m."""
+        from .curves import MIN_POINTS, curve_mesh, read_curves
         for k in ("flip_normals", "face_normals"):
             if k in spec:
                 raise ConfigError(f"'{k}' does not apply to a curve (an open tube, normals outwards)", self.file,
                                   f"{key}.{k}")
         path = self.path(spec.get("filename"), f"{key}.filename")
         try:
-            curves = read_curves(path)
+            curves = read_curves(path, MIN_POINTS[t])
         except ConfigError as e:
             raise ConfigError(f"{e.file}: {e.problem}", self.file, f"{key}.filename") from None
         except OSError as e:
             raise ConfigError(f"cannot read {path}: {e.strerror}", self.file, f"{key}.filename") from None
-        return curve_mesh(curves, m)
+        return curve_mesh(curves, m, linear=t == "linearcurve")
 
     def mesh_file(self, t, spec, key):
         """The mesh of an obj / ply / serialized shape (scene/mesh_io.py), uvs flipped as Mitsuba's loaders do.

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ConfigError
 from . import shapes as builtin
 from . import transforms as tf
+from .curves import CURVES
 
 # Mitsuba property name -> tirender key, per (family, type); only where the names differ.
 RENAMES = {
@@ -47,7 +48,7 @@ IGNORED = {
 # silhouette within ~1e-4 (the parity envmap scene's ball gradient: -0.9 % at 64 segments, -0.5 % at 256)
 SPHERE_SEGMENTS = 256
 MESH_FILES = ("obj", "ply", "serialized")    # Mitsuba's mesh plugins that read a file (serialized: + shape_index)
-SHAPES = MESH_FILES + tuple(builtin.BUILTIN) + ("bsplinecurve",)
+SHAPES = MESH_FILES + tuple(builtin.BUILTIN) + CURVES
 FILTERS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}   # Mitsuba rfilters -> their properties
 
 
@@ -684,7 +685,7 @@ class _Importer:
         keys = {"to_world", "flip_normals", "face_normals"}
         keys |= {"filename", "flip_tex_coords"} if t in ("obj", "ply") else set()
         keys |= {"filename", "shape_index"} if t == "serialized" else set()
-        keys |= {"filename"} if t == "bsplinecurve" else set()
+        keys |= {"filename"} if t in CURVES else set()
         keys |= {"center", "radius"} if t == "sphere" else set()
         keys |= {"p0", "p1", "radius"} if t == "cylinder" else set()
         p = self.props(n, "shape", t, keys | {"interior", "exterior", "bsdf"},
@@ -709,8 +710,8 @@ class _Importer:
         for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords", "shape_index"):
             if k in p:
                 spec[k] = p.pop(k)
-        if (t in MESH_FILES or t == "bsplinecurve") and "filename" not in spec:
-            raise self.err(n, f"a {'curve' if t == 'bsplinecurve' else 'mesh'} needs a filename")
+        if (t in MESH_FILES or t in CURVES) and "filename" not in spec:
+            raise self.err(n, f"a {'curve' if t in CURVES else 'mesh'} needs a filename")
         if "bsdf" in p:
             spec["bsdf"] = p.pop("bsdf")
         for side in ("interior", "exterior"):
