@@ -84,7 +84,9 @@ def test_linear_tube_is_frustums_and_spheres():
             off = rings[2 * r + end] - ctrl[i, :3]
             assert np.allclose(np.linalg.norm(off, axis=1), w * ctrl[i, 3]) and np.abs(off @ axis).max() < 1e-9
     n = lt.n_tube + lt.n_caps
-    assert np.allclose(P[lt.n_tube:n], ctrl[[0, 1, 2, 3, 3, 4], :3])                # the caps' centres
+    caps = P[lt.n_tube:n].reshape(6, tube.sides + 1, 3)
+    assert np.allclose(caps[:, -1], ctrl[[0, 1, 2, 3, 3, 4], :3])                     # the caps' centres
+    assert np.allclose(caps[:, :-1], rings)                                           # and the rings' copies
     sph = P[n:].reshape(len(ctrl), -1, 3)
     assert np.allclose(np.linalg.norm(sph - ctrl[:, None, :3], axis=2), w * ctrl[:, 3:4])
     fc = lt.joints.faces
@@ -95,14 +97,15 @@ def test_linear_tube_is_frustums_and_spheres():
     edges = np.sort(np.concatenate([fc[:, [0, 1]], fc[:, [1, 2]], fc[:, [2, 0]]]), 1)
     _, counts = np.unique(edges, axis=0, return_counts=True)
     assert np.all(counts == 2)                                                       # every edge twice: closed
-    fc = lt.faces                                                                    # the frustums are closed too
-    edges = np.sort(np.concatenate([fc[:, [0, 1]], fc[:, [1, 2]], fc[:, [2, 0]]]), 1)
+    fc = lt.faces                                          # the frustums are closed too (as positions)
+    key = np.unique(np.round(P, 9), axis=0, return_inverse=True)[1].reshape(-1)
+    edges = np.sort(np.concatenate([key[fc[:, [0, 1]]], key[fc[:, [1, 2]]], key[fc[:, [2, 0]]]]), 1)
     assert np.all(np.unique(edges, axis=0, return_counts=True)[1] == 2)
     cr = np.cross(P[fc[:, 1]] - P[fc[:, 0]], P[fc[:, 2]] - P[fc[:, 0]])              # caps wound outwards
     for j, (a, b) in enumerate([(0, 1), (2, 3), (3, 4)]):
         axis = ctrl[b, :3] - ctrl[a, :3]
         for end, sign in ((0, -1), (1, 1)):
-            rows = np.flatnonzero(fc[:, 0] == lt.n_tube + 2 * j + end)
+            rows = np.flatnonzero(fc[:, 0] == lt.n_tube + (2 * j + end) * (tube.sides + 1) + tube.sides)
             assert len(rows) == tube.sides and np.all(sign * (cr[rows] @ axis) > 0)
     v = lt.uvs[:, 1]
     assert np.allclose(v[:lt.n_tube].reshape(-1, tube.sides)[:, 0], [0, 1 / 3, 1 / 3, 2 / 3, 2 / 3, 1])

@@ -7,7 +7,8 @@ radii (as Mitsuba).
 
 **Linear curves** (Mitsuba's linearcurve: round segments joined by spherical joints, spherical end caps): per
 segment c_a -> c_b a frustum with rings of radius w r_a, w r_b at its ends in the planes normal to its axis, closed
-by flat caps (fans around c_a, c_b, inside the joints), and at every control point a UV sphere (``sides`` meridians, ``sides // 2`` bands) of radius w r_i: the union is the
+by flat caps (fans around c_a, c_b, inside the joints, on their own vertices: the frustum's vertex normals stay
+radial), and at every control point a UV sphere (``sides`` meridians, ``sides // 2`` bands) of radius w r_i: the union is the
 swept sphere of the segments where the radius is constant. v = (segment + t) / segments as Mitsuba's; u runs
 around the axis from the ring's reference direction (Mitsuba's from its local frame), at the joints around z.
 
@@ -283,56 +284,68 @@ class Joints:
 
 class LinearTube:
     """A linear curve's mesh: the segments' frustums (a :class:`Tube`) closed by flat caps (fans around the
-    segment's end points, inside the joints), then the :class:`Joints`: closed pieces, so that no open rim is
-    seen through a joint (the geometry gradient's edges). The interface of :class:`Tube` (faces, uvs, positions,
-    normals, backward, tangent) over all."""
+    segment's end points, inside the joints, on copies of the end rings' vertices so that the frustums' vertex
+    normals stay radial), then the :class:`Joints`: closed pieces, so that no open rim is seen through a joint.
+    The interface of :class:`Tube` (faces, uvs, positions, normals, backward, tangent) over all."""
 
     def __init__(self, curves, sides=SIDES):
         self.tube = Tube(curves, sides, linear=True)
         self.joints = Joints(curves, sides, self.tube.w)
         S = self.sides = self.tube.sides
         self.n_tube = len(self.tube.W) * S
-        # the caps' centres: the segments' end points (control point indices), vertex n_tube + 2 j (+ 1)
+        # cap e (ring e of the tube: segment e // 2, its start or end) = the ring's S vertices copied, then its
+        # centre (the segment's end point, a control point): vertices n_tube + e (S + 1) + (0 .. S)
         starts = np.concatenate([o + np.arange(len(c) - 1)
                                  for o, c in zip(np.cumsum([0] + [len(c) for c in curves]), curves)])
         self.cap_points = np.stack([starts, starts + 1], 1).reshape(-1)
+        n_rings = len(self.cap_points)
         k = np.arange(S)
         caps = []
-        for j in range(len(starts)):
-            r0, r1, c0 = 2 * j * S, (2 * j + 1) * S, self.n_tube + 2 * j
-            caps += [np.stack([np.full(S, c0), r0 + (k + 1) % S, r0 + k], 1),           # facing -T
-                     np.stack([np.full(S, c0 + 1), r1 + k, r1 + (k + 1) % S], 1)]       # facing +T
-        self.n_caps = len(self.cap_points)
+        for e in range(n_rings):
+            b = self.n_tube + e * (S + 1)
+            if e % 2 == 0:
+                caps.append(np.stack([np.full(S, b + S), b + (k + 1) % S, b + k], 1))     # facing -T
+            else:
+                caps.append(np.stack([np.full(S, b + S), b + k, b + (k + 1) % S], 1))     # facing +T
+        self.n_caps = n_rings * (S + 1)
         self.faces = np.concatenate([self.tube.faces] + caps + [self.joints.faces + self.n_tube + self.n_caps])
-        cap_uv = np.stack([np.zeros(self.n_caps), self.tube.uvs[::S, 1]], 1).astype(np.float32)
+        v = self.tube.uvs[::S, 1]
+        cap_uv = np.stack([np.zeros(self.n_caps), np.repeat(v, S + 1)], 1).astype(np.float32)
         self.uvs = np.concatenate([self.tube.uvs, cap_uv, self.joints.uvs])
 
     def transport(self, ctrl):
         self.tube.transport(ctrl)
 
+    def _caps(self, ring_values, centres):
+        """The caps' vertex rows from the tube's ring rows (n_tube, 3) and the centres (rings, 3)."""
+        r = ring_values.reshape(-1, self.sides, 3)
+        return np.concatenate([r, centres[:, None]], 1).reshape(-1, 3)
+
     def _split(self, a):
         a = np.asarray(a, np.float64).reshape(-1, 3)
         n = self.n_tube + self.n_caps
-        return a[:self.n_tube], a[self.n_tube:n], a[n:]
+        caps = a[self.n_tube:n].reshape(-1, self.sides + 1, 3)
+        return a[:self.n_tube] + caps[:, :self.sides].reshape(-1, 3), caps[:, self.sides], a[n:]
 
     def positions(self, ctrl):
         c = np.asarray(ctrl, np.float64).reshape(-1, 4)
-        return np.concatenate([self.tube.positions(c), c[self.cap_points, :3], self.joints.positions(c)])
+        P = self.tube.positions(c)
+        return np.concatenate([P, self._caps(P, c[self.cap_points, :3]), self.joints.positions(c)])
 
     def normals(self, ctrl):
-        T = self.tube.frame(ctrl)[3]
-        return np.concatenate([self.tube.normals(ctrl), T * np.tile([-1.0, 1.0], len(T) // 2)[:, None],
-                               self.joints.normals(ctrl)])
+        T = self.tube.frame(ctrl)[3] * np.tile([-1.0, 1.0], len(self.cap_points) // 2)[:, None]
+        return np.concatenate([self.tube.normals(ctrl), np.repeat(T, self.sides + 1, 0), self.joints.normals(ctrl)])
 
     def backward(self, ctrl, gP):
-        g_tube, g_caps, g_joints = self._split(gP)
+        g_tube, g_centres, g_joints = self._split(gP)      # the ring copies' gradients added to the rings'
         out = self.tube.backward(ctrl, g_tube) + self.joints.backward(ctrl, g_joints)
-        np.add.at(out[:, :3], self.cap_points, g_caps)
+        np.add.at(out[:, :3], self.cap_points, g_centres)
         return out
 
     def tangent(self, ctrl, dctrl):
         d = np.asarray(dctrl, np.float64).reshape(-1, 4)
-        return np.concatenate([self.tube.tangent(ctrl, d), d[self.cap_points, :3], self.joints.tangent(ctrl, d)])
+        dP = self.tube.tangent(ctrl, d)
+        return np.concatenate([dP, self._caps(dP, d[self.cap_points, :3]), self.joints.tangent(ctrl, d)])
 
 
 def curve_mesh(curves, to_world, sides=SIDES, rings=RINGS, linear=False):
