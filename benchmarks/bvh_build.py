@@ -260,28 +260,19 @@ def _sphere_config(a):
 
 
 # ----------------------------------------------------------------------------- load
-_TIRENDER_LOAD = r"""
+_LOAD = r"""
 import resource, sys, time
 t0 = time.perf_counter()
-import tirender
-tirender.init("cpu")
+{setup}
 t1, c1 = time.perf_counter(), time.process_time()
-sc = tirender.load_scene(sys.argv[1])
+sc = {load}(sys.argv[1])
 t2, c2 = time.perf_counter(), time.process_time()
-print("FROM", tirender.__file__)
-print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+{extra}print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
-
-_MITSUBA_LOAD = r"""
-import resource, sys, time
-t0 = time.perf_counter()
-import mitsuba as mi
-mi.set_variant("llvm_ad_rgb")
-t1, c1 = time.perf_counter(), time.process_time()
-sc = mi.load_file(sys.argv[1])
-t2, c2 = time.perf_counter(), time.process_time()
-print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-"""
+_TIRENDER_LOAD = _LOAD.format(setup='import tirender\ntirender.init("cpu")', load="tirender.load_scene",
+                              extra='print("FROM", tirender.__file__)\n')
+_MITSUBA_LOAD = _LOAD.format(setup='import mitsuba as mi\nmi.set_variant("llvm_ad_rgb")', load="mi.load_file",
+                             extra="")
 
 
 def _run_load(code, path, pythonpath):

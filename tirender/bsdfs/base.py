@@ -172,25 +172,26 @@ def _lookup(st: ti.template(), ctx, tid):
     """Texture tid (vec3, raw data) at the shading point: a bitmap at ctx.uv (textures.py), a volume texture
     (TEX_VOLUME) at the world position ctx.p (media/grid.py), a mesh attribute at the hit (mesh_attribute.py);
     0 for tid = -1. The volume and attribute branches are compiled only for storages that have them."""
-    res = vec3(0.0)
-    if _is_attribute(st, tid):
-        res = attr.eval_vec3(st, tid, ctx.tri, ctx.bary)
-    elif _is_volume(st, tid):
-        res = volume_eval(st, tid, ctx.p)
-    else:
-        res = tex_eval(st, tid, ctx.uv)
-    return res
+    return _by_texture_kind(st, ctx, tid, attr.eval_vec3, volume_eval, tex_eval)
 
 
 @ti.func
 def _lookup_tangent(st: ti.template(), ctx, tid):
+    """The forward-mode tangent of _lookup (the same branches)."""
+    return _by_texture_kind(st, ctx, tid, attr.eval_vec3_tangent, volume_eval_tangent, tex_eval_tangent)
+
+
+@ti.func
+def _by_texture_kind(st: ti.template(), ctx, tid, on_attribute: ti.template(), on_volume: ti.template(),
+                     on_bitmap: ti.template()):
+    """vec3 of texture tid by its kind: a mesh attribute at the hit, a volume at ctx.p, a bitmap at ctx.uv."""
     res = vec3(0.0)
     if _is_attribute(st, tid):
-        res = attr.eval_vec3_tangent(st, tid, ctx.tri, ctx.bary)
+        res = on_attribute(st, tid, ctx.tri, ctx.bary)
     elif _is_volume(st, tid):
-        res = volume_eval_tangent(st, tid, ctx.p)
+        res = on_volume(st, tid, ctx.p)
     else:
-        res = tex_eval_tangent(st, tid, ctx.uv)
+        res = on_bitmap(st, tid, ctx.uv)
     return res
 
 

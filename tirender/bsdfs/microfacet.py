@@ -34,7 +34,8 @@ within the fit's 0.35 %. The host-side numpy tables at the end (roughplastic) ar
 """
 import taichi as ti
 
-from ..core.math import PI, safe_sqrt, vec2, vec3
+from ..core.math import INV_PI, PI, safe_sqrt, vec2, vec3
+from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos
 
 ALPHA_MIN = 1e-4
 GGX, BECKMANN = "ggx", "beckmann"
@@ -372,6 +373,23 @@ def reflection_pdf(wi, wo, alpha):
     if wi.dot(h) > 0.0 and wo.dot(h) > 0.0:
         res = D(h, alpha) * smith_g1(wi, h, alpha) / (4.0 * wi[2])
     return res
+
+
+@ti.func
+def coated_pdf(ps, wi, wo, alpha):
+    """The plastics' (roughplastic, pplastic) mixture density: a visible-normal reflection with probability ps, a
+    cosine-weighted diffuse lobe otherwise: ps reflection_pdf + (1 - ps) cos θo / π."""
+    return ps * reflection_pdf(wi, wo, alpha) + (1.0 - ps) * (wo[2] * INV_PI)
+
+
+@ti.func
+def coat_grad_dirs(wi, wo, alpha, eta, cs):
+    """∂/∂wi, ∂/∂wo of the plastics' specular coat cs F(wi·h, η) D G1 G1 / (4 cos θi) (cs = <δ, specular>; F the
+    dielectric Fresnel reflectance): reflection_grad_dirs with Φ = cs F."""
+    h, hl, _ = half_vector(wi, wo)
+    c = wi.dot(h)
+    F, ct, ei, et = fresnel_dielectric(c, eta)
+    return reflection_grad_dirs(wi, wo, h, hl, alpha, cs * F, cs * fresnel_dielectric_dcos(c, eta))
 
 
 @ti.func

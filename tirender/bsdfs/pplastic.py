@@ -38,8 +38,7 @@ from ..variants import SPECTRUM, struct
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float, slot_float_adjoint, slot_rgb,
                    slot_rgb_adjoint)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect_m
-from .microfacet import (ggx_aniso_sample_visible, half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf,
-                         sample_visible_normal)
+from .microfacet import coat_grad_dirs, coated_pdf, ggx_aniso_sample_visible, reflection_lobe, sample_visible_normal
 from .roughconductor import (ANISO_KEYS, DISTRIBUTION, SAMPLE_VISIBLE, distribution_constant, fetch_alpha,
                              fetch_alpha_adjoint)
 
@@ -139,8 +138,7 @@ class PPlastic:
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        ps = prob_specular(p)
-        return ps * reflection_pdf(wi, wo, p.alpha) + (1.0 - ps) * (wo[2] * INV_PI)
+        return coated_pdf(prob_specular(p), wi, wo, p.alpha)
 
     @staticmethod
     @ti.func
@@ -185,11 +183,7 @@ class PPlastic:
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
         """The specular lobe through h and wi·h (reflection_grad_dirs), the diffuse one through cos θi, cos θo."""
-        h, hl, _ = half_vector(wi, wo)
-        c = wi.dot(h)
-        cs = d_out.dot(p.specular)
-        gwi, gwo = reflection_grad_dirs(wi, wo, h, hl, p.alpha, cs * _fresnel(c, p.eta),
-                                        cs * fresnel_dielectric_dcos(c, p.eta))
+        gwi, gwo = coat_grad_dirs(wi, wo, p.alpha, p.eta, d_out.dot(p.specular))
         r_i, r_o, d = _diffuse_terms(p, wi, wo)
         cd = d_out.dot(p.reflectance) * INV_PI
         gwi[2] -= cd * (1.0 - r_o) * fresnel_dielectric_dcos(wi[2], p.eta) * wo[2]

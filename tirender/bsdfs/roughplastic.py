@@ -34,9 +34,9 @@ from ..variants import SPECTRUM, spec, struct
 from .base import (SMOOTH, BsdfSample, const, invalid_sample, one_sided, slot_float, slot_float_adjoint, slot_rgb,
                    slot_rgb_adjoint)
 from .dielectric import ior_constants
-from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m
-from .microfacet import (ROUGH_TRANSMITTANCE_RES, half_vector, reflection_grad_dirs, reflection_lobe, reflection_pdf,
-                         rough_plastic_tables, sample_visible_normal)
+from .fresnel import fresnel_dielectric, reflect_m
+from .microfacet import (ROUGH_TRANSMITTANCE_RES, coat_grad_dirs, coated_pdf, reflection_lobe, rough_plastic_tables,
+                         sample_visible_normal)
 from .microfacet import signed_alpha
 from .roughconductor import DISTRIBUTION, ROUGHNESS, SAMPLE_VISIBLE, distribution_constant
 
@@ -156,8 +156,7 @@ class RoughPlastic:
     @staticmethod
     @ti.func
     def pdf(p, wi, wo):
-        ps = prob_specular(p)
-        return ps * reflection_pdf(wi, wo, p.alpha) + (1.0 - ps) * (wo[2] * INV_PI)
+        return coated_pdf(prob_specular(p), wi, wo, p.alpha)
 
     @staticmethod
     @ti.func
@@ -190,11 +189,7 @@ class RoughPlastic:
     @ti.func
     def f_grad_dirs(p, wi, wo, d_out):
         """Coat: the reflection lobe with the dielectric F(wi·h); base: c wo_z t(wi_z) t(wo_z)."""
-        h, hl, _ = half_vector(wi, wo)
-        c = wi.dot(h)
-        cs = d_out.dot(p.specular)
-        F, ct, ei, et = fresnel_dielectric(c, p.eta)
-        gwi, gwo = reflection_grad_dirs(wi, wo, h, hl, p.alpha, cs * F, cs * fresnel_dielectric_dcos(c, p.eta))
+        gwi, gwo = coat_grad_dirs(wi, wo, p.alpha, p.eta, d_out.dot(p.specular))
         rho, drho = _rho_eff(p)
         cd = d_out.dot(rho) * INV_PI / (p.eta * p.eta)
         gwi[2] += cd * wo[2] * p.dt_i * p.t_o
