@@ -186,7 +186,8 @@ def test_control_point_gradient_vs_finite_differences(tmp_path, u):
     B-spline curve sideways and thickening it, against central differences with correlated random numbers. (Open
     tubes are left out: the geometry gradient of an open mesh whose inside is seen through its rim disagrees with
     the differences, for a plain mesh as much as for a curve — the edge-sampling issue this file does not cover.
-    Linear curves too: their gradient disagrees with the differences, see docs/mitsuba.md's linearcurve row.)"""
+    Linear curves too: their coarse smooth-shaded frustums meet the limit of docs/geometry.md, "Smooth shading near
+    silhouettes", where the gradient misses the moving shading horizon.)"""
     from gradcheck_util import assert_agree, projected_gradients
     kind, curves = "bsplinecurve", [_loop()]
     f = _write(tmp_path / "c.txt", curves)
