@@ -423,24 +423,26 @@ def _lift_adjoint(rgb, lam, d, d65: ti.template()):
     return g
 
 
-def _lifted(d65, doc):
-    """(lift(rgb, λ), its adjoint(rgb, λ, d)) of an unbounded RGB value: _lift with or without D65."""
-    @ti.func
-    def lift(rgb, lam):
-        return _lift(rgb, lam, d65)
-
-    @ti.func
-    def lift_adjoint(rgb, lam, d):
-        return _lift_adjoint(rgb, lam, d, d65)
-    lift.__doc__ = doc
-    lift_adjoint.__doc__ = f"∂<d, ·>/∂rgb of: {doc}"
-    return lift, lift_adjoint
+@ti.func
+def emission(rgb, lam):
+    """An emitter's RGB radiance as the walk's colour (spectral: D65-scaled upsampling)."""
+    return _lift(rgb, lam, True)
 
 
-emission, emission_adjoint = _lifted(True, "An emitter's RGB radiance as the walk's colour (spectral: D65-scaled "
-                                           "upsampling).")
-unbounded, unbounded_adjoint = _lifted(False, "An RGB value that may exceed 1 (a conductor's η, k): 2 max(rgb) "
-                                              "S(c(rgb / (2 max)), λ).")
+@ti.func
+def emission_adjoint(rgb, lam, d):
+    return _lift_adjoint(rgb, lam, d, True)
+
+
+@ti.func
+def unbounded(rgb, lam):
+    """An RGB value that may exceed 1 (a conductor's η, k): 2 max(rgb) S(c(rgb / (2 max)), λ)."""
+    return _lift(rgb, lam, False)
+
+
+@ti.func
+def unbounded_adjoint(rgb, lam, d):
+    return _lift_adjoint(rgb, lam, d, False)
 
 
 # An emitter's spectrum (emitters/base.py Row.spectrum): what its RGB value means in the spectral variant

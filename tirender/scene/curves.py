@@ -98,33 +98,29 @@ class Tube:
         self.sides = int(sides)
         counts = [len(c) for c in curves]
         K = sum(counts)
-        n_seg = sum(k - (1 if linear else 3) for k in counts)
+        order = 2 if linear else 4                       # control points per segment
+        n_seg = sum(k - order + 1 for k in counts)
+        if linear:                                       # rings at t = 0, 1: C = (1 - t) c_a + t c_b
+            ts, B, dB = np.array([0.0, 1.0]), np.eye(2), np.array([[-1.0, 1.0], [-1.0, 1.0]])
+        else:
+            ts = np.arange(rings + 1) / rings
+            B, dB = _basis(ts)
         Ws, dWs, vs, ring_first = [], [], [], []
-        offset, seg = 0, 0
-        B, dB = _basis(np.arange(rings + 1) / rings)
+        offset, seg, n_rows = 0, 0, 0
         for k in counts:
-            if not linear:
-                ring_first.append(sum(len(w) for w in Ws))      # a strip of rings per curve
-            for j in range(k - (1 if linear else 3)):
-                if linear:                                       # a strip of two rings per segment
-                    ring_first.append(sum(len(w) for w in Ws))
-                    W = np.zeros((2, K))
-                    W[0, offset + j] = W[1, offset + j + 1] = 1.0
-                    dW = np.zeros((2, K))
-                    dW[:, offset + j], dW[:, offset + j + 1] = -1.0, 1.0
-                    Ws.append(W)
-                    dWs.append(dW)
-                    vs.append((seg + np.arange(2)) / n_seg)
-                    seg += 1
-                    continue
-                rows = slice(0 if j == 0 else 1, rings + 1)      # a segment's first ring is the last one's
-                W = np.zeros((rings + 1, K))
-                dW = np.zeros((rings + 1, K))
-                W[:, offset + j:offset + j + 4] = B
-                dW[:, offset + j:offset + j + 4] = dB
+            for j in range(k - order + 1):
+                first = linear or j == 0                 # a new strip of rings: each linear segment, each B-spline
+                if first:                                # curve (a segment's first ring is the last one's)
+                    ring_first.append(n_rows)
+                rows = slice(0 if first else 1, len(ts))
+                W = np.zeros((len(ts), K))
+                dW = np.zeros((len(ts), K))
+                W[:, offset + j:offset + j + order] = B
+                dW[:, offset + j:offset + j + order] = dB
                 Ws.append(W[rows])
                 dWs.append(dW[rows])
-                vs.append((seg + np.arange(rings + 1)[rows] / rings) / n_seg)
+                vs.append((seg + ts[rows]) / n_seg)
+                n_rows += len(ts[rows])
                 seg += 1
             offset += k
         self.W, self.dW = np.concatenate(Ws), np.concatenate(dWs)

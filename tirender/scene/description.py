@@ -27,8 +27,8 @@ from ..spectra import sampled as _spectra
 from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
 from . import instances
 from . import shapes as builtin
-from .curves import CURVES
 from . import spectra as scene_spectra
+from .curves import CURVES
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
@@ -602,7 +602,7 @@ class _Builder:
         from .curves import MIN_POINTS, curve_mesh, read_curves
         for k in ("flip_normals", "face_normals"):
             if k in spec:
-                raise ConfigError(f"'{k}' does not apply to a curve (an open tube, normals outwards)", self.file,
+                raise ConfigError(f"'{k}' does not apply to a curve (a tube, normals outwards)", self.file,
                                   f"{key}.{k}")
         path = self.path(spec.get("filename"), f"{key}.filename")
         try:
