@@ -71,10 +71,11 @@ def test_parity_sensor_models(run, name):
 
 
 @pytest.mark.slow
-# the models (tests/test_hair_pplastic.py, tests/test_bsdfs.py); hair's scene compiles its PRB megakernel for ~300 s
-# cold: the extended lane (the default lane checks hair's values against Mitsuba's and its adjoints in f64,
-# tests/test_bsdfs.py)
-@pytest.mark.parametrize("name", ["pplastic", pytest.param("hair", marks=pytest.mark.extended)])
+# the models (tests/test_hair_pplastic.py, tests/test_bsdfs.py): whole-scene parity is the extended lane (hair's
+# scene compiles its PRB megakernel for ~300 s cold, pplastic's for ~70 s); the default lane checks both models'
+# values against Mitsuba's (tests/test_hair_pplastic.py) and their adjoints in f64 (tests/test_bsdfs.py)
+@pytest.mark.extended
+@pytest.mark.parametrize("name", ["pplastic", "hair"])
 def test_parity_pplastic_and_hair(run, name):
     """Mitsuba's pplastic (its unpolarized branch: a GGX floor, the documentation's purple sphere) and hair (on a mesh
     of fibres with Mitsuba's curve frame): images, and PRB gradients of pplastic's ρ, α and η and of each of hair's

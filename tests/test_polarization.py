@@ -20,7 +20,8 @@ from child_util import error_messages, run_child
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PARITY_XML = os.path.join(ROOT, "benchmarks", "parity", "scenes", "polarized.xml")
-PARITY = {"res": 32, "spp": 64, "seeds": 6}
+PARITY = {"res": 16, "spp": 64, "seeds": 6}               # the default lane's budget (the test's bounds scale
+PARITY_EXTENDED = {"res": 32, "spp": 64, "seeds": 6}      # with the noise); the extended lane's
 MEDIUM_XML = os.path.join(ROOT, "benchmarks", "parity", "scenes", "polarized_medium.xml")
 MEDIUM = {"res": 32, "spp": 32, "seeds": 4}
 ETA = 1.5
@@ -214,7 +215,7 @@ def brewster_scene(flip=False, bsdf=None):
 
 
 # ------------------------------------------------------------------------------------------- the child
-def child():
+def child(extended=False):
     import tirender
     from tirender.errors import ConfigError
     tirender.set_variant("spectral_polarized")
@@ -227,11 +228,12 @@ def child():
     # the parity scene first: its tessellated spheres grow the scene storage, which the smaller scenes then share
     # (one compile); Mitsuba's render is made by the parent
     from tirender.config import load_config
-    cfg = load_config(PARITY_XML, defines={"res": str(PARITY["res"]), "spp": str(PARITY["spp"])})
+    par = PARITY_EXTENDED if extended else PARITY
+    cfg = load_config(PARITY_XML, defines={"res": str(par["res"]), "spp": str(par["spp"])})
     cfg["scene"] = _child_scene(cfg["scene"])
     psc = tirender.scene_from_config(cfg)
-    imgs = np.stack([tirender.render_stokes(psc, spp=PARITY["spp"], seed=100 + s, progress=False)
-                     for s in range(PARITY["seeds"])])
+    imgs = np.stack([tirender.render_stokes(psc, spp=par["spp"], seed=100 + s, progress=False)
+                     for s in range(par["seeds"])])
     np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], "parity.npy"), imgs)
     rep = {}
     s0 = {}
@@ -319,8 +321,8 @@ def wrappers_child():
     print(json.dumps(rep))
 
 
-def _run_child(flag, out_dir):
-    return run_child(__file__, [flag], out_dir)
+def _run_child(flag, out_dir, extended=False):
+    return run_child(__file__, [flag] + (["--extended"] if extended else []), out_dir)
 
 
 @pytest.fixture(scope="module")
@@ -329,8 +331,8 @@ def out_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def report(out_dir):
-    return _run_child("--child", out_dir)
+def report(out_dir, request):
+    return _run_child("--child", out_dir, request.config.getoption("--extended"))
 
 
 def test_malus_law_and_crossed_polarizers(report):
@@ -413,12 +415,14 @@ def test_polarized_refusals_are_one_line(report):
 
 
 @pytest.mark.parity
-def test_stokes_parity_with_mitsuba(report, out_dir):
+def test_stokes_parity_with_mitsuba(report, out_dir, request):
     """benchmarks/parity/scenes/polarized.xml (a glass and a gold sphere, a rough aluminium floor, a diffuse
     wall, area light and sky) rendered by tirender and by Mitsuba 3's scalar_spectral_polarized ``stokes``:
     for each of S0..S3 the per-channel means within 4 combined standard errors and the image RMSE within 1.25×
-    the combined noise; S1 and S2 agree pixel by pixel in sign (correlation > 0.5)."""
-    _compare_stokes(np.load(os.path.join(out_dir, "parity.npy")), PARITY_XML, PARITY)
+    the combined noise; S1 and S2 agree pixel by pixel in sign (correlation > 0.5). 16 × 16 in the default lane,
+    32 × 32 in the extended one."""
+    _compare_stokes(np.load(os.path.join(out_dir, "parity.npy")), PARITY_XML,
+                    PARITY_EXTENDED if request.config.getoption("--extended") else PARITY)
 
 
 def _compare_stokes(a, xml, p):
@@ -493,7 +497,7 @@ if __name__ == "__main__" and "--medium-child" in sys.argv:
     medium_child()
 elif __name__ == "__main__" and "--child" in sys.argv:
     sys.path.insert(0, ROOT)
-    child()
+    child("--extended" in sys.argv)
 elif __name__ == "__main__" and "--wrappers-child" in sys.argv:
     sys.path.insert(0, ROOT)
     wrappers_child()

@@ -88,20 +88,26 @@ def _kernel(sample, kind, wide):
                         tan_rgb = variants.to_rgb(tan, lam, lw)
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
                     elif ti.static(kind == "tangent"):
-                        sampler_p, _pos_p, _ap_p = camera_sample(st, cam, pix, seed, sample_offset + k)
-                        variants.sample_wavelengths(sampler_p)
-                        L = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_p, max_depth, rr_depth, hide_emitters,
-                                   spec(0.0), spec(1.0), 0)
+                        # pass 0: the primal walk -> L; pass 1 + c: the same path replayed with δL = e_c (lane c),
+                        # its tangent read from the pool. A runtime loop around one call: one inlined walk body
+                        # (the bulk of the kernel's compile) serves every pass
+                        L = spec(0.0)
                         tan = spec(0.0)
-                        if L.sum() == L.sum():      # no NaN lane
-                            for c in range(ti.static(variants.lanes())):     # a runtime loop: one inlined replay per lane
-                                dL = ti.Vector([ti.select(c == i, 1.0, 0.0) for i in ti.static(range(variants.lanes()))],
-                                               float)
+                        for p in range(ti.static(variants.lanes() + 1)):
+                            dL = spec(1.0)
+                            if p > 0:
+                                dL = ti.Vector([ti.select(p - 1 == i, 1.0, 0.0)
+                                                for i in ti.static(range(variants.lanes()))], float)
                                 pool.tangent_reset(st)
-                                sampler_r, _pos_r, _ap_r = camera_sample(st, cam, pix, seed, sample_offset + k)
-                                variants.sample_wavelengths(sampler_r)
-                                sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_r, max_depth, rr_depth, hide_emitters,
-                                       L, dL, 1)
+                            sampler_r, _pos_r, _ap_r = camera_sample(st, cam, pix, seed, sample_offset + k)
+                            variants.sample_wavelengths(sampler_r)
+                            Lp = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_r, max_depth, rr_depth,
+                                        hide_emitters, L, dL, ti.min(p, 1))
+                            if p == 0:
+                                L = Lp
+                                if not (L.sum() == L.sum()):     # a NaN lane: no tangent
+                                    break
+                            else:
                                 tan += dL * pool.tangent_value(st)
                         tan_rgb = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
                         film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)

@@ -182,42 +182,48 @@ def _kernels(cache={}):
         S = pss.current()
 
         @ti.kernel
-        def bootstrap(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
-                      max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, f: ti.types.ndarray()):
-            """f[i] = f(u_i) of n independent uniform states (bootstrap sample i: key i)."""
+        def start(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
+                  phase: ti.i32, first: ti.types.ndarray(), f: ti.types.ndarray(), max_depth: ti.i32,
+                  rr_depth: ti.i32, hide: ti.i32, bundle: ti.template(), kernel: ti.f32):
+            """phase BOOTSTRAP: f[i] = f(u_i) of n independent uniform states (bootstrap sample i: key i).
+            phase INIT: chain c starts at bootstrap state first[c] (its numbers replayed and stored), with the
+            estimate π̂ of a fresh bundle around it. One kernel and one path evaluation in it (the path
+            sampler is the bulk of the compile): thread i walks 1 path, or 1 + bundle for a chain."""
             for i in range(n):
-                smp = pss.PssSampler(chain=-1, dim=0, mode=pss.BOOTSTRAP, key=i, seed=seed)
-                L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
-                f[i] = target(L)
-
-        @ti.kernel
-        def init(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, seed: ti.u32,
-                 start: ti.types.ndarray(), max_depth: ti.i32, rr_depth: ti.i32, hide: ti.i32, bundle: ti.template(),
-                 kernel: ti.f32):
-            """Chain c starts at bootstrap state start[c] (its numbers replayed and stored), with the
-            estimate π̂ of a fresh bundle around it."""
-            for c in range(n):
-                S.used[c] = 0
-                S.iteration[c] = 0
-                S.proposal[c] = 0
-                S.last_large[c] = 0
-                smp = pss.PssSampler(chain=c, dim=0, mode=pss.INIT, key=start[c], seed=seed)
-                evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                m = 1
+                if phase == pss.INIT:
+                    m = bundle + 1
+                    S.used[i] = 0
+                    S.iteration[i] = 0
+                    S.proposal[i] = 0
+                    S.last_large[i] = 0
                 fh = 0.0
-                for b in range(bundle):
-                    hold = pss.PssSampler(chain=c, dim=0, mode=pss.HOLD, key=0, member=b, kernel=kernel, seed=seed)
-                    L, pos, k = evaluate(st, bsdf, em, cam, hold, max_depth, rr_depth, hide)
-                    S.pos[c, b] = pos
-                    S.L[c, b] = L
-                    fh += target(L)
-                S.slot[c] = 0
-                S.f_cur[c] = fh / bundle
-                S.w_cur[c] = 0.0
-                S.accepted[c] = 0
-                S.large_f[c] = 0.0
-                S.large_n[c] = 0
-                S.lanes_busy[c] = 0
-                S.lanes_total[c] = 0
+                for j in range(m):
+                    chain, mode, key, member, kern = -1, pss.BOOTSTRAP, i, 0, 0.0
+                    if phase == pss.INIT:
+                        chain = i
+                        if j == 0:
+                            mode, key = pss.INIT, first[i]
+                        else:
+                            mode, key, member, kern = pss.HOLD, 0, j - 1, kernel
+                    smp = pss.PssSampler(chain=chain, dim=0, mode=mode, key=key, member=member, kernel=kern,
+                                         seed=seed)
+                    L, pos, k = evaluate(st, bsdf, em, cam, smp, max_depth, rr_depth, hide)
+                    if phase != pss.INIT:
+                        f[i] = target(L)
+                    elif j > 0:
+                        S.pos[i, j - 1] = pos
+                        S.L[i, j - 1] = L
+                        fh += target(L)
+                if phase == pss.INIT:
+                    S.slot[i] = 0
+                    S.f_cur[i] = fh / bundle
+                    S.w_cur[i] = 0.0
+                    S.accepted[i] = 0
+                    S.large_f[i] = 0.0
+                    S.large_n[i] = 0
+                    S.lanes_busy[i] = 0
+                    S.lanes_total[i] = 0
 
         @ti.kernel
         def chains(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam: ti.i32, n: ti.i32, iters: ti.i32,
@@ -258,7 +264,7 @@ def _kernels(cache={}):
                 if last:
                     _flush_chain(st, cam, S, c, bundle, norm, bound)
 
-        cache[key] = SimpleNamespace(bootstrap=bootstrap, init=init, chains=chains, members=members, decide=decide)
+        cache[key] = SimpleNamespace(start=start, chains=chains, members=members, decide=decide)
     return cache[key]
 
 
@@ -312,7 +318,7 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
     if clear or _run.get("key") != key:
         _run.clear()
         f = np.zeros(c.bootstrap, np.float32)
-        k.bootstrap(*args, c.bootstrap, seed, *depth, f)
+        k.start(*args, c.bootstrap, seed, pss.BOOTSTRAP, np.zeros(1, np.int32), f, *depth, c.bundle, c.kernel)
         fsum = float(np.sum(f, dtype=np.float64))
         if not fsum > 0.0 or not math.isfinite(fsum):
             if not math.isfinite(fsum):
@@ -320,8 +326,8 @@ def render(scene, spp, seed, sensor, progress, integrator=None, sample_offset=0,
             return launch.resolve_film(st, s)          # a black image: nothing to explore
         cdf = np.cumsum(f, dtype=np.float64)
         u = (np.arange(chains) + np.random.default_rng(seed).random(chains)) / chains   # stratified
-        start = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), c.bootstrap - 1).astype(np.int32)
-        k.init(*args, chains, seed, start, *depth, c.bundle, c.kernel)
+        first = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), c.bootstrap - 1).astype(np.int32)
+        k.start(*args, chains, seed, pss.INIT, first, np.zeros(1, np.float32), *depth, c.bundle, c.kernel)
         _run.update(key=key, fsum=fsum, fn=c.bootstrap, chains=chains, iterations=0)
     per_launch = max(1, LAUNCH_PATHS // (chains * c.bundle))
     footprint = (2 * math.ceil(s.radius) + 1) ** 2

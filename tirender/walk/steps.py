@@ -40,7 +40,7 @@ from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from ..variants import spec
 from . import vertex
-from .state import (FORWARD, PRB, PRIMAL, REPLAY, accumulate, adjoint_mode, adjoint_on, deliver, deliver_tangent,
+from .state import (FORWARD, PRB, PRIMAL, RB, REPLAY, accumulate, adjoint_mode, adjoint_on, deliver, deliver_tangent,
                     replaying, s0_weight, throughput)
 
 
@@ -177,7 +177,10 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
                             if ti.static(biased):
                                 li = spec(1.0 / ds.pdf)    # RB biased I: Li := 1
-                            vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
+                            if ti.static(mode == RB):
+                                vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
+                            else:   # run by this vertex's scatter step, beside the sampled direction's
+                                s.adj_on, s.adj_d, s.adj_w = 1, ds.d, dL * s.beta * mis * T * li * s0
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
                             vis.transmittance(st, bsdf, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight * s0)
@@ -215,20 +218,40 @@ def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: t
 
 
 @ti.func
+def _bsdf_adjoints(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.template(), v, bs, dL):
+    """Replaying: the vertex's BSDF adjoints — the NEE term's (pending in s since ``nee``) and, for a sampled
+    smooth lobe, L_ind · f / detach(f) (cancels the detached scattering value inside L) — through one call in a
+    runtime loop: each model's adjoint code is inlined once, not at both places (a PRB kernel of a
+    rough conductor and a rough plastic compiled in 24 s instead of 42 s). The pool's fixed-point sums make the
+    order of the two terms immaterial."""
+    sampled = 0
+    w_sampled = spec(0.0)
+    if bs.valid != 0 and max_component(bs.weight) > 0.0 and replaying(mode, s) and bs.delta == 0:
+        sampled = 1
+        w_sampled = dL * s.L * safe_div(spec(1.0), bs.weight * bs.pdf)
+    for j in range(2):
+        on, d, w = s.adj_on, s.adj_d, s.adj_w
+        if j == 1:
+            on, d, w = sampled, bs.wo, w_sampled
+        if on != 0:
+            vertex.adjoint(st, bsdf, v, d, w)
+    s.adj_on = 0
+
+
+@ti.func
 def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.template(), v, sampler: ti.template(),
             dL):
     """Sample the next direction at v and move the state along it (deactivates the path when
     sampling fails). Returns the sample (wo in world space)."""
     bs = vertex.sample(st, bsdf, v, sampler)
+    if ti.static(mode == REPLAY or mode == PRB):
+        _bsdf_adjoints(st, bsdf, mode, s, v, bs, dL)
     if bs.valid == 0 or max_component(bs.weight) <= 0.0:
         s.active = 0
     else:
         if ti.static(mode == REPLAY or mode == PRB):
             if replaying(mode, s) and bs.delta == 0:
-                # L_ind · f / detach(f): cancels the detached scattering value inside L
-                f_det = bs.weight * bs.pdf
-                inv_f = safe_div(spec(1.0), f_det)
-                vertex.adjoint(st, bsdf, v, bs.wo, dL * s.L * inv_f)
+                pass                 # the smooth lobe's adjoint: _bsdf_adjoints
             elif replaying(mode, s) and bs.null == 1:
                 # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
                 vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
