@@ -32,6 +32,8 @@ are 0 below the clamp.
 As Mitsuba, Beckmann's visible-normal density uses the fitted G1, so its pdf is normalised to
 within the fit's 0.35 %. The host-side numpy tables at the end (roughplastic) are isotropic.
 """
+import functools
+
 import taichi as ti
 
 from ..core.math import INV_PI, PI, safe_sqrt, vec2, vec3
@@ -566,7 +568,14 @@ def rough_dielectric_albedos(mu, alpha, eta, beckmann):
 def rough_plastic_tables(alpha, eta, beckmann):
     """Mitsuba roughplastic's parameters_changed(): (external transmittance t(cos θ) at
     ROUGH_TRANSMITTANCE_RES cosines linspace(0, 1) (first clamped to 1e-6), internal reflectance
-    2 mean(R_{1/η}(μ) μ)) for the coat's α, relative IOR eta and distribution."""
+    2 mean(R_{1/η}(μ) μ)) for the coat's α, relative IOR eta and distribution. About a second of numpy per
+    table: kept per (α, η, distribution) for the process (a scene loaded again, materials that share them)."""
+    t, r_int = _rough_plastic_tables(float(alpha), float(eta), bool(beckmann))
+    return t.copy(), r_int
+
+
+@functools.lru_cache(maxsize=256)
+def _rough_plastic_tables(alpha, eta, beckmann):
     import numpy as np
     mu = np.maximum(1e-6, np.linspace(0.0, 1.0, ROUGH_TRANSMITTANCE_RES))
     _, t = rough_dielectric_albedos(mu, alpha, eta, beckmann)

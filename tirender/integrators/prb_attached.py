@@ -157,9 +157,13 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                     g_p = lam_o
                     K = dL * (L_total - s.L + le_next)
                     d_out = K * safe_div(spec(1.0), bs.weight * bs.pdf)
-                    # these replace detached PRB's terms of this vertex: ∂f/∂π / f of the sample, and NEE's
-                    vertex.adjoint(st, bsdf, v, bs.wo, -dL * (L_total - s.L) * safe_div(spec(1.0), bs.weight * bs.pdf))
-                    vertex.adjoint(st, bsdf, v, nee_d, -dL * nee_w)
+                    # these replace detached PRB's terms of this vertex: ∂f/∂π / f of the sample, and NEE's (a
+                    # runtime loop around one call: the models' adjoint code inlined once)
+                    for j in range(2):
+                        dj, wj = bs.wo, -dL * (L_total - s.L) * safe_div(spec(1.0), bs.weight * bs.pdf)
+                        if j == 1:
+                            dj, wj = nee_d, -dL * nee_w
+                        vertex.adjoint(st, bsdf, v, dj, wj)
                     g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, tri, d_in, bs.wo, d_out, K.sum(),
                                                                   lam_d)
                     g_uv += gu
@@ -169,16 +173,16 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                         # vertex moves: the next ray's origin, the frame and wi of f|cos| (BSDF sample
                         # and NEE), and the boundary of what the vertex sees
                         g_p = lam_o
-                        if bs.valid == 1:
-                            K = dL * (L_total - s.L)
-                            gd1, gn1 = attached.local_adjoint(st, bsdf, v, tri, d_in, bs.wo,
-                                                              K * safe_div(spec(1.0), bs.weight * bs.pdf))
-                            g_d += gd1
-                            g_n += gn1
-                        if nee_w.max() != 0.0 or nee_w.min() != 0.0:
-                            gd2, gn2 = attached.local_adjoint(st, bsdf, v, tri, d_in, nee_d, dL * nee_w)
-                            g_d += gd2
-                            g_n += gn2
+                        for j in range(2):     # the sample's term, then NEE's: one inlined local_adjoint
+                            on = bs.valid == 1
+                            dj, wj = bs.wo, dL * (L_total - s.L) * safe_div(spec(1.0), bs.weight * bs.pdf)
+                            if j == 1:
+                                on = nee_w.max() != 0.0 or nee_w.min() != 0.0
+                                dj, wj = nee_d, dL * nee_w
+                            if on:
+                                gdj, gnj = attached.local_adjoint(st, bsdf, v, tri, d_in, dj, wj)
+                                g_d += gdj
+                                g_n += gnj
                         es = make_sampler(ekey[0] ^ (ti.u32(edges.SEED_MIX2) + ti.u32(0x9E3779B9) * ti.cast(seg, ti.u32)),
                                           ekey[1], ekey[2])
                         g_p += edges.secondary(st, bsdf, em, geo, v, dL * beta_in, es, max_depth - seg,

@@ -108,14 +108,18 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, tma
             beta_cur = s.beta
             depth_cur = s.depth
             bs = steps.scatter(st, bsdf, PRIMAL, s, v, sampler, dL)
+            if ti.static(not biased):
+                on = 0
+                w = spec(0.0)
+                if s.active and adjoint_on(RB, s, dL) and bs.delta == 0:
+                    # unbiased: nested primal estimate of Li(wo) (quadratic time)
+                    li = li_estimate(st, bsdf, em, s.o, bs.wo, nest, depth_cur + 1, v.p, bs.pdf, bs.delta,
+                                     max_depth, rr_depth, s.lam)
+                    if max_component(li) > 0.0:
+                        on = 1
+                        w = dL * beta_cur * li / bs.pdf
+                steps.bsdf_adjoints(st, bsdf, s, v, on, bs.wo, w)      # with NEE's (pending since steps.nee)
             if s.active:
-                if ti.static(not biased):
-                    if adjoint_on(RB, s, dL) and bs.delta == 0:
-                        # unbiased: nested primal estimate of Li(wo) (quadratic time)
-                        li = li_estimate(st, bsdf, em, s.o, bs.wo, nest, depth_cur + 1, v.p, bs.pdf, bs.delta,
-                                         max_depth, rr_depth, s.lam)
-                        if max_component(li) > 0.0:
-                            vertex.adjoint(st, bsdf, v, bs.wo, dL * beta_cur * li / bs.pdf)
                 rr_scale = steps.russian_roulette(s, sampler, rr_depth, path.RR_MAX)
                 if ti.static(biased):
                     # Q_approx's BSDF term (Li := 1), RR-weighted so it can wait for the next hit's MIS

@@ -177,9 +177,9 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
                             if ti.static(biased):
                                 li = spec(1.0 / ds.pdf)    # RB biased I: Li := 1
-                            if ti.static(mode == RB):
+                            if ti.static(mode == RB and biased):
                                 vertex.adjoint(st, bsdf, v, ds.d, dL * s.beta * mis * T * li * s0)
-                            else:   # run by this vertex's scatter step, beside the sampled direction's
+                            else:   # run with the sampled direction's by bsdf_adjoints (scatter; unbiased RB's walk)
                                 s.adj_on, s.adj_d, s.adj_w = 1, ds.d, dL * s.beta * mis * T * li * s0
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
                             vis.transmittance(st, bsdf, REPLAY, v, s, so, ds.d, dist, saved, T,
@@ -218,23 +218,17 @@ def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: t
 
 
 @ti.func
-def _bsdf_adjoints(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.template(), v, bs, dL):
-    """Replaying: the vertex's BSDF adjoints — the NEE term's (pending in s since ``nee``) and, for a sampled
-    smooth lobe, L_ind · f / detach(f) (cancels the detached scattering value inside L) — through one call in a
-    runtime loop: each model's adjoint code is inlined once, not at both places (a PRB kernel of a
-    rough conductor and a rough plastic compiled in 24 s instead of 42 s). The pool's fixed-point sums make the
-    order of the two terms immaterial."""
-    sampled = 0
-    w_sampled = spec(0.0)
-    if bs.valid != 0 and max_component(bs.weight) > 0.0 and replaying(mode, s) and bs.delta == 0:
-        sampled = 1
-        w_sampled = dL * s.L * safe_div(spec(1.0), bs.weight * bs.pdf)
+def bsdf_adjoints(st: ti.template(), bsdf: ti.template(), s: ti.template(), v, on, d, w):
+    """The BSDF adjoints of vertex v: the NEE term's (pending in s since ``nee``) and, if on, ∂<w, f(d)>/∂π,
+    through one call in a runtime loop: each model's adjoint code is inlined once, not at both places (a PRB
+    kernel of a rough conductor and a rough plastic compiled in 27 s instead of 44 s). The pool's fixed-point
+    sums make the order of the terms immaterial."""
     for j in range(2):
-        on, d, w = s.adj_on, s.adj_d, s.adj_w
+        oj, dj, wj = s.adj_on, s.adj_d, s.adj_w
         if j == 1:
-            on, d, w = sampled, bs.wo, w_sampled
-        if on != 0:
-            vertex.adjoint(st, bsdf, v, d, w)
+            oj, dj, wj = on, d, w
+        if oj != 0:
+            vertex.adjoint(st, bsdf, v, dj, wj)
     s.adj_on = 0
 
 
@@ -245,13 +239,19 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
     sampling fails). Returns the sample (wo in world space)."""
     bs = vertex.sample(st, bsdf, v, sampler)
     if ti.static(mode == REPLAY or mode == PRB):
-        _bsdf_adjoints(st, bsdf, mode, s, v, bs, dL)
+        # replaying a smooth lobe: L_ind · f / detach(f) (cancels the detached scattering value inside L), with NEE's
+        sampled = 0
+        w_sampled = spec(0.0)
+        if bs.valid != 0 and max_component(bs.weight) > 0.0 and replaying(mode, s) and bs.delta == 0:
+            sampled = 1
+            w_sampled = dL * s.L * safe_div(spec(1.0), bs.weight * bs.pdf)
+        bsdf_adjoints(st, bsdf, s, v, sampled, bs.wo, w_sampled)
     if bs.valid == 0 or max_component(bs.weight) <= 0.0:
         s.active = 0
     else:
         if ti.static(mode == REPLAY or mode == PRB):
             if replaying(mode, s) and bs.delta == 0:
-                pass                 # the smooth lobe's adjoint: _bsdf_adjoints
+                pass                 # the smooth lobe's adjoint: above (bsdf_adjoints)
             elif replaying(mode, s) and bs.null == 1:
                 # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
                 vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
