@@ -8,9 +8,11 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
-def run_child(script, args, out_dir, timeout=1500):
-    """Run ``python script *args`` from the repository root with TIRENDER_TEST_OUT=out_dir (and no
-    TIRENDER_VARIANT: the child chooses its variant) and return its JSON report."""
+def run_child(script, args, out_dir, timeout=1500, extended=False):
+    """Run ``python script *args`` (``extended``: and ``--extended``, the extended lane's checks) from the repository
+    root with TIRENDER_TEST_OUT=out_dir (and no TIRENDER_VARIANT: the child chooses its variant) and return its
+    JSON report."""
+    args = list(args) + (["--extended"] if extended else [])
     env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
     env.pop("TIRENDER_VARIANT", None)
     proc = subprocess.run([sys.executable, os.path.abspath(script), *args], capture_output=True, text=True,
@@ -36,6 +38,20 @@ def run_f64_child(module, function, variant, out_dir, timeout=900):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     print(report)
     return report
+
+
+def start_f64_script(script, argv):
+    """``python script *argv`` as __main__ in a float64 child (Taichi initialised with fp='f64' before tirender is
+    imported: Taichi freezes `float` in vector and struct types when tirender.core.math creates them), tests/ on
+    its path; the Popen, stdout and stderr piped."""
+    env = dict(os.environ)
+    env.pop("TIRENDER_FP", None)
+    script = os.path.abspath(script)
+    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
+            "b.init('cpu', fp='f64'); sys.argv = %r; runpy.run_path(%r, run_name='__main__')"
+            % (ROOT, os.path.dirname(script), [script, *argv], script))
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env)
 
 
 def error_messages(calls, error):

@@ -41,6 +41,12 @@ KERNEL_GROUPS = {
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 
 
+@pytest.fixture(scope="session")
+def extended(request):
+    """Whether this run is the extended lane (--extended): children and parametrised checks take its budget."""
+    return request.config.getoption("--extended")
+
+
 def pytest_addoption(parser):
     parser.addoption("--extended", action="store_true",
                      help="also run the tests marked `extended` (left out by default to keep CI under 20 minutes)")

@@ -22,6 +22,7 @@ for p in (ROOT, os.path.dirname(os.path.abspath(__file__))):
         sys.path.insert(0, p)
 
 import tirender.backend as backend  # noqa: E402
+from child_util import start_f64_script  # noqa: E402
 
 # Au as Mitsuba 3.9.1 scalar_rgb reports it (mi.traverse of a conductor with material Au)
 GOLD_ETA = (0.143035978, 0.375307083, 1.44204533)
@@ -1013,16 +1014,7 @@ def _null_check(b, bid, rng, n, base, h):
 
 def _start_f64_child(all_rows):
     """The f64 adjoint check in a child process: every row (``all_rows``) or ADJ_DEFAULT_ROWS."""
-    env = dict(os.environ)
-    env.pop("TIRENDER_FP", None)
-    # Taichi freezes `float` in vector / struct types when they are created (at import of
-    # tirender.core.math), so the f64 process must call ti.init before importing tirender.
-    code = ("import sys, runpy; sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); sys.argv = [%r, '--adjoint-f64', %r]; "
-            "runpy.run_path(%r, run_name='__main__')" % (ROOT, __file__, "--all-rows" if all_rows else "--default-rows",
-                                                        os.path.abspath(__file__)))
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=env)
+    return start_f64_script(__file__, ["--adjoint-f64", "--all-rows" if all_rows else "--default-rows"])
 
 
 _F64 = {}

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from child_util import start_f64_script
 from gradcheck_util import central_differences, max_rel_err
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -169,14 +170,10 @@ def pipeline_check(seeds=8, eps=(1e-7, 1e-4)):
 
 
 def _child(which):
-    env = dict(os.environ)
-    env.pop("TIRENDER_FP", None)
-    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "
-            "b.init('cpu', fp='f64'); sys.argv = [%r, '--f64', %r]; runpy.run_path(%r, run_name='__main__')"
-            % (ROOT, os.path.dirname(os.path.abspath(__file__)), __file__, which, os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = start_f64_script(__file__, ["--f64", which])
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-4000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_adjoints_vs_central_differences_f64():

@@ -321,18 +321,14 @@ def wrappers_child():
     print(json.dumps(rep))
 
 
-def _run_child(flag, out_dir, extended=False):
-    return run_child(__file__, [flag] + (["--extended"] if extended else []), out_dir)
-
-
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("polarized")
 
 
 @pytest.fixture(scope="module")
-def report(out_dir, request):
-    return _run_child("--child", out_dir, request.config.getoption("--extended"))
+def report(out_dir, extended):
+    return run_child(__file__, ["--child"], out_dir, extended=extended)
 
 
 def test_malus_law_and_crossed_polarizers(report):
@@ -398,7 +394,7 @@ def test_wrappers_keep_the_nested_mueller_matrix(tmp_path):
     mirror's Stokes images, and so does a two-sided one seen from its back (the plane turned over: the mirrored
     frame's Mueller matrix is mirrored back, core/mueller.py mirror_z_lanes); gold polarizes; diffuse and plastic
     depolarize (as Mitsuba's)."""
-    report = _run_child("--wrappers-child", tmp_path)
+    report = run_child(__file__, ["--wrappers-child"], tmp_path)
     assert report["twosided_diff"] < 1e-5 and report["twosided_dolp"] > 0.05, report
     assert report["wrappers_scale"] > 1e-3
     for k, d in report["wrappers"].items():
@@ -415,14 +411,14 @@ def test_polarized_refusals_are_one_line(report):
 
 
 @pytest.mark.parity
-def test_stokes_parity_with_mitsuba(report, out_dir, request):
+def test_stokes_parity_with_mitsuba(report, out_dir, extended):
     """benchmarks/parity/scenes/polarized.xml (a glass and a gold sphere, a rough aluminium floor, a diffuse
     wall, area light and sky) rendered by tirender and by Mitsuba 3's scalar_spectral_polarized ``stokes``:
     for each of S0..S3 the per-channel means within 4 combined standard errors and the image RMSE within 1.25×
     the combined noise; S1 and S2 agree pixel by pixel in sign (correlation > 0.5). 16 × 16 in the default lane,
     32 × 32 in the extended one."""
     _compare_stokes(np.load(os.path.join(out_dir, "parity.npy")), PARITY_XML,
-                    PARITY_EXTENDED if request.config.getoption("--extended") else PARITY)
+                    PARITY_EXTENDED if extended else PARITY)
 
 
 def _compare_stokes(a, xml, p):

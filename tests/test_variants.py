@@ -140,7 +140,7 @@ def test_cli_refuses_a_variant_in_one_line(tmp_path):
 # ------------------------------------------------------------------------------------------- children
 def _child(variant, out_dir, extended=False):
     """The report of child_checks(variant) (``extended``: also EXTENDED_CHECKS)."""
-    return run_child(__file__, ["--child", variant] + (["--extended"] if extended else []), out_dir, timeout=1200)
+    return run_child(__file__, ["--child", variant], out_dir, timeout=1200, extended=extended)
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +149,8 @@ def spectral_out(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spectral_report(spectral_out, request):
-    return _child("spectral", spectral_out, request.config.getoption("--extended"))
+def spectral_report(spectral_out, extended):
+    return _child("spectral", spectral_out, extended)
 
 
 @pytest.fixture(scope="module")
