@@ -14,11 +14,15 @@ see state.py). All take the path state ``s`` by reference and update it.
         next-event estimation at vertex v: an emitter sample, the shadow ray's transmittance from
         ``vis`` (SURFACE_VISIBILITY here, media in walk/media.py), MIS with the BSDF/phase pdf.
         Adjoint: the scattering function (weight δL β mis T Le/pdf; RB biased: Li := 1), the
-        emitter's Le, and the transmittance by its nested replay. Returns (d, β mis T Le/pdf).
+        emitter's Le, and the transmittance by its nested replay. Returns (d, β mis T Le/pdf). The
+        scattering function's adjoint waits in s (adj_*) for the vertex's bsdf_adjoints (biased RB: at once).
     scatter(st, bsdf, mode, s, v, sampler, dL) -> BsdfSample (wo in world space)
         samples the next direction and moves the state there (β, η, prev_*, the ray). REPLAY adds
         the indirect term L_ind · ∂f / detach(f) (L: the radiance still to come); after a
         pass-through (``null``) sample, L_ind · ∂ ln P_null / ∂π (a mask's opacity).
+    bsdf_adjoints(st, bsdf, s, v, on, d, w)
+        the vertex's BSDF adjoints, NEE's pending one and ∂<w, f(d)>/∂π, through one call (scatter's replay,
+        unbiased RB's walk): each model's adjoint code is inlined once per kernel.
     russian_roulette(s, sampler, rr_depth, rr_max) -> 1/q (or 1)
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
 In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
