@@ -254,13 +254,11 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
         s.active = 0
     else:
         if ti.static(mode == REPLAY or mode == PRB):
-            if replaying(mode, s) and bs.delta == 0:
-                pass                 # the smooth lobe's adjoint: above (bsdf_adjoints)
-            elif replaying(mode, s) and bs.null == 1:
-                # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
-                vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
-            elif replaying(mode, s):
-                if ti.static(bsdf.DIRAC_VALUE):
+            if replaying(mode, s) and bs.delta != 0:          # (a smooth lobe's term: bsdf_adjoints above)
+                if bs.null == 1:
+                    # a pass-through lobe (mask): L_ind · ∂ ln P_null/∂π (its value is its probability)
+                    vertex.null_adjoint(st, bsdf, v, (dL * s.L).sum())
+                elif ti.static(bsdf.DIRAC_VALUE):
                     # a Dirac lobe of value P w depending on π (user models): L_ind · ∂ ln(P w)/∂π
                     vertex.dirac_value_adjoint(st, bsdf, v, bs.wo, dL * s.L * safe_div(spec(1.0), bs.weight * bs.pdf))
         if ti.static(mode == FORWARD):
