@@ -463,9 +463,9 @@ def volume_gradient_checks():
 
 def spectral_volume_slice():
     """Spectral child: prbvolpath on the parity scene homogeneous.xml (16x16; the spectral child's volume render
-    kernel): the fog's chromatic σt and albedo along all-ones directions, the gradient on the exact kernel (a
-    user's: backend.share_kernels off, a smaller compile than the suite's superset) against central differences of
-    the renders with correlated random numbers."""
+    kernel): the fog's chromatic σt and albedo along all-ones directions, the gradient against central differences
+    of the renders with correlated random numbers, both on the exact kernels (a user's: backend.share_kernels off,
+    smaller compiles than the suite's superset)."""
     import tirender
     from gradcheck_util import projected_gradients
     from tirender import backend
@@ -473,18 +473,18 @@ def spectral_volume_slice():
     w = np.random.default_rng(4).uniform(0, 1, (16, 16, 3)).astype(np.float32)
     out = {}
     was = backend.share_kernels()
-    for key, h in (("fog.sigma_t.value.value", 0.05), ("fog.albedo.value.value", 0.02)):
-        name = sc.params.resolve(key)
-        u = np.ones(sc.params[name].shape, np.float32)
-        try:
-            backend.share_kernels(False)
+    try:
+        backend.share_kernels(False)
+        for key, h in (("fog.sigma_t.value.value", 0.05), ("fog.albedo.value.value", 0.02)):
+            name = sc.params.resolve(key)
+            u = np.ones(sc.params[name].shape, np.float32)
             g, _ = projected_gradients(sc, name, u, w, 16, list(range(11, 19)), [], h)
-        finally:
-            backend.share_kernels(was)
-        # the difference quotient is the noisier estimate (a chromatic σt moves the hero wavelength's free flights
-        # and decorrelates the ±h paths where a scattering flips): four times PRB's seeds
-        _, f = projected_gradients(sc, name, u, w, 16, [], list(range(31, 63)), h)
-        out[name] = {"g": g.tolist(), "f": f.tolist()}
+            # the difference quotient is the noisier estimate (a chromatic σt moves the hero wavelength's free
+            # flights and decorrelates the ±h paths where a scattering flips): four times PRB's seeds
+            _, f = projected_gradients(sc, name, u, w, 16, [], list(range(31, 63)), h)
+            out[name] = {"g": g.tolist(), "f": f.tolist()}
+    finally:
+        backend.share_kernels(was)
     return out
 
 
