@@ -47,11 +47,13 @@ def adjoint_mode(mode):
 # implicit Stokes frames of world directions (core/mueller.py; spectral_polarized: the path's throughput is
 # β_i P_i); S: Stokes S1–S3 (rows) per lane (columns) of L (spectral_polarized; L holds S0); FORWARD mode:
 # dbeta, dP the tangents of β and P, dS the tangent of (S0..S3) (rows) per lane (columns); adj_on, adj_d, adj_w:
-# the NEE term's BSDF adjoint (direction, weight) that the vertex's scatter step runs (replaying: walk/steps.py).
+# the NEE term's BSDF adjoint (direction, weight) that the vertex's scatter step runs (replaying, and FORWARD mode's
+# <∂f/∂π, v> of the NEE term, delivered through adj_col, its Stokes column: walk/steps.py).
 PathState = variants.struct(L=SPECTRUM, beta=SPECTRUM, eta=float, depth=ti.i32, prev_p=vec3, prev_pdf=float,
                             prev_delta=ti.i32, o=vec3, d=vec3, tmax=float, active=ti.i32, medium=ti.i32, hero=ti.i32, r=SPECTRUM,
                             replay=ti.i32, lam=SPECTRUM, P=mueller.MuellerLanes, S=stokes_lanes, dbeta=SPECTRUM,
-                            dP=mueller.MuellerLanes, dS=mueller.mat4, adj_on=ti.i32, adj_d=vec3, adj_w=SPECTRUM)
+                            dP=mueller.MuellerLanes, dS=mueller.mat4, adj_on=ti.i32, adj_d=vec3, adj_w=SPECTRUM,
+                            adj_col=mueller.mat4)
 
 
 @ti.func
@@ -62,7 +64,7 @@ def camera_state(o, d, tmax, L_in, replay, lam):
     return PathState(L=L_in, beta=spec(1.0), eta=1.0, depth=0, prev_p=o, prev_pdf=1.0, prev_delta=1, o=o, d=d,
                      tmax=tmax, active=1, medium=-1, hero=0, r=spec(1.0), replay=replay, lam=lam, P=mueller.identity_lanes(),
                      S=stokes_lanes(0.0), dbeta=spec(0.0), dP=mueller.zero_lanes(), dS=mueller.mat4(0.0), adj_on=0,
-                     adj_d=vec3(0.0), adj_w=spec(0.0))
+                     adj_d=vec3(0.0), adj_w=spec(0.0), adj_col=mueller.mat4(0.0))
 
 
 @ti.func

@@ -23,6 +23,8 @@ see state.py). All take the path state ``s`` by reference and update it.
     bsdf_adjoints(st, bsdf, s, v, on, d, w)
         the vertex's BSDF adjoints, NEE's pending one and ∂<w, f(d)>/∂π, through one call (scatter's replay,
         unbiased RB's walk): each model's adjoint code is inlined once per kernel.
+    forward_bsdf_tangents(st, bsdf, s, v, bs) -> dw
+        FORWARD mode's counterpart (scatter): NEE's pending <∂f/∂π, v> and the sampled smooth lobe's weight tangent.
     russian_roulette(s, sampler, rr_depth, rr_max) -> 1/q (or 1)
         from depth >= rr_depth, survival q = min(max(β) η², rr_max); counts the vertex.
 In spectral_polarized the path also carries its Mueller product ``s.P`` (state.py): emission and NEE deliver
@@ -193,19 +195,18 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
 
 @ti.func
 def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: ti.template(), v, ds, f, T, mis):
-    """FORWARD mode's NEE term c = β mis f T Le/pdf (through P N) and its tangent (T is constant: surfaces)."""
+    """FORWARD mode's NEE term c = β mis f T Le/pdf (through P N) and its tangent (T is constant: surfaces), but for
+    the part β mis T Le/pdf <∂f/∂π, v>, which waits in s (adj_*, with the term's Stokes column) for the vertex's
+    ``forward_bsdf_tangents``: the BSDF's adjoint code is inlined once per kernel."""
     c = s.beta * mis * f * T * ds.weight
-    df = spec(0.0)
     dw = spec(0.0)
-    for k in range(ti.static(variants.lanes())):                  # runtime: the BSDF's and the emitter's adjoint code inlined once
+    for k in range(ti.static(variants.lanes())):                  # runtime: the emitter's adjoint code inlined once
         e = _lane(k)
-        pool.tangent_reset(st)
-        vertex.adjoint(st, bsdf, v, ds.d, e)
-        df += e * pool.tangent_value(st)
         pool.tangent_reset(st)
         emitters.eval_adjoint(st, em, ds, e / ds.pdf, s.lam)
         dw += e * pool.tangent_value(st)
-    dc = mis * T * (s.dbeta * f * ds.weight + s.beta * df * ds.weight + s.beta * f * dw)
+    dc = mis * T * (s.dbeta * f * ds.weight + s.beta * f * dw)
+    s.adj_on, s.adj_d, s.adj_w = 1, ds.d, s.beta * mis * T * ds.weight
     if ti.static(variants.polarized()):
         n, dn = vertex.mueller_tangent(st, bsdf, v, ds.d, 0, True)
         col = mueller.through_column0(s.P, n)
@@ -216,9 +217,36 @@ def _nee_tangent(st: ti.template(), bsdf: ti.template(), em: ti.template(), s: t
             if ti.static(vertex.has_mueller_tangent(bsdf, True)):
                 dcol += mueller.through_column0(s.P, dn)
         deliver_tangent(s, c, dc, col, dcol)
+        s.adj_col = col
     else:
         accumulate(FORWARD, s, c)
         deliver_tangent(s, c, dc, c, c)
+
+
+@ti.func
+def forward_bsdf_tangents(st: ti.template(), bsdf: ti.template(), s: ti.template(), v, bs):
+    """FORWARD mode at vertex v: the NEE term's pending <∂f/∂π, v> (delivered through its Stokes column) and, for a
+    sampled smooth lobe bs, the tangent dw = <∂f/∂π, v> / pdf of its weight (returned), through one BSDF adjoint
+    call in runtime loops (per term, per lane) — as ``bsdf_adjoints`` in reverse mode."""
+    dw = spec(0.0)
+    smooth = bs.valid != 0 and bs.delta == 0 and max_component(bs.weight) > 0.0
+    for j in range(2):
+        on, d, scale = s.adj_on, s.adj_d, 1.0
+        if j == 1:
+            on, d, scale = ti.select(smooth, 1, 0), bs.wo, safe_div(1.0, bs.pdf)
+        if on != 0:
+            dv = spec(0.0)
+            for k in range(ti.static(variants.lanes())):
+                e = _lane(k)
+                pool.tangent_reset(st)
+                vertex.adjoint(st, bsdf, v, d, e * scale)
+                dv += e * pool.tangent_value(st)
+            if j == 0:
+                deliver_tangent(s, spec(0.0), s.adj_w * dv, s.adj_col, s.adj_col * 0.0)
+            else:
+                dw = dv
+    s.adj_on = 0
+    return dw
 
 
 @ti.func
@@ -242,6 +270,9 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
     """Sample the next direction at v and move the state along it (deactivates the path when
     sampling fails). Returns the sample (wo in world space)."""
     bs = vertex.sample(st, bsdf, v, sampler)
+    dw_smooth = spec(0.0)           # FORWARD mode: the tangent of a smooth lobe's weight
+    if ti.static(mode == FORWARD):
+        dw_smooth = forward_bsdf_tangents(st, bsdf, s, v, bs)
     if ti.static(mode == REPLAY or mode == PRB):
         # replaying a smooth lobe: L_ind · f / detach(f) (cancels the detached scattering value inside L), with NEE's
         sampled = 0
@@ -265,11 +296,7 @@ def scatter(st: ti.template(), bsdf: ti.template(), mode: ti.template(), s: ti.t
             # dβ' = dβ w + β dw: smooth lobes w = f / detach(pdf); a pass-through w ∝ P_null / detach(P_null)
             dw = spec(0.0)
             if bs.delta == 0:
-                for k in range(ti.static(variants.lanes())):
-                    e = _lane(k)
-                    pool.tangent_reset(st)
-                    vertex.adjoint(st, bsdf, v, bs.wo, e / bs.pdf)
-                    dw += e * pool.tangent_value(st)
+                dw = dw_smooth
             elif bs.null == 1:
                 pool.tangent_reset(st)
                 vertex.null_adjoint(st, bsdf, v, 1.0)
