@@ -21,6 +21,7 @@ import taichi as ti
 from .. import backend
 from .fixed_point import INFO_GRAD_SCALE, SLOT_GRAD, finite_or_zero, to_fixed, track_max
 from .math import vec3
+from .view import StorageView
 
 
 @ti.func
@@ -40,29 +41,19 @@ def value(st: ti.template(), o, c):
 
 
 @ti.data_oriented
-class Tangent:
+class Tangent(StorageView):
     """The storage st as forward-mode kernels see it: every attribute of st, plus
     ``tan_v`` (pool capacity, float: the direction v in the pool's layout) and ``tan_acc`` (one
     float per thread that can run a kernel's pixel loop: ti.global_thread_idx() indexes it, so CPU
     and CUDA only). One view per storage (``Tangent.of``): kernels compile once against it."""
 
     TANGENT = True
+    ATTR = "tangent_view"
 
     def __init__(self, st):
-        self.base = st
+        super().__init__(st)
         self.tan_v = ti.field(float, st.caps["pool"])
         self.tan_acc = ti.field(float, st.caps["pixels"] + 4096)   # CUDA: ≤ pixels + one block; CPU: threads
-
-    def __getattr__(self, name):          # only called for names the view itself does not have
-        return getattr(self.__dict__["base"], name)
-
-    @staticmethod
-    def of(st):
-        view = getattr(st, "tangent_view", None)
-        if view is None:
-            view = Tangent(st)
-            st.tangent_view = view
-        return view
 
 
 @ti.func

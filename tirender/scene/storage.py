@@ -12,6 +12,7 @@ from .. import backend
 from ..bsdfs import registry as bsdfs
 from ..core.fixed_point import N_SLOTS
 from ..core.math import vec2, vec3
+from ..core.view import StorageView
 from ..emitters import registry as emitters
 from ..media import MAJORANT_GRID
 from ..mesh_attribute import MAX_NAMES as MESH_ATTRIBUTES
@@ -250,34 +251,21 @@ class Storage:
 
 
 @ti.data_oriented
-class VolumeTextureView:
+class VolumeTextureView(StorageView):
     """The storage st as the kernels of a scene with volume textures (Mitsuba's ``volume`` texture in a BSDF
     slot, textures.TEX_VOLUME) see it: every attribute of st, and ``VOLUME_TEXTURES`` = True, the compile-time
     switch of the slot lookups' 3D branch (bsdfs/base.py; kernels of other scenes compile without it). One view
     per storage (``of``): kernels compile once against it."""
 
     VOLUME_TEXTURES = True
+    ATTR = "volume_texture_view"
     tangent_view = None                   # its own forward-mode view (core/pool.Tangent.of), not the storage's
-
-    def __init__(self, st):
-        self.base = st
-
-    def __getattr__(self, name):          # only called for names the view itself does not have
-        return getattr(self.__dict__["base"], name)
 
     def __setattr__(self, name, value):   # host state (launch.py: films, gradients) lives on the storage
         if name in ("base", "tangent_view"):
             object.__setattr__(self, name, value)
         else:
             setattr(self.base, name, value)
-
-    @staticmethod
-    def of(st):
-        view = getattr(st, "volume_texture_view", None)
-        if view is None:
-            view = VolumeTextureView(st)
-            st.volume_texture_view = view
-        return view
 
 
 @ti.kernel
