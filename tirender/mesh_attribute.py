@@ -238,7 +238,7 @@ def eval_spectrum(st: ti.template(), tid, tri, bary, lam):
     o, w, c = corners(st, tid, tri, bary)
     res = variants.spec(0.0)
     if ti.static(variants.spectral()):
-        for i in ti.static(range(3)):
+        for i in range(3):             # a runtime loop: one upsampling in the megakernel
             if w[i] != 0.0:
                 v = pool.value(st, o[i], c)
                 if c == 1:

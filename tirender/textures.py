@@ -113,11 +113,17 @@ def _lookup(st: ti.template(), tid, uv, tangent: ti.template()):
             res = _texel(st, base, w, c, 0, 0, tangent)
         else:   # nearest: x1 = x0, y1 = y0, weights (1, 0, 0, 0)
             x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
-            res = ((1.0 - fx) * (1.0 - fy)) * _texel(st, base, w, c, x0, y0, tangent) \
-                + (fx * (1.0 - fy)) * _texel(st, base, w, c, x1, y0, tangent) \
-                + ((1.0 - fx) * fy) * _texel(st, base, w, c, x0, y1, tangent) \
-                + (fx * fy) * _texel(st, base, w, c, x1, y1, tangent)
+            for k in range(4):         # a runtime loop: one texel read in the megakernel
+                x, y, wt = _corner(x0, y0, x1, y1, fx, fy, k)
+                res += wt * _texel(st, base, w, c, x, y, tangent)
     return res
+
+
+@ti.func
+def _corner(x0, y0, x1, y1, fx, fy, k):
+    """Corner k (bit 0: the upper x texel, bit 1: the upper y one) of the footprint (_footprint): (x, y, bilinear
+    weight)."""
+    return (x1 if k & 1 else x0), (y1 if k & 2 else y0), (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy)
 
 
 @ti.func
@@ -132,8 +138,9 @@ def tex_corner(st: ti.template(), tid, uv, k):
     wt = 1.0 if k == 0 else 0.0
     if not (w == 1 and st.tex_h[tid] == 1):
         x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
-        off = base + ((y1 if k & 2 else y0) * w + (x1 if k & 1 else x0)) * c
-        wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy)
+        x, y, wt_k = _corner(x0, y0, x1, y1, fx, fy, k)
+        off = base + (y * w + x) * c
+        wt = wt_k
     return off, wt
 
 
@@ -148,10 +155,9 @@ def tex_eval_adjoint(st: ti.template(), tid, uv, d_out):
             _texel_add(st, base, w, c, 0, 0, d_out)
         else:
             x0, y0, x1, y1, fx, fy = _footprint(st, tid, uv)
-            _texel_add(st, base, w, c, x0, y0, ((1.0 - fx) * (1.0 - fy)) * d_out)
-            _texel_add(st, base, w, c, x1, y0, (fx * (1.0 - fy)) * d_out)
-            _texel_add(st, base, w, c, x0, y1, ((1.0 - fx) * fy) * d_out)
-            _texel_add(st, base, w, c, x1, y1, (fx * fy) * d_out)
+            for k in range(4):
+                x, y, wt = _corner(x0, y0, x1, y1, fx, fy, k)
+                _texel_add(st, base, w, c, x, y, wt * d_out)
 
 
 @ti.func
@@ -299,7 +305,7 @@ def spectrum_eval(st: ti.template(), tid, lam):
     o = st.tex_lam[tid]
     base = st.tex_offset[tid]
     out = spec(0.0)
-    for i in ti.static(range(lanes())):
+    for i in range(lanes()):           # a runtime loop over the lanes: one search in the megakernel
         j, t, inside = _interval(st, o, lam[i])
         if inside:
             y0 = st.pool[base + j]
@@ -312,7 +318,7 @@ def spectrum_eval_adjoint(st: ti.template(), tid, lam, d):
     """Adjoint of spectrum_eval: per lane (1 − t) d_i into value j and t d_i into value j + 1."""
     o = st.tex_lam[tid]
     base = st.tex_offset[tid]
-    for i in ti.static(range(lanes())):
+    for i in range(lanes()):           # a runtime loop over the lanes: one search in the megakernel
         j, t, inside = _interval(st, o, lam[i])
         if inside and d[i] != 0.0:
             pool.add_gradient(st, base + j, 1, vec3((1.0 - t) * d[i], 0.0, 0.0))
@@ -324,7 +330,7 @@ def table_eval(st: ti.template(), o, lam):
     """The constant spectrum at table offset o (N, N nodes, N values) at the wavelengths lam (Spectrum)."""
     n = ti.cast(st.spec_tab[o], ti.i32)
     out = spec(0.0)
-    for i in ti.static(range(lanes())):
+    for i in range(lanes()):           # a runtime loop over the lanes: one search in the megakernel
         j, t, inside = _interval(st, o, lam[i])
         if inside:
             y0 = st.spec_tab[o + 1 + n + j]

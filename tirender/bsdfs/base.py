@@ -186,22 +186,32 @@ def _by_texture_kind(st: ti.template(), ctx, tid, on_attribute: ti.template(), o
                      on_bitmap: ti.template()):
     """vec3 of texture tid by its kind: a mesh attribute at the hit, a volume at ctx.p, a bitmap at ctx.uv."""
     res = vec3(0.0)
-    if _is_attribute(st, tid):
-        res = on_attribute(st, tid, ctx.tri, ctx.bary)
-    elif _is_volume(st, tid):
-        res = on_volume(st, tid, ctx.p)
-    else:
+    rest = True                        # the kinds the kernel's storage cannot hold compile to nothing
+    if ti.static(attr.enabled(st)):
+        if attr.is_attribute(tid):
+            res = on_attribute(st, tid, ctx.tri, ctx.bary)
+            rest = False
+    if ti.static(_volumes(st)):
+        if rest and _is_volume(st, tid):
+            res = on_volume(st, tid, ctx.p)
+            rest = False
+    if rest:
         res = on_bitmap(st, tid, ctx.uv)
     return res
 
 
 @ti.func
 def _lookup_adjoint(st: ti.template(), ctx, tid, d):
-    if _is_attribute(st, tid):
-        attr.eval_vec3_adjoint(st, tid, ctx.tri, ctx.bary, d)
-    elif _is_volume(st, tid):
-        volume_eval_adjoint(st, tid, ctx.p, d)
-    else:
+    rest = True
+    if ti.static(attr.enabled(st)):
+        if attr.is_attribute(tid):
+            attr.eval_vec3_adjoint(st, tid, ctx.tri, ctx.bary, d)
+            rest = False
+    if ti.static(_volumes(st)):
+        if rest and _is_volume(st, tid):
+            volume_eval_adjoint(st, tid, ctx.p, d)
+            rest = False
+    if rest:
         tex_eval_adjoint(st, tid, ctx.uv, d)
 
 
@@ -260,16 +270,21 @@ def slot_rgb(st: ti.template(), ctx, k):
     out = variants.spec(0.0)
     if ti.static(variants.rgb()):
         out = _lookup(st, ctx, tid)
-    elif _is_attribute(st, tid):
-        out = attr.eval_spectrum(st, tid, ctx.tri, ctx.bary, ctx.lam)
-    elif is_spectrum(st, tid):
-        out = spectrum_eval(st, tid, ctx.lam)
-    elif _flat(st, tid):
-        out = variants.spec(_lookup(st, ctx, tid)[0])
-    elif ti.static(variants.spectral()):
-        out = _spectral(st, ctx, tid, variants.spec(0.0), False)
     else:
-        out = variants.reflectance(_lookup(st, ctx, tid), ctx.lam)
+        rest = True
+        if ti.static(attr.enabled(st)):
+            if attr.is_attribute(tid):
+                out = attr.eval_spectrum(st, tid, ctx.tri, ctx.bary, ctx.lam)
+                rest = False
+        if rest:
+            if is_spectrum(st, tid):
+                out = spectrum_eval(st, tid, ctx.lam)
+            elif _flat(st, tid):
+                out = variants.spec(_lookup(st, ctx, tid)[0])
+            elif ti.static(variants.spectral()):
+                out = _spectral(st, ctx, tid, variants.spec(0.0), False)
+            else:
+                out = variants.reflectance(_lookup(st, ctx, tid), ctx.lam)
     return out
 
 
@@ -278,16 +293,21 @@ def slot_rgb_adjoint(st: ti.template(), ctx, k, d):
     tid = st.bsdf_tex[ctx.b, k]
     if ti.static(variants.rgb()):
         _lookup_adjoint(st, ctx, tid, d)
-    elif _is_attribute(st, tid):
-        attr.eval_spectrum_adjoint(st, tid, ctx.tri, ctx.bary, ctx.lam, d)
-    elif is_spectrum(st, tid):
-        spectrum_eval_adjoint(st, tid, ctx.lam, d)
-    elif _flat(st, tid):
-        _lookup_adjoint(st, ctx, tid, vec3(d.sum(), 0.0, 0.0))   # the value read is channel 0 (1 channel: replicated)
-    elif ti.static(variants.spectral()):
-        _spectral(st, ctx, tid, d, True)
     else:
-        _lookup_adjoint(st, ctx, tid, variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d))
+        rest = True
+        if ti.static(attr.enabled(st)):
+            if attr.is_attribute(tid):
+                attr.eval_spectrum_adjoint(st, tid, ctx.tri, ctx.bary, ctx.lam, d)
+                rest = False
+        if rest:
+            if is_spectrum(st, tid):
+                spectrum_eval_adjoint(st, tid, ctx.lam, d)
+            elif _flat(st, tid):
+                _lookup_adjoint(st, ctx, tid, vec3(d.sum(), 0.0, 0.0))   # channel 0 is read (1 channel: replicated)
+            elif ti.static(variants.spectral()):
+                _spectral(st, ctx, tid, d, True)
+            else:
+                _lookup_adjoint(st, ctx, tid, variants.reflectance_adjoint(_lookup(st, ctx, tid), ctx.lam, d))
 
 
 @ti.func

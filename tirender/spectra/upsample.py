@@ -177,9 +177,10 @@ def sigmoid_poly(c, lam):
 
 
 @ti.func
-def lookup(rgb):
-    """(coefficients, ∂c/∂rgb (3×3), valid) at rgb clamped to [0,1]³ (the table's trilinear interpolation); rgb = 0
-    gives valid = 0 (the zero reflectance)."""
+def lookup(rgb, jacobian: ti.template()):
+    """(coefficients, ∂c/∂rgb (3×3; zero unless ``jacobian``, compile-time), valid) at rgb clamped to [0,1]³ (the
+    table's trilinear interpolation); rgb = 0 gives valid = 0 (the zero reflectance). The eight corners are a
+    runtime loop and the primal compiles no Jacobian: one lookup is inlined at every colour slot of a megakernel."""
     scale, xy, coeffs = ti.static(bind().scale, bind().xy, bind().coeffs)
     scale_bin, xy_bin = ti.static(bind().scale_bin, bind().xy_bin)
     v = ti.math.clamp(rgb, 0.0, 1.0)
@@ -204,22 +205,25 @@ def lookup(rgb):
         dcx = vec3(0.0)
         dcy = vec3(0.0)
         dcz = vec3(0.0)
-        for a in ti.static(range(2)):
-            for b in ti.static(range(2)):
-                for e in ti.static(range(2)):
-                    k = coeffs[i, zi + a, yi + b, xi + e]
-                    wz = zw if ti.static(a) else 1.0 - zw
-                    wy = yw if ti.static(b) else 1.0 - yw
-                    wx = xw if ti.static(e) else 1.0 - xw
-                    c += wz * wy * wx * k
-                    dcx += ti.static(1.0 if e else -1.0) * wz * wy * k
-                    dcy += ti.static(1.0 if b else -1.0) * wz * wx * k
-                    dcz += ti.static(1.0 if a else -1.0) * wy * wx * k
-        # chain: xw = (v_i1 / z − x_k) / Δx, yw likewise, zw = (z − z_k) / Δz
-        for r in ti.static(range(3)):
-            J[r, i1] = dcx[r] / (z * dx)
-            J[r, i2] = dcy[r] / (z * dy)
-            J[r, i] = dcz[r] / dz - dcx[r] * xr / (z * dx) - dcy[r] * yr / (z * dy)
+        for n in range(8):             # corner (a, b, e) = the bits of n, in the order a, b, e of nested loops
+            a = n >> 2
+            b = (n >> 1) & 1
+            e = n & 1
+            k = coeffs[i, zi + a, yi + b, xi + e]
+            wz = ti.select(a == 1, zw, 1.0 - zw)
+            wy = ti.select(b == 1, yw, 1.0 - yw)
+            wx = ti.select(e == 1, xw, 1.0 - xw)
+            c += wz * wy * wx * k
+            if ti.static(jacobian):
+                dcx += (2.0 * e - 1.0) * wz * wy * k
+                dcy += (2.0 * b - 1.0) * wz * wx * k
+                dcz += (2.0 * a - 1.0) * wy * wx * k
+        if ti.static(jacobian):
+            # chain: xw = (v_i1 / z − x_k) / Δx, yw likewise, zw = (z − z_k) / Δz
+            for r in ti.static(range(3)):
+                J[r, i1] = dcx[r] / (z * dx)
+                J[r, i2] = dcy[r] / (z * dy)
+                J[r, i] = dcz[r] / dz - dcx[r] * xr / (z * dx) - dcy[r] * yr / (z * dy)
     return c, J, valid
 
 
@@ -231,7 +235,7 @@ def reflectance_lanes(rgb, lam):
     if ti.min(rgb[0], rgb[1], rgb[2]) >= 1.0:
         out = lam * 0.0 + 1.0
     else:
-        c, J, valid = lookup(rgb)
+        c, _, valid = lookup(rgb, False)
         if valid:
             for i in ti.static(range(lam.get_shape()[0])):
                 out[i], _ = sigmoid_poly(c, lam[i])
@@ -243,7 +247,7 @@ def reflectance_lanes_adjoint(rgb, lam, d):
     """∂<d, reflectance_lanes(rgb, λ)>/∂rgb (vec3)."""
     g = vec3(0.0)
     if ti.min(rgb[0], rgb[1], rgb[2]) < 1.0:
-        c, J, valid = lookup(rgb)
+        c, J, valid = lookup(rgb, True)
         if valid:
             dc = vec3(0.0)
             for i in ti.static(range(lam.get_shape()[0])):
