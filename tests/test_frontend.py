@@ -53,3 +53,67 @@ def test_remembered_text_cleanup_matches_textwrap():
     src = "    def f(x):\n        return x\n"
     assert tw.dedent(src) == textwrap.dedent(src)
     assert tw.wrap is textwrap.wrap
+
+
+def _algebra_kernel(out):
+    @ti.kernel
+    def k(a: ti.types.matrix(4, 4, ti.f32), b: ti.types.matrix(4, 4, ti.f32), v: ti.types.vector(4, ti.f32),
+          w: ti.types.vector(3, ti.f32)):
+        m = a @ b
+        mv = a @ v
+        vm = v @ a
+        for i in ti.static(range(4)):
+            for j in ti.static(range(4)):
+                out[i * 4 + j] = m[i, j]
+            out[16 + i] = mv[i]
+            out[20 + i] = vm[i]
+        out[24] = v.sum()
+        out[25] = v.dot(v)
+        out[26] = v.max()
+        out[27] = v.min()
+        out[28] = a.sum()
+        out[29] = w.norm()
+        out[30] = ti.cast(v.any(), ti.f32)
+        out[31] = ti.cast((v > 0).all(), ti.f32)
+        c = w.cross(w * 2.0 + 1.0)
+        out[32] = c[0] + c[1] * 3.0 + c[2] * 7.0
+        out[33] = (a.transpose() @ a)[1, 2]
+        out[34] = ti.math.length(w)
+        out[35] = ti.math.dot(w, w / 3.0)
+    return k
+
+
+def test_matrix_algebra_as_expressions_is_bit_identical(monkeypatch):
+    """The expression-built reductions and products (frontend.install_matrix_ops) give Taichi's own bits, inf
+    and NaN included, with fewer frontend statements."""
+    import numpy as np
+    from taichi.lang import matrix_ops
+    assert matrix_ops._reduce is frontend._reduce and matrix_ops._matmul_helper is frontend._matmul_helper
+    rng = np.random.default_rng(3)
+    cases = [(rng.normal(size=(4, 4)), rng.normal(size=(4, 4)), rng.normal(size=4), rng.normal(size=3))
+             for _ in range(3)]
+    cases[2][0][1, 1] = np.inf          # Taichi's products start from 0 · a[0, 0] · b[0, 0]: NaN propagates
+    cases[2][2][3] = -np.inf
+    out = ti.field(ti.f32, shape=36)
+    ours = _algebra_kernel(out)
+    with monkeypatch.context() as m:
+        m.setattr(matrix_ops, "_reduce", frontend.TAICHI_MATRIX_OPS["_reduce"])
+        m.setattr(matrix_ops, "_matmul_helper", frontend.TAICHI_MATRIX_OPS["_matmul_helper"])
+        theirs = _algebra_kernel(out)
+        for case in cases:                      # compiles with Taichi's helpers
+            theirs(*case)
+    for case in cases:
+        theirs(*case)
+        ref = out.to_numpy()
+        ours(*case)
+        got = out.to_numpy()
+        np.testing.assert_array_equal(got, ref)
+    assert not np.isfinite(ref).all()           # the inf case reached the outputs
+
+
+def test_matrix_algebra_in_python_scope_is_taichis():
+    a = ti.Matrix([[1.0, 2.0], [3.0, 4.0]])
+    v = ti.Vector([1.0, -1.0])
+    assert (a @ a).to_list() == [[7.0, 10.0], [15.0, 22.0]]
+    assert (a @ v).to_list() == [-1.0, -1.0]
+    assert v.dot(v) == 2.0 and a.sum() == 10.0 and v.max() == 1.0

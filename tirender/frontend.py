@@ -17,6 +17,11 @@ object: a function's source does not change within a process; and the text clean
 that source at each call site (``textwrap.fill`` of every line, ``textwrap.dedent``), per text.
 Installed at import of tirender when Taichi's context class has the method (a Taichi without it
 keeps its own).
+
+It also builds Taichi's matrix reductions (``sum``, ``dot``, ``max``, ``min``, ``any``, ``all``, ``norm``) and
+products (``@``) as expressions: Taichi's own helpers assign a local variable per term (a 4×4 product: 64
+statements), and Taichi lowers a kernel in time quadratic in its statements (docs/performance.md). The same
+operations in the same order: results are bit-identical (tests/test_frontend.py).
 """
 from taichi.lang import kernel_impl as _ki
 from taichi.lang.ast import ast_transformer_utils as _atu
@@ -92,4 +97,70 @@ def install():
         _ki.getsourcefile = _memoised(_ki.getsourcefile)
         if getattr(_ki, "textwrap", None) is not None:
             _ki.textwrap = _Textwrap(_ki.textwrap)
+    install_matrix_ops()
     return hooks
+
+
+# ----------------------------------------------------------------------------- matrix algebra as expressions
+def _entries(mat):
+    """The index tuples of a vector's or matrix's entries, row-major."""
+    shape = mat.get_shape()
+    if len(shape) == 1:
+        return [(i,) for i in range(shape[0])]
+    return [(i, j) for i in range(shape[0]) for j in range(shape[1])]
+
+
+def _reduce(mat, fun):
+    """fun folded over mat's entries in Taichi's order, as one expression (Taichi's _reduce assigns a local
+    variable per entry)."""
+    from taichi.lang import impl
+    if not impl.inside_kernel():                # Python scope: Taichi's own
+        return TAICHI_MATRIX_OPS["_reduce"](mat, fun)
+    idx = _entries(mat)
+    r = impl.subscript(None, mat, *idx[0])
+    for ix in idx[1:]:
+        r = fun(r, impl.subscript(None, mat, *ix))
+    return r
+
+
+def _matmul_helper(mat_x, mat_y):
+    """mat_x @ mat_y (matrix @ vector or matrix @ matrix) in Taichi's summation order, one expression per entry
+    (Taichi's helper assigns a local variable per product term: 64 for a 4×4 product)."""
+    from taichi.lang import impl, ops
+    from taichi.lang.matrix import Matrix, Vector
+    if not impl.inside_kernel():                # Python scope: Taichi's own
+        return TAICHI_MATRIX_OPS["_matmul_helper"](mat_x, mat_y)
+    sx, sy = mat_x.get_shape(), mat_y.get_shape()
+
+    def at(m, *ix):
+        return impl.subscript(None, m, *ix)
+
+    zero = ops.mul(ops.mul(at(mat_x, 0, 0), at(mat_y, 0) if len(sy) == 1 else at(mat_y, 0, 0)), 0)   # Taichi's
+
+    def entry(i, j=None):
+        z = zero
+        for k in range(sx[1]):
+            z = ops.add(z, ops.mul(at(mat_x, i, k), at(mat_y, k) if j is None else at(mat_y, k, j)))
+        return z
+
+    if len(sy) == 1:
+        return Vector([entry(i) for i in range(sx[0])])
+    return Matrix([[entry(i, j) for j in range(sy[1])] for i in range(sx[0])])
+
+
+TAICHI_MATRIX_OPS = {}                       # Taichi's own helpers, once replaced (tests compare against them)
+_reduce._is_taichi_function = False          # a compile-time callable for Taichi's AST transformer
+_matmul_helper._is_taichi_function = False
+
+
+def install_matrix_ops():
+    """Swap Taichi's matrix reductions (sum, dot, max, min, any, all) and products for the expression builders
+    above (idempotent; a Taichi without these helpers keeps its own)."""
+    from taichi.lang import matrix_ops
+    if getattr(matrix_ops, "_tirender_exprs", False) or not (hasattr(matrix_ops, "_reduce")
+                                                           and hasattr(matrix_ops, "_matmul_helper")):
+        return
+    TAICHI_MATRIX_OPS.update(_reduce=matrix_ops._reduce, _matmul_helper=matrix_ops._matmul_helper)
+    matrix_ops._reduce = _reduce
+    matrix_ops._matmul_helper = _matmul_helper
+    matrix_ops._tirender_exprs = True

@@ -63,6 +63,21 @@ def texel_axis(x, n, mode, bilinear):
 
 
 @ti.func
+def texel_axes(x, n, mode, bilinear):
+    """texel_axis on every axis of a lookup at x (vector, 2 or 3 axes) over n texels per axis (integer vector of the
+    same length): (i0, i1, f) as vectors. The axes are a runtime loop: one texel_axis in the megakernel."""
+    i0 = n * 0
+    i1 = n * 0
+    f = x * 0.0
+    for a in range(ti.static(n.get_shape()[0])):
+        a0, a1, fa = texel_axis(x[a], n[a], mode, bilinear)
+        i0[a] = a0
+        i1[a] = a1
+        f[a] = fa
+    return i0, i1, f
+
+
+@ti.func
 def _texel(st: ti.template(), base, w, c, x, y, tangent: ti.template()):
     res = vec3(0.0)
     if ti.static(tangent):
@@ -84,9 +99,8 @@ def _footprint(st: ti.template(), tid, uv_in):
     uv = st.tex_uvm[tid] @ ti.Vector([uv_in[0], uv_in[1], 1.0])
     mode = st.tex_wrap[tid]
     lin = st.tex_bilinear[tid] == 1
-    x0, x1, fx = texel_axis(uv[0], st.tex_w[tid], mode, lin)
-    y0, y1, fy = texel_axis(uv[1], st.tex_h[tid], mode, lin)
-    return x0, y0, x1, y1, fx, fy
+    i0, i1, f = texel_axes(ti.Vector([uv[0], uv[1]]), ti.Vector([st.tex_w[tid], st.tex_h[tid]]), mode, lin)
+    return i0[0], i0[1], i1[0], i1[1], f[0], f[1]
 
 
 @ti.func

@@ -95,8 +95,12 @@ def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
                 if t == MODELS[i].TAG:
                     ds = MODELS[i].sample_direction(st, e, ref_p, ur)
         ds.pdf = ds.pdf / n
-        ds.weight = emission(st, e, ds.weight_rgb * n, lam)    # Le / pdf: the upsampling is 1-homogeneous
-        ds.le = emission(st, e, ds.le_rgb, lam)
+        for j in range(2):             # Le / pdf (the upsampling is 1-homogeneous), then Le: one emission() inlined
+            out = emission(st, e, ds.weight_rgb * n if j == 0 else ds.le_rgb, lam)
+            if j == 0:
+                ds.weight = out
+            else:
+                ds.le = out
         if ti.static(variants.spectral() and _any_lifts(em)):
             lift = _texel_spectra(st, em, ds.emitter)
             if lift >= 0:              # texels lifted to spectra: Le / pdf from the spectral Le

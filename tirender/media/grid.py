@@ -20,7 +20,7 @@ import taichi as ti
 from .. import variants
 from ..core import pool
 from ..core.math import vec3
-from ..textures import texel_axis
+from ..textures import texel_axes
 
 
 PRIMAL, ADJOINT, TANGENT = 0, 1, 2      # _trilinear's compile-time mode
@@ -61,9 +61,8 @@ def _trilinear(st: ti.template(), tid, u, d_out, mode: ti.template()):
     else:
         wrap = st.tex_wrap[tid]
         lin = st.tex_bilinear[tid] == 1
-        x0, x1, fx = texel_axis(u[0], w, wrap, lin)
-        y0, y1, fy = texel_axis(u[1], h, wrap, lin)
-        z0, z1, fz = texel_axis(u[2], d, wrap, lin)
+        i0, i1, f = texel_axes(u, ti.Vector([w, h, d]), wrap, lin)
+        x0, y0, z0, x1, y1, z1, fx, fy, fz = i0[0], i0[1], i0[2], i1[0], i1[1], i1[2], f[0], f[1], f[2]
         for k in range(8):  # a runtime loop over the corners keeps the megakernels small
             wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
             x, y, z = x1 if k & 1 else x0, y1 if k & 2 else y0, z1 if k & 4 else z0
@@ -152,9 +151,8 @@ def volume_corner(st: ti.template(), tid, p, k):
         u = volume_local(st, tid, p)
         wrap = st.tex_wrap[tid]
         lin = st.tex_bilinear[tid] == 1
-        x0, x1, fx = texel_axis(u[0], w, wrap, lin)
-        y0, y1, fy = texel_axis(u[1], h, wrap, lin)
-        z0, z1, fz = texel_axis(u[2], d, wrap, lin)
+        i0, i1, f = texel_axes(u, ti.Vector([w, h, d]), wrap, lin)
+        x0, y0, z0, x1, y1, z1, fx, fy, fz = i0[0], i0[1], i0[2], i1[0], i1[1], i1[2], f[0], f[1], f[2]
         off = base + (((z1 if k & 4 else z0) * h + (y1 if k & 2 else y0)) * w + (x1 if k & 1 else x0)) * \
             st.tex_c[tid]
         wt = (fx if k & 1 else 1.0 - fx) * (fy if k & 2 else 1.0 - fy) * (fz if k & 4 else 1.0 - fz)
