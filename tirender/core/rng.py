@@ -32,10 +32,12 @@ def hash_u32(seed, a, b, c):
 
 @ti.func
 def pair(sampler: ti.template()):
-    """Two numbers of any sampler's ``next_1d`` as a 2-vector: every sampler's ``next_2d``."""
-    a = sampler.next_1d()
-    b = sampler.next_1d()
-    return ti.Vector([a, b], dt=float)
+    """Two numbers of any sampler's ``next_1d`` as a 2-vector: every sampler's ``next_2d`` (a runtime loop: one
+    ``next_1d`` inlined, which matters for MCMC's primary-sample-space sampler)."""
+    v = ti.Vector([0.0, 0.0], dt=float)
+    for j in range(2):
+        v[j] = sampler.next_1d()
+    return v
 
 
 @ti.dataclass
