@@ -355,19 +355,29 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
             np.ascontiguousarray(n_steps, np.int32).reshape(n), n,
             ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res, field.delta,
             bool(coalesce))
+    _scatter(field, _choose_mode(field, mode, int(np.sum(n_steps))), _backward_expand_kernel, _backward_kernel, args)
+
+
+def _choose_mode(field, mode, points):
+    """The scatter mode for a backward pass marching about ``points`` points: ``mode``, or for "auto" private
+    copies ("expand") once the scatter work outweighs summing the copies (measured on a 2-core CPU: from about
+    one marched point per 20 parameters), within a memory cap, else "atomic"."""
     if mode == "auto":
-        # private copies pay off once the scatter work outweighs summing the copies (measured on a
-        # 2-core CPU: from about one marched point per 20 parameters), within a memory cap
         fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
-        busy = int(np.sum(n_steps)) * EXPAND_POINTS_PER_PARAM >= field.n_params
+        busy = points * EXPAND_POINTS_PER_PARAM >= field.n_params
         mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
-    mode = _scatter_mode(mode)
+    return _scatter_mode(mode)
+
+
+def _scatter(field, mode, expand_kernel, atomic_kernel, args):
+    """Run a backward kernel in scatter mode ``mode``: private gradient copies summed after ("expand", "ordered")
+    or atomics into ``field.grad`` ("atomic")."""
     if mode in ("expand", "ordered"):
         G, P = field.grad_lanes()
-        _backward_expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
+        expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
         _reduce_lanes(field.grad, G, P, field.n_params)
     elif mode == "atomic":
-        _backward_kernel(field.x, field.grad, *args)
+        atomic_kernel(field.x, field.grad, *args)
     else:
         raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand, ordered)")
 
@@ -404,24 +414,12 @@ def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0, mode="au
     ns = np.zeros(n, np.int32)
     if not n:
         return 0.0, L
-    if mode == "auto":
-        est = getattr(field, "_points_per_ray", None)
-        pts = n * (est if est is not None else 2.0 * field.res)
-        fits = field.lanes_bytes() <= EXPAND_MAX_BYTES
-        busy = pts * EXPAND_POINTS_PER_PARAM >= field.n_params
-        mode = "expand" if backend.current_arch() == "cpu" and fits and busy else "atomic"
-    mode = _scatter_mode(mode)
+    est = getattr(field, "_points_per_ray", None)
+    mode = _choose_mode(field, mode, n * (est if est is not None else 2.0 * field.res))
     args = (*_static(field), o, d, jitter, ref, L, ns, n, ti.math.vec3(*field.bbox_min),
             ti.math.vec3(*field.bbox_max), field.res, field.delta, field.t_min, ti.math.vec3(*field.background),
             LOSSES[kind], float(scale), True)
-    if mode in ("expand", "ordered"):
-        G, P = field.grad_lanes()
-        _fused_expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
-        _reduce_lanes(field.grad, G, P, field.n_params)
-    elif mode == "atomic":
-        _fused_kernel(field.x, field.grad, *args)
-    else:
-        raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand, ordered)")
+    _scatter(field, mode, _fused_expand_kernel, _fused_kernel, args)
     field._points_per_ray = float(ns.mean())
     r = L.astype(np.float64) - ref
     loss = float(scale * (np.sum(r * r) if kind == "l2" else np.sum(np.abs(r))))
