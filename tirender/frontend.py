@@ -135,7 +135,8 @@ def _matmul_helper(mat_x, mat_y):
     def at(m, *ix):
         return impl.subscript(None, m, *ix)
 
-    zero = ops.mul(ops.mul(at(mat_x, 0, 0), at(mat_y, 0) if len(sy) == 1 else at(mat_y, 0, 0)), 0)   # Taichi's
+    # Taichi's sums start from 0 · x[0, 0] · y[0, 0] (NaN when either is infinite): kept, for the same bits
+    zero = ops.mul(ops.mul(at(mat_x, 0, 0), at(mat_y, 0) if len(sy) == 1 else at(mat_y, 0, 0)), 0)
 
     def entry(i, j=None):
         z = zero
