@@ -68,7 +68,10 @@ A polarizing model (spectral_polarized, core/mueller.py) also writes
                                              of the local directions, at any scale (normalised to [0, 0] = 1
                                              by the walk: the scalar part is f); delta: a Dirac lobe's sample
 
-and the decorators generate ``mueller_at(st, ctx, wi, wo, delta, inner)`` (composites write it themselves).
+and the decorators generate ``mueller_at(st, ctx, wi, wo, delta, inner)`` (composites write it themselves). A model
+whose ``mueller`` reads no colour field of ``Params`` (a colour scales each lane's matrix, which the walk normalises
+away) sets ``MUELLER_COLOURLESS = True``: its ``mueller_at`` then fetches through ``Colourless(st)``, where the colour
+slots compile to 0 (a megakernel inlines a fetch per Mueller site; the colour lookups are most of it).
 Models without it depolarize (as Mitsuba's diffuse, plastic, thindielectric and principled). A model whose
 Mueller matrix depends on parameters lists their keys in ``MUELLER_KEYS`` and writes their tangent (forward
 mode in spectral_polarized, walk/state.py FORWARD):
@@ -84,6 +87,7 @@ from .. import mesh_attribute as attr
 from .. import variants
 from ..core import pool
 from ..core.math import vec2, vec3
+from ..core.view import StorageView
 from ..media.grid import volume_eval, volume_eval_adjoint, volume_eval_tangent, volume_spectrum
 from ..textures import (TEX_RAW, TEX_VOLUME, is_spectrum, spectrum_eval, spectrum_eval_adjoint, tex_corner, tex_eval,
                         tex_eval_adjoint, tex_eval_tangent)
@@ -144,6 +148,18 @@ def invalid_sample():
 
 
 # ---- texture slots and constants of a BSDF row -----------------------------------------------
+class Colourless(StorageView):
+    """The storage as the ``mueller`` fetch of a MUELLER_COLOURLESS model sees it: colour slots (slot_rgb,
+    slot_unbounded) are 0 at compile time, everything else is st's."""
+
+    COLOURLESS = True        # made per fetch site at compile time (not kept on st: views of views stay distinct)
+
+
+def _colourless(st):
+    """Compile time: whether st is a Colourless view (colour slots compile to nothing)."""
+    return getattr(st, "COLOURLESS", False)
+
+
 def _volumes(st):
     """Compile time: whether the kernel's scene has volume textures in BSDF slots (st a
     scene.storage.VolumeTextureView): only then do the slot lookups carry the 3D branch."""
@@ -266,7 +282,14 @@ def slot_rgb(st: ti.template(), ctx, k):
     texture flat (its value at every wavelength, no upsampling: Mitsuba's interpolate_1, rawconstant), a 3-channel
     one lifted texel by texel before interpolating (_spectral, as Mitsuba); a mesh attribute as mesh_attribute's
     eval_spectrum."""
-    tid = st.bsdf_tex[ctx.b, k]
+    out = variants.spec(0.0)
+    if ti.static(not _colourless(st)):
+        out = _slot_rgb(st, ctx, st.bsdf_tex[ctx.b, k])
+    return out
+
+
+@ti.func
+def _slot_rgb(st: ti.template(), ctx, tid):
     out = variants.spec(0.0)
     if ti.static(variants.rgb()):
         out = _lookup(st, ctx, tid)
@@ -316,7 +339,14 @@ def slot_unbounded(st: ti.template(), ctx, k):
     rgb; in mono and the spectral variants variants.unbounded of the looked-up RGB (the luminance; 2 max(c) S(c / (2
     max c), λ), Mitsuba's unbounded srgb; mesh attributes likewise), a 1-channel or raw texture flat, a sampled
     spectrum at ctx.lam."""
-    tid = st.bsdf_tex[ctx.b, k]
+    out = variants.spec(0.0)
+    if ti.static(not _colourless(st)):
+        out = _slot_unbounded(st, ctx, st.bsdf_tex[ctx.b, k])
+    return out
+
+
+@ti.func
+def _slot_unbounded(st: ti.template(), ctx, tid):
     out = variants.spec(0.0)
     if ti.static(variants.rgb()):
         out = _lookup(st, ctx, tid)
@@ -439,10 +469,11 @@ def _polarizing(cls):
     if not hasattr(cls, "mueller"):
         return
     fetch, mueller = cls.fetch, cls.mueller
+    view = Colourless if getattr(cls, "MUELLER_COLOURLESS", False) else (lambda st: st)
 
     @ti.func
     def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
-        return mueller(fetch(st, ctx), wi, wo, delta)
+        return mueller(fetch(view(st), ctx), wi, wo, delta)
 
     cls.mueller_at = staticmethod(mueller_at)
     if hasattr(cls, "mueller_tangent"):
@@ -450,7 +481,7 @@ def _polarizing(cls):
 
         @ti.func
         def mueller_tangent_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
-            return mueller_tangent(fetch(st, ctx), fetch_tangent(st, ctx), wi, wo, delta)
+            return mueller_tangent(fetch(view(st), ctx), fetch_tangent(st, ctx), wi, wo, delta)
 
         cls.mueller_tangent_at = staticmethod(mueller_tangent_at)
 

@@ -108,6 +108,7 @@ class Conductor:
     FLAGS = DELTA
     N_CONST = N_CONDUCTOR
     Params = struct(specular=SPECTRUM, eta=SPECTRUM, k=SPECTRUM, none=ti.i32)
+    MUELLER_COLOURLESS = True      # mueller reads the IOR only (bsdfs/base.py)
 
     constants = staticmethod(conductor_constants)
 

@@ -229,6 +229,7 @@ class Dielectric(SmoothInterface):
     NAME = "dielectric"
     KEYS = DIELECTRIC_KEYS[:2] + DIELECTRIC_IOR_KEYS
     Params = struct(specular=SPECTRUM, transmittance=SPECTRUM, eta=float, disperse=ti.i32)
+    MUELLER_COLOURLESS = True      # mueller reads the IOR only (bsdfs/base.py)
     constants = staticmethod(interface_constants)
     N_CONST = EXT_IOR + 1
 

@@ -74,6 +74,7 @@ class Polarizer:
                                 "forward mode in spectral_polarized)"),
             Bool("polarizing", default=True, doc="false: a neutral 0.5 T absorber"))
     FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
+    MUELLER_COLOURLESS = True      # mueller reads theta and the switch only (bsdfs/base.py)
     MUELLER_KEYS = ("theta",)      # parameters that change the Mueller matrix (mueller_tangent differentiates them)
     Params = struct(transmittance=SPECTRUM, theta=float, polarizing=ti.i32)
     N_CONST = 1
@@ -141,6 +142,7 @@ class Retarder:
             _angle_key("delta", "phase delay at normal incidence, degrees (90: quarter-wave, 180: half-wave "
                                 "plate; differentiable like theta)", default=90.0))
     FLAGS = DELTA | BOTH_SIDES | TRANSMISSION
+    MUELLER_COLOURLESS = True
     MUELLER_KEYS = ("theta", "delta")
     Params = struct(transmittance=SPECTRUM, theta=float, delta=float)
 

@@ -104,6 +104,7 @@ class RoughConductor:
     FLAGS = SMOOTH
     N_CONST = DIST + 1
     Params = struct(specular=SPECTRUM, alpha=vec2, eta=SPECTRUM, k=SPECTRUM, none=ti.i32)
+    MUELLER_COLOURLESS = True      # mueller reads the IOR only (bsdfs/base.py)
 
     constants = staticmethod(rough_conductor_constants)
 

@@ -140,6 +140,7 @@ class RoughDielectric:
     KEYS = DIELECTRIC_KEYS[:2] + ANISO_KEYS + (DISTRIBUTION, SAMPLE_VISIBLE) + DIELECTRIC_IOR_KEYS
     FLAGS = SMOOTH | BOTH_SIDES | TRANSMISSION
     Params = struct(specular=SPECTRUM, transmittance=SPECTRUM, alpha=vec2, eta=float, lanes=SPECTRUM)
+    MUELLER_COLOURLESS = True      # mueller reads the IOR only (bsdfs/base.py)
     N_CONST = DIST + 1
 
     @staticmethod
