@@ -117,3 +117,85 @@ def test_matrix_algebra_in_python_scope_is_taichis():
     assert (a @ a).to_list() == [[7.0, 10.0], [15.0, 22.0]]
     assert (a @ v).to_list() == [-1.0, -1.0]
     assert v.dot(v) == 2.0 and a.sum() == 10.0 and v.max() == 1.0
+
+
+# ----------------------------------------------------------------------------- arguments by reference
+_Rec = ti.types.struct(a=ti.f32, v=ti.types.vector(2, ti.f32))
+
+
+@ti.func
+def _reads(s, x):
+    return s.a + s.v[1] * x
+
+
+@ti.func
+def _writes(s, x):
+    s.a += x                     # into its own copy: the caller's s is unchanged
+    return s.a
+
+
+@ti.func
+def _bump(s: ti.template()):
+    s.a += 100.0
+
+
+@ti.func
+def _hands_on(s):                # reads s, but hands it to a template parameter that writes it
+    _bump(s)
+    return s.a
+
+
+@ti.func
+def _atomic(x):
+    ti.atomic_add(x, 5.0)
+    return x
+
+
+@ti.func
+def _method(v):
+    v.fill(9.0)                  # a method that changes its object
+    return v[0]
+
+
+def _by_reference_kernel(out, hand_on):
+    @ti.kernel
+    def k(a: ti.f32):
+        s = _Rec(a=a, v=ti.Vector([2.0, 3.0]))
+        x = 2.0
+        w = ti.Vector([1.0, 1.0])
+        out[0] = _reads(s, x)
+        out[1] = _writes(s, x)
+        out[2] = s.a
+        out[3] = _atomic(x)
+        out[4] = x
+        out[5] = _method(w)
+        out[6] = w[1]
+        if ti.static(hand_on):
+            out[7] = _hands_on(s)
+            out[8] = s.a
+    return k
+
+
+def test_read_only_arguments_by_reference_keep_copy_semantics(monkeypatch):
+    """Arguments that are plain variables and that the callee never writes are borrowed, not copied
+    (frontend.install_arguments_by_reference); a callee that writes its parameter, changes it by an atomic or a
+    method, or hands it to a template parameter that writes it, still works on a copy (the last by tracing the kernel
+    again with copies): the caller's variables read as with Taichi's own copies."""
+    import numpy as np
+    from taichi.lang import impl
+    assert impl.expr_init_func is frontend._expr_init_func
+    out = ti.field(ti.f32, shape=9)
+    expect = [7.0, 3.0, 1.0, 7.0, 2.0, 9.0, 1.0, 101.0, 1.0]
+    n0 = list(frontend._BYREF["count"])
+    _by_reference_kernel(out, False)(1.0)
+    assert out.to_numpy()[:7].tolist() == expect[:7]
+    borrowed, copied = (frontend._BYREF["count"][i] - n0[i] for i in range(2))
+    assert borrowed >= 2 and copied >= 3, (borrowed, copied)        # _reads' two; _writes' s, _atomic's, _method's
+    retraced = len(frontend._BYREF["retraced"])
+    _by_reference_kernel(out, True)(1.0)
+    assert out.to_numpy().tolist() == expect
+    assert len(frontend._BYREF["retraced"]) == retraced + 1 and "_bump(s)" in frontend._BYREF["retraced"][-1][1]
+    with monkeypatch.context() as m:                  # Taichi's own copies give the same values
+        m.setattr(impl, "expr_init_func", frontend.TAICHI_FRONTEND["expr_init_func"])
+        _by_reference_kernel(out, True)(1.0)
+        np.testing.assert_array_equal(out.to_numpy(), expect)

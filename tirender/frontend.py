@@ -24,6 +24,7 @@ statements), and Taichi lowers a kernel in time quadratic in its statements (doc
 operations in the same order: results are bit-identical (tests/test_frontend.py).
 """
 from taichi.lang import kernel_impl as _ki
+from taichi.lang.exception import TaichiCompilationError
 from taichi.lang.ast import ast_transformer_utils as _atu
 
 _installed = []
@@ -98,6 +99,7 @@ def install():
         if getattr(_ki, "textwrap", None) is not None:
             _ki.textwrap = _Textwrap(_ki.textwrap)
     install_matrix_ops()
+    install_arguments_by_reference()
     return hooks
 
 
@@ -165,3 +167,156 @@ def install_matrix_ops():
     matrix_ops._reduce = _reduce
     matrix_ops._matmul_helper = _matmul_helper
     matrix_ops._tirender_exprs = True
+
+
+# ----------------------------------------------------------------------------- arguments by reference
+# Taichi inlines a ``ti.func`` and copies each non-template argument into a fresh local variable (a struct: one per
+# member). A megakernel passes the same shading context, vertex and parameter records down many levels, and Taichi
+# lowers a kernel in time quadratic in its statements. An argument that is a plain local variable of the caller (or a
+# struct of them) and that the callee never writes is bound by reference instead: the callee reads the same values
+# (the caller is suspended while it runs), so the kernel computes the same bits. "Never writes": no assignment to the
+# parameter or into it, no atomic operation or method call on it other than pure ones (_PURE_METHODS), no
+# ti.static(...) of it. The one way left for a callee to change a borrowed variable is to hand it to a template
+# parameter of a function that writes that parameter: that is detected as it happens, and the kernel is traced again
+# with every argument copied (Taichi's own behaviour).
+_PURE_METHODS = frozenset(("norm", "norm_sqr", "normalized", "dot", "cross", "sum", "max", "min", "transpose",
+                           "outer_product", "any", "all", "cast", "trace", "determinant", "inverse", "get_shape",
+                           "to_list", "norm_inv", "keys"))
+_BYREF = {"on": False, "borrowed": set(), "writes": {}, "count": [0, 0], "retraced": []}
+
+
+class _Retrace(TaichiCompilationError):
+    """A borrowed argument reached a template parameter its function writes: trace the kernel again with copies."""
+
+
+def _root_name(node):
+    import ast
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _written_names(fn):
+    """Names a function definition (ast.FunctionDef) may write, as in the section's comment."""
+    import ast
+    out = set()
+    for n in ast.walk(fn):
+        targets = []
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension, ast.NamedExpr)):
+            targets = [n.target]
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            targets = [n.optional_vars]
+        elif isinstance(n, ast.Delete):
+            targets = n.targets
+        elif isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if isinstance(f, ast.Attribute) and name not in _PURE_METHODS:
+                targets = [f.value]                                   # p.method(...) may change p
+            if "atomic" in name or name == "static":
+                targets += list(n.args) + [k.value for k in n.keywords]
+        for t in targets:
+            for x in ast.walk(t):
+                r = _root_name(x)
+                if r:
+                    out.add(r)
+    return out
+
+
+def _writes(ctx, node):
+    key = ctx.func.func
+    w = _BYREF["writes"].get(key)
+    if w is None:
+        w = _BYREF["writes"][key] = _written_names(node)
+    return w
+
+
+def _plain(data):
+    """Whether data is a local variable (not a field element, not an expression), or a struct of them."""
+    from taichi.lang.expr import Expr
+    from taichi.lang.struct import Struct
+    if isinstance(data, Struct):
+        return all(_plain(v) for v in data.entries.values())
+    return isinstance(data, Expr) and data.ptr.is_lvalue() and not data.ptr.is_index_expr()
+
+
+def _ids(data, out):
+    """The Python objects data is made of (itself, a struct's members, a container's items)."""
+    from taichi.lang.struct import Struct
+    out.append(id(data))
+    if isinstance(data, Struct):
+        for v in data.entries.values():
+            _ids(v, out)
+    elif isinstance(data, (tuple, list)):
+        for v in data:
+            _ids(v, out)
+    return out
+
+
+def _build_function_def(ctx, node):
+    """Taichi's build_FunctionDef, first checking that no borrowed variable reaches a template parameter the function
+    writes (inline functions only); the variables its arguments borrow are returned when it ends."""
+    if _BYREF["on"] and not ctx.is_kernel and not ctx.is_real_function and _BYREF["borrowed"]:
+        from taichi.types import annotations
+        writes = None
+        for i, data in enumerate(ctx.argument_data):
+            if isinstance(ctx.func.arguments[i].annotation, annotations.template):
+                if any(x in _BYREF["borrowed"] for x in _ids(data, [])):
+                    writes = _writes(ctx, node) if writes is None else writes
+                    if ctx.func.arguments[i].name in writes:
+                        raise _Retrace(f"{ctx.func.func.__qualname__}({ctx.func.arguments[i].name})")
+    borrowed = set(_BYREF["borrowed"])        # what this function borrows is lent only while it runs
+    try:
+        return TAICHI_FRONTEND["build_FunctionDef"](ctx, node)
+    finally:
+        _BYREF["borrowed"] = borrowed
+
+
+def _expr_init_func(rhs):
+    """Taichi's argument copy, or the caller's variable itself where the section's comment allows."""
+    if _BYREF["on"]:
+        import sys
+        f = sys._getframe(1)
+        if f.f_code is TAICHI_FRONTEND["build_FunctionDef"].__code__:
+            loc = f.f_locals
+            arg, ctx, node = loc.get("arg"), loc.get("ctx"), loc.get("node")
+            if arg is not None and ctx is not None and arg.arg not in _writes(ctx, node) and _plain(rhs):
+                _BYREF["borrowed"].update(_ids(rhs, []))
+                _BYREF["count"][0] += 1
+                return rhs
+            _BYREF["count"][1] += 1
+    return TAICHI_FRONTEND["expr_init_func"](rhs)
+
+
+def _materialize(self, key=None, args=None, arg_features=None):
+    """Taichi's Kernel.materialize with borrowed arguments; traced again with copies if one could be written."""
+    _BYREF["on"], _BYREF["borrowed"] = True, set()
+    try:
+        return TAICHI_FRONTEND["materialize"](self, key, args, arg_features)
+    except Exception as e:
+        if not isinstance(e, _Retrace):      # (Taichi re-raises a frontend error as its own type, with a position)
+            raise
+        _BYREF["retraced"].append((self.func.__qualname__, str(e).splitlines()[-1]))
+    finally:
+        _BYREF["on"], _BYREF["borrowed"] = False, set()
+    return TAICHI_FRONTEND["materialize"](self, key, args, arg_features)
+
+
+TAICHI_FRONTEND = {}                         # Taichi's own functions, once replaced
+
+
+def install_arguments_by_reference():
+    """Bind read-only plain-variable arguments of inline functions by reference (idempotent; a Taichi without the
+    hooks keeps its own copies)."""
+    from taichi.lang import impl
+    from taichi.lang.ast import ast_transformer as at
+    if TAICHI_FRONTEND or not (hasattr(impl, "expr_init_func") and hasattr(at.ASTTransformer, "build_FunctionDef")
+                               and hasattr(_ki.Kernel, "materialize")):
+        return
+    TAICHI_FRONTEND.update(expr_init_func=impl.expr_init_func, build_FunctionDef=at.ASTTransformer.build_FunctionDef,
+                           materialize=_ki.Kernel.materialize)
+    impl.expr_init_func = _expr_init_func
+    at.ASTTransformer.build_FunctionDef = staticmethod(_build_function_def)
+    _ki.Kernel.materialize = _materialize

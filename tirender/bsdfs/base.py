@@ -464,6 +464,12 @@ def leaf(cls):
     return cls
 
 
+@ti.func
+def _static_view(view: ti.template(), st: ti.template()):
+    """view(st), made at compile time: the storage object a fetch is traced against."""
+    return ti.static((view(st),))[0]
+
+
 def _polarizing(cls):
     """``mueller_at`` from a model's pure ``mueller(p, wi, wo, delta)`` (module doc), if it has one."""
     if not hasattr(cls, "mueller"):
@@ -473,7 +479,7 @@ def _polarizing(cls):
 
     @ti.func
     def mueller_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
-        return mueller(fetch(view(st), ctx), wi, wo, delta)
+        return mueller(fetch(_static_view(view, st), ctx), wi, wo, delta)
 
     cls.mueller_at = staticmethod(mueller_at)
     if hasattr(cls, "mueller_tangent"):
@@ -481,7 +487,7 @@ def _polarizing(cls):
 
         @ti.func
         def mueller_tangent_at(st: ti.template(), ctx, wi, wo, delta, inner: ti.template()):
-            return mueller_tangent(fetch(view(st), ctx), fetch_tangent(st, ctx), wi, wo, delta)
+            return mueller_tangent(fetch(_static_view(view, st), ctx), fetch_tangent(st, ctx), wi, wo, delta)
 
         cls.mueller_tangent_at = staticmethod(mueller_tangent_at)
 
