@@ -9,11 +9,9 @@ time ratio and peak RSS of each.
 
     python benchmarks/gradient.py [--arch cpu] [--quick] [--rounds 3]
 """
-import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 
 import numpy as np
@@ -46,18 +44,11 @@ def one(arch, spp_primal, spp_adj, max_depth, runs):
 
 
 def run_child(arch, spp_primal, spp_adj, depth, runs):
-    out = subprocess.run([sys.executable, __file__, "--arch", arch, "--child",
-                          f"{spp_primal},{spp_adj},{depth},{runs}"], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return sidebyside.script_child(__file__, arch, f"{spp_primal},{spp_adj},{depth},{runs}")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--arch", default="cpu")
-    ap.add_argument("--child", default=None)
-    ap.add_argument("--quick", action="store_true", help="fewer configurations")
-    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of the Mitsuba comparison")
-    a = ap.parse_args()
+    a = sidebyside.options("fewer configurations").parse_args()
     if a.child:
         p, q, d, r = (int(x) for x in a.child.split(","))
         print(json.dumps(one(a.arch, p, q, d, r)))

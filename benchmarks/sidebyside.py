@@ -113,6 +113,26 @@ def mitsuba_prb_step(xml, key, value, spp, spp_grad, runs, max_depth=6, variant=
 WORKLOADS = {"mitsuba_forward": mitsuba_forward, "mitsuba_prb_step": mitsuba_prb_step}
 
 
+def options(quick_help):
+    """The options of a side-by-side benchmark script: --arch, --quick, --rounds and the internal --child."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", default="cpu")
+    ap.add_argument("--child", default=None)
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of the Mitsuba comparison")
+    return ap
+
+
+def script_child(script, arch, what):
+    """Run ``script --arch arch --child what`` in a fresh process; the dict its last output line holds (JSON)."""
+    out = subprocess.run([sys.executable, script, "--arch", arch, "--child", what], capture_output=True, text=True,
+                         env=child_env())
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run_child(name, *args, **kw):
     """Run WORKLOADS[name](*args, **kw) in a fresh process; returns its dict."""
     payload = json.dumps([name, args, kw])

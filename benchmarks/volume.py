@@ -19,12 +19,10 @@
 
     python benchmarks/volume.py [--arch cpu] [--quick]
 """
-import argparse
 import json
 import math
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -213,20 +211,11 @@ def albedo_benchmark(arch, albedo, runs):
 
 
 def run_child(arch, what):
-    out = subprocess.run([sys.executable, __file__, "--arch", arch, "--child", what], capture_output=True,
-                         text=True, env=sidebyside.child_env())
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return sidebyside.script_child(__file__, arch, what)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--arch", default="cpu")
-    ap.add_argument("--child", default=None)
-    ap.add_argument("--quick", action="store_true", help="fewer runs and albedos")
-    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of the Mitsuba comparison")
-    a = ap.parse_args()
+    a = sidebyside.options("fewer runs and albedos").parse_args()
     if a.child:
         kind, *args = a.child.split(",")
         if kind == "step":

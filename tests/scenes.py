@@ -103,3 +103,9 @@ def xml_sensor(origin, target, up, fov, width, height, spp="$spp"):
       <rfilter type="box"/></film>
     <sampler type="independent"><integer name="sample_count" value="{spp}"/></sampler>
   </sensor>"""
+
+
+def xml_scene(body, width=4, height=4):
+    """The text of a Mitsuba 3 scene file: a perspective sensor with a width × height film, then body (XML)."""
+    return (f'<scene version="3.0.0">\n    <sensor type="perspective"><film type="hdrfilm"><integer name="width" '
+            f'value="{width}"/>\n        <integer name="height" value="{height}"/></film></sensor>\n{body}</scene>\n')

@@ -19,15 +19,13 @@ for _p in (ROOT, HERE):      # (also as the child process of test_polarized_valu
 
 import tirender  # noqa: E402
 from child_util import run_child  # noqa: E402
+from scenes import xml_scene  # noqa: E402
 from tirender.errors import ConfigError  # noqa: E402
 
 FIBRES = os.path.join(ROOT, "benchmarks", "parity", "scenes", "assets", "fibres.obj")
 
 # Mitsuba's documentation examples (src/bsdfs/pplastic.cpp, hair.cpp), one shape each
-DOC_XML = """<scene version="3.0.0">
-    <sensor type="perspective"><film type="hdrfilm"><integer name="width" value="4"/>
-        <integer name="height" value="4"/></film></sensor>
-    <bsdf type="pplastic" id="purple">
+DOC_XML = xml_scene("""    <bsdf type="pplastic" id="purple">
         <rgb name="diffuse_reflectance" value="0.05, 0.03, 0.1"/>
         <float name="alpha" value="0.06"/>
     </bsdf>
@@ -42,8 +40,7 @@ DOC_XML = """<scene version="3.0.0">
     <shape type="rectangle"><ref id="purple"/></shape>
     <shape type="rectangle"><ref id="blonde"/></shape>
     <shape type="rectangle"><ref id="absorbing"/></shape>
-</scene>
-"""
+""")
 
 
 def test_documentation_examples_load(tmp_path):

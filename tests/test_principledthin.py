@@ -17,12 +17,9 @@ for _p in (os.path.dirname(HERE), HERE):      # (also as the child process of te
 import tirender  # noqa: E402
 from child_util import run_child  # noqa: E402
 from gradcheck_util import assert_agree, projected_gradients  # noqa: E402
-from scenes import camera  # noqa: E402
+from scenes import camera, xml_scene  # noqa: E402
 
-XML = """<scene version="3.0.0">
-    <sensor type="perspective"><film type="hdrfilm"><integer name="width" value="4"/>
-        <integer name="height" value="4"/></film></sensor>
-    <bsdf type="principledthin" id="sheet">
+XML = xml_scene("""    <bsdf type="principledthin" id="sheet">
         <rgb name="base_color" value="0.7, 0.1, 0.1"/>
         <float name="roughness" value="0.15"/>
         <texture name="anisotropic" type="checkerboard">
@@ -42,8 +39,7 @@ XML = """<scene version="3.0.0">
         <float name="diffuse_transmittance_sampling_rate" value="3.0"/>
     </bsdf>
     <shape type="rectangle"><ref id="sheet"/></shape>
-</scene>
-"""
+""")
 
 
 def test_xml_loads_every_property(tmp_path):

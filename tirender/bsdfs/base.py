@@ -282,9 +282,15 @@ def slot_rgb(st: ti.template(), ctx, k):
     texture flat (its value at every wavelength, no upsampling: Mitsuba's interpolate_1, rawconstant), a 3-channel
     one lifted texel by texel before interpolating (_spectral, as Mitsuba); a mesh attribute as mesh_attribute's
     eval_spectrum."""
+    return _colour_slot(st, ctx, k, _slot_rgb)
+
+
+@ti.func
+def _colour_slot(st: ti.template(), ctx, k, read: ti.template()):
+    """read(st, ctx, tid) of colour slot k, or 0 at compile time in a Colourless view."""
     out = variants.spec(0.0)
     if ti.static(not _colourless(st)):
-        out = _slot_rgb(st, ctx, st.bsdf_tex[ctx.b, k])
+        out = read(st, ctx, st.bsdf_tex[ctx.b, k])
     return out
 
 
@@ -339,10 +345,7 @@ def slot_unbounded(st: ti.template(), ctx, k):
     rgb; in mono and the spectral variants variants.unbounded of the looked-up RGB (the luminance; 2 max(c) S(c / (2
     max c), λ), Mitsuba's unbounded srgb; mesh attributes likewise), a 1-channel or raw texture flat, a sampled
     spectrum at ctx.lam."""
-    out = variants.spec(0.0)
-    if ti.static(not _colourless(st)):
-        out = _slot_unbounded(st, ctx, st.bsdf_tex[ctx.b, k])
-    return out
+    return _colour_slot(st, ctx, k, _slot_unbounded)
 
 
 @ti.func
