@@ -199,3 +199,47 @@ def test_read_only_arguments_by_reference_keep_copy_semantics(monkeypatch):
         m.setattr(impl, "expr_init_func", frontend.TAICHI_FRONTEND["expr_init_func"])
         _by_reference_kernel(out, True)(1.0)
         np.testing.assert_array_equal(out.to_numpy(), expect)
+
+
+def _assignment_kernel(out):
+    @ti.func
+    def make(x):
+        return _Rec(a=x, v=ti.Vector([x, 2.0 * x]))
+
+    @ti.kernel
+    def k(x0: ti.f32):
+        a = x0
+        b = a                    # a copy: later changes of a do not reach b
+        a += 1.0
+        c = d = a                # chained: two variables
+        c += 5.0
+        s = make(a)
+        t = s
+        s.a += 10.0
+        u, w = a, b
+        u += 100.0
+        m = ti.Vector([a, b])
+        n = m
+        m[0] = -1.0
+        out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] = a, b, c, d, s.a, t.a, u, w
+        out[8] = n[0]
+        out[9] = m[0]
+        for i in range(2):
+            q = a + i            # a new name in a loop body: bound afresh each iteration
+            out[10 + i] = q
+    return k
+
+
+def test_new_names_bind_the_assigned_value_once(monkeypatch):
+    """``name = value`` for a new name binds the variable Taichi makes of the value, without Taichi's second copy
+    (frontend._build_assign); chained, unpacking and repeated assignments keep their meaning."""
+    from taichi.lang.ast import ast_transformer as at
+    assert at.ASTTransformer.build_Assign is frontend._build_assign
+    out = ti.field(ti.f32, shape=12)
+    expect = [2.0, 1.0, 7.0, 2.0, 12.0, 2.0, 102.0, 1.0, 2.0, -1.0, 2.0, 3.0]
+    _assignment_kernel(out)(1.0)
+    assert out.to_numpy().tolist() == expect
+    with monkeypatch.context() as m:
+        m.setattr(at.ASTTransformer, "build_Assign", staticmethod(frontend.TAICHI_FRONTEND["build_Assign"]))
+        _assignment_kernel(out)(1.0)
+        assert out.to_numpy().tolist() == expect

@@ -18,7 +18,8 @@ that source at each call site (``textwrap.fill`` of every line, ``textwrap.deden
 Installed at import of tirender when Taichi's context class has the method (a Taichi without it
 keeps its own).
 
-It also builds Taichi's matrix reductions (``sum``, ``dot``, ``max``, ``min``, ``any``, ``all``, ``norm``) and
+It also binds read-only arguments of inline functions by reference and assigns a new name's value once
+(install_arguments_by_reference, below), and builds Taichi's matrix reductions (``sum``, ``dot``, ``max``, ``min``, ``any``, ``all``, ``norm``) and
 products (``@``) as expressions: Taichi's own helpers assign a local variable per term (a 4×4 product: 64
 statements), and Taichi lowers a kernel in time quadratic in its statements (docs/performance.md). The same
 operations in the same order: results are bit-identical (tests/test_frontend.py).
@@ -304,6 +305,24 @@ def _materialize(self, key=None, args=None, arg_features=None):
     return TAICHI_FRONTEND["materialize"](self, key, args, arg_features)
 
 
+def _build_assign(ctx, node):
+    """Taichi's build_Assign, except that ``name = value`` with one new local name binds the name to the fresh
+    variable Taichi has just made of the value (Taichi's build_assign_basic copies that copy once more)."""
+    import ast
+    from taichi.lang import impl
+    from taichi.lang.ast.ast_transformer import ASTTransformer, build_stmt
+    build_stmt(ctx, node.value)
+    is_static = isinstance(node.value, ast.Call) and node.value.func.ptr is impl.static
+    values = node.value.ptr if is_static else impl.expr_init(node.value.ptr)
+    for target in node.targets:
+        if (not is_static and len(node.targets) == 1 and isinstance(target, ast.Name)
+                and target.id not in ctx.kernel_args and not ctx.is_var_declared(target.id)):
+            ctx.create_variable(target.id, values)
+        else:
+            ASTTransformer.build_assign_unpack(ctx, target, values, is_static)
+    return None
+
+
 TAICHI_FRONTEND = {}                         # Taichi's own functions, once replaced
 
 
@@ -316,7 +335,9 @@ def install_arguments_by_reference():
                                and hasattr(_ki.Kernel, "materialize")):
         return
     TAICHI_FRONTEND.update(expr_init_func=impl.expr_init_func, build_FunctionDef=at.ASTTransformer.build_FunctionDef,
-                           materialize=_ki.Kernel.materialize)
+                           materialize=_ki.Kernel.materialize, build_Assign=at.ASTTransformer.build_Assign)
     impl.expr_init_func = _expr_init_func
     at.ASTTransformer.build_FunctionDef = staticmethod(_build_function_def)
     _ki.Kernel.materialize = _materialize
+    if hasattr(at, "build_stmt") and hasattr(at.ASTTransformer, "build_assign_unpack"):
+        at.ASTTransformer.build_Assign = staticmethod(_build_assign)
