@@ -206,6 +206,15 @@ def _assignment_kernel(out):
     def make(x):
         return _Rec(a=x, v=ti.Vector([x, 2.0 * x]))
 
+    @ti.func
+    def same(x):                 # returns its (borrowed) argument: not a fresh value
+        return x
+
+    @ti.func
+    def twice(x):
+        r = x * 2.0
+        return r, r              # one variable twice: not fresh
+
     @ti.kernel
     def k(x0: ti.f32):
         a = x0
@@ -227,16 +236,22 @@ def _assignment_kernel(out):
         for i in range(2):
             q = a + i            # a new name in a loop body: bound afresh each iteration
             out[10 + i] = q
+        y = same(a)
+        y += 1.0
+        r1, r2 = twice(a)
+        r1 += 1.0
+        out[12], out[13], out[14], out[15] = y, a, r1, r2
     return k
 
 
 def test_new_names_bind_the_assigned_value_once(monkeypatch):
     """``name = value`` for a new name binds the variable Taichi makes of the value, without Taichi's second copy
-    (frontend._build_assign); chained, unpacking and repeated assignments keep their meaning."""
+    (frontend._build_assign); chained, unpacking and repeated assignments, a function returning its argument or one
+    variable twice keep their meaning."""
     from taichi.lang.ast import ast_transformer as at
     assert at.ASTTransformer.build_Assign is frontend._build_assign
-    out = ti.field(ti.f32, shape=12)
-    expect = [2.0, 1.0, 7.0, 2.0, 12.0, 2.0, 102.0, 1.0, 2.0, -1.0, 2.0, 3.0]
+    out = ti.field(ti.f32, shape=16)
+    expect = [2.0, 1.0, 7.0, 2.0, 12.0, 2.0, 102.0, 1.0, 2.0, -1.0, 2.0, 3.0, 3.0, 2.0, 5.0, 4.0]
     _assignment_kernel(out)(1.0)
     assert out.to_numpy().tolist() == expect
     with monkeypatch.context() as m:

@@ -293,7 +293,7 @@ def _expr_init_func(rhs):
 
 def _materialize(self, key=None, args=None, arg_features=None):
     """Taichi's Kernel.materialize with borrowed arguments; traced again with copies if one could be written."""
-    _BYREF["on"], _BYREF["borrowed"] = True, set()
+    _BYREF.update(on=True, borrowed=set())
     try:
         return TAICHI_FRONTEND["materialize"](self, key, args, arg_features)
     except Exception as e:
@@ -301,23 +301,32 @@ def _materialize(self, key=None, args=None, arg_features=None):
             raise
         _BYREF["retraced"].append((self.func.__qualname__, str(e).splitlines()[-1]))
     finally:
-        _BYREF["on"], _BYREF["borrowed"] = False, set()
+        _BYREF.update(on=False, borrowed=set())
     return TAICHI_FRONTEND["materialize"](self, key, args, arg_features)
 
 
 def _build_assign(ctx, node):
-    """Taichi's build_Assign, except that ``name = value`` with one new local name binds the name to the fresh
-    variable Taichi has just made of the value (Taichi's build_assign_basic copies that copy once more)."""
+    """Taichi's build_Assign, except that ``name = value`` with one new local name (or ``a, b = values`` with new
+    names) binds the name to the fresh variable Taichi has just made of the value (Taichi's build_assign_basic copies
+    that copy once more)."""
     import ast
     from taichi.lang import impl
     from taichi.lang.ast.ast_transformer import ASTTransformer, build_stmt
     build_stmt(ctx, node.value)
     is_static = isinstance(node.value, ast.Call) and node.value.func.ptr is impl.static
+    once = not is_static and len(node.targets) == 1
     values = node.value.ptr if is_static else impl.expr_init(node.value.ptr)
+    def new(t):
+        return isinstance(t, ast.Name) and t.id not in ctx.kernel_args and not ctx.is_var_declared(t.id)
+
     for target in node.targets:
-        if (not is_static and len(node.targets) == 1 and isinstance(target, ast.Name)
-                and target.id not in ctx.kernel_args and not ctx.is_var_declared(target.id)):
+        if once and new(target):
             ctx.create_variable(target.id, values)
+        elif (once and isinstance(target, ast.Tuple) and isinstance(values, (tuple, list))
+              and len(values) == len(target.elts) and all(new(t) for t in target.elts)
+              and len({t.id for t in target.elts}) == len(target.elts)):
+            for t, v in zip(target.elts, values):            # a, b = ...: each element once too
+                ctx.create_variable(t.id, v)
         else:
             ASTTransformer.build_assign_unpack(ctx, target, values, is_static)
     return None
