@@ -71,13 +71,16 @@ def _init(args, cfg):
         raise ConfigError(e.problem, file, key) from None
 
 
-def _scene(args, cfg):
-    """Validate the scene (and its integrator) before Taichi starts, then start it and build the scene."""
+def _scene(args, cfg, check_backend=None):
+    """Validate the scene (and its integrator) before Taichi starts, then start it (check_backend(): a refusal of the
+    backend it chose, before any kernel compiles) and build the scene."""
     from .api import describe, scene_from_config
     _set_variant(args, cfg)
     described = describe(cfg)
     _check_arch(args, cfg)
     arch = _init(args, cfg)
+    if check_backend is not None:
+        check_backend()
     return scene_from_config(cfg, described), arch
 
 
@@ -311,7 +314,8 @@ def cmd_gradimage(args):
     names = ("gradimage.png", "gradimage.exr", "gradimage.npy")
     out = check_output_dir(args.out or os.path.join("out", f"{stem}_gradimage"), "--out" if args.out else
                            "--out (default)", names=names)
-    scene, arch = _scene(args, cfg)
+    from .launch import check_forward_arch
+    scene, arch = _scene(args, cfg, check_forward_arch)
     try:
         info = scene.params.info(args.param)
     except ConfigError as e:

@@ -390,15 +390,21 @@ def tangent_vector(scene, directions):
     return v
 
 
+def check_forward_arch():
+    """ConfigError unless the running backend can run forward mode (CPU, CUDA)."""
+    from . import backend
+    if backend.current_arch() == "vulkan":
+        raise ConfigError("forward mode needs the CPU or CUDA backend (its per-thread tangent accumulators use "
+                          "ti.global_thread_idx(), which Taichi's Vulkan backend lacks); use --arch cpu", key="arch")
+
+
 def forward_pass(scene, directions, spp, seed, sensor, progress, launch, after=None):
     """Forward mode's passes: v (``tangent_vector``) into the storage's Tangent view tv, then
     launch(tv, sensor, seed, sample_offset, count) over the batches (a tangent kernel splatting
     <∂L/∂π, v> per sample, integrators/kernels.py), then after(tv, sensor, seed) if given (terms
     splatted in passes of their own); returns the resolved J v image (H, W, 3)."""
     from . import backend
-    if backend.current_arch() == "vulkan":
-        raise ConfigError("forward mode needs the CPU or CUDA backend (its per-thread tangent accumulators use "
-                          "ti.global_thread_idx(), which Taichi's Vulkan backend lacks); use --arch cpu", key="arch")
+    check_forward_arch()
     spp, sensor = check_args(scene, spp, sensor)
     v = tangent_vector(scene, directions)
     st = begin_film(scene, sensor, True)
