@@ -19,10 +19,10 @@ Installed at import of tirender when Taichi's context class has the method (a Ta
 keeps its own).
 
 It also binds read-only arguments of inline functions by reference and assigns a new name's value once
-(install_arguments_by_reference, below), and builds Taichi's matrix reductions (``sum``, ``dot``, ``max``, ``min``, ``any``, ``all``, ``norm``) and
-products (``@``) as expressions: Taichi's own helpers assign a local variable per term (a 4×4 product: 64
-statements), and Taichi lowers a kernel in time quadratic in its statements (docs/performance.md). The same
-operations in the same order: results are bit-identical (tests/test_frontend.py).
+(install_arguments_by_reference, below), and builds Taichi's matrix reductions (``sum``, ``dot``, ``max``, ``min``,
+``any``, ``all``, ``norm``) and products (``@``) as expressions: Taichi's own helpers assign a local variable per
+term (a 4×4 product: 64 statements), and Taichi lowers a kernel in time quadratic in its statements
+(docs/performance.md). The same operations in the same order: results are bit-identical (tests/test_frontend.py).
 """
 from taichi.lang import kernel_impl as _ki
 from taichi.lang.exception import TaichiCompilationError
@@ -305,6 +305,12 @@ def _materialize(self, key=None, args=None, arg_features=None):
     return TAICHI_FRONTEND["materialize"](self, key, args, arg_features)
 
 
+def _new_name(ctx, target):
+    """Whether an assignment target is a name not yet declared (nor a kernel argument)."""
+    import ast
+    return isinstance(target, ast.Name) and target.id not in ctx.kernel_args and not ctx.is_var_declared(target.id)
+
+
 def _build_assign(ctx, node):
     """Taichi's build_Assign, except that ``name = value`` with one new local name (or ``a, b = values`` with new
     names) binds the name to the fresh variable Taichi has just made of the value (Taichi's build_assign_basic copies
@@ -316,14 +322,11 @@ def _build_assign(ctx, node):
     is_static = isinstance(node.value, ast.Call) and node.value.func.ptr is impl.static
     once = not is_static and len(node.targets) == 1
     values = node.value.ptr if is_static else impl.expr_init(node.value.ptr)
-    def new(t):
-        return isinstance(t, ast.Name) and t.id not in ctx.kernel_args and not ctx.is_var_declared(t.id)
-
     for target in node.targets:
-        if once and new(target):
+        if once and _new_name(ctx, target):
             ctx.create_variable(target.id, values)
         elif (once and isinstance(target, ast.Tuple) and isinstance(values, (tuple, list))
-              and len(values) == len(target.elts) and all(new(t) for t in target.elts)
+              and len(values) == len(target.elts) and all(_new_name(ctx, t) for t in target.elts)
               and len({t.id for t in target.elts}) == len(target.elts)):
             for t, v in zip(target.elts, values):            # a, b = ...: each element once too
                 ctx.create_variable(t.id, v)
