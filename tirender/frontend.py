@@ -283,7 +283,7 @@ def _expr_init_func(rhs):
         if f.f_code is TAICHI_FRONTEND["build_FunctionDef"].__code__:
             loc = f.f_locals
             arg, ctx, node = loc.get("arg"), loc.get("ctx"), loc.get("node")
-            if arg is not None and ctx is not None and arg.arg not in _writes(ctx, node) and _plain(rhs):
+            if None not in (arg, ctx, node) and arg.arg not in _writes(ctx, node) and _plain(rhs):
                 _BYREF["borrowed"].update(_ids(rhs, []))
                 _BYREF["count"][0] += 1
                 return rhs
