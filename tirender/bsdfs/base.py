@@ -469,7 +469,8 @@ def leaf(cls):
 
 @ti.func
 def _static_view(view: ti.template(), st: ti.template()):
-    """view(st), made at compile time: the storage object a fetch is traced against."""
+    """view(st), made at compile time: the storage object a fetch is traced against (inside a tuple: ti.static
+    accepts containers, not arbitrary objects, and a plain call would draw Taichi's external-function warning)."""
     return ti.static((view(st),))[0]
 
 
