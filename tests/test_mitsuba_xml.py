@@ -85,7 +85,7 @@ def test_sphere_center_radius_and_include_and_refs(tmp_path):
 
 @pytest.mark.parametrize("body, where, words", [
     ('<shape type="rectangle">\n<bsdf type="nosuchbsdf"/></shape>', "line 4", "nosuchbsdf"),
-    ('<shape type="sdfgrid"/>', "line 3", "unsupported shape type 'sdfgrid'"),
+    ('<shape type="ellipsoids"/>', "line 3", "unsupported shape type 'ellipsoids'"),
     ('<shape type="serialized"/>', "line 3", "a mesh needs a filename"),
     ('<shape type="rectangle"><ref id="nothere"/></shape>', "line 3", "nothere"),
     ('<include filename="missing.xml"/>', "line 3", "missing.xml"),

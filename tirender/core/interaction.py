@@ -1,6 +1,7 @@
 """Surface interactions: hit point, geometric and shading frames, uv, from a BVH hit."""
 import taichi as ti
 
+from . import sdf
 from .intersect import ray_triangle_adjoint
 from .math import coordinate_system, vec2, vec3
 from .optics import normalize_adjoint
@@ -30,6 +31,36 @@ class SurfaceInteraction:
 
 @ti.func
 def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
+    """The interaction at the hit (tri, t, b1, b2) of the ray o + t d (core/intersect.intersect); tri = -1: none.
+    On storages with SDF grids (st.sdf_grids), a voxel primitive's from core/sdf.py."""
+    si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
+    if ti.static(st.sdf_grids):
+        g = -1
+        if tri >= 0:
+            g = sdf.grid_of(st, tri)
+        if g >= 0:
+            si = sdf_interaction(st, g, tri, t, o, d)
+        else:
+            si = triangle_interaction(st, tri, t, b1, b2)
+    else:
+        si = triangle_interaction(st, tri, t, b1, b2)
+    return si
+
+
+@ti.func
+def sdf_interaction(st: ti.template(), g, tri, t, o, d):
+    """The interaction on SDF grid g (voxel primitive tri) at distance t along o + t d: Mitsuba's sdfgrid has no
+    uv (0, 0) and no dp/du (coordinate_system(ng) here, as a mesh without uv)."""
+    p = o + t * d
+    ng, n, s, ts = sdf.interaction(st, g, p)
+    dpdu, dpdv = coordinate_system(ng)
+    return SurfaceInteraction(valid=1, t=t, p=p, ng=ng, n=n, ss=s, ts=ts, uv=vec2(0.0), dpdu=dpdu, dpdv=dpdv,
+                              tri=tri, shape=st.tri_shape[tri], bary=vec2(0.0))
+
+
+@ti.func
+def triangle_interaction(st: ti.template(), tri, t, b1, b2):
+    """The interaction on triangle tri at barycentrics (b1, b2), distance t (tri = -1: not valid)."""
     si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
     if tri >= 0:
         b0 = 1.0 - b1 - b2

@@ -9,6 +9,7 @@ the CPU (benchmarks/breakdown.py).
 import taichi as ti
 
 from ..scene.bvh import WIDTH
+from . import sdf
 from .math import BIG, vec2, vec3
 
 STACK = 64
@@ -136,6 +137,11 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
             first = -1 - e
             for k in range(first, first + leaf_n[sp]):
                 t, b1, b2 = ray_triangle(st, k, o, d)
+                if ti.static(st.sdf_grids):
+                    if t == BIG:
+                        g = sdf.grid_of(st, k)
+                        if g >= 0:
+                            t = sdf.ray_voxel(st, k, g, o, d)
                 if t < best_t:
                     best_t = t
                     best = k

@@ -373,7 +373,7 @@ def secondary_edges(scene):
     if static is None:
         static = []
         for sh in scene.desc.shapes or []:
-            if sh.differentiable:
+            if sh.differentiable or sh.sdf is not None:     # an SDF grid's faces are voxel boxes, not triangles
                 continue
             P = np.asarray(sh.positions, np.float64)
             ed, ef, sp = edge_topology(sh.faces, P)

@@ -83,6 +83,7 @@ class Shape:
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
     group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
     curve: tuple = None        # bsplinecurve, linearcurve: (curves.Tube / LinearTube, control points (K, 4), world)
+    sdf: object = None         # sdfgrid: its scene.sdfgrid.SdfGrid (the faces are its voxel primitives)
 
 
 MESH_FILES = ("obj", "ply", "serialized")   # shape types read from a mesh file (scene/mesh_io.py)
@@ -488,12 +489,13 @@ class _Builder:
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
                      "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness", "differentiable",
-                     "shape_index"}, self.file, key)
+                     "shape_index", "normals"}, self.file, key)
         sid = str(spec.get("id", f"shape{i}"))
         key = f"shapes.{sid}"
         t = spec.get("type")
         for k, types in (("height", ("heightfield",)), ("thickness", ("heightfield",)),
-                         ("shape_index", ("serialized",)), ("flip_tex_coords", ("obj", "ply"))):
+                         ("shape_index", ("serialized",)), ("flip_tex_coords", ("obj", "ply")),
+                         ("normals", ("sdfgrid",))):
             if k in spec and t not in types:
                 raise ConfigError(f"'{k}' belongs to {' and '.join(types)} shapes (this one is '{t}')", self.file,
                                   f"{key}.{k}")
@@ -508,10 +510,10 @@ class _Builder:
                 mesh = builtin.BUILTIN[t]()
         elif t in MESH_FILES:
             mesh = self.mesh_file(t, spec, key)
-        elif t not in CURVES:
+        elif t not in CURVES and t != "sdfgrid":
             raise ConfigError(f"unknown shape type '{t}' (expected one of: {', '.join(MESH_FILES)}, "
-                              f"{', '.join(builtin.BUILTIN)}, {', '.join(CURVES)}, shapegroup, instance)", self.file,
-                              f"{key}.type")
+                              f"{', '.join(builtin.BUILTIN)}, {', '.join(CURVES)}, sdfgrid, shapegroup, instance)",
+                              self.file, f"{key}.type")
         m = parse_transform(spec.get("to_world"), self.file, f"{key}.to_world")
         if hf is not None:
             if abs(np.linalg.det(m[:3, :3])) < 1e-30:
@@ -519,6 +521,8 @@ class _Builder:
             hf["to_world"] = m
         if t in CURVES:
             mesh = self.curve(t, spec, m, key)       # to_world moves the control points (not their radii)
+        elif t == "sdfgrid":
+            mesh = self.sdfgrid(spec, m, key)
         else:
             mesh = builtin.transform_mesh(mesh, m)
         pos = mesh["positions"]
@@ -543,7 +547,7 @@ class _Builder:
         area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
         ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
         bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
-        if hf is not None or t in CURVES:
+        if hf is not None or t in CURVES or t == "sdfgrid":
             bad[:] = False       # displaced at bind time (scene/heightfield.py) / moved by control points: kept
         if hf is not None and np.linalg.det(m[:3, :3]) < 0:   # transform_mesh flipped the winding: the codes too
             hf["codes"] = hf["codes"][:, [0, 2, 1]]
@@ -583,7 +587,7 @@ class _Builder:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
         kind = "sphere" if t == "sphere" else "curve" if t in CURVES else "mesh"
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
-                  differentiable=kind if diff else "", curve=mesh.get("curve"))
+                  differentiable=kind if diff else "", curve=mesh.get("curve"), sdf=mesh.get("sdf"))
         s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
@@ -612,6 +616,33 @@ class _Builder:
         except OSError as e:
             raise ConfigError(f"cannot read {path}: {e.strerror}", self.file, f"{key}.filename") from None
         return curve_mesh(curves, m, linear=t == "linearcurve")
+
+    def sdfgrid(self, spec, m, key):
+        """The voxel primitives of an sdfgrid shape (scene/sdfgrid.py) read from its .vol file, placed by to_world m.
+        Not an emitter, not differentiable, no media (as Mitsuba's: no area, no uv)."""
+        from .sdfgrid import NORMALS, SdfGrid, read_grid, sdf_mesh
+        for k, why in (("flip_normals", "its normals are the SDF's gradient"),
+                       ("face_normals", "its normals are the SDF's gradient ('normals: analytic')"),
+                       ("emitter", "it has no surface area to sample (as in Mitsuba)"),
+                       ("differentiable", "its grid and transform are not differentiable parameters (as in Mitsuba)"),
+                       ("interior", "media bounded by an SDF grid are not supported"),
+                       ("exterior", "media bounded by an SDF grid are not supported")):
+            if spec.get(k) not in (None, False):
+                raise ConfigError(f"'{k}' does not apply to an sdfgrid: {why}", self.file, f"{key}.{k}")
+        mode = spec.get("normals", "smooth")
+        if mode not in NORMALS:
+            raise ConfigError(f"normals must be one of {', '.join(NORMALS)} (got {mode!r})", self.file,
+                              f"{key}.normals")
+        if abs(np.linalg.det(m[:3, :3])) < 1e-30:
+            raise ConfigError("to_world is singular", self.file, f"{key}.to_world")
+        path = self.path(spec.get("filename"), f"{key}.filename")
+        try:
+            if (path, "sdf") not in self.meshes:      # read once however many shapes (instances) use it
+                self.meshes[(path, "sdf")] = read_grid(path, self.file, f"{key}.filename")
+        except ConfigError as e:
+            raise ConfigError(f"{e.file}: {e.problem}" if e.file != self.file else e.problem, self.file,
+                              f"{key}.filename") from None
+        return sdf_mesh(SdfGrid(self.meshes[(path, "sdf")], m, mode == "smooth"), self.file, key)
 
     def mesh_file(self, t, spec, key):
         """The mesh of an obj / ply / serialized shape (scene/mesh_io.py), uvs flipped as Mitsuba's loaders do.

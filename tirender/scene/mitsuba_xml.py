@@ -48,7 +48,7 @@ IGNORED = {
 # silhouette within ~1e-4 (the parity envmap scene's ball gradient: -0.9 % at 64 segments, -0.5 % at 256)
 SPHERE_SEGMENTS = 256
 MESH_FILES = ("obj", "ply", "serialized")    # Mitsuba's mesh plugins that read a file (serialized: + shape_index)
-SHAPES = MESH_FILES + tuple(builtin.BUILTIN) + CURVES
+SHAPES = MESH_FILES + tuple(builtin.BUILTIN) + CURVES + ("sdfgrid",)
 FILTERS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}   # Mitsuba rfilters -> their properties
 
 
@@ -686,6 +686,7 @@ class _Importer:
         keys |= {"filename", "flip_tex_coords"} if t in ("obj", "ply") else set()
         keys |= {"filename", "shape_index"} if t == "serialized" else set()
         keys |= {"filename"} if t in CURVES else set()
+        keys |= {"filename", "normals"} if t == "sdfgrid" else set()
         keys |= {"center", "radius"} if t == "sphere" else set()
         keys |= {"p0", "p1", "radius"} if t == "cylinder" else set()
         p = self.props(n, "shape", t, keys | {"interior", "exterior", "bsdf"},
@@ -707,11 +708,12 @@ class _Importer:
             spec["resolution"] = SPHERE_SEGMENTS
         if not np.allclose(m, np.eye(4)):
             spec["to_world"] = m.tolist()
-        for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords", "shape_index"):
+        for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords", "shape_index", "normals"):
             if k in p:
                 spec[k] = p.pop(k)
-        if (t in MESH_FILES or t in CURVES) and "filename" not in spec:
-            raise self.err(n, f"a {'curve' if t in CURVES else 'mesh'} needs a filename")
+        if (t in MESH_FILES or t in CURVES or t == "sdfgrid") and "filename" not in spec:
+            what = "a curve" if t in CURVES else "a mesh" if t in MESH_FILES else "an sdfgrid (Mitsuba's 'grid' tensor: Python only)"
+            raise self.err(n, f"{what} needs a filename")
         if "bsdf" in p:
             spec["bsdf"] = p.pop("bsdf")
         for side in ("interior", "exterior"):

@@ -19,6 +19,7 @@ from ..textures import TEX_VOLUME
 from .mitsuba_xml import param_aliases
 from .bvh_build import build_wide, refit_device
 from .description import SceneDescription
+from .sdfgrid import device_rows as sdf_device_rows
 from .storage import Storage, VolumeTextureView, padded
 from .triangles import Triangles, gather, write_rows
 
@@ -150,6 +151,8 @@ class Scene:
         a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] or [0], np.int32)
         a["shape_med_int"] = np.array([s.interior for s in shapes] or [-1], np.int32)
         a["shape_med_ext"] = np.array([s.exterior for s in shapes] or [-1], np.int32)
+        sdf_rows, n_sdf = sdf_device_rows(shapes)               # SDF grids (scene/sdfgrid.py, core/sdf.py)
+        a.update(sdf_rows)
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
         a["bsdf_flags"] = np.array([b.flags for b in bs] or [0], np.int32)
@@ -256,7 +259,8 @@ class Scene:
                           textures=len(a["tex_w"]), pool=self.params.data.size + 2, emitters=len(a["em_type"]),
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
-                          hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes), spectra=len(a["spec_tab"]))
+                          hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes), spectra=len(a["spec_tab"]),
+                          sdfv=n_sdf, sdfs=len(a.get("sdf_off", ())))
         self.bsdf_levels = bsdf_levels(bs, [s.bsdf for s in shapes])
         self.em_mask = 0
         for e in ems:

@@ -1,0 +1,257 @@
+"""Ray queries against Mitsuba's ``sdfgrid`` shape on the device (its host side: scene/sdfgrid.py).
+
+A grid g of signed distances f over the object-space unit cube, trilinearly interpolated (corner values at
+the grid nodes, clamped at the border: Mitsuba's linear/clamp texture); the surface is f = 0. Each voxel that
+the surface crosses is one primitive of the scene's BVH, stored in a triangle row k whose edge e2 is zero
+(p0 and p0 + e1 are the corners of its world box) with the voxel's integer coordinates in the uv slots:
+``tri_uv0[k] = (x, y)``, ``tri_uv1[k] = (z, ·)``; ``shape_sdf[tri_shape[k]]`` names its grid. Per grid::
+
+    sdf_off (G,) i32        offset of its values in sdf_val, x fastest: off + (z H + y) W + x
+    sdf_res (G,) ivec3      (W, H, D) nodes per axis (>= 2)
+    sdf_to_obj (G,) 3x4     world -> object ([0, 1]^3), u = M (p, 1)
+    sdf_nm (G,) 3x3         object -> world normal matrix (inverse transpose of to_world's linear part)
+    sdf_smooth (G,) i32     1: Mitsuba's "smooth" shading normals, 0: "analytic" (the geometric normal)
+
+As Mitsuba's sdfgrid.cpp: the hit inside a voxel is the first root of the cubic the trilinear function is along
+the ray (Hansson-Söderlund et al. 2022), bracketed by the roots of its derivative and refined by regula falsi
+(|Δt| < 1e-5, at most 51 steps; Marmitt et al. 2004); the geometric normal is the trilinear function's gradient
+in the voxel (finite differences across the voxel's faces at the hit), the smooth normal blends the normalised
+gradients of the 8 voxels around the hit (Hansson-Söderlund et al.). No uv (0, 0), not an emitter, not
+differentiable (as Mitsuba: the grid and to_world are not differentiable parameters there either).
+"""
+import taichi as ti
+
+from .math import BIG, coordinate_system, vec3
+
+ivec3 = ti.types.vector(3, ti.i32)
+SOLVE_EPS = 1e-5          # regula falsi stops when the bracket is this short (ray units), as Mitsuba
+SOLVE_STEPS = 51
+
+
+@ti.func
+def grid_of(st: ti.template(), k):
+    """The grid of primitive row k, -1 when k is a triangle (its e2 is not zero, or its shape has no grid)."""
+    g = -1
+    if st.tri_e2[k].norm_sqr() == 0.0:
+        g = st.shape_sdf[st.tri_shape[k]]
+    return g
+
+
+@ti.func
+def node(st: ti.template(), g, res, x, y, z):
+    """The grid value at node (x, y, z), clamped to the grid."""
+    xi = ti.min(ti.max(x, 0), res[0] - 1)
+    yi = ti.min(ti.max(y, 0), res[1] - 1)
+    zi = ti.min(ti.max(z, 0), res[2] - 1)
+    return st.sdf_val[st.sdf_off[g] + (zi * res[1] + yi) * res[0] + xi]
+
+
+@ti.func
+def _bits(c):
+    """Corner c of a voxel (0..7) as an offset (x, y, z) = (c & 1, c >> 1 & 1, c >> 2 & 1)."""
+    return ivec3(c & 1, (c >> 1) & 1, (c >> 2) & 1)
+
+
+@ti.func
+def value(st: ti.template(), g, res, q):
+    """f at object-space point q (trilinear, clamped at the border). Runtime loops here and below keep the
+    code each call site inlines small."""
+    x = ti.min(ti.max(q * (res - 1), 0.0), res - 1)
+    i = ti.min(ti.cast(ti.floor(x), ti.i32), res - 2)
+    w = x - i
+    c_ = 0.0
+    for c in range(8):
+        b = _bits(c)
+        wt = 1.0
+        for a in ti.static(range(3)):
+            wt *= w[a] if b[a] == 1 else 1.0 - w[a]
+        c_ += wt * node(st, g, res, i[0] + b[0], i[1] + b[1], i[2] + b[2])
+    return c_
+
+
+@ti.func
+def voxel_gradient(st: ti.template(), g, res, p, v):
+    """∇f of voxel v (integer coordinates) at object-space p: per axis, the difference of f across the voxel's
+    two faces at p's other coordinates over the voxel size (Mitsuba's voxel_grad)."""
+    size = 1.0 / (res - 1)
+    lo = v * size
+    grad = vec3(0.0)
+    for a in range(3):
+        e = vec3(float(a == 0), float(a == 1), float(a == 2))
+        q0 = p * (1.0 - e) + lo * e
+        q1 = q0 + size * e
+        grad += e * ((value(st, g, res, q1) - value(st, g, res, q0)) / size.dot(e))
+    return grad
+
+
+@ti.func
+def smooth_normal(st: ti.template(), g, res, p):
+    """Mitsuba's smooth shading normal (object space, not normalised): the normalised voxel gradients of the
+    8 voxels around p blended trilinearly; voxels with a negative coordinate left out (an axis whose lower
+    (upper) four are all out takes the other side's only)."""
+    sp = p * (res - 1)
+    v000 = ti.cast(ti.round(sp), ti.i32) - 1
+    w = sp - (v000 + 1) + 0.5
+    lo_ok = ivec3(0)
+    hi_ok = ivec3(0)
+    for c in range(8):
+        b = _bits(c)
+        if (v000 + b).min() >= 0:
+            lo_ok += 1 - b
+            hi_ok += b
+    for a in ti.static(range(3)):
+        if lo_ok[a] == 0:
+            w[a] = 1.0
+        if hi_ok[a] == 0:
+            w[a] = 0.0
+    n = vec3(0.0)
+    for c in range(8):
+        b = _bits(c)
+        v = v000 + b
+        if v.min() >= 0:
+            gr = voxel_gradient(st, g, res, p, v)
+            ln = gr.norm()
+            wt = 1.0
+            for a in ti.static(range(3)):
+                wt *= w[a] if b[a] == 1 else 1.0 - w[a]
+            if ln > 0.0:
+                n += wt / ln * gr
+    return n
+
+
+@ti.func
+def _quadratic(a, b, c):
+    """Mitsuba's math::solve_quadratic: (found, x0, x1), x0 <= x1; a = 0: the linear equation's root twice."""
+    found = 0
+    x0 = 0.0
+    x1 = 0.0
+    if a == 0.0:
+        if b != 0.0:
+            found = 1
+            x0 = -c / b
+            x1 = x0
+    else:
+        disc = b * b - 4.0 * a * c
+        if disc >= 0.0:
+            sq = ti.sqrt(disc)
+            temp = -0.5 * (b + (sq if b >= 0.0 else -sq))
+            r0 = temp / a
+            r1 = c / temp if temp != 0.0 else r0
+            found = 1
+            x0 = ti.min(r0, r1)
+            x1 = ti.max(r0, r1)
+    return found, x0, x1
+
+
+@ti.func
+def _cubic(c3, c2, c1, c0, t):
+    return -(((c3 * t + c2) * t + c1) * t + c0)
+
+
+@ti.func
+def _first_root(t_end, c3, c2, c1, c0):
+    """The root of the cubic in [0, t_end] Mitsuba's sdf_solve_cubic finds (BIG: none)."""
+    found, r0, r1 = _quadratic(3.0 * c3, 2.0 * c2, c1)
+    t_near = 0.0
+    t_far = t_end
+    if found == 1 and t_near <= r0 and r0 <= t_far:
+        if _cubic(c3, c2, c1, c0, 0.0) * _cubic(c3, c2, c1, c0, r0) <= 0.0:
+            t_far = r0
+        else:
+            t_near = r0
+    if found == 1 and t_near <= r1 and r1 <= t_far:
+        if _cubic(c3, c2, c1, c0, t_near) * _cubic(c3, c2, c1, c0, r1) <= 0.0:
+            t_far = r1
+        else:
+            t_near = r1
+    f_near = _cubic(c3, c2, c1, c0, t_near)
+    f_far = _cubic(c3, c2, c1, c0, t_far)
+    t = BIG
+    if f_near * f_far <= 0.0:
+        for _ in range(SOLVE_STEPS):
+            den = f_far - f_near
+            t = t_near if den == 0.0 else t_near + (t_far - t_near) * (-f_near / den)
+            f_t = _cubic(c3, c2, c1, c0, t)
+            if f_t * f_near <= 0.0:
+                t_far = t
+                f_far = f_t
+            else:
+                t_near = t
+                f_near = f_t
+            if ti.abs(t_near - t_far) < SOLVE_EPS:
+                break
+    return t
+
+
+@ti.func
+def ray_voxel(st: ti.template(), k, g, o, d):
+    """t of the ray o + t d (world) against the surface in voxel primitive k of grid g; BIG on a miss. t is the
+    same in every space the affine to_world relates."""
+    m = st.sdf_to_obj[g]
+    res = st.sdf_res[g]
+    n = ti.cast(res - 1, float)
+    v = ivec3(ti.cast(st.tri_uv0[k][0], ti.i32), ti.cast(st.tri_uv0[k][1], ti.i32), ti.cast(st.tri_uv1[k][0], ti.i32))
+    ro = vec3(0.0)
+    rd = vec3(0.0)
+    for a in ti.static(range(3)):
+        ro[a] = (m[a, 0] * o[0] + m[a, 1] * o[1] + m[a, 2] * o[2] + m[a, 3]) * n[a] - v[a]   # voxel space [0, 1]^3
+        rd[a] = (m[a, 0] * d[0] + m[a, 1] * d[1] + m[a, 2] * d[2]) * n[a]
+    t0 = 0.0
+    t1 = BIG
+    for a in ti.static(range(3)):
+        if rd[a] != 0.0:
+            ta = -ro[a] / rd[a]
+            tb = (1.0 - ro[a]) / rd[a]
+            t0 = ti.max(t0, ti.min(ta, tb))
+            t1 = ti.min(t1, ti.max(ta, tb))
+        elif ro[a] < 0.0 or ro[a] > 1.0:
+            t1 = -1.0
+    t = BIG
+    if t0 < t1:
+        s = ti.Vector([node(st, g, res, v[0] + (c & 1), v[1] + ((c >> 1) & 1), v[2] + ((c >> 2) & 1))
+                       for c in ti.static(range(8))])
+        q = ro + t0 * rd
+        a_ = s[5] - s[4]
+        k0 = s[0]
+        k1 = s[1] - s[0]
+        k2 = s[2] - s[0]
+        k3 = s[3] - s[2] - k1
+        k4 = k0 - s[4]
+        k5 = k1 - a_
+        k6 = k2 - (s[6] - s[4])
+        k7 = k3 - (s[7] - s[6] - a_)
+        m0 = q[0] * q[1]
+        m1 = rd[0] * rd[1]
+        m2 = q[0] * rd[1] + q[1] * rd[0]
+        m3 = k5 * q[2] - k1
+        m4 = k6 * q[2] - k2
+        m5 = k7 * q[2] - k3
+        c0 = (k4 * q[2] - k0) + (q[0] * m3 + (q[1] * m4 + m0 * m5))
+        c1 = (rd[0] * m3 + rd[1] * m4) + m2 * m5 + rd[2] * (k4 + (k5 * q[0] + (k6 * q[1] + k7 * m0)))
+        c2 = m1 * m5 + rd[2] * (k5 * rd[0] + (k6 * rd[1] + k7 * m2))
+        c3 = k7 * m1 * rd[2]
+        tt = _first_root(t1 - t0, c3, c2, c1, c0)
+        if tt < BIG and t0 + tt > 0.0:
+            t = t0 + tt
+    return t
+
+
+@ti.func
+def interaction(st: ti.template(), g, p):
+    """(ng, n, s, t) at the world hit point p on grid g: the geometric normal (the voxel's gradient), the shading
+    normal (smooth or analytic) and coordinate_system(n) as its tangents (world, unit)."""
+    m = st.sdf_to_obj[g]
+    res = st.sdf_res[g]
+    q = vec3(0.0)
+    for a in ti.static(range(3)):
+        q[a] = m[a, 0] * p[0] + m[a, 1] * p[1] + m[a, 2] * p[2] + m[a, 3]
+    nm = st.sdf_nm[g]
+    v = ti.cast(q * (res - 1), ti.i32)
+    ng = (nm @ voxel_gradient(st, g, res, q, v)).normalized()
+    n = ng
+    if st.sdf_smooth[g] == 1:
+        ns = nm @ smooth_normal(st, g, res, q)
+        if ns.norm() > 0.0:
+            n = ns.normalized()
+    s, t = coordinate_system(n)
+    return ng, n, s, t
