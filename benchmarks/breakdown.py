@@ -67,11 +67,11 @@ def stage_kernels():
                     o, d, tmax = camera_ray(st, 0, pos, ap)
                     acc += d[0]
                     if ti.static(level >= 1):
-                        tri, t, b1, b2 = intersect(st, o, d, BIG)
+                        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
                         acc += t * 1e-9
                         if ti.static(level >= 2):
                             if tri >= 0:
-                                si = make_interaction(st, tri, t, b1, b2, o, d)
+                                si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
                                 v = vertex.surface_vertex(st, si, d, vec3(0.0))
                                 acc += v.n[0]
                                 if ti.static(level >= 3):
@@ -83,7 +83,7 @@ def stage_kernels():
                                     if ti.static(level >= 4):
                                         if bs.valid:
                                             o2 = vertex.spawn(st, v, bs.wo)
-                                            tri2, t2, c1, c2 = intersect(st, o2, bs.wo, BIG)
+                                            tri2, t2, c1, c2, _inst = intersect(st, o2, bs.wo, BIG)
                                             acc += t2 * 1e-9 + tri2
                                     if ti.static(level >= 5):
                                         lo, hi = root_box(st)

@@ -147,7 +147,7 @@ def _cast_kernel():
         def cast(st: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(), t_out: ti.types.ndarray(),
                  i_out: ti.types.ndarray()):
             for k in range(o.shape[0]):
-                tri, t, b1, b2 = intersect(st, vec3(o[k, 0], o[k, 1], o[k, 2]), vec3(d[k, 0], d[k, 1], d[k, 2]), 1e30)
+                tri, t, b1, b2, _inst = intersect(st, vec3(o[k, 0], o[k, 1], o[k, 2]), vec3(d[k, 0], d[k, 1], d[k, 2]), 1e30)
                 t_out[k] = t
                 i_out[k] = tri
         _CAST = cast

@@ -224,7 +224,7 @@ def make_kernels(W):
             beta = vec3(1.0)
             L = vec3(0.0)
             for bounce in range(depth):
-                k, t, b1, b2 = intersect(st, o, d, BIG)
+                k, t, b1, b2, _inst = intersect(st, o, d, BIG)
                 if k < 0:
                     break
                 p = o + t * d

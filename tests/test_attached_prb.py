@@ -335,8 +335,8 @@ def checks():
     def k_lobe(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2 = intersect(st, o, d, BIG)
-        si = make_interaction(st, tri, t, b1, b2, o, d)
+        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
+        si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
         v = vertex.surface_vertex(st, si, d, vec3(0.0))
         return attached.lobe_normal(st, D, v).dot(vec3(g[0], g[1], g[2])) + ti.cast(si.shape, ti.f64) * 1e3
 
@@ -344,8 +344,8 @@ def checks():
     def k_lobe_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2 = intersect(st, o, d, BIG)
-        si = make_interaction(st, tri, t, b1, b2, o, d)
+        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
+        si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
         v = vertex.surface_vertex(st, si, d, vec3(0.0))
         g_n, g_uv = attached.lobe_normal_adjoint(st, D, v, tri, vec3(g[0], g[1], g[2]))
         g_o, g_d = attached.hit_adjoint(st, tri, t, b1, b2, o, d, vec3(0.0), g_n, g_uv)

@@ -89,7 +89,7 @@ def test_heightfield_displacement_normals_and_refit(tmp_path):
         @ti.kernel
         def k(o: ti.types.ndarray(), d: ti.types.ndarray(), out: ti.types.ndarray()):
             for r in range(o.shape[0]):
-                tri, t, b1, b2 = intersect(st, vec3(o[r, 0], o[r, 1], o[r, 2]), vec3(d[r, 0], d[r, 1], d[r, 2]), BIG)
+                tri, t, b1, b2, _inst = intersect(st, vec3(o[r, 0], o[r, 1], o[r, 2]), vec3(d[r, 0], d[r, 1], d[r, 2]), BIG)
                 out[r] = t if tri >= 0 else -1.0
 
         k(o.astype(np.float32), d.astype(np.float32), hits)

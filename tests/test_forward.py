@@ -147,7 +147,7 @@ def _trace(st: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(), t_ou
     for k in range(o.shape[0]):
         oo = vec3(o[k, 0], o[k, 1], o[k, 2])
         dd = vec3(d[k, 0], d[k, 1], d[k, 2])
-        tri, t, b1, b2 = intersect(st, oo, dd, 1e30)
+        tri, t, b1, b2, _inst = intersect(st, oo, dd, 1e30)
         t_out[k] = t
         i_out[k] = tri
         occ[k] = 1 if occluded(st, oo, dd, tmax) else 0

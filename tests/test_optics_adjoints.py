@@ -222,8 +222,8 @@ def _hit_checks(rng):
     def k_hit(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2 = intersect(st, o, d, BIG)
-        si = make_interaction(st, tri, t, b1, b2, o, d)
+        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
+        si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
         return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + si.uv.dot(vec2(g[6], g[7])) \
             + ti.cast(si.shape, ti.f64) * 1e3
 
@@ -231,7 +231,7 @@ def _hit_checks(rng):
     def k_hit_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2 = intersect(st, o, d, BIG)
+        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
         g_o, g_d = hit_adjoint(st, tri, t, b1, b2, o, d, vec3(g[0], g[1], g[2]), vec3(g[3], g[4], g[5]),
                                vec2(g[6], g[7]))
         for i in ti.static(range(3)):

@@ -140,7 +140,7 @@ def test_hits_and_normals_match_a_marched_reference(tmp_path, normals):
     f = _torus_grid()
     sc = tirender.load_scene(str(_scene(tmp_path, f, _ROTATED, normals)))
     st = sc.bind()
-    m = np.asarray(sc.desc.shapes[0].sdf.to_world, np.float64)
+    m = np.asarray(sc.desc.shapes[0].implicit.to_world, np.float64)
     rng = np.random.default_rng(2)
     n = 1200
     centre = m[:3, :3] @ np.full(3, 0.5) + m[:3, 3]
@@ -155,8 +155,8 @@ def test_hits_and_normals_match_a_marched_reference(tmp_path, normals):
         for r in range(o.shape[0]):
             oo = vec3(o[r, 0], o[r, 1], o[r, 2])
             dd = vec3(d[r, 0], d[r, 1], d[r, 2])
-            tri, t, b1, b2 = intersect(st, oo, dd, BIG)
-            si = make_interaction(st, tri, t, b1, b2, oo, dd)
+            tri, t, b1, b2, _inst = intersect(st, oo, dd, BIG)
+            si = make_interaction(st, tri, t, b1, b2, oo, dd, _inst)
             out[r, 0] = t if tri >= 0 else -1.0
             for a in ti.static(range(3)):
                 out[r, 1 + a] = si.ng[a]

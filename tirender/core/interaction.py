@@ -1,9 +1,9 @@
 """Surface interactions: hit point, geometric and shading frames, uv, from a BVH hit."""
 import taichi as ti
 
-from . import sdf
+from . import implicit
 from .intersect import ray_triangle_adjoint
-from .math import coordinate_system, vec2, vec3
+from .math import affine_point, affine_vector, coordinate_system, vec2, vec3
 from .optics import normalize_adjoint
 
 
@@ -30,16 +30,44 @@ class SurfaceInteraction:
 
 
 @ti.func
-def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
-    """The interaction at the hit (tri, t, b1, b2) of the ray o + t d (core/intersect.intersect); tri = -1: none.
-    On storages with SDF grids (st.sdf_grids), a voxel primitive's from core/sdf.py."""
+def make_interaction(st: ti.template(), tri, t, b1, b2, o, d, inst):
+    """The interaction at the hit (tri, t, b1, b2, inst) of the ray o + t d (core/intersect.intersect); tri = -1:
+    none. On storages with quadrics or SDF grids, a primitive of theirs is core/implicit.py's; a hit inside an
+    instance (inst >= 0) is made in its group's space and mapped to world space."""
     si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
-    if ti.static(st.sdf_grids):
-        g = -1
+    if ti.static(st.instances):
+        if inst >= 0:
+            m = st.geo_to_obj[inst]
+            si = instance_interaction(st, inst, _interaction(st, tri, t, b1, b2, affine_point(m, o),
+                                                             affine_vector(m, d)))
+        else:
+            si = _interaction(st, tri, t, b1, b2, o, d)
+    else:
+        si = _interaction(st, tri, t, b1, b2, o, d)
+    return si
+
+
+@ti.func
+def geometric_normal(st: ti.template(), tri, inst, o, d, t):
+    """The geometric normal at the hit (tri, inst) t along o + t d (a triangle's from its winding)."""
+    ng = vec3(0.0)
+    if ti.static(st.sdf_grids or st.quadrics or st.instances):
+        ng = make_interaction(st, tri, t, 0.0, 0.0, o, d, inst).ng
+    else:
+        ng = st.tri_e1[tri].cross(st.tri_e2[tri]).normalized()
+    return ng
+
+
+@ti.func
+def _interaction(st: ti.template(), tri, t, b1, b2, o, d):
+    """make_interaction in the space of the ray o + t d (a group's for a hit inside an instance)."""
+    si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
+    if ti.static(st.sdf_grids or st.quadrics):
+        r = -1
         if tri >= 0:
-            g = sdf.grid_of(st, tri)
-        if g >= 0:
-            si = sdf_interaction(st, g, tri, t, o, d)
+            r = implicit.geo_of(st, tri)
+        if r >= 0:
+            si = implicit_interaction(st, r, tri, t, o, d)
         else:
             si = triangle_interaction(st, tri, t, b1, b2)
     else:
@@ -48,13 +76,32 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d):
 
 
 @ti.func
-def sdf_interaction(st: ti.template(), g, tri, t, o, d):
-    """The interaction on SDF grid g (voxel primitive tri) at distance t along o + t d: Mitsuba's sdfgrid has no
-    uv (0, 0) and no dp/du (coordinate_system(ng) here, as a mesh without uv)."""
-    p = o + t * d
-    ng, n, s, ts = sdf.interaction(st, g, p)
-    dpdu, dpdv = coordinate_system(ng)
-    return SurfaceInteraction(valid=1, t=t, p=p, ng=ng, n=n, ss=s, ts=ts, uv=vec2(0.0), dpdu=dpdu, dpdv=dpdv,
+def instance_interaction(st: ti.template(), r, si):
+    """si (in the group space of instance record r) mapped to world space: points and derivatives by to_world,
+    normals by its normal matrix, the shading tangent kept orthogonal to the normal."""
+    m = st.geo_to_world[r]
+    nm = st.geo_nm[r]
+    si.p = affine_point(m, si.p)
+    si.ng = (nm @ si.ng).normalized()
+    si.n = (nm @ si.n).normalized()
+    si.dpdu = affine_vector(m, si.dpdu)
+    si.dpdv = affine_vector(m, si.dpdv)
+    s = affine_vector(m, si.ss)
+    s = s - si.n * si.n.dot(s)
+    ls = s.norm()
+    if ls > 1e-12:
+        si.ss = s / ls
+        si.ts = si.n.cross(si.ss)
+    else:
+        si.ss, si.ts = coordinate_system(si.n)
+    return si
+
+
+@ti.func
+def implicit_interaction(st: ti.template(), r, tri, t, o, d):
+    """The interaction on record r (primitive tri) at distance t along o + t d (core/implicit.py)."""
+    p, ng, n, s, ts, uv, dpdu, dpdv = implicit.interaction(st, r, o + t * d)
+    return SurfaceInteraction(valid=1, t=t, p=p, ng=ng, n=n, ss=s, ts=ts, uv=uv, dpdu=dpdu, dpdv=dpdv,
                               tri=tri, shape=st.tri_shape[tri], bary=vec2(0.0))
 
 

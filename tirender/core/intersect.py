@@ -1,4 +1,5 @@
-"""Ray queries against the scene BVH (Möller–Trumbore triangles, stack traversal).
+"""Ray queries against the scene BVH (Möller–Trumbore triangles, stack traversal; quadrics and SDF voxels as box
+primitives, core/implicit.py).
 
 The BVH is the 4-wide one of ``scene/bvh.py`` (``collapse``): node 0 is the root; child slot j of a
 node is an inner node (count 0) or a leaf holding triangles ``child .. child + count - 1``
@@ -9,8 +10,8 @@ the CPU (benchmarks/breakdown.py).
 import taichi as ti
 
 from ..scene.bvh import WIDTH
-from . import sdf
-from .math import BIG, vec2, vec3
+from . import implicit
+from .math import BIG, affine_point, affine_vector, vec2, vec3
 
 STACK = 64
 vec4 = ti.types.vector(WIDTH, float)
@@ -98,21 +99,26 @@ def child_entries(st: ti.template(), e, o, inv_d, tmax, sort: ti.template()):
 
 
 @ti.func
-def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
-    """Stack traversal of the 4-wide BVH: the ray is tested against a node's 4 child boxes at once
-    (vector lanes), the children hit are pushed far to near (in any order for any-hit queries, which visit
-    every overlapping child unless they stop), leaves are tested when popped. Closest
-    hit (tri, t, b1, b2) along o + t d, t in (0, tmax); with any_hit, stops at the first hit found.
-    tri = -1 on a miss."""
+def traverse(st: ti.template(), root, o, d, tmax, any_hit: ti.template(), top: ti.template()):
+    """Stack traversal of the 4-wide BVH from wide node `root`: the ray is tested against a node's 4 child boxes
+    at once (vector lanes), the children hit are pushed far to near (in any order for any-hit queries, which visit
+    every overlapping child unless they stop), leaves are tested when popped. Closest hit (tri, t, b1, b2, inst)
+    along o + t d, t in (0, tmax); with any_hit, stops at the first hit found. tri = -1 on a miss.
+
+    top: the scene's top-level tree, whose instance primitives (core/implicit.py) are entered by traversing their
+    group's tree (root geo_off) with the ray in the group's space (t is the same); inst is the instance's record
+    for a hit inside one, else -1. Groups hold no instances (as in Mitsuba), so the nested traversal stops there."""
     inv_d = safe_inv(d)
     best_t = tmax
     best = -1
+    inst = -1
     bb = vec2(0.0)
     # stack entries: a wide node (>= 0) or a leaf ~first (< 0) with its triangle count in `leaf_n`,
     # and the entry distance of its box (skipped when popped behind a hit found meanwhile)
     stack = ti.Vector([0] * STACK, dt=ti.i32)
     leaf_n = ti.Vector([0] * STACK, dt=ti.i32)
     near = ti.Vector([0.0] * STACK)
+    stack[0] = root
     sp = 1
     while sp > 0:
         sp -= 1
@@ -137,29 +143,44 @@ def traverse(st: ti.template(), o, d, tmax, any_hit: ti.template()):
             first = -1 - e
             for k in range(first, first + leaf_n[sp]):
                 t, b1, b2 = ray_triangle(st, k, o, d)
-                if ti.static(st.sdf_grids):
-                    if t == BIG:
-                        g = sdf.grid_of(st, k)
-                        if g >= 0:
-                            t = sdf.ray_voxel(st, k, g, o, d)
+                if ti.static(st.sdf_grids or st.quadrics or (top and st.instances)):
+                    if t == BIG:                      # a box primitive (core/implicit.py)
+                        r = implicit.geo_of(st, k)
+                        if r >= 0:
+                            if ti.static(top and st.instances):
+                                if st.geo_kind[r] == implicit.INSTANCE:
+                                    m = st.geo_to_obj[r]
+                                    k2, t2, c1, c2, _ = traverse(st, st.geo_off[r], affine_point(m, o),
+                                                                 affine_vector(m, d), best_t, any_hit, False)
+                                    if k2 >= 0 and t2 < best_t:
+                                        best_t = t2
+                                        best = k2
+                                        bb = vec2(c1, c2)
+                                        inst = r
+                                else:
+                                    t = implicit.ray_prim(st, k, r, o, d)
+                            else:
+                                t = implicit.ray_prim(st, k, r, o, d)
                 if t < best_t:
                     best_t = t
                     best = k
                     bb = vec2(b1, b2)
+                    inst = -1
             if ti.static(any_hit):
                 if best >= 0:
                     sp = 0
-    return best, best_t, bb[0], bb[1]
+    return best, best_t, bb[0], bb[1], inst
 
 
 @ti.func
 def intersect(st: ti.template(), o, d, tmax):
-    """Closest hit along o + t d, t in (0, tmax). Returns (tri, t, b1, b2); tri = -1 on a miss."""
-    return traverse(st, o, d, tmax, False)
+    """Closest hit along o + t d, t in (0, tmax). Returns (tri, t, b1, b2, inst); tri = -1 on a miss; inst: the
+    instance record of a hit inside an instance (core/implicit.py), else -1 (make_interaction takes it)."""
+    return traverse(st, 0, o, d, tmax, False, True)
 
 
 @ti.func
 def occluded(st: ti.template(), o, d, tmax):
     """True if anything is hit along o + t d for t in (0, tmax) (any-hit traversal)."""
-    tri, t, b1, b2 = traverse(st, o, d, tmax, True)
+    tri, t, b1, b2, inst = traverse(st, 0, o, d, tmax, True, True)
     return tri >= 0

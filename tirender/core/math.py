@@ -95,3 +95,44 @@ def mis_power(pdf_a, pdf_b):
     a2 = pdf_a * pdf_a
     b2 = pdf_b * pdf_b
     return safe_div(a2, a2 + b2)
+
+
+@ti.func
+def solve_quadratic(a, b, c):
+    """Roots of a x² + b x + c = 0 as Mitsuba's math::solve_quadratic: (found, x0, x1), x0 <= x1 (the larger root
+    in magnitude from -(b ± sqrt(disc)) / 2, the other from x0 x1 = c / a); a = 0: the linear equation's root twice."""
+    found = 0
+    x0 = 0.0
+    x1 = 0.0
+    if a == 0.0:
+        if b != 0.0:
+            found = 1
+            x0 = -c / b
+            x1 = x0
+    else:
+        disc = b * b - 4.0 * a * c
+        if disc >= 0.0:
+            sq = ti.sqrt(disc)
+            temp = -0.5 * (b + (sq if b >= 0.0 else -sq))
+            r0 = temp / a
+            r1 = c / temp if temp != 0.0 else r0
+            found = 1
+            x0 = ti.min(r0, r1)
+            x1 = ti.max(r0, r1)
+    return found, x0, x1
+
+
+@ti.func
+def affine_point(m, p):
+    """The 3x4 affine map m applied to point p: m[:, :3] p + m[:, 3]."""
+    return vec3(m[0, 0] * p[0] + m[0, 1] * p[1] + m[0, 2] * p[2] + m[0, 3],
+                m[1, 0] * p[0] + m[1, 1] * p[1] + m[1, 2] * p[2] + m[1, 3],
+                m[2, 0] * p[0] + m[2, 1] * p[1] + m[2, 2] * p[2] + m[2, 3])
+
+
+@ti.func
+def affine_vector(m, v):
+    """The linear part of the 3x4 affine map m applied to vector v."""
+    return vec3(m[0, 0] * v[0] + m[0, 1] * v[1] + m[0, 2] * v[2],
+                m[1, 0] * v[0] + m[1, 1] * v[1] + m[1, 2] * v[2],
+                m[2, 0] * v[0] + m[2, 1] * v[1] + m[2, 2] * v[2])

@@ -1,16 +1,10 @@
-"""Ray queries against Mitsuba's ``sdfgrid`` shape on the device (its host side: scene/sdfgrid.py).
+"""Mitsuba's ``sdfgrid`` on the device (host side: scene/sdfgrid.py; records and dispatch: core/implicit.py).
 
-A grid g of signed distances f over the object-space unit cube, trilinearly interpolated (corner values at
-the grid nodes, clamped at the border: Mitsuba's linear/clamp texture); the surface is f = 0. Each voxel that
-the surface crosses is one primitive of the scene's BVH, stored in a triangle row k whose edge e2 is zero
-(p0 and p0 + e1 are the corners of its world box) with the voxel's integer coordinates in the uv slots:
-``tri_uv0[k] = (x, y)``, ``tri_uv1[k] = (z, ·)``; ``shape_sdf[tri_shape[k]]`` names its grid. Per grid::
-
-    sdf_off (G,) i32        offset of its values in sdf_val, x fastest: off + (z H + y) W + x
-    sdf_res (G,) ivec3      (W, H, D) nodes per axis (>= 2)
-    sdf_to_obj (G,) 3x4     world -> object ([0, 1]^3), u = M (p, 1)
-    sdf_nm (G,) 3x3         object -> world normal matrix (inverse transpose of to_world's linear part)
-    sdf_smooth (G,) i32     1: Mitsuba's "smooth" shading normals, 0: "analytic" (the geometric normal)
+A grid of signed distances f over the object-space unit cube, trilinearly interpolated (values at the grid nodes,
+clamped at the border: Mitsuba's linear/clamp texture); the surface is f = 0. Each voxel the surface crosses is a
+primitive in a triangle row k with the voxel's integer coordinates in its uv slots: ``tri_uv0[k] = (x, y)``,
+``tri_uv1[k] = (z, ·)``; the grid's record r holds its values' offset in ``sdf_val`` (x fastest:
+off + (z H + y) W + x), ``geo_res[r]`` = (W, H, D) nodes, to_object, the normal matrix and the normal mode.
 
 As Mitsuba's sdfgrid.cpp: the hit inside a voxel is the first root of the cubic the trilinear function is along
 the ray (Hansson-Söderlund et al. 2022), bracketed by the roots of its derivative and refined by regula falsi
@@ -21,20 +15,13 @@ differentiable (as Mitsuba: the grid and to_world are not differentiable paramet
 """
 import taichi as ti
 
-from .math import BIG, coordinate_system, vec3
+from .math import BIG, coordinate_system, solve_quadratic, vec3
+
+SMOOTH = 2           # geo_flags bit (scene/implicit.py)
 
 ivec3 = ti.types.vector(3, ti.i32)
 SOLVE_EPS = 1e-5          # regula falsi stops when the bracket is this short (ray units), as Mitsuba
 SOLVE_STEPS = 51
-
-
-@ti.func
-def grid_of(st: ti.template(), k):
-    """The grid of primitive row k, -1 when k is a triangle (its e2 is not zero, or its shape has no grid)."""
-    g = -1
-    if st.tri_e2[k].norm_sqr() == 0.0:
-        g = st.shape_sdf[st.tri_shape[k]]
-    return g
 
 
 @ti.func
@@ -43,7 +30,7 @@ def node(st: ti.template(), g, res, x, y, z):
     xi = ti.min(ti.max(x, 0), res[0] - 1)
     yi = ti.min(ti.max(y, 0), res[1] - 1)
     zi = ti.min(ti.max(z, 0), res[2] - 1)
-    return st.sdf_val[st.sdf_off[g] + (zi * res[1] + yi) * res[0] + xi]
+    return st.sdf_val[st.geo_off[g] + (zi * res[1] + yi) * res[0] + xi]
 
 
 @ti.func
@@ -120,30 +107,6 @@ def smooth_normal(st: ti.template(), g, res, p):
 
 
 @ti.func
-def _quadratic(a, b, c):
-    """Mitsuba's math::solve_quadratic: (found, x0, x1), x0 <= x1; a = 0: the linear equation's root twice."""
-    found = 0
-    x0 = 0.0
-    x1 = 0.0
-    if a == 0.0:
-        if b != 0.0:
-            found = 1
-            x0 = -c / b
-            x1 = x0
-    else:
-        disc = b * b - 4.0 * a * c
-        if disc >= 0.0:
-            sq = ti.sqrt(disc)
-            temp = -0.5 * (b + (sq if b >= 0.0 else -sq))
-            r0 = temp / a
-            r1 = c / temp if temp != 0.0 else r0
-            found = 1
-            x0 = ti.min(r0, r1)
-            x1 = ti.max(r0, r1)
-    return found, x0, x1
-
-
-@ti.func
 def _cubic(c3, c2, c1, c0, t):
     return -(((c3 * t + c2) * t + c1) * t + c0)
 
@@ -151,7 +114,7 @@ def _cubic(c3, c2, c1, c0, t):
 @ti.func
 def _first_root(t_end, c3, c2, c1, c0):
     """The root of the cubic in [0, t_end] Mitsuba's sdf_solve_cubic finds (BIG: none)."""
-    found, r0, r1 = _quadratic(3.0 * c3, 2.0 * c2, c1)
+    found, r0, r1 = solve_quadratic(3.0 * c3, 2.0 * c2, c1)
     t_near = 0.0
     t_far = t_end
     if found == 1 and t_near <= r0 and r0 <= t_far:
@@ -187,8 +150,8 @@ def _first_root(t_end, c3, c2, c1, c0):
 def ray_voxel(st: ti.template(), k, g, o, d):
     """t of the ray o + t d (world) against the surface in voxel primitive k of grid g; BIG on a miss. t is the
     same in every space the affine to_world relates."""
-    m = st.sdf_to_obj[g]
-    res = st.sdf_res[g]
+    m = st.geo_to_obj[g]
+    res = st.geo_res[g]
     n = ti.cast(res - 1, float)
     v = ivec3(ti.cast(st.tri_uv0[k][0], ti.i32), ti.cast(st.tri_uv0[k][1], ti.i32), ti.cast(st.tri_uv1[k][0], ti.i32))
     ro = vec3(0.0)
@@ -240,16 +203,16 @@ def ray_voxel(st: ti.template(), k, g, o, d):
 def interaction(st: ti.template(), g, p):
     """(ng, n, s, t) at the world hit point p on grid g: the geometric normal (the voxel's gradient), the shading
     normal (smooth or analytic) and coordinate_system(n) as its tangents (world, unit)."""
-    m = st.sdf_to_obj[g]
-    res = st.sdf_res[g]
+    m = st.geo_to_obj[g]
+    res = st.geo_res[g]
     q = vec3(0.0)
     for a in ti.static(range(3)):
         q[a] = m[a, 0] * p[0] + m[a, 1] * p[1] + m[a, 2] * p[2] + m[a, 3]
-    nm = st.sdf_nm[g]
+    nm = st.geo_nm[g]
     v = ti.cast(q * (res - 1), ti.i32)
     ng = (nm @ voxel_gradient(st, g, res, q, v)).normalized()
     n = ng
-    if st.sdf_smooth[g] == 1:
+    if st.geo_flags[g] & SMOOTH:
         ns = nm @ smooth_normal(st, g, res, q)
         if ns.norm() > 0.0:
             n = ns.normalized()

@@ -1,12 +1,15 @@
 """Diffuse area emitter (Mitsuba 3 ``area``), one-sided: emits into the hemisphere of the shading
 normal, Le(x, ω) = radiance(uv) if ω·n > 0. Attached to a shape (``shapes[i].emitter``).
 
-Sampling: a triangle of the shape by area (CDF), a uniform point on it; pdf converted to solid
+Sampling: a triangle of the shape by area (CDF), a uniform point on it (an analytic quadric: uniform on its
+surface; a sphere seen from outside: uniform over its visible cap's solid angle, as Mitsuba); pdf converted to solid
 angle. Light tracing: that point, and a cosine-weighted direction about its normal. Differentiable:
 radiance (RGB texture), and the radiance seen at a moving point (``eval_grad``: attached PRB).
 """
 import taichi as ti
 
+from ..core import quadrics
+from ..core.implicit import geo_of
 from ..core.math import BIG, PI, coordinate_system, to_world, vec2, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_uniform_triangle
 from ..schema import Texture
@@ -30,6 +33,24 @@ def _find_tri(st: ti.template(), start, count, u):
     return lo
 
 
+@ti.func
+def _triangle_position(st: ti.template(), tri, u):
+    """(p, n, uv): the point of triangle tri at uniform-area sample u, its (shading) normal and uv."""
+    b = square_to_uniform_triangle(u)
+    e1 = st.tri_e1[tri]
+    e2 = st.tri_e2[tri]
+    p = st.tri_p0[tri] + b[0] * e1 + b[1] * e2
+    n = e1.cross(e2).normalized()
+    shape = st.tri_shape[tri]
+    if st.shape_smooth[shape] == 1:
+        nn = (1.0 - b[0] - b[1]) * st.tri_n0[tri] + b[0] * st.tri_n1[tri] + b[1] * st.tri_n2[tri]
+        if nn.norm() > 1e-12:
+            n = nn.normalized()
+    uv0 = st.tri_uv0[tri]
+    uv = uv0 + b[0] * (st.tri_uv1[tri] - uv0) + b[1] * (st.tri_uv2[tri] - uv0)
+    return p, n, uv
+
+
 class Area:
     NAME = "area"
     KEYS = (Texture("radiance", 3, default=1.0, lo=0.0, doc="emitted radiance Le (W m⁻² sr⁻¹)"),)
@@ -38,7 +59,23 @@ class Area:
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
-        p, n, uv = Area.position(st, e, u)
+        """A point on emitter e seen from ref_p: uniform by area (an analytic sphere seen from outside: uniform over
+        its visible cap's solid angle, as Mitsuba), its direction, distance, Le and pdf (per steradian)."""
+        p = vec3(0.0)
+        n = vec3(0.0)
+        uv = vec2(0.0)
+        cone_pdf = 0.0
+        if ti.static(st.quadrics):
+            r = quadrics.sphere_of(st, e)
+            cos_max = 2.0
+            if r >= 0:
+                cos_max = quadrics.cone_cos(st, r, ref_p)
+            if cos_max < 1.0:
+                p, n, uv, cone_pdf = quadrics.sample_cone(st, r, ref_p, cos_max, u)
+            else:
+                p, n, uv = Area.position(st, e, u)
+        else:
+            p, n, uv = Area.position(st, e, u)
         ds = DirectionSample(delta=0, emitter=e, dist=BIG, scale=1.0)
         dv = p - ref_p
         dist2 = dv.dot(dv)
@@ -51,7 +88,7 @@ class Area:
         ds.dist = dist
         ds.uv = uv
         if cos_e > 0.0 and dist > 0.0:
-            ds.pdf = dist2 / (cos_e * st.em_area[e])
+            ds.pdf = cone_pdf if cone_pdf > 0.0 else dist2 / (cos_e * st.em_area[e])
             ds.le_rgb = slot(st, e, _RADIANCE, uv)
             ds.weight_rgb = ds.le_rgb / ds.pdf
         return ds
@@ -77,18 +114,17 @@ class Area:
         c1 = st.emtri_cdf[j]
         ur = ti.min((u[0] - c0) / ti.max(c1 - c0, 1e-20), 0.99999994)
         tri = st.emtri_idx[j]
-        b = square_to_uniform_triangle(vec2(ur, u[1]))
-        e1 = st.tri_e1[tri]
-        e2 = st.tri_e2[tri]
-        p = st.tri_p0[tri] + b[0] * e1 + b[1] * e2
-        n = e1.cross(e2).normalized()
-        shape = st.tri_shape[tri]
-        if st.shape_smooth[shape] == 1:
-            nn = (1.0 - b[0] - b[1]) * st.tri_n0[tri] + b[0] * st.tri_n1[tri] + b[1] * st.tri_n2[tri]
-            if nn.norm() > 1e-12:
-                n = nn.normalized()
-        uv0 = st.tri_uv0[tri]
-        uv = uv0 + b[0] * (st.tri_uv1[tri] - uv0) + b[1] * (st.tri_uv2[tri] - uv0)
+        p = vec3(0.0)
+        n = vec3(0.0)
+        uv = vec2(0.0)
+        if ti.static(st.quadrics):
+            r = geo_of(st, tri)
+            if r >= 0:                          # a quadric: uniform on its surface (core/quadrics.py)
+                p, n, uv = quadrics.sample_position(st, r, vec2(ur, u[1]))
+            else:
+                p, n, uv = _triangle_position(st, tri, vec2(ur, u[1]))
+        else:
+            p, n, uv = _triangle_position(st, tri, vec2(ur, u[1]))
         return p, n, uv
 
     @staticmethod
@@ -101,6 +137,12 @@ class Area:
         res = 0.0
         if cos_e > 0.0:
             res = dist2 / (cos_e * st.em_area[e])
+            if ti.static(st.quadrics):
+                r = quadrics.sphere_of(st, e)
+                if r >= 0:
+                    cos_max = quadrics.cone_cos(st, r, ref_p)
+                    if cos_max < 1.0:
+                        res = 1.0 / (2.0 * PI * (1.0 - cos_max))
         return res
 
     @staticmethod

@@ -45,8 +45,8 @@ def aov_kernel(st: ti.template(), bsdf: ti.template(), cam: ti.i32, code: ti.i32
             sampler, pos, ap = camera_sample(st, cam, pix, seed, s)
             lam, lw = variants.sample_wavelengths(sampler)
             o, d, tmax = camera_ray(st, cam, pos, ap)
-            tri, t, b1, b2 = intersect(st, o, d, tmax)
-            si = make_interaction(st, tri, t, b1, b2, o, d)
+            tri, t, b1, b2, inst = intersect(st, o, d, tmax)
+            si = make_interaction(st, tri, t, b1, b2, o, d, inst)
             v = vec3(0.0)
             if si.valid == 1:
                 if code == 0:

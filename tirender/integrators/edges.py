@@ -359,6 +359,7 @@ def secondary_edges(scene):
     edges first (with their derived slots), then every static mesh's (slots -1; their topology is
     computed once per scene). Returns (rows, n_mov)."""
     from ..scene.deform import edge_topology
+    from ..scene.implicit import proxy_mesh
     get = scene.params.__getitem__
     parts = []
     for d in scene.deformables:
@@ -373,11 +374,16 @@ def secondary_edges(scene):
     if static is None:
         static = []
         for sh in scene.desc.shapes or []:
-            if sh.differentiable or sh.sdf is not None:     # an SDF grid's faces are voxel boxes, not triangles
+            if sh.differentiable:
                 continue
-            P = np.asarray(sh.positions, np.float64)
-            ed, ef, sp = edge_topology(sh.faces, P)
-            rows, _e = _candidates(sh.faces, P, sh.normals is not None, ed, ef, sp)
+            P, F, smooth = np.asarray(sh.positions, np.float64), sh.faces, sh.normals is not None
+            if sh.implicit is not None:     # its faces are box primitives: a quadric's silhouettes from a fine mesh
+                proxy = proxy_mesh(sh.implicit)
+                if proxy is None:           # an SDF grid: no silhouette edges (not differentiable, as Mitsuba's)
+                    continue
+                P, F, smooth = np.asarray(proxy["positions"], np.float64), proxy["faces"], True
+            ed, ef, sp = edge_topology(F, P)
+            rows, _e = _candidates(F, P, smooth, ed, ef, sp)
             rows["slot0"] = np.full(len(rows["flags"]), -1)
             rows["slot1"] = np.full(len(rows["flags"]), -1)
             static.append(rows)

@@ -79,8 +79,8 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
          sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
     """Continue path state s until it ends; s.L holds the result."""
     while s.active:
-        tri, t, b1, b2, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+        tri, t, b1, b2, inst, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
         steps.emission(st, em, mode, s, si, hide_emitters, dL)
         if si.valid == 0 or s.depth + 1 >= max_depth:
             s.active = 0

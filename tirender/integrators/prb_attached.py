@@ -93,8 +93,8 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     moving = 0           # a vertex so far lies on a differentiable mesh: the vertices from there on move
     while s.active:
         seg += 1
-        tri, t, b1, b2 = intersect(st, s.o, s.d, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+        tri, t, b1, b2, inst = intersect(st, s.o, s.d, segment_end(s))
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
         at_stop = seg == stop
         g_uv = vec2(0.0)
         if at_stop:      # the emitter found here: its radiance at a moving point or along a moving direction

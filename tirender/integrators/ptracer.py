@@ -186,8 +186,8 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
         depth = 1          # segments from the emitter to the next vertex
         active = True
         while active:
-            tri, t, b1, b2 = intersect(st, o, d, BIG)
-            si = make_interaction(st, tri, t, b1, b2, o, d)
+            tri, t, b1, b2, inst = intersect(st, o, d, BIG)
+            si = make_interaction(st, tri, t, b1, b2, o, d, inst)
             if si.valid == 0:
                 active = False
             else:

@@ -93,8 +93,8 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, tma
     pend_wo = vec3(0.0)
     pend_v = vertex.Vertex(medium_event=0)
     while s.active:
-        tri, t, b1, b2 = intersect(st, s.o, s.d, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+        tri, t, b1, b2, inst = intersect(st, s.o, s.d, segment_end(s))
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
         mis_next = steps.emission(st, em, RB, s, si, hide_emitters, dL)
         if ti.static(biased):
             if pend == 1:

@@ -115,8 +115,8 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
         # the camera ray's far clip limits its flight too (Mitsuba's ray.maxt)
-        tri, t, b1, b2, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+        tri, t, b1, b2, inst, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
         t_surf = tmax
         if si.valid == 1:
             t_surf = t

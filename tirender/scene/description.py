@@ -29,6 +29,7 @@ from . import instances
 from . import shapes as builtin
 from . import spectra as scene_spectra
 from .curves import CURVES
+from .implicit import QUADRICS, is_similarity, quadric_prim
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
@@ -83,7 +84,7 @@ class Shape:
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
     group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
     curve: tuple = None        # bsplinecurve, linearcurve: (curves.Tube / LinearTube, control points (K, 4), world)
-    sdf: object = None         # sdfgrid: its scene.sdfgrid.SdfGrid (the faces are its voxel primitives)
+    implicit: object = None    # sphere, disk, cylinder, sdfgrid: its scene.implicit.Implicit (faces: its BVH primitives)
 
 
 MESH_FILES = ("obj", "ply", "serialized")   # shape types read from a mesh file (scene/mesh_io.py)
@@ -500,8 +501,14 @@ class _Builder:
                 raise ConfigError(f"'{k}' belongs to {' and '.join(types)} shapes (this one is '{t}')", self.file,
                                   f"{key}.{k}")
         hf = None
+        # Mitsuba's analytic quadrics, unless a mesh is asked for: a tessellation ('resolution') or differentiable
+        # geometry (the geometry gradients move mesh vertices: scene/deform.py)
+        analytic = t in QUADRICS and "resolution" not in spec and \
+            not boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
         if t == "heightfield":
             mesh, hf = self.heightfield(spec, sid, key)
+        elif analytic:
+            mesh = None
         elif t in builtin.BUILTIN:
             if t in ("sphere", "disk", "cylinder"):
                 res = _num(spec.get("resolution", 64), self.file, f"{key}.resolution", 8, 4096, integer=True)
@@ -519,7 +526,15 @@ class _Builder:
             if abs(np.linalg.det(m[:3, :3])) < 1e-30:
                 raise ConfigError("to_world is singular", self.file, f"{key}.to_world")
             hf["to_world"] = m
-        if t in CURVES:
+        flip = boolean(spec.get("flip_normals", False), self.file, f"{key}.flip_normals")
+        if analytic:
+            if abs(np.linalg.det(m[:3, :3])) < 1e-30:
+                raise ConfigError("to_world is singular", self.file, f"{key}.to_world")
+            if t == "sphere" and not is_similarity(m):
+                self.warnings.append(f"{self.file}: {key}: a sphere's to_world scales non-uniformly or shears; as "
+                                     f"Mitsuba's, it stays a sphere (radius |to_world·(1, 0, 0)|)")
+            mesh = quadric_prim(t, m, flip)
+        elif t in CURVES:
             mesh = self.curve(t, spec, m, key)       # to_world moves the control points (not their radii)
         elif t == "sdfgrid":
             mesh = self.sdfgrid(spec, m, key)
@@ -547,7 +562,7 @@ class _Builder:
         area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
         ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
         bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
-        if hf is not None or t in CURVES or t == "sdfgrid":
+        if hf is not None or t in CURVES or mesh.get("implicit") is not None:
             bad[:] = False       # displaced at bind time (scene/heightfield.py) / moved by control points: kept
         if hf is not None and np.linalg.det(m[:3, :3]) < 0:   # transform_mesh flipped the winding: the codes too
             hf["codes"] = hf["codes"][:, [0, 2, 1]]
@@ -558,11 +573,10 @@ class _Builder:
             attributes = {n: a[~bad] if n.startswith("face_") else a for n, a in attributes.items()}
         if len(faces) == 0:
             raise ConfigError("mesh has no valid triangles", self.file, key)
-        flip = boolean(spec.get("flip_normals", False), self.file, f"{key}.flip_normals")
         normals = None if face_normals else mesh.get("normals")
         if normals is not None and flip:
             normals = -normals
-        if flip:
+        if flip and mesh.get("implicit") is None:      # an implicit shape's flip is its record's
             faces = faces[:, [0, 2, 1]]
         diff = t in CURVES or boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
         if diff:
@@ -585,9 +599,9 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        kind = "sphere" if t == "sphere" else "curve" if t in CURVES else "mesh"
+        kind = "sphere" if t == "sphere" else "curve" if t in CURVES else "mesh"      # differentiable geometry
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
-                  differentiable=kind if diff else "", curve=mesh.get("curve"), sdf=mesh.get("sdf"))
+                  differentiable=kind if diff else "", curve=mesh.get("curve"), implicit=mesh.get("implicit"))
         s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
         for side in ("interior", "exterior"):
             if spec.get(side) is not None:
@@ -620,7 +634,7 @@ class _Builder:
     def sdfgrid(self, spec, m, key):
         """The voxel primitives of an sdfgrid shape (scene/sdfgrid.py) read from its .vol file, placed by to_world m.
         Not an emitter, not differentiable, no media (as Mitsuba's: no area, no uv)."""
-        from .sdfgrid import NORMALS, SdfGrid, read_grid, sdf_mesh
+        from .sdfgrid import NORMALS, read_grid, sdf_mesh
         for k, why in (("flip_normals", "its normals are the SDF's gradient"),
                        ("face_normals", "its normals are the SDF's gradient ('normals: analytic')"),
                        ("emitter", "it has no surface area to sample (as in Mitsuba)"),
@@ -642,7 +656,7 @@ class _Builder:
         except ConfigError as e:
             raise ConfigError(f"{e.file}: {e.problem}" if e.file != self.file else e.problem, self.file,
                               f"{key}.filename") from None
-        return sdf_mesh(SdfGrid(self.meshes[(path, "sdf")], m, mode == "smooth"), self.file, key)
+        return sdf_mesh(self.meshes[(path, "sdf")], m, mode == "smooth", self.file, key)
 
     def mesh_file(self, t, spec, key):
         """The mesh of an obj / ply / serialized shape (scene/mesh_io.py), uvs flipped as Mitsuba's loaders do.

@@ -46,7 +46,6 @@ IGNORED = {
 }
 # Mitsuba's sphere is analytic; tirender's is a UV-sphere mesh: 256 segments keep its area and
 # silhouette within ~1e-4 (the parity envmap scene's ball gradient: -0.9 % at 64 segments, -0.5 % at 256)
-SPHERE_SEGMENTS = 256
 MESH_FILES = ("obj", "ply", "serialized")    # Mitsuba's mesh plugins that read a file (serialized: + shape_index)
 SHAPES = MESH_FILES + tuple(builtin.BUILTIN) + CURVES + ("sdfgrid",)
 FILTERS = {"gaussian": {"stddev"}, "box": set(), "tent": {"radius"}}   # Mitsuba rfilters -> their properties
@@ -504,7 +503,7 @@ class _Importer:
                 elif c.tag == "rotate":
                     axis = self.xyz(c) if "value" in c.attrs else [self.number(c, self.attr(c, a)) if a in c.attrs
                                                                    else 0.0 for a in "xyz"]
-                    op = tf.rotate(axis, self.number(c, self.attr(c, "angle")))
+                    op = tf.rotate(axis, self.number(c, self.attr(c, "angle")), normalize=False)   # as Mitsuba
                 elif c.tag == "matrix":
                     v = self.numbers(c, self.attr(c, "value"))
                     if len(v) == 9:
@@ -699,13 +698,11 @@ class _Importer:
             c = p.pop("center", [0.0, 0.0, 0.0])
             r = p.pop("radius", 1.0)
             m = m @ tf.translate(c) @ tf.scale(r)
-            spec["resolution"] = SPHERE_SEGMENTS
         elif t == "cylinder":
             p0, p1 = p.pop("p0", [0.0, 0.0, 0.0]), p.pop("p1", [0.0, 0.0, 1.0])
             if np.linalg.norm(np.subtract(p1, p0)) <= 0:
                 raise self.err(n, "a cylinder needs p0 != p1")
             m = m @ builtin.cylinder_to_object(p0, p1, p.pop("radius", 1.0))
-            spec["resolution"] = SPHERE_SEGMENTS
         if not np.allclose(m, np.eye(4)):
             spec["to_world"] = m.tolist()
         for k in ("filename", "flip_normals", "face_normals", "flip_tex_coords", "shape_index", "normals"):

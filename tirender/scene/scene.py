@@ -19,7 +19,7 @@ from ..textures import TEX_VOLUME
 from .mitsuba_xml import param_aliases
 from .bvh_build import build_wide, refit_device
 from .description import SceneDescription
-from .sdfgrid import device_rows as sdf_device_rows
+from .implicit import device_rows as implicit_rows
 from .storage import Storage, VolumeTextureView, padded
 from .triangles import Triangles, gather, write_rows
 
@@ -151,8 +151,8 @@ class Scene:
         a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] or [0], np.int32)
         a["shape_med_int"] = np.array([s.interior for s in shapes] or [-1], np.int32)
         a["shape_med_ext"] = np.array([s.exterior for s in shapes] or [-1], np.int32)
-        sdf_rows, n_sdf = sdf_device_rows(shapes)               # SDF grids (scene/sdfgrid.py, core/sdf.py)
-        a.update(sdf_rows)
+        geo_rows, geo_counts = implicit_rows(shapes)            # quadrics, SDF grids (scene/implicit.py)
+        a.update(geo_rows)
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
         a["bsdf_flags"] = np.array([b.flags for b in bs] or [0], np.int32)
@@ -183,8 +183,11 @@ class Scene:
             if e.flags & SURFACE:
                 s = e.shape
                 lo, hi = starts[s], starts[s] + len(shapes[s].faces)
-                p = shapes[s].positions[shapes[s].faces].astype(np.float64)
-                ar = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
+                if shapes[s].implicit is not None:      # a quadric: one primitive, its area (emitters/area.py)
+                    ar = np.array([shapes[s].implicit.area()])
+                else:
+                    p = shapes[s].positions[shapes[s].faces].astype(np.float64)
+                    ar = 0.5 * np.linalg.norm(np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]), axis=1)
                 em_tri_start.append(len(emtri_idx))
                 em_tri_count.append(hi - lo)
                 em_area.append(ar.sum())
@@ -260,7 +263,7 @@ class Scene:
                           emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
                           hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes), spectra=len(a["spec_tab"]),
-                          sdfv=n_sdf, sdfs=len(a.get("sdf_off", ())))
+                          **geo_counts)
         self.bsdf_levels = bsdf_levels(bs, [s.bsdf for s in shapes])
         self.em_mask = 0
         for e in ems:

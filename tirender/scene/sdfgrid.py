@@ -7,22 +7,13 @@ A voxel is a primitive when its 8 values are neither all > 0 nor all < 0; its bo
 crossings on its edges, and its corners where the value is 0; Hansson-Söderlund and Akenine-Möller 2023), in world
 space the box around that box's 8 corners after to_world (any affine to_world: instances are flattened into it).
 """
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import ConfigError
+from .implicit import SDF, Implicit
 
 NORMALS = ("smooth", "analytic")
 _CORNERS = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], np.float64)   # (8, 3) x, y, z
-
-
-@dataclass
-class SdfGrid:
-    """values (D, H, W) float32 indexed [z, y, x]; to_world 4x4 (object -> world); smooth: the normal mode."""
-    values: np.ndarray
-    to_world: np.ndarray
-    smooth: bool = True
 
 
 def read_grid(path, file, key):
@@ -82,10 +73,12 @@ def _slab_boxes(f, z0):
     return voxel.astype(np.int32), lo + voxel, hi + voxel
 
 
-def sdf_mesh(grid, file, key):
-    """The grid's voxel primitives as a shape's arrays (core/sdf.py): per voxel two vertices, the world box's
-    corners, one face (2i, 2i + 1, 2i) (so that e2 = 0), the voxel's coordinates in the uvs of both vertices
-    ((x, y) and (z, 0)); no normals. dict(positions, faces, normals, uvs, sdf)."""
+def sdf_mesh(values, to_world, smooth, file, key):
+    """The voxel primitives of grid `values` (D, H, W) placed by 4x4 `to_world` as a shape's arrays (core/sdf.py):
+    per voxel two vertices, the world box's corners, one face (2i, 2i + 1, 2i) (so that e2 = 0), the voxel's
+    coordinates in the uvs of both vertices ((x, y) and (z, 0)); no normals. dict(positions, faces, normals, uvs,
+    implicit)."""
+    grid = Implicit(SDF, np.asarray(to_world, np.float64), values=values, smooth=bool(smooth))
     voxel, lo, hi = tight_boxes(grid.values)
     if not len(voxel):
         raise ConfigError("the SDF grid has no voxel the surface crosses (its values never change sign)", file, key)
@@ -102,30 +95,4 @@ def sdf_mesh(grid, file, key):
     uv[1::2, 0] = voxel[:, 2]
     i = np.arange(len(voxel), dtype=np.int32)
     faces = np.stack([2 * i, 2 * i + 1, 2 * i], 1)
-    return dict(positions=pos, faces=faces, normals=None, uvs=uv, sdf=grid)
-
-
-def device_rows(shapes):
-    """The per-shape grid index (shape_sdf, -1 for meshes) and the per-grid arrays of core/sdf.py for a scene's
-    shapes (empty grid arrays when none has a grid)."""
-    a = {"shape_sdf": np.full(max(len(shapes), 1), -1, np.int32)}
-    grids = [(i, s.sdf) for i, s in enumerate(shapes) if s.sdf is not None]
-    if not grids:
-        return a, 0
-    off, res, to_obj, nm, smooth, vals = [], [], [], [], [], []
-    n = 0
-    for g, (i, grid) in enumerate(grids):
-        a["shape_sdf"][i] = g
-        D, H, W = grid.values.shape
-        m = np.asarray(grid.to_world, np.float64)
-        off.append(n)
-        res.append((W, H, D))
-        to_obj.append(np.linalg.inv(m)[:3])
-        nm.append(np.linalg.inv(m[:3, :3]).T)
-        smooth.append(int(grid.smooth))
-        vals.append(grid.values.reshape(-1))
-        n += grid.values.size
-    a.update(sdf_off=np.array(off, np.int32), sdf_res=np.array(res, np.int32),
-             sdf_to_obj=np.array(to_obj, np.float32), sdf_nm=np.array(nm, np.float32),
-             sdf_smooth=np.array(smooth, np.int32), sdf_val=np.concatenate(vals).astype(np.float32))
-    return a, n
+    return dict(positions=pos, faces=faces, normals=None, uvs=uv, implicit=grid)

@@ -65,7 +65,7 @@ class Storage:
     # every kernel compiled against it (st is a template argument) are reused for the whole process.
     MINIMUM = dict(tris=1 << 15, xtris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
-                   spectra=1 << 10, sdfv=0, sdfs=0)
+                   spectra=1 << 10, geos=16, quads=0, sdfv=0, insts=0)
     _shared = None
 
     def __init__(self, caps):
@@ -105,19 +105,23 @@ class Storage:
         fb.dense(ti.i, c["wnodes"]).place(f.wnode_min, f.wnode_max, f.wnode_child, f.wnode_count)
         f.shape_bsdf, f.shape_emitter, f.shape_smooth = (ti.field(ti.i32) for _ in range(3))
         f.shape_med_int, f.shape_med_ext = ti.field(ti.i32), ti.field(ti.i32)  # interior/exterior medium
-        f.shape_sdf = ti.field(ti.i32)      # the shape's SDF grid (core/sdf.py), -1: a mesh
+        f.shape_geo = ti.field(ti.i32)      # the shape's record of non-mesh geometry (core/implicit.py), -1: a mesh
         fb.dense(ti.i, c["shapes"]).place(f.shape_bsdf, f.shape_emitter, f.shape_smooth, f.shape_med_int,
-                                          f.shape_med_ext, f.shape_sdf)
-        # SDF grids (core/sdf.py: layout): their values, and per grid offset, resolution, world -> object, normal
-        # matrix, normal mode; kernels compiled on a storage without (capacity 0) leave the voxel code out
+                                          f.shape_med_ext, f.shape_geo)
+        # non-mesh geometry (core/implicit.py: layout): quadrics, SDF grids and instances; kernels compiled on a
+        # storage whose capacities have none of a kind (quads, sdfv, insts: 0) leave that kind's code out
+        self.quadrics = c["quads"] > 0
         self.sdf_grids = c["sdfv"] > 0
+        self.instances = c["insts"] > 0
+        f.geo_kind, f.geo_flags, f.geo_off = (ti.field(ti.i32) for _ in range(3))
+        f.geo_res = ti.Vector.field(3, ti.i32)
+        f.geo_to_obj, f.geo_to_world = ti.Matrix.field(3, 4, float), ti.Matrix.field(3, 4, float)
+        f.geo_nm = ti.Matrix.field(3, 3, float)
+        f.geo_c, f.geo_r = vec3.field(), ti.field(float)
+        fb.dense(ti.i, max(c["geos"], 1)).place(f.geo_kind, f.geo_flags, f.geo_off, f.geo_res, f.geo_to_obj,
+                                                f.geo_to_world, f.geo_nm, f.geo_c, f.geo_r)
         f.sdf_val = ti.field(float)
         fb.dense(ti.i, max(c["sdfv"], 1)).place(f.sdf_val)
-        f.sdf_off, f.sdf_smooth = ti.field(ti.i32), ti.field(ti.i32)
-        f.sdf_res = ti.Vector.field(3, ti.i32)
-        f.sdf_to_obj = ti.Matrix.field(3, 4, float)
-        f.sdf_nm = ti.Matrix.field(3, 3, float)
-        fb.dense(ti.i, max(c["sdfs"], 1)).place(f.sdf_off, f.sdf_smooth, f.sdf_res, f.sdf_to_obj, f.sdf_nm)
         # mesh attribute textures and each shape's attributes (tirender/mesh_attribute.py); kernels compiled on a
         # storage without attribute textures (capacity 0: no scene of the process had one) leave their code out
         self.mesh_attributes = c["atex"] > 0

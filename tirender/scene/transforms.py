@@ -19,12 +19,14 @@ def scale(v):
     return np.diag([v[0], v[1], v[2], 1.0])
 
 
-def rotate(axis, angle_deg):
+def rotate(axis, angle_deg, normalize=True):
+    """Rotation by angle_deg about axis (Rodrigues' formula). normalize=False keeps the axis' length as Mitsuba's
+    XML and Transform4f.rotate do (dr::rotate): a longer axis then also scales and shears."""
     a = np.asarray(axis, float)
     n = np.linalg.norm(a)
     if n == 0:
         raise ValueError("rotation axis has zero length")
-    x, y, z = a / n
+    x, y, z = a / n if normalize else a
     t = np.radians(angle_deg)
     c, s = np.cos(t), np.sin(t)
     C = 1 - c

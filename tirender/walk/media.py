@@ -27,7 +27,7 @@ import taichi as ti
 
 from .. import variants
 from ..bsdfs.base import NULL, PASS, surface_ctx
-from ..core.interaction import make_interaction
+from ..core.interaction import geometric_normal, make_interaction
 from ..core import mueller
 from ..core.intersect import intersect
 from ..core.math import BIG, max_component, safe_div, to_local, vec3
@@ -385,10 +385,11 @@ def segment_transmittance(st: ti.template(), mode: ti.template(), est: ti.templa
 
 
 @ti.func
-def _null_factor(st: ti.template(), bsdf: ti.template(), mode: ti.template(), tri, t, b1, b2, o, d, lam, T_total, dT):
+def _null_factor(st: ti.template(), bsdf: ti.template(), mode: ti.template(), tri, t, b1, b2, inst, o, d, lam, T_total,
+                 dT):
     """The null transmission w of the surface a shadow ray o + t d hits (triangle tri at barycentrics b1, b2);
     REPLAY: scatters ∂/∂π of <dT, T_total> through w, dT · T_total / w (per lane)."""
-    si = make_interaction(st, tri, t, b1, b2, o, d)
+    si = make_interaction(st, tri, t, b1, b2, o, d, inst)
     b = st.shape_bsdf[si.shape]
     ctx = surface_ctx(b, si, lam)
     wi = to_local(si.ss, si.ts, si.n, -d)
@@ -418,7 +419,7 @@ def transmittance(st: ti.template(), bsdf: ti.template(), mode: ti.template(), e
     crossings = 0
     going = True
     while going:
-        tri, t, b1, b2 = intersect(st, ray_o, d, remaining)
+        tri, t, b1, b2, inst = intersect(st, ray_o, d, remaining)
         seg = remaining
         if tri >= 0:
             seg = t
@@ -434,10 +435,10 @@ def transmittance(st: ti.template(), bsdf: ti.template(), mode: ti.template(), e
                 going = False
             else:
                 if (flags & NULL) == 0:          # a pass-through lobe: its null transmission w
-                    T *= _null_factor(st, bsdf, mode, tri, t, b1, b2, ray_o, d, lam, T_total, dT)
-                ng = st.tri_e1[tri].cross(st.tri_e2[tri]).normalized()
-                m = target_medium(st, shape, d, ng, m)
+                    T *= _null_factor(st, bsdf, mode, tri, t, b1, b2, inst, ray_o, d, lam, T_total, dT)
                 p = ray_o + t * d
+                ng = geometric_normal(st, tri, inst, ray_o, d, t)
+                m = target_medium(st, shape, d, ng, m)
                 eps = st.info_f[0] * (1.0 + ti.abs(p).max())
                 ray_o = p + ng * (eps if ng.dot(d) >= 0.0 else -eps)
                 if remaining < BIG:

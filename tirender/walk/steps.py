@@ -3,7 +3,7 @@ see state.py). All take the path state ``s`` by reference and update it.
 
     emitter_found(st, em, s, si) -> (q, mis)
         the record of the emitter the current ray found (surface hit or escape) and its MIS weight.
-    first_hit(st, s, hide_emitters, tmax) -> (tri, t, b1, b2, tmax)
+    first_hit(st, s, hide_emitters, tmax) -> (tri, t, b1, b2, inst, tmax)
         the current ray's intersection within tmax; on the camera segment with hide_emitters, past every area
         emitter.
     emission(st, em, mode, s, si, hide_emitters, dL) -> mis
@@ -109,22 +109,22 @@ MAX_SKIPS = 64   # area emitters a hidden-emitter camera ray passes at most (a g
 
 @ti.func
 def first_hit(st: ti.template(), s: ti.template(), hide_emitters, tmax):
-    """(tri, t, b1, b2, tmax): the intersection of the path's current ray within tmax (the segment's end:
+    """(tri, t, b1, b2, inst, tmax): the intersection of the path's current ray within tmax (the segment's end:
     state.segment_end). With hide_emitters on the camera's segment (depth 0), area emitters along it are
     passed through as if absent (Mitsuba 3's ``hide_emitters``: skip_area_emitters); s.o moves past them (the
     caller builds the interaction from s.o) and tmax shrinks by the distance moved."""
-    tri, t, b1, b2 = intersect(st, s.o, s.d, tmax)
+    tri, t, b1, b2, inst = intersect(st, s.o, s.d, tmax)
     if hide_emitters != 0 and s.depth == 0:
         k = 0
         while tri >= 0 and st.shape_emitter[st.tri_shape[tri]] >= 0 and k < MAX_SKIPS:
-            si = make_interaction(st, tri, t, b1, b2, s.o, s.d)
+            si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
             o = spawn_origin(st, si, s.d)
             if tmax < BIG:
                 tmax -= (o - s.o).norm()
             s.o = o
-            tri, t, b1, b2 = intersect(st, s.o, s.d, tmax)
+            tri, t, b1, b2, inst = intersect(st, s.o, s.d, tmax)
             k += 1
-    return tri, t, b1, b2, tmax
+    return tri, t, b1, b2, inst, tmax
 
 
 class SurfaceVisibility:

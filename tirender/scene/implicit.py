@@ -1,0 +1,130 @@
+"""Shapes that are not triangle meshes, on the host: Mitsuba's analytic ``sphere``, ``disk`` and ``cylinder`` and its
+``sdfgrid`` (scene/sdfgrid.py). Each is one record of the device's ``geo_*`` table (core/implicit.py: layout) and a
+few BVH primitives in triangle rows whose edge e2 is zero (p0 and p0 + e1 the corners of the primitive's world box):
+one per quadric, one per voxel the SDF's surface crosses.
+
+As Mitsuba (src/shapes/sphere.cpp, disk.cpp, cylinder.cpp), in object space: the unit sphere (centre to_world·0,
+radius |to_world·(1, 0, 0)|: a non-uniformly scaled sphere stays a sphere, with a warning), the unit disk in z = 0
+(normal +z), the open unit cylinder from z = 0 to 1. ``flip_normals`` turns the normals inwards. Normals as Mitsuba
+3.9's (probed): the disk's and the cylinder's are the object normals through to_world's normal matrix (the cylinder's
+stay outward under a mirroring to_world), the sphere's p - centre, inwards when to_world mirrors (det < 0).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+SDF, SPHERE, DISK, CYLINDER = 1, 2, 3, 4
+KINDS = {"sdfgrid": SDF, "sphere": SPHERE, "disk": DISK, "cylinder": CYLINDER}
+QUADRICS = ("sphere", "disk", "cylinder")
+FLIP, SMOOTH = 1, 2                        # geo_flags bits
+_BOX = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], np.float64)
+
+
+@dataclass
+class Implicit:
+    """One non-mesh shape: kind (KINDS), to_world 4x4 (object -> world), flip (normals inwards), and for an SDF grid
+    its values (D, H, W) float32 [z, y, x] and the normal mode (smooth: Mitsuba's "smooth", else "analytic")."""
+    kind: int
+    to_world: np.ndarray
+    flip: bool = False
+    values: np.ndarray = None
+    smooth: bool = True
+
+    def sphere(self):
+        """(centre (3,), radius) of a sphere, Mitsuba's: to_world·0 and |to_world·(1, 0, 0)|."""
+        m = np.asarray(self.to_world, np.float64)
+        return m[:3, 3].copy(), float(np.linalg.norm(m[:3, 0]))
+
+    def flipped(self):
+        """Whether the normals point inwards: flip_normals, toggled for a sphere whose to_world mirrors."""
+        mirror = np.linalg.det(np.asarray(self.to_world, np.float64)[:3, :3]) < 0
+        return bool(self.flip) ^ bool(mirror and self.kind == SPHERE)
+
+    def area(self):
+        """Surface area (scene units²), Mitsuba's formulas (0 for an SDF grid, which cannot emit)."""
+        m = np.asarray(self.to_world, np.float64)
+        if self.kind == SPHERE:
+            return 4.0 * np.pi * self.sphere()[1] ** 2
+        if self.kind == DISK:
+            return np.pi * float(np.linalg.norm(np.cross(m[:3, 0], m[:3, 1])))
+        if self.kind == CYLINDER:
+            return 2.0 * np.pi * float(np.linalg.norm(m[:3, 0])) * float(np.linalg.norm(m[:3, 2]))
+        return 0.0
+
+    def world_box(self):
+        """(lo, hi) (3,) float64: the world box of the shape."""
+        m = np.asarray(self.to_world, np.float64)
+        if self.kind == SPHERE:
+            c, r = self.sphere()
+            return c - r, c + r
+        lo = {DISK: (-1.0, -1.0, 0.0), CYLINDER: (-1.0, -1.0, 0.0)}.get(self.kind, (0.0, 0.0, 0.0))
+        hi = (1.0, 1.0, 0.0 if self.kind == DISK else 1.0)
+        box = np.where(_BOX > 0, np.array(hi), np.array(lo)) @ m[:3, :3].T + m[:3, 3]
+        return box.min(0), box.max(0)
+
+
+def is_similarity(m, tol=1e-5):
+    """Whether the linear part of 4x4 m is a rotation (or mirror) times a uniform scale (Mitsuba's test)."""
+    a = np.asarray(m, np.float64)[:3, :3]
+    g = a.T @ a
+    s = np.trace(g) / 3.0
+    return s > 0 and np.allclose(g, s * np.eye(3), atol=tol * s)
+
+
+def quadric_prim(kind, to_world, flip):
+    """The shape arrays of a sphere, disk or cylinder: one primitive (the world box's corners as two vertices,
+    face (0, 1, 0)), no normals, zero uvs. dict(positions, faces, normals, uvs, implicit)."""
+    imp = Implicit(KINDS[kind], np.asarray(to_world, np.float64), bool(flip))
+    lo, hi = imp.world_box()
+    pad = 1e-6 * max(float(np.abs(np.concatenate([lo, hi])).max()), 1e-30)   # flat boxes (disks) keep a width
+    pos = np.array([lo - pad, hi + pad], np.float32)
+    return dict(positions=pos, faces=np.array([[0, 1, 0]], np.int32), normals=None,
+                uvs=np.zeros((2, 2), np.float32), implicit=imp)
+
+
+def proxy_mesh(imp, segments=64):
+    """A triangle mesh of a quadric (world space) for the tables that need edges (the secondary-visibility boundary
+    term's static silhouettes, integrators/edges.py); None for an SDF grid."""
+    from . import shapes as builtin
+    make = {SPHERE: builtin.sphere, DISK: builtin.disk, CYLINDER: builtin.cylinder}.get(imp.kind)
+    if make is None:
+        return None
+    m = np.asarray(imp.to_world, np.float64)
+    if imp.kind == SPHERE:
+        c, r = imp.sphere()
+        m = np.eye(4)
+        m[:3, :3] *= r
+        m[:3, 3] = c
+    mesh = builtin.transform_mesh(make(segments), m)
+    return mesh
+
+
+def device_rows(shapes):
+    """The per-shape record index (``shape_geo``, -1 for meshes) and the records of core/implicit.py for a scene's
+    shapes. Returns (arrays, counts): counts = dict(geos=records, sdfv=SDF values, quads=quadrics)."""
+    a = {"shape_geo": np.full(max(len(shapes), 1), -1, np.int32)}
+    recs = [(i, s.implicit) for i, s in enumerate(shapes) if s.implicit is not None]
+    counts = dict(geos=len(recs), sdfv=0, quads=sum(imp.kind != SDF for _, imp in recs))
+    if not recs:
+        return a, counts
+    cols = {k: [] for k in ("geo_kind", "geo_flags", "geo_off", "geo_res", "geo_to_obj", "geo_to_world", "geo_nm",
+                            "geo_c", "geo_r")}
+    vals = []
+    for g, (i, imp) in enumerate(recs):
+        a["shape_geo"][i] = g
+        m = np.asarray(imp.to_world, np.float64)
+        centre, radius = imp.sphere() if imp.kind == SPHERE else (m[:3, 3], 1.0)
+        res = imp.values.shape[::-1] if imp.kind == SDF else (0, 0, 0)
+        for k, v in (("geo_kind", imp.kind), ("geo_flags", FLIP * imp.flipped() | SMOOTH * bool(imp.smooth)),
+                     ("geo_off", counts["sdfv"]), ("geo_res", res), ("geo_to_obj", np.linalg.inv(m)[:3]),
+                     ("geo_to_world", m[:3]), ("geo_nm", np.linalg.inv(m[:3, :3]).T), ("geo_c", centre),
+                     ("geo_r", radius)):
+            cols[k].append(v)
+        if imp.kind == SDF:
+            vals.append(imp.values.reshape(-1))
+            counts["sdfv"] += imp.values.size
+    for k, v in cols.items():
+        a[k] = np.array(v, np.int32 if k in ("geo_kind", "geo_flags", "geo_off", "geo_res") else np.float32)
+    if vals:
+        a["sdf_val"] = np.concatenate(vals).astype(np.float32)
+    return a, counts
