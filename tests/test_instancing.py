@@ -25,7 +25,8 @@ from scenes import xml_sensor  # noqa: E402
 
 MEMBER_T = ['<scale value="0.5"/><translate x="-1"/>', '<scale value="1.2"/><rotate y="1" angle="-80"/>']
 INSTANCE_T = ['', '<rotate y="1" angle="45"/><scale value="1.5"/><translate z="2"/>',
-              '<rotate y="1" angle="-45"/><rotate x="1" angle="-25"/><scale value="1.5"/><translate z="-2"/>']
+              '<rotate y="1" angle="-45"/><rotate x="1" angle="-25"/><scale value="1.5"/><translate z="-2"/>',
+              '<scale x="-0.8" y="0.8" z="0.8"/><translate x="-2.5" y="2" z="1"/>']          # a mirror
 HEAD = """<scene version="3.0.0">
     <default name="spp" value="16"/>
     <integrator type="moment"><integrator type="path"><integer name="max_depth" value="3"/></integrator></integrator>
@@ -156,20 +157,29 @@ def test_yaml_errors_name_the_key(shapes_, key, msg):
     assert e.value.key == key and msg in str(e.value), (e.value.key, str(e.value))
 
 
-def test_instances_read_a_mesh_file_once(tmp_path, monkeypatch):
+def test_instances_store_the_group_once(tmp_path, monkeypatch):
+    """The group's mesh file is read once and its triangles stored once, in the group's space; each instance adds
+    one box primitive and one record (O(1) memory per instance: 5 and 50 instances differ by 45 rows)."""
     from tirender.scene import mesh_io
     mesh = shapes.cube()
     mesh_io.save_ply(str(tmp_path / "m.ply"), mesh["positions"], mesh["faces"])
     calls = []
     real = mesh_io.load_mesh
     monkeypatch.setattr(mesh_io, "load_mesh", lambda *a, **k: calls.append(a) or real(*a, **k))
-    spec = {"sensor": {"film": {"width": 8, "height": 8}}, "emitters": [{"type": "constant"}],
-            "shapes": [{"type": "shapegroup", "id": "g", "shapes": [{"type": "ply", "filename": "m.ply"}]}]
-            + [{"type": "instance", "shapegroup": "g", "to_world": {"translate": [3 * k, 0, 0]}} for k in range(5)]}
-    sc = tirender.load_scene(spec, base_dir=str(tmp_path))
+
+    def scene(n):
+        spec = {"sensor": {"film": {"width": 8, "height": 8}}, "emitters": [{"type": "constant"}],
+                "shapes": [{"type": "shapegroup", "id": "g", "shapes": [{"type": "ply", "filename": "m.ply"}]}]
+                + [{"type": "instance", "shapegroup": "g", "to_world": {"translate": [3 * k, 0, 0]}}
+                   for k in range(n)]}
+        return tirender.load_scene(spec, base_dir=str(tmp_path))
+
+    sc = scene(5)
     assert len(calls) == 1
-    assert len(sc.desc.shapes) == 5 and [s.id for s in sc.desc.shapes][:2] == ["shape1.shape0",
-                                                                                            "shape2.shape0"]
+    assert [s.id for s in sc.desc.shapes] == ["g.shape0"] and [p[0] for p in sc.desc.placements][:2] == \
+        ["shape1", "shape2"]
+    assert sc.n_triangles == 12 + 5 and scene(50).n_triangles == 12 + 50
+    assert sc.sizes["insts"] == 5 and sc.sizes["geos"] == 5
 
 
 # ------------------------------------------------------------------------------ differentiable instances
@@ -240,5 +250,7 @@ def test_instance_before_its_group_and_inline_group(tmp_path):
                          '<shape type="instance" id="b"><shape type="shapegroup" id="h"><shape type="rectangle"/>'
                          '</shape></shape><emitter type="constant"/>', name="order.xml")
     ids = [s.id for s in sc.desc.shapes]
-    assert ids == ["a.c", "b.shape0"], ids
-    assert np.allclose(sc.desc.shapes[0].positions.mean(0), [3, 0, 0], atol=1e-6)
+    assert ids == ["g.c", "h.shape0"], ids                      # each group once, in its own space
+    assert [(i, g) for i, g, _ in sc.desc.placements] == [("a", "g"), ("b", "h")]
+    assert np.allclose(sc.desc.shapes[0].positions.mean(0), [0, 0, 0], atol=1e-6)
+    assert np.allclose(sc.desc.placements[0][2][:3, 3], [3, 0, 0])

@@ -383,10 +383,14 @@ def secondary_edges(scene):
                     continue
                 P, F, smooth = np.asarray(proxy["positions"], np.float64), proxy["faces"], True
             ed, ef, sp = edge_topology(F, P)
-            rows, _e = _candidates(F, P, smooth, ed, ef, sp)
-            rows["slot0"] = np.full(len(rows["flags"]), -1)
-            rows["slot1"] = np.full(len(rows["flags"]), -1)
-            static.append(rows)
+            # a group's shape (scene/toplevel.py) is in the group's space: its edges once per instance, in world space
+            places = [m for _, g, m in scene.desc.placements if g == sh.proto] if sh.proto else [None]
+            for m in places:
+                Pw = P if m is None else P @ m[:3, :3].T + m[:3, 3]
+                rows, _e = _candidates(F, Pw, smooth, ed, ef, sp)
+                rows["slot0"] = np.full(len(rows["flags"]), -1)
+                rows["slot1"] = np.full(len(rows["flags"]), -1)
+                static.append(rows)
         scene._static_edge_rows = static
     parts = parts + static
     keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1")

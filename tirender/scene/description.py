@@ -83,6 +83,7 @@ class Shape:
     differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
     group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
+    proto: str = ""            # the shapegroup whose geometry this is, in the group's space (placed by instances)
     curve: tuple = None        # bsplinecurve, linearcurve: (curves.Tube / LinearTube, control points (K, 4), world)
     implicit: object = None    # sphere, disk, cylinder, sdfgrid: its scene.implicit.Implicit (faces: its BVH primitives)
 
@@ -126,6 +127,7 @@ class SceneDescription:
     bsdf_ids: dict = field(default_factory=dict)   # id under ``bsdfs:`` -> row index
     mesh_attributes: list = field(default_factory=list)   # mesh_attribute textures (tirender/mesh_attribute.py)
     spectra: list = field(default_factory=list)    # the spectrum table (textures.py: st.spec_tab)
+    placements: list = field(default_factory=list)  # instances: (id, group id, 4x4 to_world) (scene/instances.py)
 
 
 def _num(v, file, key, lo=-np.inf, hi=np.inf, strict_lo=False, integer=False):
@@ -778,7 +780,7 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     shapes = spec.get("shapes", []) or []
     if not isinstance(shapes, list):
         raise ConfigError("expected a list of shapes", file, "shapes")
-    shapes, bsdfs = instances.expand(shapes, bsdfs, file)    # shapegroups and instances -> world-space copies
+    shapes, bsdfs, placements = instances.expand(shapes, bsdfs, file)    # shapegroups and instances
     for bid, bs in bsdfs.items():
         b.bsdf_index[str(bid)] = b.bsdf(str(bid), bs if bs is not None else {}, f"bsdfs.{bid}")
     ids = set()
@@ -786,12 +788,14 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
         if not isinstance(s, dict):
             raise ConfigError("expected a mapping", file, f"shapes[{i}]")
         group = s.pop(instances.GROUP, "") if instances.GROUP in s else ""   # s: expand's own copy
+        proto = s.pop(instances.PROTO, "") if instances.PROTO in s else ""
         sid = str(s.get("id", f"shape{i}"))
         if sid in ids:
             raise ConfigError(f"duplicate shape id '{sid}'", file, f"shapes[{i}].id")
         ids.add(sid)
         b.shape(i, s)
         b.shapes[-1].group = group
+        b.shapes[-1].proto = proto
     if b.degenerate:
         b.warnings.append(degenerate_warning(file, b.degenerate, len(b.shapes)))
     if b.media_specs:
@@ -810,4 +814,5 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     if not b.shapes and not b.emitters:
         raise ConfigError("the scene has no shapes and no emitters", file, "")
     return SceneDescription(file, base_dir, dict(integ), sensors, b.textures, b.bsdfs, b.shapes, b.emitters,
-                            b.warnings, b.media, dict(b.bsdf_index), b.mesh_attributes, spectra=list(b.spectra))
+                            b.warnings, b.media, dict(b.bsdf_index), b.mesh_attributes, spectra=list(b.spectra),
+                            placements=placements)

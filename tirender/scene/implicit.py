@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SDF, SPHERE, DISK, CYLINDER = 1, 2, 3, 4
+SDF, SPHERE, DISK, CYLINDER, INSTANCE = 1, 2, 3, 4, 5
 KINDS = {"sdfgrid": SDF, "sphere": SPHERE, "disk": DISK, "cylinder": CYLINDER}
 QUADRICS = ("sphere", "disk", "cylinder")
 FLIP, SMOOTH = 1, 2                        # geo_flags bits
@@ -23,7 +23,8 @@ _BOX = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], np.floa
 @dataclass
 class Implicit:
     """One non-mesh shape: kind (KINDS), to_world 4x4 (object -> world), flip (normals inwards), and for an SDF grid
-    its values (D, H, W) float32 [z, y, x] and the normal mode (smooth: Mitsuba's "smooth", else "analytic")."""
+    its values (D, H, W) float32 [z, y, x] and the normal mode (smooth: Mitsuba's "smooth", else "analytic"); for
+    an instance (INSTANCE, device records only) values is its group tree's root node."""
     kind: int
     to_world: np.ndarray
     flip: bool = False
@@ -99,12 +100,17 @@ def proxy_mesh(imp, segments=64):
     return mesh
 
 
-def device_rows(shapes):
+def device_rows(shapes, placed=()):
     """The per-shape record index (``shape_geo``, -1 for meshes) and the records of core/implicit.py for a scene's
-    shapes. Returns (arrays, counts): counts = dict(geos=records, sdfv=SDF values, quads=quadrics)."""
-    a = {"shape_geo": np.full(max(len(shapes), 1), -1, np.int32)}
+    shapes and, after them, its instances' boxes (`placed`: per instance its 4x4 to_world and its group tree's root
+    node, scene/toplevel.py). Returns (arrays, counts): counts = dict(geos=records, sdfv=SDF values, quads=quadrics,
+    insts=instances)."""
+    a = {"shape_geo": np.full(max(len(shapes) + len(placed), 1), -1, np.int32)}
     recs = [(i, s.implicit) for i, s in enumerate(shapes) if s.implicit is not None]
-    counts = dict(geos=len(recs), sdfv=0, quads=sum(imp.kind != SDF for _, imp in recs))
+    recs += [(len(shapes) + j, Implicit(INSTANCE, np.asarray(m, np.float64), values=root))
+             for j, (m, root) in enumerate(placed)]
+    counts = dict(geos=len(recs), sdfv=0, quads=sum(imp.kind in (SPHERE, DISK, CYLINDER) for _, imp in recs),
+                  insts=len(placed))
     if not recs:
         return a, counts
     cols = {k: [] for k in ("geo_kind", "geo_flags", "geo_off", "geo_res", "geo_to_obj", "geo_to_world", "geo_nm",
@@ -115,8 +121,9 @@ def device_rows(shapes):
         m = np.asarray(imp.to_world, np.float64)
         centre, radius = imp.sphere() if imp.kind == SPHERE else (m[:3, 3], 1.0)
         res = imp.values.shape[::-1] if imp.kind == SDF else (0, 0, 0)
+        off = imp.values if imp.kind == INSTANCE else counts["sdfv"]      # an instance: its group tree's root
         for k, v in (("geo_kind", imp.kind), ("geo_flags", FLIP * imp.flipped() | SMOOTH * bool(imp.smooth)),
-                     ("geo_off", counts["sdfv"]), ("geo_res", res), ("geo_to_obj", np.linalg.inv(m)[:3]),
+                     ("geo_off", off), ("geo_res", res), ("geo_to_obj", np.linalg.inv(m)[:3]),
                      ("geo_to_world", m[:3]), ("geo_nm", np.linalg.inv(m[:3, :3]).T), ("geo_c", centre),
                      ("geo_r", radius)):
             cols[k].append(v)

@@ -20,6 +20,7 @@ from .mitsuba_xml import param_aliases
 from .bvh_build import build_wide, refit_device
 from .description import SceneDescription
 from .implicit import device_rows as implicit_rows
+from .toplevel import build_two_level, groups_of, instance_boxes
 from .storage import Storage, VolumeTextureView, padded
 from .triangles import Triangles, gather, write_rows
 
@@ -122,7 +123,10 @@ class Scene:
         self.params.before_read = self._pull_params
         # ---- geometry: the triangles (kept compactly, written to the device in BVH order: triangles.gather)
         shapes = desc.shapes or []
-        tri = Triangles(shapes)
+        # instances (scene/toplevel.py): each placed group's shapes once, in its space; one box per instance
+        gids, shape_group = groups_of(shapes, desc.placements)
+        boxes = instance_boxes(shapes, desc.placements, shape_group, len(gids)) if gids else []
+        tri = Triangles(shapes + boxes)
         starts = tri.starts
         self.n_triangles = n0 = len(tri)
         if not n0:   # emitter-only scene: one invisible degenerate triangle far away keeps the BVH valid
@@ -130,7 +134,14 @@ class Scene:
             tri.nrm, tri.uv = np.zeros((1, 3), np.float32), np.zeros((1, 2), np.float32)
             tri.face, tri.shape, tri.vfirst = np.zeros((1, 3), np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
         t0 = time.perf_counter()
-        self.bvh = bvh = build_wide(tri.pos, tri.corners())
+        roots = []
+        if boxes:
+            tri_group = np.concatenate([shape_group, np.full(len(boxes), -1)])[tri.shape]
+            bvh, top_wide, roots = build_two_level(tri.pos, tri.corners(), tri_group, len(gids))
+        else:
+            bvh = build_wide(tri.pos, tri.corners())
+            top_wide = bvh.wide
+        self.bvh = bvh
         self.bvh_seconds = time.perf_counter() - t0
         order = tri.order = bvh.prim_order
         self._tri = tri
@@ -143,15 +154,18 @@ class Scene:
             _tri_codes(a, len(inv))
         mesh_attribute.arrays(a, desc, self.params, starts, inv)
         wide = bvh.wide
-        self._wide = wide
+        self._wide = top_wide                 # refits move the top-level tree (scene/toplevel.py)
         a["wnode_min"], a["wnode_max"] = wide.box_min, wide.box_max
         a["wnode_child"], a["wnode_count"] = wide.child, wide.count
-        a["shape_bsdf"] = np.array([s.bsdf for s in shapes] or [0], np.int32)
-        a["shape_emitter"] = np.array([s.emitter for s in shapes] or [-1], np.int32)
-        a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] or [0], np.int32)
-        a["shape_med_int"] = np.array([s.interior for s in shapes] or [-1], np.int32)
-        a["shape_med_ext"] = np.array([s.exterior for s in shapes] or [-1], np.int32)
-        geo_rows, geo_counts = implicit_rows(shapes)            # quadrics, SDF grids (scene/implicit.py)
+        nb = len(boxes)                       # the instance boxes' rows: no BSDF, emitter or media of their own
+        a["shape_bsdf"] = np.array([s.bsdf for s in shapes] + [0] * nb or [0], np.int32)
+        a["shape_emitter"] = np.array([s.emitter for s in shapes] + [-1] * nb or [-1], np.int32)
+        a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] + [0] * nb or [0], np.int32)
+        a["shape_med_int"] = np.array([s.interior for s in shapes] + [-1] * nb or [-1], np.int32)
+        a["shape_med_ext"] = np.array([s.exterior for s in shapes] + [-1] * nb or [-1], np.int32)
+        index = {g: i for i, g in enumerate(gids)}
+        placed = [(m, roots[index[g]]) for _, g, m in desc.placements]
+        geo_rows, geo_counts = implicit_rows(shapes, placed)    # quadrics, SDF grids, instances (scene/implicit.py)
         a.update(geo_rows)
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
