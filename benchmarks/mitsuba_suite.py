@@ -127,6 +127,21 @@ def ztest(img, spp, ref, ref_var, significance=SIGNIFICANCE):
     return frac >= PASS_FRACTION, frac, float(p.min()), alpha
 
 
+def ztest_file(path, spp=256, ref_spp=4096, scene=None):
+    """Mitsuba's Z-test of tirender's image of the XML file `path` (spp, seed 0; `scene`: the file already loaded)
+    against Mitsuba 3's (scalar_rgb, ref_spp, the per-pixel variance of its ``moment`` integrator, which the file
+    must use). Returns (passed, details: fraction, p_min, alpha, mean, ref_mean)."""
+    import mitsuba as mi
+    import tirender
+    mi.set_variant("scalar_rgb")
+    ref = np.array(mi.render(mi.load_file(str(path), spp=ref_spp)), np.float64)
+    m1, var = ref[..., 3:6], ref[..., 6:9] - ref[..., 3:6] ** 2
+    sc = scene if scene is not None else tirender.load_scene(str(path))
+    ours = to_xyz(tirender.render(sc, spp=spp, seed=0, progress=False))
+    ok, frac, pmin, alpha = ztest(ours, spp, m1, var)
+    return ok, dict(fraction=frac, p_min=pmin, alpha=alpha, mean=ours.mean((0, 1)), ref_mean=m1.mean((0, 1)))
+
+
 def _one_line(e):
     s = str(e).strip().splitlines()
     return (s[0] if s else type(e).__name__)[:300]

@@ -8,6 +8,15 @@ def camera(origin, target, up=(0, 1, 0), fov=40.0, w=32, h=32, filt="box"):
             "film": {"width": w, "height": h, "filter": {"type": filt}}}
 
 
+FLOOR_BSDF = {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5]}
+
+
+def floor(bsdf="floor"):
+    """A 4 x 4 floor in y = 0 facing +y (the rectangle scaled by 2, turned about x), id "floor", BSDF `bsdf`."""
+    return {"id": "floor", "type": "rectangle", "bsdf": bsdf,
+            "to_world": [{"scale": 2}, {"rotate": {"axis": [1, 0, 0], "angle": -90}}]}
+
+
 def furnace_plane(bsdf, tilt_deg=0.0, w=16, env=1.0):
     """A rectangle facing the camera (tilted by tilt_deg about x) inside a constant environment;
     narrow fov so that every pixel sees the plane at nearly the same angle."""
@@ -109,3 +118,44 @@ def xml_scene(body, width=4, height=4):
     """The text of a Mitsuba 3 scene file: a perspective sensor with a width × height film, then body (XML)."""
     return (f'<scene version="3.0.0">\n    <sensor type="perspective"><film type="hdrfilm"><integer name="width" '
             f'value="{width}"/>\n        <integer name="height" value="{height}"/></film></sensor>\n{body}</scene>\n')
+
+
+def ray_hit():
+    """A ti.func hit(st, o, d) -> (tri, t, b1, b2, si): the closest hit of the ray o + t d on storage st and its
+    SurfaceInteraction (made after tirender.init: core.math fixes the float type on import)."""
+    import taichi as ti
+    from tirender.core.interaction import make_interaction
+    from tirender.core.intersect import intersect
+    from tirender.core.math import BIG
+
+    @ti.func
+    def hit(st: ti.template(), o, d):
+        tri, t, b1, b2, inst = intersect(st, o, d, BIG)
+        return tri, t, b1, b2, make_interaction(st, tri, t, b1, b2, o, d, inst)
+    return hit
+
+
+def ray_caster(st):
+    """A kernel cast(o (R, 3), d (R, 3), out (R, 22)) of rays against storage st; per ray: t (-1: a miss), the shape,
+    then ng, n, uv, dp/du, dp/dv, the shading tangent s and p of its interaction (columns 2-4, 5-7, 8-9, 10-12,
+    13-15, 16-18, 19-21)."""
+    import taichi as ti
+    from tirender.core.math import vec3
+    hit = ray_hit()
+
+    @ti.kernel
+    def cast(o: ti.types.ndarray(), d: ti.types.ndarray(), out: ti.types.ndarray()):
+        for r in range(o.shape[0]):
+            tri, t, b1, b2, si = hit(st, vec3(o[r, 0], o[r, 1], o[r, 2]), vec3(d[r, 0], d[r, 1], d[r, 2]))
+            out[r, 0] = t if tri >= 0 else -1.0
+            out[r, 1] = si.shape
+            for a in ti.static(range(3)):
+                out[r, 2 + a] = si.ng[a]
+                out[r, 5 + a] = si.n[a]
+                out[r, 10 + a] = si.dpdu[a]
+                out[r, 13 + a] = si.dpdv[a]
+                out[r, 16 + a] = si.ss[a]
+                out[r, 19 + a] = si.p[a]
+            out[r, 8] = si.uv[0]
+            out[r, 9] = si.uv[1]
+    return cast

@@ -25,7 +25,7 @@ import pytest
 
 import tirender
 from gradcheck_util import f64_child_report, assert_agree, central_differences, max_rel_err, projected_gradients
-from scenes import camera
+from scenes import camera, ray_hit
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -261,9 +261,7 @@ def checks():
     from tirender.bsdfs.base import BsdfCtx
     from tirender.bsdfs.registry import dispatch
     from tirender.core.fixed_point import grad_scale_for
-    from tirender.core.interaction import make_interaction
-    from tirender.core.intersect import intersect
-    from tirender.core.math import BIG, vec2, vec3
+    from tirender.core.math import vec2, vec3
     from tirender.emitters import registry as emitters
     from tirender.emitters.base import direction_record, env_record
     from tirender.launch import read_gradients, reset_gradients
@@ -331,12 +329,12 @@ def checks():
     out["normal map n' w.r.t. texels"] = {"max_rel_err": max(errs_t), "cases": len(errs_t) * tex0.size}
 
     # (2) the world lobe normal through the moving shading frame of a smooth mesh, w.r.t. the ray
+    hit = ray_hit()
     @ti.kernel
     def k_lobe(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
-        si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
+        tri, t, b1, b2, si = hit(st, o, d)
         v = vertex.surface_vertex(st, si, d, vec3(0.0))
         return attached.lobe_normal(st, D, v).dot(vec3(g[0], g[1], g[2])) + ti.cast(si.shape, ti.f64) * 1e3
 
@@ -344,8 +342,7 @@ def checks():
     def k_lobe_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
-        si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
+        tri, t, b1, b2, si = hit(st, o, d)
         v = vertex.surface_vertex(st, si, d, vec3(0.0))
         g_n, g_uv = attached.lobe_normal_adjoint(st, D, v, tri, vec3(g[0], g[1], g[2]))
         g_o, g_d = attached.hit_adjoint(st, tri, t, b1, b2, o, d, vec3(0.0), g_n, g_uv)

@@ -1,6 +1,6 @@
 """The GPU subset (marker ``gpu``): on every GPU backend this machine has, each integrator's image and gradient,
-the radiance field's training steps, MCMC's ``threads`` schedule, torch's in-place device tensors and the BVH
-build (a valid tree, as good as the CPU's) agree with the CPU backend's on small scenes (the same seeds: the same random numbers, so the same paths up to
+the radiance field's training steps, MCMC's ``threads`` schedule, torch's in-place device tensors, the BVH
+build (a valid tree, as good as the CPU's) and the non-mesh shapes and instances agree with the CPU backend's on small scenes (the same seeds: the same random numbers, so the same paths up to
 float rounding).
 
 Which backends: ``cuda`` where the CUDA driver library loads (``backend.has_cuda_driver``), ``vulkan`` where a
@@ -165,8 +165,28 @@ def part_bvh():
             for k in ("node_min", "node_max", "node_first", "node_count", "prim_order")}
 
 
+def part_geometry():
+    """Mitsuba's non-mesh shapes and instances (core/implicit.py): test_instancing's scene (cylinders and rectangles
+    in a group placed four times, one mirrored: the two-level traversal), test_quadrics' analytic sphere, disk and
+    cylinders with a sphere light, test_sdfgrid's torus grids (a shape and an instance): path images."""
+    import pathlib
+    import tempfile
+    import tirender
+    from test_instancing import instanced_xml
+    from test_quadrics import _lit as quadrics_xml
+    from test_sdfgrid import _lit as sdf_xml
+    d = pathlib.Path(tempfile.mkdtemp())
+    out = {}
+    for name, text in (("instances", instanced_xml()), ("quadrics", quadrics_xml()), ("sdf", sdf_xml(d, "smooth"))):
+        (d / f"{name}.xml").write_text(text)
+        sc = tirender.load_scene(str(d / f"{name}.xml"))
+        out[f"img_{name}"] = _flat(tirender.render(sc, spp=8, seed=5, progress=False))
+    return out
+
+
 PARTS = {"surface": part_surface, "surface_more": part_surface_more, "volume": part_volume, "mcmc": part_mcmc, "attached": part_attached,
-         "radiance_field": part_radiance_field, "torch": part_torch, "polarized": part_polarized, "bvh": part_bvh}
+         "radiance_field": part_radiance_field, "torch": part_torch, "polarized": part_polarized, "bvh": part_bvh,
+         "geometry": part_geometry}
 VARIANT = {"polarized": "spectral_polarized"}
 
 

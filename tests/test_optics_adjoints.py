@@ -197,12 +197,11 @@ def _hit_checks(rng):
     import taichi as ti
     import tirender
     from tirender.core.fixed_point import grad_scale_for
-    from tirender.core.interaction import make_interaction
     from tirender.core.intersect import intersect
     from tirender.core.math import BIG, vec2, vec3
     from tirender.walk.attached import hit_adjoint
     from tirender.launch import read_gradients, reset_gradients
-    from scenes import camera
+    from scenes import camera, ray_hit
     import tempfile
     yy, xx = np.mgrid[0:5, 0:6]
     heights = (0.15 * np.sin(1.3 * xx + 0.4) * np.cos(0.9 * yy) + 0.05 * yy)[..., None].astype(np.float32)
@@ -218,12 +217,13 @@ def _hit_checks(rng):
         "emitters": [{"type": "constant"}]}, base_dir=tmp)
     st = sc.bind()
 
+    hit = ray_hit()
+
     @ti.kernel
     def k_hit(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
-        si = make_interaction(st, tri, t, b1, b2, o, d, _inst)
+        tri, t, b1, b2, si = hit(st, o, d)
         return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + si.uv.dot(vec2(g[6], g[7])) \
             + ti.cast(si.shape, ti.f64) * 1e3
 

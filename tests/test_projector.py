@@ -17,7 +17,7 @@ import taichi as ti
 
 import tirender
 from gradcheck_util import assert_agree, f64_child_report, projected_gradients
-from scenes import camera
+from scenes import FLOOR_BSDF, camera, floor
 from tirender.core.math import safe_div, vec2, vec3
 from tirender.emitters import registry
 from tirender.emitters.projector import Projector
@@ -40,11 +40,8 @@ def _scene(emitters, w=16, integrator="path"):
     """A diffuse floor (y = 0) and a back wall (z = -1) seen from the front, lit by `emitters`."""
     return {"integrator": {"type": integrator, "max_depth": 3, "rr_depth": 100},
             "sensors": [camera([0.2, 1.4, 3.2], [0, 0.3, 0], fov=45, w=w, h=w)],
-            "bsdfs": {"floor": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5]},
-                      "wall": {"type": "diffuse", "reflectance": [0.4, 0.5, 0.7]}},
-            "shapes": [{"id": "floor", "type": "rectangle", "bsdf": "floor",
-                        "to_world": [{"scale": 2}, {"rotate": {"axis": [1, 0, 0], "angle": -90}}]},
-                       {"id": "wall", "type": "rectangle", "bsdf": "wall",
+            "bsdfs": {"floor": FLOOR_BSDF, "wall": {"type": "diffuse", "reflectance": [0.4, 0.5, 0.7]}},
+            "shapes": [floor(), {"id": "wall", "type": "rectangle", "bsdf": "wall",
                         "to_world": [{"scale": 2}, {"translate": [0, 1, -1]}]}],
             "emitters": emitters}
 

@@ -7,7 +7,7 @@ import pytest
 
 import tirender
 from gradcheck_util import assert_agree, assert_images_agree, projected_gradients
-from scenes import camera, cornell_like
+from scenes import FLOOR_BSDF, camera, cornell_like, floor
 from tirender.errors import ConfigError
 
 
@@ -33,11 +33,8 @@ def _plane_scene(emitter, w=24):
     """A diffuse floor and a box on it under one emitter (dict), camera above at an angle."""
     return {"integrator": {"type": "path", "max_depth": 4, "rr_depth": 100},
             "sensors": [camera([0, 2.0, 3.0], [0, 0, 0], fov=45, w=w, h=w)],
-            "bsdfs": {"floor": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5]},
-                      "box": {"type": "diffuse", "reflectance": [0.3, 0.5, 0.7]}},
-            "shapes": [{"id": "floor", "type": "rectangle", "bsdf": "floor",
-                        "to_world": [{"scale": 2}, {"rotate": {"axis": [1, 0, 0], "angle": -90}}]},
-                       {"id": "box", "type": "cube", "bsdf": "box",
+            "bsdfs": {"floor": FLOOR_BSDF, "box": {"type": "diffuse", "reflectance": [0.3, 0.5, 0.7]}},
+            "shapes": [floor(), {"id": "box", "type": "cube", "bsdf": "box",
                         "to_world": [{"scale": 0.3}, {"translate": [0.2, 0.3, 0.0]}]}],
             "emitters": [emitter]}
 

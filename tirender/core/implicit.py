@@ -10,6 +10,7 @@ dropped at load); p0 and p0 + e1 are the corners of its world box, and ``shape_g
     geo_to_obj, geo_to_world (R,) 3x4   world <-> object
     geo_nm (R,) 3x3          object -> world normal matrix (inverse transpose of to_world's linear part)
     geo_c (R,) vec3, geo_r (R,)         a sphere's centre and radius (world)
+    geo_ray (R,) 3x4         world -> a quadric's canonical space for the ray (the unit sphere; object space)
     geo_off (R,) i32, geo_res (R,) ivec3   an SDF grid's values in sdf_val, its nodes per axis (W, H, D);
                                            an instance's group tree (its root wide node)
 

@@ -34,16 +34,21 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d, inst):
     """The interaction at the hit (tri, t, b1, b2, inst) of the ray o + t d (core/intersect.intersect); tri = -1:
     none. On storages with quadrics or SDF grids, a primitive of theirs is core/implicit.py's; a hit inside an
     instance (inst >= 0) is made in its group's space and mapped to world space."""
-    si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
+    oo = o
+    dd = d
     if ti.static(st.instances):
         if inst >= 0:
-            m = st.geo_to_obj[inst]
-            si = instance_interaction(st, inst, _interaction(st, tri, t, b1, b2, affine_point(m, o),
-                                                             affine_vector(m, d)))
-        else:
-            si = _interaction(st, tri, t, b1, b2, o, d)
-    else:
-        si = _interaction(st, tri, t, b1, b2, o, d)
+            oo = affine_point(st.geo_to_obj[inst], o)
+            dd = affine_vector(st.geo_to_obj[inst], d)
+    si = triangle_interaction(st, tri, t, b1, b2)
+    if ti.static(st.sdf_grids or st.quadrics):
+        if tri >= 0:
+            r = implicit.geo_of(st, tri)
+            if r >= 0:
+                si = implicit_interaction(st, r, tri, t, oo, dd)
+    if ti.static(st.instances):
+        if inst >= 0:
+            si = instance_interaction(st, inst, si)
     return si
 
 
@@ -56,23 +61,6 @@ def geometric_normal(st: ti.template(), tri, inst, o, d, t):
     else:
         ng = st.tri_e1[tri].cross(st.tri_e2[tri]).normalized()
     return ng
-
-
-@ti.func
-def _interaction(st: ti.template(), tri, t, b1, b2, o, d):
-    """make_interaction in the space of the ray o + t d (a group's for a hit inside an instance)."""
-    si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
-    if ti.static(st.sdf_grids or st.quadrics):
-        r = -1
-        if tri >= 0:
-            r = implicit.geo_of(st, tri)
-        if r >= 0:
-            si = implicit_interaction(st, r, tri, t, o, d)
-        else:
-            si = triangle_interaction(st, tri, t, b1, b2)
-    else:
-        si = triangle_interaction(st, tri, t, b1, b2)
-    return si
 
 
 @ti.func

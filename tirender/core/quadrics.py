@@ -21,36 +21,29 @@ FLIP = 1                                # geo_flags bit
 
 @ti.func
 def ray(st: ti.template(), r, o, d):
-    """t > 0 of the first hit of o + t d on quadric record r, BIG on a miss."""
+    """t > 0 of the first hit of o + t d on quadric record r, BIG on a miss. In the record's canonical space
+    (geo_ray: the unit sphere at the origin for a sphere, object space for the others; t is the same there) the
+    sphere and the cylinder are one quadratic, |q|² = 1 with q's z counted for the sphere only."""
+    m = st.geo_ray[r]
+    lo = affine_point(m, o)
+    ld = affine_vector(m, d)
     kind = st.geo_kind[r]
     t = BIG
-    if kind == SPHERE:
-        oc = o - st.geo_c[r]
-        rad = st.geo_r[r]
-        found, t0, t1 = solve_quadratic(d.dot(d), 2.0 * oc.dot(d), oc.dot(oc) - rad * rad)
-        if found == 1:
-            t = t0 if t0 > 0.0 else (t1 if t1 > 0.0 else BIG)
+    if kind == DISK:
+        if ld[2] != 0.0:
+            tt = -lo[2] / ld[2]
+            q = lo + tt * ld
+            if tt > 0.0 and q[0] * q[0] + q[1] * q[1] <= 1.0:
+                t = tt
     else:
-        m = st.geo_to_obj[r]
-        lo = affine_point(m, o)
-        ld = affine_vector(m, d)
-        if kind == DISK:
-            if ld[2] != 0.0:
-                tt = -lo[2] / ld[2]
-                x = lo[0] + tt * ld[0]
-                y = lo[1] + tt * ld[1]
-                if tt > 0.0 and x * x + y * y <= 1.0:
+        w = vec3(1.0, 1.0, 1.0 if kind == SPHERE else 0.0)
+        found, t0, t1 = solve_quadratic((ld * w).dot(ld), 2.0 * (lo * w).dot(ld), (lo * w).dot(lo) - 1.0)
+        if found == 1:
+            for root in ti.static(range(2)):
+                tt = t0 if root == 0 else t1
+                z = lo[2] + tt * ld[2]
+                if t == BIG and tt > 0.0 and (kind == SPHERE or (z >= 0.0 and z <= 1.0)):
                     t = tt
-        else:
-            found, t0, t1 = solve_quadratic(ld[0] * ld[0] + ld[1] * ld[1], 2.0 * (ld[0] * lo[0] + ld[1] * lo[1]),
-                                            lo[0] * lo[0] + lo[1] * lo[1] - 1.0)
-            if found == 1:
-                z0 = lo[2] + t0 * ld[2]
-                z1 = lo[2] + t1 * ld[2]
-                if t0 > 0.0 and z0 >= 0.0 and z0 <= 1.0:
-                    t = t0
-                elif t1 > 0.0 and z1 >= 0.0 and z1 <= 1.0:
-                    t = t1
     return t
 
 
@@ -100,42 +93,38 @@ def _frame(r, local, kind):
 
 
 @ti.func
-def _surface(st: ti.template(), r, p):
-    """(p, n, uv, dp/du, dp/dv) of the point p (world) on quadric r: p re-projected onto the surface, n its
-    normal (flip_normals applied)."""
+def surface(st: ti.template(), r, p):
+    """(p, n, uv, dp/du, dp/dv) of the world point p on quadric r: p re-projected onto the surface, n its normal
+    (the object normal through the normal matrix; a sphere's p - centre; flip_normals applied)."""
     kind = st.geo_kind[r]
     m = st.geo_to_world[r]
-    n = vec3(0.0, 0.0, 1.0)
+    n = vec3(0.0)
+    q = p
     if kind == SPHERE:
         c = st.geo_c[r]
         n = (p - c).normalized()
-        p = c + st.geo_r[r] * n
-    local = affine_point(st.geo_to_obj[r], p)
-    if kind == CYLINDER:
+        q = c + st.geo_r[r] * n
+    local = affine_point(st.geo_to_obj[r], q)
+    if kind != SPHERE:
+        cyl = 1.0 if kind == CYLINDER else 0.0
         lr = ti.sqrt(local[0] * local[0] + local[1] * local[1])
-        if lr > 0.0:
+        if kind == CYLINDER and lr > 0.0:
             local[0] /= lr
             local[1] /= lr
-        p = affine_point(m, local)
-    elif kind == DISK:
-        local[2] = 0.0
-        p = affine_point(m, local)
-        n = (st.geo_nm[r] @ vec3(0.0, 0.0, 1.0)).normalized()
+        local[2] *= cyl                                        # a disk's points lie in z = 0
+        q = affine_point(m, local)
+        n = (st.geo_nm[r] @ vec3(cyl * local[0], cyl * local[1], 1.0 - cyl)).normalized()
     uv, du, dv = _frame(r, local, kind)
-    dpdu = affine_vector(m, du)
-    dpdv = affine_vector(m, dv)
-    if kind == CYLINDER:
-        n = (st.geo_nm[r] @ vec3(local[0], local[1], 0.0)).normalized()
     if st.geo_flags[r] & FLIP:
         n = -n
-    return p, n, uv, dpdu, dpdv
+    return q, n, uv, affine_vector(m, du), affine_vector(m, dv)
 
 
 @ti.func
 def interaction(st: ti.template(), r, p):
     """(p, ng, n, s, t, uv, dp/du, dp/dv) at the world hit point p on quadric r: the shading normal is the
     geometric one, the tangent s along dp/du (Mitsuba's sh_frame.s), t = n × s."""
-    q, n, uv, dpdu, dpdv = _surface(st, r, p)
+    q, n, uv, dpdu, dpdv = surface(st, r, p)
     s = dpdu - n * n.dot(dpdu)
     ls = s.norm()
     ts = vec3(0.0)
@@ -148,37 +137,12 @@ def interaction(st: ti.template(), r, p):
 
 
 @ti.func
-def sample_position(st: ti.template(), r, u):
-    """(p, n, uv): a point uniform by area on quadric r (u in [0, 1)²), its normal and uv."""
-    kind = st.geo_kind[r]
-    local = vec3(0.0)
-    if kind == SPHERE:
-        local = square_to_uniform_sphere(u)
-    elif kind == DISK:
-        q = square_to_uniform_disk_concentric(u)
-        local = vec3(q[0], q[1], 0.0)
-    else:
-        phi = 2.0 * PI * u[1]
-        local = vec3(ti.cos(phi), ti.sin(phi), u[0])
-    p = vec3(0.0)
-    if kind == SPHERE:
-        p = st.geo_c[r] + st.geo_r[r] * affine_vector(st.geo_to_world[r], local).normalized()
-    else:
-        p = affine_point(st.geo_to_world[r], local)
-    q, n, uv, dpdu, dpdv = _surface(st, r, p)
-    return q, n, uv
-
-
-@ti.func
-def sphere_of(st: ti.template(), e):
-    """The record of emitter e's shape if it is an analytic sphere whose normals point outwards, else -1."""
+def of_emitter(st: ti.template(), e):
+    """The quadric record of emitter e's shape, -1 when its shape is a mesh (or e is not a shape's)."""
     r = -1
     shape = st.em_shape[e]
     if shape >= 0:
-        g = st.shape_geo[shape]
-        if g >= 0:
-            if st.geo_kind[g] == SPHERE and (st.geo_flags[g] & FLIP) == 0:
-                r = g
+        r = st.shape_geo[shape]
     return r
 
 
@@ -195,24 +159,45 @@ def cone_cos(st: ti.template(), r, ref_p):
 
 
 @ti.func
-def sample_cone(st: ti.template(), r, ref_p, cos_max, u):
-    """(p, n, uv, pdf): a point of sphere r uniform in the solid angle of its visible cap from ref_p (Mitsuba's
-    sphere sample_direction, https://www.akalin.com/sampling-visible-sphere), pdf per steradian."""
+def sample_point(st: ti.template(), r, ref_p, u, cone: ti.template()):
+    """(p, pdf): a world point of quadric r for u in [0, 1)², uniform by area (pdf 0: the caller's 1 / A), or, with
+    `cone` for a sphere with outward normals seen from outside, uniform in the solid angle of its visible cap from
+    ref_p (Mitsuba's sphere sample_direction, https://www.akalin.com/sampling-visible-sphere; pdf per steradian).
+    surface() gives the point's normal and uv."""
+    kind = st.geo_kind[r]
     c = st.geo_c[r]
     rad = st.geo_r[r]
-    dc = c - ref_p
-    inv_dc = 1.0 / dc.norm()
-    sin_max = rad * inv_dc
-    sin_max2 = sin_max * sin_max
-    sin2 = sin_max2 * u[0]                                   # small cones: the Taylor expansion (Mitsuba's)
-    if sin_max2 > 0.00068523:
-        sin2 = 1.0 - ((cos_max - 1.0) * u[0] + 1.0) ** 2
-    cos_t = ti.sqrt(ti.max(1.0 - sin2, 0.0))
-    cos_a = sin2 / sin_max + cos_t * ti.sqrt(ti.max(1.0 - sin2 / sin_max2, 0.0))
-    sin_a = ti.sqrt(ti.max(1.0 - cos_a * cos_a, 0.0))
-    phi = 2.0 * PI * u[1]
-    w = -dc * inv_dc
-    s, t = coordinate_system(w)
-    d = s * (ti.cos(phi) * sin_a) + t * (ti.sin(phi) * sin_a) + w * cos_a
-    q, n, uv, dpdu, dpdv = _surface(st, r, c + rad * d)
-    return q, n, uv, 1.0 / (2.0 * PI * (1.0 - cos_max))
+    cos_max = 2.0
+    if ti.static(cone):
+        if kind == SPHERE and (st.geo_flags[r] & FLIP) == 0:
+            cos_max = cone_cos(st, r, ref_p)
+    p = vec3(0.0)
+    pdf = 0.0
+    if cos_max < 1.0:
+        dc = c - ref_p
+        inv_dc = 1.0 / dc.norm()
+        sin_max = rad * inv_dc
+        sin_max2 = sin_max * sin_max
+        sin2 = sin_max2 * u[0]                               # small cones: the Taylor expansion (Mitsuba's)
+        if sin_max2 > 0.00068523:
+            sin2 = 1.0 - ((cos_max - 1.0) * u[0] + 1.0) ** 2
+        cos_t = ti.sqrt(ti.max(1.0 - sin2, 0.0))
+        cos_a = sin2 / sin_max + cos_t * ti.sqrt(ti.max(1.0 - sin2 / sin_max2, 0.0))
+        sin_a = ti.sqrt(ti.max(1.0 - cos_a * cos_a, 0.0))
+        phi = 2.0 * PI * u[1]
+        w = -dc * inv_dc
+        s, t = coordinate_system(w)
+        p = c + rad * (s * (ti.cos(phi) * sin_a) + t * (ti.sin(phi) * sin_a) + w * cos_a)
+        pdf = 1.0 / (2.0 * PI * (1.0 - cos_max))
+    else:
+        local = square_to_uniform_sphere(u)
+        if kind == DISK:
+            q = square_to_uniform_disk_concentric(u)
+            local = vec3(q[0], q[1], 0.0)
+        elif kind == CYLINDER:
+            phi = 2.0 * PI * u[1]
+            local = vec3(ti.cos(phi), ti.sin(phi), u[0])
+        p = affine_point(st.geo_to_world[r], local)
+        if kind == SPHERE:                                  # the sphere's own centre and radius (Mitsuba's)
+            p = c + rad * (p - c).normalized()
+    return p, pdf

@@ -9,7 +9,6 @@ radiance (RGB texture), and the radiance seen at a moving point (``eval_grad``: 
 import taichi as ti
 
 from ..core import quadrics
-from ..core.implicit import geo_of
 from ..core.math import BIG, PI, coordinate_system, to_world, vec2, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_uniform_triangle
 from ..schema import Texture
@@ -61,21 +60,7 @@ class Area:
     def sample_direction(st: ti.template(), e, ref_p, u):
         """A point on emitter e seen from ref_p: uniform by area (an analytic sphere seen from outside: uniform over
         its visible cap's solid angle, as Mitsuba), its direction, distance, Le and pdf (per steradian)."""
-        p = vec3(0.0)
-        n = vec3(0.0)
-        uv = vec2(0.0)
-        cone_pdf = 0.0
-        if ti.static(st.quadrics):
-            r = quadrics.sphere_of(st, e)
-            cos_max = 2.0
-            if r >= 0:
-                cos_max = quadrics.cone_cos(st, r, ref_p)
-            if cos_max < 1.0:
-                p, n, uv, cone_pdf = quadrics.sample_cone(st, r, ref_p, cos_max, u)
-            else:
-                p, n, uv = Area.position(st, e, u)
-        else:
-            p, n, uv = Area.position(st, e, u)
+        p, n, uv, cone_pdf = Area.sample(st, e, ref_p, u, True)
         ds = DirectionSample(delta=0, emitter=e, dist=BIG, scale=1.0)
         dv = p - ref_p
         dist2 = dv.dot(dv)
@@ -108,24 +93,27 @@ class Area:
     @ti.func
     def position(st: ti.template(), e, u):
         """(p, n, uv): a point uniform by area on emitter e, its (shading) normal and uv."""
+        p, n, uv, pdf = Area.sample(st, e, vec3(0.0), u, False)
+        return p, n, uv
+
+    @staticmethod
+    @ti.func
+    def sample(st: ti.template(), e, ref_p, u, cone: ti.template()):
+        """(p, n, uv, pdf) of a point on emitter e: a triangle by area (CDF), a uniform point on it; a quadric's
+        (core/quadrics.sample_point: with `cone`, a sphere's visible cap from ref_p, pdf per steradian; else 0)."""
         start = st.em_tri_start[e]
         j = _find_tri(st, start, st.em_tri_count[e], u[0])
         c0 = st.emtri_cdf[j - 1] if j > start else 0.0
         c1 = st.emtri_cdf[j]
         ur = ti.min((u[0] - c0) / ti.max(c1 - c0, 1e-20), 0.99999994)
-        tri = st.emtri_idx[j]
-        p = vec3(0.0)
-        n = vec3(0.0)
-        uv = vec2(0.0)
+        p, n, uv = _triangle_position(st, st.emtri_idx[j], vec2(ur, u[1]))
+        pdf = 0.0
         if ti.static(st.quadrics):
-            r = geo_of(st, tri)
-            if r >= 0:                          # a quadric: uniform on its surface (core/quadrics.py)
-                p, n, uv = quadrics.sample_position(st, r, vec2(ur, u[1]))
-            else:
-                p, n, uv = _triangle_position(st, tri, vec2(ur, u[1]))
-        else:
-            p, n, uv = _triangle_position(st, tri, vec2(ur, u[1]))
-        return p, n, uv
+            r = quadrics.of_emitter(st, e)
+            if r >= 0:
+                q, pdf = quadrics.sample_point(st, r, ref_p, u, cone)
+                p, n, uv, dpdu, dpdv = quadrics.surface(st, r, q)
+        return p, n, uv, pdf
 
     @staticmethod
     @ti.func
@@ -138,11 +126,12 @@ class Area:
         if cos_e > 0.0:
             res = dist2 / (cos_e * st.em_area[e])
             if ti.static(st.quadrics):
-                r = quadrics.sphere_of(st, e)
+                r = quadrics.of_emitter(st, e)
                 if r >= 0:
-                    cos_max = quadrics.cone_cos(st, r, ref_p)
-                    if cos_max < 1.0:
-                        res = 1.0 / (2.0 * PI * (1.0 - cos_max))
+                    if st.geo_kind[r] == quadrics.SPHERE and (st.geo_flags[r] & quadrics.FLIP) == 0:
+                        cos_max = quadrics.cone_cos(st, r, ref_p)
+                        if cos_max < 1.0:
+                            res = 1.0 / (2.0 * PI * (1.0 - cos_max))
         return res
 
     @staticmethod

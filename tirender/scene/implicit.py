@@ -114,7 +114,7 @@ def device_rows(shapes, placed=()):
     if not recs:
         return a, counts
     cols = {k: [] for k in ("geo_kind", "geo_flags", "geo_off", "geo_res", "geo_to_obj", "geo_to_world", "geo_nm",
-                            "geo_c", "geo_r")}
+                            "geo_c", "geo_r", "geo_ray")}
     vals = []
     for g, (i, imp) in enumerate(recs):
         a["shape_geo"][i] = g
@@ -122,10 +122,11 @@ def device_rows(shapes, placed=()):
         centre, radius = imp.sphere() if imp.kind == SPHERE else (m[:3, 3], 1.0)
         res = imp.values.shape[::-1] if imp.kind == SDF else (0, 0, 0)
         off = imp.values if imp.kind == INSTANCE else counts["sdfv"]      # an instance: its group tree's root
+        to_obj = np.linalg.inv(m)[:3]
+        ray = np.hstack([np.eye(3) / radius, -centre[:, None] / radius]) if imp.kind == SPHERE else to_obj
         for k, v in (("geo_kind", imp.kind), ("geo_flags", FLIP * imp.flipped() | SMOOTH * bool(imp.smooth)),
-                     ("geo_off", off), ("geo_res", res), ("geo_to_obj", np.linalg.inv(m)[:3]),
-                     ("geo_to_world", m[:3]), ("geo_nm", np.linalg.inv(m[:3, :3]).T), ("geo_c", centre),
-                     ("geo_r", radius)):
+                     ("geo_off", off), ("geo_res", res), ("geo_to_obj", to_obj), ("geo_to_world", m[:3]),
+                     ("geo_nm", np.linalg.inv(m[:3, :3]).T), ("geo_c", centre), ("geo_r", radius), ("geo_ray", ray)):
             cols[k].append(v)
         if imp.kind == SDF:
             vals.append(imp.values.reshape(-1))

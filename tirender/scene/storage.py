@@ -3,7 +3,8 @@
 Kernels take the storage as a ``ti.template()`` argument, so they compile once per storage
 object. Scenes of any structure that fit the capacities reuse the same storage (and the
 compiled kernels): ``Storage.acquire(sizes)`` returns the shared instance, growing it (new
-fields, one recompile) only when a scene does not fit.
+fields, one recompile) only when a scene does not fit. Scenes with quadrics, SDF grids or instances (FEATURES)
+share another instance per combination, so that the others never compile that code.
 """
 import numpy as np
 import taichi as ti
@@ -23,6 +24,7 @@ INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_MARCH_STEP = 0, 1, 3   # st.info_f (2, 4: 
 
 
 GRAD_COPIES, GRAD_HOT = 4, 1 << 16   # a power of two; entries with copies
+FEATURES = ("quads", "sdfv", "insts")   # capacities whose presence adds code to every kernel (core/implicit.py)
 
 
 def _cap(n, minimum):
@@ -66,7 +68,7 @@ class Storage:
     MINIMUM = dict(tris=1 << 15, xtris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
                    spectra=1 << 10, geos=16, quads=0, sdfv=0, insts=0)
-    _shared = None
+    _shared = {}      # per FEATURES key
 
     def __init__(self, caps):
         self.caps = dict(caps)
@@ -118,8 +120,9 @@ class Storage:
         f.geo_to_obj, f.geo_to_world = ti.Matrix.field(3, 4, float), ti.Matrix.field(3, 4, float)
         f.geo_nm = ti.Matrix.field(3, 3, float)
         f.geo_c, f.geo_r = vec3.field(), ti.field(float)
+        f.geo_ray = ti.Matrix.field(3, 4, float)     # world -> a quadric's canonical space (core/quadrics.ray)
         fb.dense(ti.i, max(c["geos"], 1)).place(f.geo_kind, f.geo_flags, f.geo_off, f.geo_res, f.geo_to_obj,
-                                                f.geo_to_world, f.geo_nm, f.geo_c, f.geo_r)
+                                                f.geo_to_world, f.geo_nm, f.geo_c, f.geo_r, f.geo_ray)
         f.sdf_val = ti.field(float)
         fb.dense(ti.i, max(c["sdfv"], 1)).place(f.sdf_val)
         # mesh attribute textures and each shape's attributes (tirender/mesh_attribute.py); kernels compiled on a
@@ -213,8 +216,11 @@ class Storage:
 
     @classmethod
     def acquire(cls, sizes):
-        """The shared storage, grown (recreated) if `sizes` exceed its capacities."""
-        cur = cls._shared
+        """The shared storage for scenes with the code features of `sizes` (FEATURES: a scene without quadrics, SDF
+        grids or instances keeps the storage, and the kernels, that leave their code out, however many scenes with
+        them the process has seen), grown (recreated) if `sizes` exceed its capacities."""
+        key = tuple(sizes.get(k, 0) > 0 for k in FEATURES)
+        cur = cls._shared.get(key)
         if cur is not None and fits(cur.caps, sizes):
             return cur
         caps = capacities(sizes, cur.caps if cur is not None else None)
@@ -222,8 +228,8 @@ class Storage:
             if cur.owner is not None:
                 cur.owner._storage = None
             cur.owner = None
-        cls._shared = Storage(caps)
-        return cls._shared
+        cls._shared[key] = Storage(caps)
+        return cls._shared[key]
 
     def upload(self, arrays):
         """Write each named array into its field, rows past the array zeroed (as field.from_numpy of
