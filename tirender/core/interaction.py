@@ -3,7 +3,7 @@ import taichi as ti
 
 from . import implicit
 from .intersect import ray_triangle_adjoint
-from .math import affine_point, affine_vector, coordinate_system, vec2, vec3
+from .math import affine_point, affine_vector, coordinate_system, tangent_frame, vec2, vec3
 from .optics import normalize_adjoint
 
 
@@ -74,14 +74,7 @@ def instance_interaction(st: ti.template(), r, si):
     si.n = (nm @ si.n).normalized()
     si.dpdu = affine_vector(m, si.dpdu)
     si.dpdv = affine_vector(m, si.dpdv)
-    s = affine_vector(m, si.ss)
-    s = s - si.n * si.n.dot(s)
-    ls = s.norm()
-    if ls > 1e-12:
-        si.ss = s / ls
-        si.ts = si.n.cross(si.ss)
-    else:
-        si.ss, si.ts = coordinate_system(si.n)
+    si.ss, si.ts = tangent_frame(si.n, affine_vector(m, si.ss))
     return si
 
 
@@ -131,16 +124,8 @@ def triangle_interaction(st: ti.template(), tri, t, b1, b2):
         si.dpdu = dpdu
         si.dpdv = dpdv
         si.n = n
-        s, ts = coordinate_system(n)
-        # align the shading tangent with dp/du where available (Mitsuba's sh_frame for meshes with uv)
-        if has_uv:
-            tproj = dpdu - n * n.dot(dpdu)
-            lt = tproj.norm()
-            if lt > 1e-12:
-                s = tproj / lt
-                ts = n.cross(s)
-        si.ss = s
-        si.ts = ts
+        # the shading tangent along dp/du where the triangle has uvs (Mitsuba's sh_frame for meshes with uv)
+        si.ss, si.ts = tangent_frame(n, ti.select(has_uv, dpdu, vec3(0.0)))
     return si
 
 

@@ -98,6 +98,19 @@ def mis_power(pdf_a, pdf_b):
 
 
 @ti.func
+def tangent_frame(n, v):
+    """(s, t): the shading tangent s = v made orthogonal to the unit normal n and normalised (coordinate_system(n)
+    where that vanishes, |.| <= 1e-12), t = n × s."""
+    s, t = coordinate_system(n)
+    u = v - n * n.dot(v)
+    lu = u.norm()
+    if lu > 1e-12:
+        s = u / lu
+        t = n.cross(s)
+    return s, t
+
+
+@ti.func
 def solve_quadratic(a, b, c):
     """Roots of a x² + b x + c = 0 as Mitsuba's math::solve_quadratic: (found, x0, x1), x0 <= x1 (the larger root
     in magnitude from -(b ± sqrt(disc)) / 2, the other from x0 x1 = c / a); a = 0: the linear equation's root twice."""

@@ -10,7 +10,7 @@ sample positions uniformly by area (pdf 1 / A, emitters/area.py), a sphere seen 
 """
 import taichi as ti
 
-from .math import BIG, PI, affine_point, affine_vector, coordinate_system, solve_quadratic, vec2, vec3
+from .math import BIG, PI, affine_point, affine_vector, coordinate_system, solve_quadratic, tangent_frame, vec2, vec3
 from .warp import square_to_uniform_disk_concentric, square_to_uniform_sphere
 
 RAY_EPSILON = 89.0 * 2.0 ** -24    # Mitsuba's math::RayEpsilon<float>
@@ -125,14 +125,7 @@ def interaction(st: ti.template(), r, p):
     """(p, ng, n, s, t, uv, dp/du, dp/dv) at the world hit point p on quadric r: the shading normal is the
     geometric one, the tangent s along dp/du (Mitsuba's sh_frame.s), t = n × s."""
     q, n, uv, dpdu, dpdv = surface(st, r, p)
-    s = dpdu - n * n.dot(dpdu)
-    ls = s.norm()
-    ts = vec3(0.0)
-    if ls > 0.0:
-        s = s / ls
-        ts = n.cross(s)
-    else:
-        s, ts = coordinate_system(n)
+    s, ts = tangent_frame(n, dpdu)
     return q, n, n, s, ts, uv, dpdu, dpdv
 
 

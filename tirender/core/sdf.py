@@ -15,7 +15,7 @@ differentiable (as Mitsuba: the grid and to_world are not differentiable paramet
 """
 import taichi as ti
 
-from .math import BIG, coordinate_system, solve_quadratic, vec3
+from .math import BIG, affine_point, affine_vector, coordinate_system, solve_quadratic, vec3
 
 SMOOTH = 2           # geo_flags bit (scene/implicit.py)
 
@@ -154,11 +154,8 @@ def ray_voxel(st: ti.template(), k, g, o, d):
     res = st.geo_res[g]
     n = ti.cast(res - 1, float)
     v = ivec3(ti.cast(st.tri_uv0[k][0], ti.i32), ti.cast(st.tri_uv0[k][1], ti.i32), ti.cast(st.tri_uv1[k][0], ti.i32))
-    ro = vec3(0.0)
-    rd = vec3(0.0)
-    for a in ti.static(range(3)):
-        ro[a] = (m[a, 0] * o[0] + m[a, 1] * o[1] + m[a, 2] * o[2] + m[a, 3]) * n[a] - v[a]   # voxel space [0, 1]^3
-        rd[a] = (m[a, 0] * d[0] + m[a, 1] * d[1] + m[a, 2] * d[2]) * n[a]
+    ro = affine_point(m, o) * n - v                         # voxel space [0, 1]^3
+    rd = affine_vector(m, d) * n
     t0 = 0.0
     t1 = BIG
     for a in ti.static(range(3)):
@@ -203,11 +200,8 @@ def ray_voxel(st: ti.template(), k, g, o, d):
 def interaction(st: ti.template(), g, p):
     """(ng, n, s, t) at the world hit point p on grid g: the geometric normal (the voxel's gradient), the shading
     normal (smooth or analytic) and coordinate_system(n) as its tangents (world, unit)."""
-    m = st.geo_to_obj[g]
     res = st.geo_res[g]
-    q = vec3(0.0)
-    for a in ti.static(range(3)):
-        q[a] = m[a, 0] * p[0] + m[a, 1] * p[1] + m[a, 2] * p[2] + m[a, 3]
+    q = affine_point(st.geo_to_obj[g], p)
     nm = st.geo_nm[g]
     v = ti.cast(q * (res - 1), ti.i32)
     ng = (nm @ voxel_gradient(st, g, res, q, v)).normalized()

@@ -17,7 +17,20 @@ SDF, SPHERE, DISK, CYLINDER, INSTANCE = 1, 2, 3, 4, 5
 KINDS = {"sdfgrid": SDF, "sphere": SPHERE, "disk": DISK, "cylinder": CYLINDER}
 QUADRICS = ("sphere", "disk", "cylinder")
 FLIP, SMOOTH = 1, 2                        # geo_flags bits
-_BOX = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], np.float64)
+CORNERS = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], np.float64)   # (8, 3): x, y, z bits
+
+
+def box_under(lo, hi, m, pad=False):
+    """(lo', hi'): the world box around the boxes [lo, hi] ((..., 3) each) mapped by the 4x4 affine m (their 8
+    corners); with `pad`, widened by 1e-6 of the box's largest coordinate (a flat box keeps a width)."""
+    m = np.asarray(m, np.float64)
+    corners = np.where(CORNERS > 0, np.asarray(hi, np.float64)[..., None, :], np.asarray(lo, np.float64)[..., None, :])
+    c = corners @ m[:3, :3].T + m[:3, 3]
+    a, b = c.min(-2), c.max(-2)
+    if pad:
+        w = 1e-6 * max(float(np.abs(np.concatenate([a.ravel(), b.ravel()])).max()), 1e-30)
+        a, b = a - w, b + w
+    return a, b
 
 
 @dataclass
@@ -59,9 +72,7 @@ class Implicit:
             c, r = self.sphere()
             return c - r, c + r
         lo = {DISK: (-1.0, -1.0, 0.0), CYLINDER: (-1.0, -1.0, 0.0)}.get(self.kind, (0.0, 0.0, 0.0))
-        hi = (1.0, 1.0, 0.0 if self.kind == DISK else 1.0)
-        box = np.where(_BOX > 0, np.array(hi), np.array(lo)) @ m[:3, :3].T + m[:3, 3]
-        return box.min(0), box.max(0)
+        return box_under(lo, (1.0, 1.0, 0.0 if self.kind == DISK else 1.0), m)
 
 
 def is_similarity(m, tol=1e-5):
@@ -77,8 +88,8 @@ def quadric_prim(kind, to_world, flip):
     face (0, 1, 0)), no normals, zero uvs. dict(positions, faces, normals, uvs, implicit)."""
     imp = Implicit(KINDS[kind], np.asarray(to_world, np.float64), bool(flip))
     lo, hi = imp.world_box()
-    pad = 1e-6 * max(float(np.abs(np.concatenate([lo, hi])).max()), 1e-30)   # flat boxes (disks) keep a width
-    pos = np.array([lo - pad, hi + pad], np.float32)
+    lo, hi = box_under(lo, hi, np.eye(4), pad=True)                          # flat boxes (disks) keep a width
+    pos = np.array([lo, hi], np.float32)
     return dict(positions=pos, faces=np.array([[0, 1, 0]], np.int32), normals=None,
                 uvs=np.zeros((2, 2), np.float32), implicit=imp)
 

@@ -10,10 +10,9 @@ space the box around that box's 8 corners after to_world (any affine to_world: i
 import numpy as np
 
 from ..errors import ConfigError
-from .implicit import SDF, Implicit
+from .implicit import CORNERS, SDF, Implicit, box_under
 
 NORMALS = ("smooth", "analytic")
-_CORNERS = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], np.float64)   # (8, 3) x, y, z
 
 
 def read_grid(path, file, key):
@@ -54,7 +53,7 @@ def _slab_boxes(f, z0):
     lo = np.ones((len(c8), 3))
     hi = np.zeros((len(c8), 3))
     for a in range(3):
-        side0 = _CORNERS[:, a] == 0
+        side0 = CORNERS[:, a] == 0
         lo[:, a] = np.where(zero[:, side0].any(1), 0.0, 1.0)
         hi[:, a] = np.where(zero[:, ~side0].any(1), 1.0, 0.0)
     for c1 in range(8):
@@ -66,7 +65,7 @@ def _slab_boxes(f, z0):
             cross = (f1 * f2 <= 0) & (f1 != f2)
             with np.errstate(divide="ignore", invalid="ignore"):
                 s = np.where(cross, f1 / (f1 - f2), 0.0)
-            pt = _CORNERS[c1][None, :] + s[:, None] * (_CORNERS[c2] - _CORNERS[c1])[None, :]
+            pt = CORNERS[c1][None, :] + s[:, None] * (CORNERS[c2] - CORNERS[c1])[None, :]
             lo = np.where(cross[:, None], np.minimum(lo, pt), lo)
             hi = np.where(cross[:, None], np.maximum(hi, pt), hi)
     voxel = np.stack([x, y, z], 1)
@@ -84,12 +83,8 @@ def sdf_mesh(values, to_world, smooth, file, key):
         raise ConfigError("the SDF grid has no voxel the surface crosses (its values never change sign)", file, key)
     D, H, W = grid.values.shape
     size = 1.0 / np.array([W - 1, H - 1, D - 1], np.float64)
-    m = np.asarray(grid.to_world, np.float64)
-    box = np.where(_CORNERS[None, :, :] > 0, hi[:, None, :], lo[:, None, :]) * size     # (N, 8, 3) object space
-    world = box @ m[:3, :3].T + m[:3, 3]
     pos = np.empty((2 * len(voxel), 3), np.float32)
-    pos[0::2] = world.min(1)
-    pos[1::2] = world.max(1)
+    pos[0::2], pos[1::2] = box_under(lo * size, hi * size, grid.to_world)
     uv = np.zeros((2 * len(voxel), 2), np.float32)
     uv[0::2] = voxel[:, :2]
     uv[1::2, 0] = voxel[:, 2]

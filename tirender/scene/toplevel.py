@@ -10,8 +10,7 @@ import numpy as np
 
 from .bvh import WideBVH
 from .bvh_build import Built, build_wide
-
-_CORNERS = np.array([[c & 1, (c >> 1) & 1, (c >> 2) & 1] for c in range(8)], bool)
+from .implicit import box_under
 
 
 class Box:
@@ -49,10 +48,7 @@ def instance_boxes(shapes, placements, shape_group, n_groups):
     boxes = []
     for _, gid, m in placements:
         g = gidx[gid]
-        corners = np.where(_CORNERS, hi[g], lo[g]) @ m[:3, :3].T + m[:3, 3]
-        a, b = corners.min(0), corners.max(0)
-        pad = 1e-6 * max(float(np.abs(np.concatenate([a, b])).max()), 1e-30)
-        boxes.append(Box(a - pad, b + pad))
+        boxes.append(Box(*box_under(lo[g], hi[g], m, pad=True)))
     return boxes
 
 
