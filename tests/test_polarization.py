@@ -175,6 +175,9 @@ def _zoo(models=None):
                     "to_world": [{"scale": 0.01}, {"translate": [50.0 + i, 50.0, 50.0]}]})
     out.append({"id": "zoo_light", "type": "rectangle", "emitter": {"type": "area", "radiance": 0.0},
                 "to_world": [{"scale": 0.01}, {"translate": [40.0, 50.0, 50.0]}]})
+    # an analytic sphere (as the parity scene's): every scene on the storage with quadrics (one compile, not two)
+    out.append({"id": "zoo_sphere", "type": "sphere", "bsdf": next(iter((models or ZOO).values())),
+                "to_world": [{"scale": 0.01}, {"translate": [40.0, 52.0, 50.0]}]})
     return out
 
 
@@ -225,8 +228,9 @@ def child(extended=False):
     def stokes(sc, spp=4, seed=0):
         return tirender.render_stokes(tirender.load_scene(_child_scene(sc)), spp=spp, seed=seed, progress=False)
 
-    # the parity scene first: its tessellated spheres grow the scene storage, which the smaller scenes then share
-    # (one compile); Mitsuba's render is made by the parent
+    # the parity scene first: it sizes the scene storage, which the smaller scenes then share (one compile: the
+    # zoo's analytic sphere gives every scene the parity scene's storage features); Mitsuba's render is made by the
+    # parent
     from tirender.config import load_config
     par = PARITY_EXTENDED if extended else PARITY
     cfg = load_config(PARITY_XML, defines={"res": str(par["res"]), "spp": str(par["spp"])})

@@ -122,6 +122,14 @@ def load_config(source, overrides=None, base_dir=None, scene_overrides=None, def
     else:
         data["_scene_file"] = path
     data["scene"] = apply_overrides(scene, scene_overrides, path) if scene_overrides else scene
+    opt = data.get("optimize")
+    if isinstance(opt, dict) and "sensors" in opt:
+        # the sensors an optimisation renders through, in place of the scene's (Mitsuba's mi.render(scene,
+        # sensor=...)): e.g. a batch of views of a Mitsuba scene file loaded unchanged
+        if not isinstance(opt["sensors"], list) or not opt["sensors"]:
+            raise ConfigError("expected a non-empty list of sensors (they replace the scene's)", path,
+                              "optimize.sensors")
+        data["scene"] = dict(data["scene"], sensors=copy.deepcopy(opt["sensors"]))
     data["_scene_dir"] = os.path.dirname(os.path.abspath(data["_scene_file"])) if data["_scene_file"] else base
     data["_file"] = path
     data["_dir"] = base

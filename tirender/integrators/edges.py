@@ -32,18 +32,20 @@ from ..core import film, pool
 from ..core.intersect import occluded
 from ..core.math import BIG, max_component, vec2, vec3
 from ..core.rng import make_sampler
+from ..sensors import batch
 from ..sensors.base import project
 from ..sensors.registry import camera_connect_adjoint, camera_ray, check_perspective
 from ..variants import spec
 from ..walk import vertex
 from ..walk.state import PRIMAL
-from . import path
+from . import path, shadow_edges
 
 EPS_PIXELS = 1e-3        # the two sides of an edge are sampled this far (pixels) from it
 EPS_DIR = 1e-4           # ... and this far (radians) in the directions seen from a path vertex
 SEED_MIX = 0x5BD1E995    # decorrelates the edge samples' streams from the pixel samples'
 SEED_MIX2 = 0x27D4EB2F
 BOUNDARY, CREASE = 1, 2  # SecondaryTable.flags
+assert shadow_edges.BAND >= 2 * EPS_DIR     # the light-aimed intervals cover both sides' rays
 
 
 @ti.data_oriented
@@ -121,41 +123,50 @@ def primary_edges(scene, sensor):
     check_perspective(scene, sensor, "the primary-visibility boundary term (differentiable meshes; integrator.sppp: 0 "
                                      "leaves it out)")
     s = scene.sensors[sensor]
-    m = s.to_world
-    o = m[:3, 3]
-    fwd = m[:3, 2] / np.linalg.norm(m[:3, 2])
+    radius = s.radius if s.filter != "box" else 0.0
+    # the film's cameras: the sensor, or a batch's children side by side (sensors/batch.py), each edge clipped to
+    # its camera's columns (a sample there is that camera's)
+    views = [(s, 0.0, -radius, s.width + radius)]
+    if s.children:
+        wc = s.width // len(s.children)
+        views = [(c, k * wc, -radius if k == 0 else 0.0, wc + (radius if k == len(s.children) - 1 else 0.0))
+                 for k, c in enumerate(s.children)]
     get = scene.params.__getitem__
     rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1")}
-    radius = s.radius if s.filter != "box" else 0.0
     for d in scene.deformables:
         P = d.positions(get)
-        cand, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
-        X0, X1 = cand["x0"], cand["x1"]
-        # boundaries and creases always; the other bent edges where they are silhouettes from the pinhole anywhere
-        # along them (a long edge in perspective can be one over part of its length only)
-        silhouette = _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
-        keep = (cand["flags"] != 0) | silhouette
-        X0, X1, e = X0[keep], X1[keep], e[keep]
-        # clip to the near side of the pinhole (z > z_min), then project
-        z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
-        zmin = 1e-4 * max(float(np.abs(P - o).max()), 1e-30)
-        ok = (z0 > zmin) | (z1 > zmin)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tz = np.clip((zmin - z0) / (z1 - z0), 0.0, 1.0)
-        A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
-        B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
-        A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
-        a, b = project(s, A), project(s, B)
-        t0, t1 = _clip(a, b, (-radius, -radius), (s.width + radius, s.height + radius))
-        vis = t1 > t0
-        a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
+        cand, e_all = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
         base = scene.params.slot(d.names()["world"]).offset
-        rows["a"].append(a[vis])
-        rows["b"].append(b[vis])
-        rows["x0"].append(X0[vis])
-        rows["x1"].append(X1[vis])
-        rows["slot0"].append(base + 6 * e[vis, 0].astype(np.int64))
-        rows["slot1"].append(base + 6 * e[vis, 1].astype(np.int64))
+        for cam, dx, xlo, xhi in views:
+            m = cam.to_world
+            o = m[:3, 3]
+            fwd = m[:3, 2] / np.linalg.norm(m[:3, 2])
+            X0, X1 = cand["x0"], cand["x1"]
+            # boundaries and creases always; the other bent edges where they are silhouettes from the pinhole
+            # anywhere along them (a long edge in perspective can be one over part of its length only)
+            silhouette = _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
+            keep = (cand["flags"] != 0) | silhouette
+            X0, X1, e = X0[keep], X1[keep], e_all[keep]
+            # clip to the near side of the pinhole (z > z_min), then project
+            z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
+            zmin = 1e-4 * max(float(np.abs(P - o).max()), 1e-30)
+            ok = (z0 > zmin) | (z1 > zmin)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                tz = np.clip((zmin - z0) / (z1 - z0), 0.0, 1.0)
+            A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
+            B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
+            A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
+            a, b = project(cam, A), project(cam, B)
+            t0, t1 = _clip(a, b, (xlo, -radius), (xhi, cam.height + radius))
+            vis = t1 > t0
+            a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
+            shift = np.array([dx, 0.0])
+            rows["a"].append(a[vis] + shift)
+            rows["b"].append(b[vis] + shift)
+            rows["x0"].append(X0[vis])
+            rows["x1"].append(X1[vis])
+            rows["slot0"].append(base + 6 * e[vis, 0].astype(np.int64))
+            rows["slot1"].append(base + 6 * e[vis, 1].astype(np.int64))
     out = {k: (np.concatenate(v) if v else np.zeros((0, 2 if k in "ab" else 3))) for k, v in rows.items()}
     out["slot0"] = out["slot0"].astype(np.int32).reshape(-1)
     out["slot1"] = out["slot1"].astype(np.int32).reshape(-1)
@@ -240,7 +251,8 @@ def _kernel(kind="adjoint"):
                         o, d, _tmax = camera_ray(st, cam, x, vec2(0.5))
                         tau = _line_param(o, d, tab.x0[k], tab.x1[k])
                         X = tab.x0[k] + tau * (tab.x1[k] - tab.x0[k])
-                        g = camera_connect_adjoint(st, cam, X, st.cam_o[cam], nrm, 0.0)   # ∇_X (n · film position)
+                        c, _q = batch.resolve(st, cam, x)    # a batch's child camera (sensors/batch.py)
+                        g = camera_connect_adjoint(st, c, X, st.cam_o[c], nrm, 0.0)   # ∇_X (n · film position)
                         if ti.static(kind == "adjoint"):
                             w = scale * dL.dot(diff)
                             pool.add_gradient(st, tab.slot0[k], 3, (w * (1.0 - tau)) * g)
@@ -312,9 +324,12 @@ class SecondaryTable:
         self.cdf_all, self.cdf_mov = ti.field(float, shape=cap), ti.field(float, shape=cap)
         self.info_i = ti.field(ti.i32, shape=2)
         self.info_f = ti.field(float, shape=2)
+        self.lights = shadow_edges.LightEdges(cap)
 
     @classmethod
-    def holding(cls, rows, n_mov):
+    def holding(cls, rows, n_mov, lights=None):
+        """The shared table holding rows (n_mov moving ones first) and strategy B's tables for the lights
+        (shadow_edges.light_triangles: triangles (T, 3, 3), triangles per shape; None: none)."""
         n = len(rows["flags"])
         cap = 1024
         while cap < n:
@@ -335,6 +350,7 @@ class SecondaryTable:
             getattr(t, k).from_numpy(arr.astype(np.float32) if arr.dtype.kind == "f" else arr.astype(np.int32))
         t.info_i.from_numpy(np.array([n, n_mov], np.int32))
         t.info_f.from_numpy(np.array([tot, mov], np.float32))
+        t.lights.fill(rows, n_mov, (np.zeros((0, 3, 3)), np.zeros(0, np.int64)) if lights is None else lights)
         return t
 
 
@@ -427,6 +443,15 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
             k, tau = _pick_table(tab.cdf_all, n_e, u)
         else:
             k, tau = _pick_table(tab.cdf_mov, n_e, u)
+        alpha, W = 0.0, 0.0
+        lt = tab.lights
+        if lt.info_i[0] > 0 and lt.info_i[1] > 0:      # strategy B, aimed at the lights (shadow_edges.py)
+            u_s, u_b, u_t = sampler.next_1d(), sampler.next_1d(), sampler.next_1d()
+            W, kb, lo, hi = shadow_edges.pick(lt, tab, v.p, moving, u_b)
+            if W > 0.0:
+                alpha = lt.info_f[0]
+                if u_s < alpha:
+                    k, tau = kb, lo + u_t * (hi - lo)
         x0 = tab.x0[k]
         x1 = tab.x1[k]
         e = x1 - x0
@@ -434,12 +459,15 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
         w = x - v.p
         r = w.norm()
         le = e.norm()
+        p_tau = (1.0 - alpha) * le / total             # the mixture's density in τ (A alone: le / total)
+        if alpha > 0.0:
+            p_tau += alpha * shadow_edges.density(lt, tab, k, tau, v.p) / W
         ok = tab.flags[k] != 0
         if not ok:
             ok = (x0 - v.p).dot(tab.n1[k]) * (x0 - v.p).dot(tab.n2[k]) < 0.0
         nE = (x0 - v.p).cross(x1 - v.p)
         ln = nE.norm()
-        if ok and r > 1e-7 and ln > 1e-30 * r * r and le > 0.0:
+        if ok and r > 1e-7 and ln > 1e-30 * r * r and le > 0.0 and p_tau > 0.0:
             nE = nE / ln
             om = w / r
             o = vertex.spawn(st, v, om)
@@ -455,7 +483,7 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                         L = path.sample(st, bsdf, em, 0, PRIMAL, vertex.spawn(st, v, d2), d2, BIG, lam, sp, depth_left,
                                         rr_depth, 0, spec(0.0), spec(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
-                A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() * total / (r * r * le)
+                A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() / (r * r * p_tau)
                 if tab.slot0[k] >= 0:
                     pool.add_gradient(st, tab.slot0[k], 3, (A * (1.0 - tau)) * nE)
                     pool.add_gradient(st, tab.slot1[k], 3, (A * tau) * nE)

@@ -60,7 +60,7 @@ from ..scene import triangles
 from ..variants import spec
 from ..walk import attached, steps, vertex
 from ..walk.state import PRB, PRIMAL, camera_state, segment_end
-from . import edges, path
+from . import edges, path, shadow_edges
 
 INTEGRATES = path.NAMES   # direct and the projective names: the path walk (direct: max_depth <= 2, path.args)
 
@@ -293,7 +293,7 @@ def _geometry(scene):
         return 0
     scene.bind()
     rows, n_mov = edges.secondary_edges(scene)
-    return edges.SecondaryTable.holding(rows, n_mov)
+    return edges.SecondaryTable.holding(rows, n_mov, shadow_edges.light_triangles(scene))
 
 
 def render_grad(scene, adjoint_image, spp, seed, sensor, accumulate, progress):

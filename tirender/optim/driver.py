@@ -14,11 +14,13 @@ Config (section ``optimize:``; see docs/optimize.md)::
       spp_schedule: {double_every: 20, max: 64}
       lr_decay: {every: 100, factor: 0.5}   # step decay: every learning rate × factor^(iteration // every)
       views: [0, 1]                # sensors used (default: all)
+      sensors: [{type: batch, ...}]  # render through these sensors instead of the scene's (config.load_config)
       method: prb                  # prb | prb_attached | rb | rb_biased | rb_pipelined | rb_biased_pipelined | forward
       tv: {weight: 0.01, params: [floor.reflectance]}
       multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}   # 3D grids: [[0, 32], [40, 64]]
       holdout: [6]                 # sensors only rendered for evaluation (start/end error vs truth)
       save_every: 10               # renders + checkpoint every k iterations
+      eval_spp: 256                # metrics.json eval_loss: the loss of renders at this spp, start and end
       seed: 0
 
 Each iteration follows the three-pass scheme: primal render (seed s0) -> loss and δy -> PRB
@@ -47,7 +49,8 @@ from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 from .watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
 
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
-            "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch"}
+            "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch", "eval_spp",
+            "sensors"}
 METHODS = ("prb", "prb_attached", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined", "forward")
 
 
@@ -69,6 +72,8 @@ SECTION_KEYS = (
     Integer("spp_grad", default=None, lo=1, hi=1 << 24), Integer("seed", default=0, lo=0, hi=(1 << 32) - 1),
     Integer("save_every", default=10, lo=1, hi=1 << 30), Choice("method", METHODS, default=None),
     Choice("loss", tuple(losses.LOSSES), default="l2"), Number("lr", default=None, lo=0.0),
+    Integer("eval_spp", default=0, lo=0, hi=1 << 24,
+            doc="the loss of renders at this spp at the start and the end (metrics.json eval_loss; 0: none)"),
 )
 SKIP = tuple(k for k in OPT_KEYS if k not in {key.name for key in SECTION_KEYS})
 
@@ -86,6 +91,34 @@ def _init_value(v, file, key):
     if not np.all(np.isfinite(a)):
         raise ConfigError("value is not finite", file, key)
     return v
+
+
+def _init_file(name, cfg, key):
+    """``init: <file>``: the values of a .npy array or of a whitespace table (.txt, e.g. Mitsuba's curve file:
+    x y z radius per control point; blank lines and # comments skipped), relative to the config's folder."""
+    path = name if os.path.isabs(name) else os.path.join(cfg.get("_dir", "."), name)
+    if not os.path.isfile(path):
+        raise ConfigError(f"init file not found: {path} (init takes a value, a list, a .npy or .txt file, or "
+                          f"'sphere')", cfg.get("_file"), key)
+    try:
+        a = load_npy(path, "init values") if path.lower().endswith(".npy") else np.loadtxt(path, ndmin=2)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read init values from {path} ({e})", cfg.get("_file"), key) from None
+    a = np.asarray(a, np.float64)
+    if a.size == 0 or not np.all(np.isfinite(a)):
+        raise ConfigError(f"init values in {path} are empty or not finite", cfg.get("_file"), key)
+    return a
+
+
+def _lr_value(v, file, key):
+    """A learning rate: a number ≥ 0, or a list of them, one per component of the parameter's last axis (e.g.
+    [0.01, 0.01, 0.01, 0] moves a curve's control points but not their radii)."""
+    if isinstance(v, list):
+        if not v or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) and x >= 0
+                            for x in v):
+            raise ConfigError(f"expected a learning rate ≥ 0 or a list of them, got {v!r}", file, key)
+        return [float(x) for x in v]
+    return Number("lr", lo=0.0).parse(v, file, key)
 
 
 def check_optimize_config(cfg, described=None):
@@ -144,13 +177,19 @@ def check_optimize_config(cfg, described=None):
         po = po or {}
         if not isinstance(po, dict):
             raise ConfigError(f"expected {{init: value, lr: rate}}, got {po!r}", f, key)
+        lr_given = po.get("lr")
+        po = {k: x for k, x in po.items() if k != "lr" or not isinstance(x, list)}
         v = validate(po, (Number("lr", default=None, lo=0.0), Key("init", default=None),
                           Number("min", default=None, doc="lower bound of the values (with the model's own)"),
                           Number("max", default=None, doc="upper bound of the values (with the model's own)"),
                           Number("large_steps", default=None, lo=0.0,
                                  doc="vertex_positions: Laplacian reparameterisation weight λ (optim/large_steps.py)")),
                      f, key)
-        if v.get("init") is not None and not (v["init"] == "sphere" and name.endswith(".vertex_positions")):
+        if lr_given is not None:
+            v["lr"] = _lr_value(lr_given, f, f"{key}.lr")
+        if isinstance(v.get("init"), str) and v["init"] != "sphere":
+            v["init"] = _init_file(v["init"], cfg, f"{key}.init")
+        elif v.get("init") is not None and not (v["init"] == "sphere" and name.endswith(".vertex_positions")):
             _init_value(v["init"], f, f"{key}.init")
         if v.get("min") is not None and v.get("max") is not None and v["min"] > v["max"]:
             raise ConfigError(f"min {v['min']:g} is above max {v['max']:g}", f, f"{key}.min")
@@ -241,6 +280,7 @@ class OptimizationRun:
         self.lr_decay = o.get("lr_decay")
         self.seed = o["seed"]
         self.save_every = o["save_every"]
+        self.eval_spp = o["eval_spp"]
         self.method = o.get("method")   # None: the integrator's own (set below)
         self.loss_name = o["loss"]
         self.loss_fn = losses.LOSSES[self.loss_name]
@@ -262,7 +302,11 @@ class OptimizationRun:
             if name not in sc.params:
                 raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sc.params.keys())})", f,
                                   f"optimize.params.{name}")
-            self.popts[name] = dict(init=po.get("init"), lr=float(po.get("lr", lr_default)),
+            lr = po.get("lr", lr_default)
+            if isinstance(lr, list) and len(lr) != sc.params.info(name).shape[-1]:
+                raise ConfigError(f"a list of learning rates needs one per component ({sc.params.info(name).shape[-1]}), "
+                                  f"got {len(lr)}", f, f"optimize.params.{name}.lr")
+            self.popts[name] = dict(init=po.get("init"), lr=lr if isinstance(lr, list) else float(lr),
                                     min=po.get("min"), max=po.get("max"), large_steps=po.get("large_steps"))
             info = sc.params.info(name)
             for k, inside in (("min", lambda x: x <= info.hi), ("max", lambda x: x >= info.lo)):
@@ -283,7 +327,7 @@ class OptimizationRun:
             raise ConfigError(f"geometry parameters need method prb_attached (the gradient of '{self.method}' "
                               f"w.r.t. geometry is 0: it does not see moving silhouettes)", f, "optimize.method")
         for n, po in self.popts.items():
-            if po["init"] == "sphere" and mesh_of(sc, n) is None:
+            if isinstance(po["init"], str) and po["init"] == "sphere" and mesh_of(sc, n) is None:
                 raise ConfigError("init: sphere applies to the vertex_positions of differentiable meshes", f,
                                   f"optimize.params.{n}.init")
         self.tv = o.get("tv")
@@ -411,7 +455,7 @@ class OptimizationRun:
             if n in self.multires:
                 resize_param(sc, n, _stage_shape(info, resolution_at(0, self.multires[n])))
                 info = sc.params.info(n)
-            if po["init"] == "sphere":
+            if isinstance(po["init"], str) and po["init"] == "sphere":
                 from .geometry import sphere_init
                 sc.params[n] = sphere_init(sc, n)
             elif po["init"] is not None:
@@ -434,7 +478,8 @@ class OptimizationRun:
         lo[:n], hi[:n] = plo, phi
         for name, po in self.popts.items():
             i = sc.params.info(name)
-            lr[i.offset:i.offset + i.size] = 0.0 if self.geo.device_lr_mask(name) else po["lr"]
+            lr[i.offset:i.offset + i.size] = 0.0 if self.geo.device_lr_mask(name) else \
+                np.broadcast_to(np.asarray(po["lr"], np.float32), i.shape).reshape(-1)
             if po.get("min") is not None:   # user bounds, intersected with the model's
                 lo[i.offset:i.offset + i.size] = np.maximum(lo[i.offset:i.offset + i.size], po["min"])
             if po.get("max") is not None:
@@ -548,6 +593,7 @@ class OptimizationRun:
                 rmse_start = rmse_cached
         elif self.synthetic:
             atomic_write_bytes(rpath, json.dumps(rmse_start).encode())
+        eval_start = self._eval_start(targets, ck is not None)
         opt = self._make_optimizer(state)
         view = None
         if self.gui:
@@ -660,6 +706,8 @@ class OptimizationRun:
                                      "value": sc.params[n].tolist() if sc.params[n].size <= 16 else None,
                                      "truth": self.truth[n].tolist() if self.truth[n].size <= 16 else None}
                                  for n in self.popts}
+        if eval_start is not None:
+            metrics["eval_loss"] = {"spp": self.eval_spp, "start": eval_start, "end": self._eval_loss(targets)}
         if self.holdout:
             end = self._holdout("end")
             metrics["holdout"] = {str(v): {"rmse_start": holdout_start[v], "rmse_end": end[v]} for v in self.holdout}
@@ -670,6 +718,30 @@ class OptimizationRun:
             self.geo.turntable(self.out, max(self.spp, 16), view_seed(self.seed, 10 ** 6 + 2, 0, 0), self.views[0])
         atomic_write_bytes(os.path.join(self.out, "metrics.json"), json.dumps(metrics, indent=2).encode())
         return metrics
+
+    def _eval_loss(self, targets):
+        """The loss of every view rendered at eval_spp (its own seeds) against its target: the image loss
+        with little of the iterations' noise."""
+        from ..api import render
+        total = 0.0
+        for k, (v, t) in enumerate(zip(self.views, targets)):
+            img = render(self.scene, spp=self.eval_spp, seed=view_seed(self.seed, 10 ** 6 + 3, v, 0), sensor=v,
+                         progress=False)
+            total += float(self.loss_fn(img, t)[0])
+        return total / len(self.views)
+
+    def _eval_start(self, targets, resumed):
+        """eval_loss at the start (eval_spp > 0): computed and saved (eval_start.json), read back on resume."""
+        if not self.eval_spp:
+            return None
+        path = os.path.join(self.out, "eval_start.json")
+        if resumed and os.path.exists(path):
+            d = self._read_rmse_start(path)
+            if "loss" in d:
+                return float(d["loss"])
+        loss = self._eval_loss(targets)
+        atomic_write_bytes(path, json.dumps({"loss": loss}).encode())
+        return loss
 
     def _chamfer_start(self, resumed):
         """Chamfer distance of the differentiable meshes to the truth at the start (synthetic targets):

@@ -60,7 +60,7 @@ class GeometryOptions:
                 self.steps[name] = LargeSteps(d.faces, scene.params[name], lam)
         self.meshes = [d for d in scene.deformables if any(n in popts for n in d.names().values())]
         self.truth = {d.name: d.positions(scene.params.__getitem__) for d in self.meshes}
-        self.lr = {name: float(popts[name]["lr"]) for name in self.steps}
+        self.lr = {name: np.asarray(popts[name]["lr"], np.float64) for name in self.steps}   # a number, or per column
         self.beta1, self.beta2 = 0.9, 0.999
         self.reset()
 
@@ -119,25 +119,30 @@ class GeometryOptions:
 
     def turntable(self, out, spp, seed, sensor):
         """Render TURNTABLE_FRAMES views of the current scene around the mesh's centre, about the
-        up axis of `sensor`, into turntable_<id>.png (a strip) under out."""
+        up axis of `sensor` (a batch: every child camera turned alike, about its first child's up axis), into
+        turntable_<id>.png (a strip) under out."""
         from ..api import render
         from ..io.images import save_png
         sc = self.scene
         s = sc.sensors[sensor]
-        m0 = np.array(s.to_world, np.float64)
+        cams = [c.id for c in s.children] if s.children else [s.id]
+        m0 = {c: np.array(sc.sensor_params[f"{c}.to_world"], np.float64) for c in cams}
         for d in self.meshes:
             P, _F = self.world_mesh(d)
             c = 0.5 * (P.min(0) + P.max(0))
-            up = m0[:3, 1] / np.linalg.norm(m0[:3, 1])
+            first = m0[cams[0]]
+            up = first[:3, 1] / np.linalg.norm(first[:3, 1])
             frames = []
             for k in range(TURNTABLE_FRAMES):
                 R = _axis_rotation(up, 2 * np.pi * k / TURNTABLE_FRAMES)
-                m = m0.copy()
-                m[:3, :3] = R @ m0[:3, :3]
-                m[:3, 3] = c + R @ (m0[:3, 3] - c)
-                sc.set_sensor_transform(sensor, m)
+                for cam, m_0 in m0.items():
+                    m = m_0.copy()
+                    m[:3, :3] = R @ m_0[:3, :3]
+                    m[:3, 3] = c + R @ (m_0[:3, 3] - c)
+                    sc.sensor_params[f"{cam}.to_world"] = m
                 frames.append(render(sc, spp=spp, seed=seed + k, sensor=sensor, progress=False))
-            sc.set_sensor_transform(sensor, m0)
+            for cam, m_0 in m0.items():
+                sc.sensor_params[f"{cam}.to_world"] = m_0
             gap = np.ones((frames[0].shape[0], 2, 3), np.float32)
             strip = np.concatenate(sum(([f, gap] for f in frames), [])[:-1], axis=1)
             save_png(os.path.join(out, f"turntable_{d.name}.png"), strip)

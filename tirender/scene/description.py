@@ -110,6 +110,7 @@ class Sensor:
     focus_distance: float = 1e4
     principal_point: tuple = (0.0, 0.0)   # principal_point_offset_x, _y (film units; perspective)
     aperture_radius: float = 0.0          # thinlens
+    children: list = None                 # batch: its child Sensors (sensors/batch.py)
 
 
 @dataclass
@@ -734,6 +735,13 @@ def _sensor(spec, file, key, index=0):
         radius = _num(fl.get("radius", 1.0), file, f"{key}.film.filter.radius", 0.0, 8.0, strict_lo=True)
     else:
         radius = 4.0 * stddev if ftype == "gaussian" else 0.5
+    if spec.get("type") == "batch":         # several sensors side by side in this film (sensors/batch.py)
+        from ..sensors import batch
+        kids = [_sensor(c, file, f"{key}.sensors[{k}]", k)
+                for k, c in enumerate(batch.child_specs(spec, w, h, dict(film, filter=fl), file, key))]
+        return Sensor(width=w, height=h, filter=ftype, stddev=stddev, radius=radius, type="batch",
+                      id=str(spec.get("id", f"sensor{index}")), to_world=kids[0].to_world, tan_x=kids[0].tan_x,
+                      tan_y=kids[0].tan_y, children=kids)
     from ..sensors import registry as sensors
     fields = sensors.parse(spec, w, h, file, key)
     return Sensor(width=w, height=h, filter=ftype, stddev=stddev, radius=radius,
@@ -771,9 +779,11 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     if not isinstance(sens, list) or not sens:
         raise ConfigError("expected a non-empty list of sensors", file, "sensors")
     sensors = [_sensor(s or {}, file, f"sensors[{i}]", i) for i, s in enumerate(sens)]
-    for i, s in enumerate(sensors):
-        if s.id in [t.id for t in sensors[:i]]:
-            raise ConfigError(f"duplicate sensor id '{s.id}'", file, f"sensors[{i}].id")
+    every = [(f"sensors[{i}]", s) for i, s in enumerate(sensors)] + [
+        (f"sensors[{i}].sensors[{k}]", c) for i, s in enumerate(sensors) for k, c in enumerate(s.children or [])]
+    for i, (where, s) in enumerate(every):
+        if s.id in [t.id for _, t in every[:i]]:
+            raise ConfigError(f"duplicate sensor id '{s.id}'", file, f"{where}.id")
     bsdfs = spec.get("bsdfs", {}) or {}
     if not isinstance(bsdfs, dict):
         raise ConfigError("expected a mapping id -> BSDF", file, "bsdfs")

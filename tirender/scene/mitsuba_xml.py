@@ -782,6 +782,8 @@ class _Importer:
 
     def sensor(self, n):
         from ..sensors import registry
+        if n.attrs.get("type") == "batch":
+            return self.batch_sensor(n)
         t, model = self._plugin(n, registry.BY_NAME, "sensor")
         refused = {k.name: k for k in model.KEYS if k.kind == "refused"}
         for c in n.children:
@@ -792,6 +794,21 @@ class _Importer:
         spec.update(p)
         if n.attrs.get("id"):
             spec["id"] = self.attr(n, "id")
+        self._film_and_sampler(n, spec)
+        return self._mitsuba_defaults(model, spec)   # where Mitsuba's default differs from the YAML one
+
+    def batch_sensor(self, n):
+        """<sensor type="batch"> holding <sensor> children, a film and a sampler (sensors/batch.py)."""
+        self.props(n, "sensor", "batch", set(), skip=("film", "sampler", "sensor"))
+        spec = {"type": "batch", "sensors": [self.sensor(c) for c in n.children if c.tag == "sensor"]}
+        if n.attrs.get("id"):
+            spec["id"] = self.attr(n, "id")
+        self._film_and_sampler(n, spec)
+        return spec
+
+    def _film_and_sampler(self, n, spec):
+        """A sensor's <film> (into spec["film"], Mitsuba's 768 x 576 by default) and <sampler> (the render's spp,
+        seed)."""
         for c in n.children:
             if c.tag == "film":
                 ft = self.attr(c, "type")
@@ -821,7 +838,6 @@ class _Importer:
                     self.render["seed"] = sp["seed"]
         if "film" not in spec:   # Mitsuba's defaults: 768 x 576, gaussian
             spec["film"] = {"width": 768, "height": 576}
-        return self._mitsuba_defaults(model, spec)   # where Mitsuba's default differs from the YAML one
 
     def integrator(self, n):
         """<integrator type=...> -> the scene's integrator mapping, with Mitsuba's defaults where tirender's YAML

@@ -117,7 +117,8 @@ class Scene:
         self._deformable_params(desc)
         mesh_attribute.add_parameters(self.params, desc)
         self.params.aliases = param_aliases(desc)
-        self.sensor_params = sensor_registry.SensorParameters(self.sensors, self._sensor_changed)
+        self._camera_rows, self._camera_links = sensor_registry.device_list(self.sensors)
+        self.sensor_params = sensor_registry.SensorParameters(self._camera_rows, self._sensor_changed)
         self.params.extra = self.sensor_params
         self.params.on_change = self._param_changed
         self.params.before_read = self._pull_params
@@ -253,13 +254,14 @@ class Scene:
         a["em_dist"] = np.array(dist_off or [0], np.int32)
         a["env_dist"] = np.concatenate(dist) if dist else np.zeros(1, np.float32)
         # sensors: the models' rows (tirender/sensors), the films
-        a.update(sensor_registry.device_rows(self.sensors))
-        a["cam_stddev"] = np.array([s.stddev for s in self.sensors], np.float32)
-        a["cam_radius"] = np.array([s.radius for s in self.sensors], np.float32)
-        a["cam_w"] = np.array([s.width for s in self.sensors], np.int32)
-        a["cam_h"] = np.array([s.height for s in self.sensors], np.int32)
+        cams = self._camera_rows      # the sensors, then batches' children (sensors/batch.py)
+        a.update(sensor_registry.device_rows(cams, self._camera_links))
+        a["cam_stddev"] = np.array([s.stddev for s in cams], np.float32)
+        a["cam_radius"] = np.array([s.radius for s in cams], np.float32)
+        a["cam_w"] = np.array([s.width for s in cams], np.int32)
+        a["cam_h"] = np.array([s.height for s in cams], np.int32)
         from ..core.film import FILTERS      # after init: core.math fixes the float type on import
-        a["cam_filter"] = np.array([FILTERS[s.filter] for s in self.sensors], np.int32)
+        a["cam_filter"] = np.array([FILTERS[s.filter] for s in cams], np.int32)
         info_i = np.zeros(8, np.int32)
         info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
         info_f = np.zeros(8, np.float32)
@@ -274,7 +276,7 @@ class Scene:
         extra = any(k.startswith("tri_") for k in a)      # per-triangle extras (storage.py: tri_extra)
         self.sizes = dict(tris=len(tri), xtris=len(tri) if extra else 0, wnodes=wide.n_nodes, shapes=len(a["shape_bsdf"]), bsdfs=len(a["bsdf_type"]),
                           textures=len(a["tex_w"]), pool=self.params.data.size + 2, emitters=len(a["em_type"]),
-                          emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(self.sensors),
+                          emtris=len(a["emtri_idx"]), envdist=len(a["env_dist"]), sensors=len(cams),
                           pixels=max(s.width * s.height for s in self.sensors), media=len(a["med_type"]),
                           hfs=len(a["hf_tex"]), atex=len(desc.mesh_attributes), spectra=len(a["spec_tab"]),
                           **geo_counts)
@@ -578,12 +580,22 @@ class Scene:
 
     def set_sensor_transform(self, sensor, to_world):
         """Move a camera: 4x4 camera-to-world (columns left, up, forward, origin; checked as the sensor's
-        ``to_world`` parameter: no scale for perspective / thin lens). Cheap (no recompile)."""
-        self.sensor_params[f"{self.sensors[sensor].id}.to_world"] = to_world
+        ``to_world`` parameter: no scale for perspective / thin lens). Cheap (no recompile). A batch (sensors/
+        batch.py) moves as a rig: its first child to to_world, the others keeping their poses relative to it."""
+        s = self.sensors[sensor]
+        if not s.children:
+            self.sensor_params[f"{s.id}.to_world"] = to_world
+            return
+        m = np.asarray(to_world, np.float64)
+        delta = m @ np.linalg.inv(np.asarray(s.children[0].to_world, np.float64))
+        for c in s.children:
+            self.sensor_params[f"{c.id}.to_world"] = m if c is s.children[0] else delta @ np.asarray(c.to_world,
+                                                                                                   np.float64)
+        s.to_world = s.children[0].to_world
 
     def _sensor_changed(self, sensor):
         """A camera parameter changed (sensor_params): its device row, written in place (no kernel compiled)."""
-        rows = sensor_registry.device_rows([self.sensors[sensor]])
+        rows = sensor_registry.device_rows([self._camera_rows[sensor]])
         for name, v in rows.items():
             self._arrays[name][sensor] = v[0]
             if self._storage is not None:

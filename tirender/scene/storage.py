@@ -186,8 +186,9 @@ class Storage:
         f.cam_lin = ti.Matrix.field(3, 3, float)
         f.cam_near, f.cam_far, f.cam_aperture, f.cam_focus = (ti.field(float) for _ in range(4))
         f.cam_pp = vec2.field()
+        f.cam_child = ti.Vector.field(2, ti.i32)     # a batch's (first child row, children): sensors/batch.py
         fb.dense(ti.i, c["sensors"]).place(f.cam_type, f.cam_lin, f.cam_near, f.cam_far, f.cam_aperture, f.cam_focus,
-                                           f.cam_pp)
+                                           f.cam_pp, f.cam_child)
         # film: (Σ w·rgb, Σ w) in fixed point; adjoint image and its per-pixel weight sum (fixed point)
         f.film = ti.Vector.field(4, ti.i64)
         f.adj = vec3.field()

@@ -22,7 +22,7 @@ from ..core.rng import make_sampler
 from ..errors import ConfigError
 from ..registry import register
 from ..schema import family_keys, validate
-from . import base
+from . import base, batch
 from .orthographic import Orthographic
 from .perspective import Perspective
 from .thinlens import ThinLens
@@ -58,17 +58,27 @@ def parse(spec, width, height, file, key):
 
 # ------------------------------------------------------------------------------ device rows
 FIELDS = ("cam_type", "cam_o", "cam_left", "cam_up", "cam_fwd", "cam_lin", "cam_tx", "cam_ty", "cam_near",
-          "cam_far", "cam_pp", "cam_aperture", "cam_focus")
-_INT = {"cam_type"}
+          "cam_far", "cam_pp", "cam_aperture", "cam_focus", "cam_child")
+_INT = {"cam_type", "cam_child"}
+device_list = batch.device_list
 
 
-def device_rows(sensors):
-    """{storage field: array over `sensors`} of the model fields (scene/storage.py)."""
+def device_rows(sensors, links=None):
+    """{storage field: array over `sensors`} of the model fields (scene/storage.py); a batch's row (links:
+    batch.device_list's) is its first child's with the batch's tag, (first child row, children) in cam_child
+    and in cam_aperture whether a child draws an aperture sample."""
     rows = []
-    for s in sensors:
-        m = BY_NAME[s.type]
-        r = m.rows(s)
-        r["cam_type"] = m.TAG
+    for i, s in enumerate(sensors):
+        if s.type == batch.NAME:
+            r = BY_NAME[s.children[0].type].rows(s.children[0])
+            r["cam_type"] = batch.TAG
+            r["cam_aperture"] = float(any(BY_NAME[c.type].APERTURE for c in s.children))
+            r["cam_child"] = (links or {}).get(i, (0, 1))
+        else:
+            m = BY_NAME[s.type]
+            r = m.rows(s)
+            r["cam_type"] = m.TAG
+            r["cam_child"] = (0, 1)
         rows.append(r)
     return {f: np.array([r[f] for r in rows], np.int32 if f in _INT else np.float32) for f in FIELDS}
 
@@ -86,7 +96,8 @@ class SensorParameters:
     def __init__(self, sensors, on_change=None):
         self.sensors = sensors
         self.on_change = on_change
-        self._names = {f"{s.id}.{p}": (i, p) for i, s in enumerate(sensors) for p in BY_NAME[s.type].PARAMS}
+        self._names = {f"{s.id}.{p}": (i, p) for i, s in enumerate(sensors) if s.type != batch.NAME
+                       for p in BY_NAME[s.type].PARAMS}
 
     def keys(self):
         return list(self._names)
@@ -148,6 +159,8 @@ def aperture_sample(st: ti.template(), cam, sampler: ti.template()):
         if ti.static(MODELS[i].APERTURE):
             if t == MODELS[i].TAG:
                 ap = sampler.next_2d()
+    if t == batch.TAG and st.cam_aperture[cam] > 0.0:    # one of its children needs one (Mitsuba's needs_sample_3)
+        ap = sampler.next_2d()
     return ap
 
 
@@ -162,14 +175,16 @@ def camera_sample(st: ti.template(), cam, pix, seed, index):
 
 @ti.func
 def camera_ray(st: ti.template(), cam, pos, ap):
-    """World-space ray (origin, unit direction, maxt) of film position pos (pixels) and aperture sample ap."""
-    o = st.cam_o[cam]
-    d = st.cam_fwd[cam]
+    """World-space ray (origin, unit direction, maxt) of film position pos (pixels) and aperture sample ap (a
+    batch's: its child's, sensors/batch.py)."""
+    c, q = batch.resolve(st, cam, pos)
+    o = st.cam_o[c]
+    d = st.cam_fwd[c]
     tmax = 0.0
-    t = st.cam_type[cam]
+    t = st.cam_type[c]
     for i in ti.static(range(len(MODELS))):
         if t == MODELS[i].TAG:
-            o, d, tmax = MODELS[i].sample_ray(st, cam, pos, ap)
+            o, d, tmax = MODELS[i].sample_ray(st, c, q, ap)
     return o, d, tmax
 
 
@@ -197,6 +212,9 @@ def camera_connect_adjoint(st: ti.template(), cam, p, q, d_pos, d_imp):
 def check_connect(scene, sensor, what):
     """Refuse light tracing (`what`) through a sensor whose model has no sample_direction in Mitsuba."""
     s = scene.sensors[sensor]
+    if s.type == batch.NAME:
+        raise ConfigError(f"{what} cannot trace light to a batch sensor (as Mitsuba's, it is incompatible with the "
+                          f"particle tracer): render its sensors one by one", key=f"sensors[{sensor}].type")
     if not BY_NAME[s.type].CONNECT:
         raise ConfigError(f"{what} needs a sensor that light can be traced to (perspective, thinlens); Mitsuba's "
                           f"'{s.type}' sensor has no sample_direction", key=f"sensors[{sensor}].type")
@@ -206,6 +224,8 @@ def check_perspective(scene, sensor, what):
     """Refuse `what` for a sensor other than the perspective pinhole (Mitsuba's projective integrators: "Only
     perspective cameras are supported")."""
     s = scene.sensors[sensor]
+    if s.type == batch.NAME and all(c.type == Perspective.NAME for c in s.children):
+        return
     if s.type != Perspective.NAME:
         raise ConfigError(f"{what} needs a perspective sensor (as Mitsuba's projective integrators); this one is "
                           f"'{s.type}'", key=f"sensors[{sensor}].type")
