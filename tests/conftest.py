@@ -37,6 +37,9 @@ KERNEL_GROUPS = {
     "surface": ("test_prb_gradients", "test_rb", "test_gradcheck", "test_forward", "test_forward_mode", "test_optimize",
                 "test_errors", "test_distributed", "test_python_optimizer"),
     "volume": ("test_media", "test_prbvolpath", "test_backend_vulkan", "test_torch"),
+    # prb_attached's geometry kernels (edges, light-aimed boundary samples) on plain-mesh storages
+    "geometry": ("test_geometry_gradients", "test_curves", "test_instancing", "test_batch_sensor", "test_shadow_edges",
+                 "test_shadow_art"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 

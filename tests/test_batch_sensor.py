@@ -136,10 +136,12 @@ def test_geometry_gradient_through_a_batch():
 
 def test_optimize_sensors_replace_the_scenes(tmp_path):
     """optimize.sensors: the optimisation renders through these sensors, the scene file stays as written."""
-    from tirender.config import load_config
+    from tirender.config import load_config, optimization_scene
     sc, _ = _scene()
     cfg = load_config({"scene": dict(sc, sensors=[camera([0, 0, 3], [0, 0, 0])]),
                        "optimize": {"sensors": sc["sensors"], "params": {}}})
-    assert cfg["scene"]["sensors"][0]["type"] == "batch"
+    assert cfg["scene"]["sensors"][0]["type"] == "perspective"     # render / view: the scene's own
+    opt = optimization_scene(cfg)
+    assert opt["scene"]["sensors"][0]["type"] == "batch" and optimization_scene(opt) is opt
     with pytest.raises(ConfigError, match="non-empty list of sensors"):
-        load_config({"scene": sc, "optimize": {"sensors": {}}})
+        optimization_scene(load_config({"scene": sc, "optimize": {"sensors": {}}}))

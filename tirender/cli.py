@@ -227,7 +227,9 @@ def cmd_optimize(args):
         print(summary(m, args.config, out))
         return 0
     from .api import describe
+    from .config import optimization_scene
     from .optim.driver import check_optimize_config, run_optimization
+    cfg = optimization_scene(cfg)           # optimize.sensors: the views it renders through
     described = describe(cfg)
     check_optimize_config(cfg, described)
     out = check_output_dir(args.out or os.path.join("out", stem), "--out" if args.out else "--out (default)")

@@ -122,14 +122,6 @@ def load_config(source, overrides=None, base_dir=None, scene_overrides=None, def
     else:
         data["_scene_file"] = path
     data["scene"] = apply_overrides(scene, scene_overrides, path) if scene_overrides else scene
-    opt = data.get("optimize")
-    if isinstance(opt, dict) and "sensors" in opt:
-        # the sensors an optimisation renders through, in place of the scene's (Mitsuba's mi.render(scene,
-        # sensor=...)): e.g. a batch of views of a Mitsuba scene file loaded unchanged
-        if not isinstance(opt["sensors"], list) or not opt["sensors"]:
-            raise ConfigError("expected a non-empty list of sensors (they replace the scene's)", path,
-                              "optimize.sensors")
-        data["scene"] = dict(data["scene"], sensors=copy.deepcopy(opt["sensors"]))
     data["_scene_dir"] = os.path.dirname(os.path.abspath(data["_scene_file"])) if data["_scene_file"] else base
     data["_file"] = path
     data["_dir"] = base
@@ -189,3 +181,16 @@ def render_settings(cfg, args):
         except ConfigError as e:
             raise ConfigError(e.problem, out["integrator_file"], out["integrator_key"]) from None
     return out
+
+
+def optimization_scene(cfg):
+    """The config an optimisation runs: its scene's sensors replaced by ``optimize.sensors`` where given (the
+    sensors it renders through, as Mitsuba's mi.render(scene, sensor=...): e.g. a batch of views of a Mitsuba
+    scene file loaded unchanged; `tirender render` and the viewer keep the scene's own). Idempotent."""
+    opt = cfg.get("optimize")
+    if not isinstance(opt, dict) or "sensors" not in opt or cfg.get("_optimize_sensors"):
+        return cfg
+    if not isinstance(opt["sensors"], list) or not opt["sensors"]:
+        raise ConfigError("expected a non-empty list of sensors (they replace the scene's)", cfg.get("_file"),
+                          "optimize.sensors")
+    return dict(cfg, scene=dict(cfg["scene"], sensors=copy.deepcopy(opt["sensors"])), _optimize_sensors=True)

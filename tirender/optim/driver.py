@@ -264,6 +264,9 @@ class OptimizationRun:
     def __init__(self, cfg, out=None, iters=None, resume=False, gui=False, described=None, workers=None,
                  address=None, worker_threads=None):
         from ..api import scene_from_config
+        from ..config import optimization_scene
+        if described is None:
+            cfg = optimization_scene(cfg)       # optimize.sensors (the CLI applies it before describing)
         self.cfg = cfg
         self.file = cfg.get("_file")
         o, opt, self.popt_specs = check_optimize_config(cfg, described)
