@@ -1009,6 +1009,9 @@ def test_shipped_configs_pass_validation(name):
         from tirender.grin.cli import check
         check(cfg, name)           # GRIN configs: their own parser (tirender/grin/train.py)
         return
+    if "optimize" in cfg:
+        from tirender.config import optimization_scene
+        cfg = optimization_scene(cfg)      # as `tirender optimize` (optimize.sensors)
     described = describe(cfg)
     if "optimize" in cfg:
         check_optimize_config(cfg, described)

@@ -116,6 +116,32 @@ def _silhouette_somewhere(n1, n2, a, b):
     return (q(0.0) < 0) | (q(1.0) < 0) | (q(tv) < 0)
 
 
+def _project_edges(cand, e_all, P, cam, lo, hi):
+    """One camera's share of a mesh's candidate edges (cand, their vertex pairs e_all; P the mesh's positions):
+    boundaries and creases always, the other bent edges where they are silhouettes from the pinhole anywhere along
+    them (a long edge in perspective can be one over part of its length only); clipped to the near side of the
+    pinhole, projected (pixels), clipped to the box [lo, hi]. Returns (a, b, X0, X1, e) of the visible ones."""
+    m = cam.to_world
+    o = m[:3, 3]
+    fwd = m[:3, 2] / np.linalg.norm(m[:3, 2])
+    X0, X1 = cand["x0"], cand["x1"]
+    keep = (cand["flags"] != 0) | _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
+    X0, X1, e = X0[keep], X1[keep], e_all[keep]
+    z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
+    zmin = 1e-4 * max(float(np.abs(P - o).max()), 1e-30)
+    ok = (z0 > zmin) | (z1 > zmin)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tz = np.clip((zmin - z0) / (z1 - z0), 0.0, 1.0)
+    A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
+    B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
+    A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
+    a, b = project(cam, A), project(cam, B)
+    t0, t1 = _clip(a, b, lo, hi)
+    vis = t1 > t0
+    a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
+    return a[vis], b[vis], X0[vis], X1[vis], e[vis]
+
+
 def primary_edges(scene, sensor):
     """The candidate edges of the differentiable meshes seen from `sensor` (module doc), projected,
     clipped, with their CDF: dict of arrays for EdgeTable.holding, and the total length (pixels). A perspective
@@ -138,35 +164,13 @@ def primary_edges(scene, sensor):
         cand, e_all = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
         base = scene.params.slot(d.names()["world"]).offset
         for cam, dx, xlo, xhi in views:
-            m = cam.to_world
-            o = m[:3, 3]
-            fwd = m[:3, 2] / np.linalg.norm(m[:3, 2])
-            X0, X1 = cand["x0"], cand["x1"]
-            # boundaries and creases always; the other bent edges where they are silhouettes from the pinhole
-            # anywhere along them (a long edge in perspective can be one over part of its length only)
-            silhouette = _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
-            keep = (cand["flags"] != 0) | silhouette
-            X0, X1, e = X0[keep], X1[keep], e_all[keep]
-            # clip to the near side of the pinhole (z > z_min), then project
-            z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
-            zmin = 1e-4 * max(float(np.abs(P - o).max()), 1e-30)
-            ok = (z0 > zmin) | (z1 > zmin)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tz = np.clip((zmin - z0) / (z1 - z0), 0.0, 1.0)
-            A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
-            B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
-            A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
-            a, b = project(cam, A), project(cam, B)
-            t0, t1 = _clip(a, b, (xlo, -radius), (xhi, cam.height + radius))
-            vis = t1 > t0
-            a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
-            shift = np.array([dx, 0.0])
-            rows["a"].append(a[vis] + shift)
-            rows["b"].append(b[vis] + shift)
-            rows["x0"].append(X0[vis])
-            rows["x1"].append(X1[vis])
-            rows["slot0"].append(base + 6 * e[vis, 0].astype(np.int64))
-            rows["slot1"].append(base + 6 * e[vis, 1].astype(np.int64))
+            a, b, X0, X1, e = _project_edges(cand, e_all, P, cam, (xlo, -radius), (xhi, cam.height + radius))
+            rows["a"].append(a + np.array([dx, 0.0]))
+            rows["b"].append(b + np.array([dx, 0.0]))
+            rows["x0"].append(X0)
+            rows["x1"].append(X1)
+            rows["slot0"].append(base + 6 * e[:, 0].astype(np.int64))
+            rows["slot1"].append(base + 6 * e[:, 1].astype(np.int64))
     out = {k: (np.concatenate(v) if v else np.zeros((0, 2 if k in "ab" else 3))) for k, v in rows.items()}
     out["slot0"] = out["slot0"].astype(np.int32).reshape(-1)
     out["slot1"] = out["slot1"].astype(np.int32).reshape(-1)
