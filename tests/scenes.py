@@ -135,6 +135,18 @@ def ray_hit():
     return hit
 
 
+def ray_hit_x():
+    """ray_hit's hit for a ray given as one array x = (o, d) (6 values: an f64 oracle's input): hit_x(st, x)."""
+    import taichi as ti
+    from tirender.core.math import vec3
+    hit = ray_hit()
+
+    @ti.func
+    def hit_x(st: ti.template(), x: ti.template()):
+        return hit(st, vec3(x[0], x[1], x[2]), vec3(x[3], x[4], x[5]))
+    return hit_x
+
+
 def ray_caster(st):
     """A kernel cast(o (R, 3), d (R, 3), out (R, 22)) of rays against storage st; per ray: t (-1: a miss), the shape,
     then ng, n, uv, dp/du, dp/dv, the shading tangent s and p of its interaction (columns 2-4, 5-7, 8-9, 10-12,

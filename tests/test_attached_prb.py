@@ -25,7 +25,7 @@ import pytest
 
 import tirender
 from gradcheck_util import f64_child_report, assert_agree, central_differences, max_rel_err, projected_gradients
-from scenes import camera, ray_hit
+from scenes import camera, ray_hit, ray_hit_x
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -329,13 +329,12 @@ def checks():
     out["normal map n' w.r.t. texels"] = {"max_rel_err": max(errs_t), "cases": len(errs_t) * tex0.size}
 
     # (2) the world lobe normal through the moving shading frame of a smooth mesh, w.r.t. the ray
-    hit = ray_hit()
+    hit, hit_x = ray_hit(), ray_hit_x()
+
     @ti.kernel
     def k_lobe(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
-        o = vec3(x[0], x[1], x[2])
-        d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2, si = hit(st, o, d)
-        v = vertex.surface_vertex(st, si, d, vec3(0.0))
+        tri, t, b1, b2, si = hit_x(st, x)
+        v = vertex.surface_vertex(st, si, vec3(x[3], x[4], x[5]), vec3(0.0))
         return attached.lobe_normal(st, D, v).dot(vec3(g[0], g[1], g[2])) + ti.cast(si.shape, ti.f64) * 1e3
 
     @ti.kernel

@@ -201,7 +201,7 @@ def _hit_checks(rng):
     from tirender.core.math import BIG, vec2, vec3
     from tirender.walk.attached import hit_adjoint
     from tirender.launch import read_gradients, reset_gradients
-    from scenes import camera, ray_hit
+    from scenes import camera, ray_hit_x
     import tempfile
     yy, xx = np.mgrid[0:5, 0:6]
     heights = (0.15 * np.sin(1.3 * xx + 0.4) * np.cos(0.9 * yy) + 0.05 * yy)[..., None].astype(np.float32)
@@ -217,13 +217,11 @@ def _hit_checks(rng):
         "emitters": [{"type": "constant"}]}, base_dir=tmp)
     st = sc.bind()
 
-    hit = ray_hit()
+    hit_x = ray_hit_x()
 
     @ti.kernel
     def k_hit(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
-        o = vec3(x[0], x[1], x[2])
-        d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2, si = hit(st, o, d)
+        tri, t, b1, b2, si = hit_x(st, x)
         return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + si.uv.dot(vec2(g[6], g[7])) \
             + ti.cast(si.shape, ti.f64) * 1e3
 
