@@ -57,13 +57,6 @@ def light_triangles(scene):
     return np.array(out, np.float64).reshape(-1, 3, 3), np.array(counts, np.int64)
 
 
-def _sphere(lo, hi, pts_r):
-    """A sphere around the box [lo, hi] holding every (point, radius) of pts_r, slightly widened."""
-    c = 0.5 * (lo + hi)
-    pts, rad = pts_r
-    return c, float(np.max(np.linalg.norm(pts - c, axis=1) + rad)) * (1 + 1e-5) + 1e-7
-
-
 def light_silhouettes(rows, tris):
     """Rows of the secondary table that some point of some light triangle sees as a discontinuity: (E,) bool."""
     x0, n1, n2 = rows["x0"], rows["n1"], rows["n2"]
@@ -99,39 +92,51 @@ def chunks(rows, n_mov, tris):
     mid = 0.5 * (rows["x0"] + rows["x1"])
     half = 0.5 * np.linalg.norm(rows["x1"] - rows["x0"], axis=1)
     lo_e, hi_e = np.minimum(rows["x0"], rows["x1"]), np.maximum(rows["x0"], rows["x1"])
-    t = {k: [] for k in ("b_row", "start", "count", "centre", "radius", "s_start", "s_count", "s_centre",
-                         "s_radius")}
-    n_mov_supers = 0
-    for which, part in enumerate((np.arange(n_mov), np.arange(n_mov, n))):
+    parts, n_mov_supers = [], 0
+    for which, part in enumerate((np.arange(n_mov), np.arange(n_mov, n))):       # moving rows' chunks first
         idx = part[keep[part]]
         if len(idx):
             idx = idx[np.argsort(_morton(mid[idx]), kind="stable")]
-        first = len(t["start"])
-        for s0 in range(0, len(idx), CHUNK):
-            ks = idx[s0:s0 + CHUNK]
-            c, r = _sphere(lo_e[ks].min(0), hi_e[ks].max(0), (mid[ks], half[ks]))
-            chunk_of[ks] = len(t["start"])
-            t["start"].append(len(t["b_row"]))
-            t["count"].append(len(ks))
-            t["centre"].append(c)
-            t["radius"].append(r)
-            t["b_row"].extend(ks.tolist())
-        cs = np.arange(first, len(t["start"]))
-        for s0 in range(0, len(cs), SUPER):
-            ch = cs[s0:s0 + SUPER]
-            cc, cr = np.array(t["centre"])[ch], np.array(t["radius"])[ch]
-            c, r = _sphere((cc - cr[:, None]).min(0), (cc + cr[:, None]).max(0), (cc, cr))
-            t["s_start"].append(int(ch[0]))
-            t["s_count"].append(len(ch))
-            t["s_centre"].append(c)
-            t["s_radius"].append(r)
+            start = np.arange(0, len(idx), CHUNK)
+            centre, radius = _spheres(np.minimum.reduceat(lo_e[idx], start), np.maximum.reduceat(hi_e[idx], start),
+                                      start, mid[idx], half[idx])
+            s_start = np.arange(0, len(start), SUPER)
+            s_centre, s_radius = _spheres(np.minimum.reduceat(centre - radius[:, None], s_start),
+                                          np.maximum.reduceat(centre + radius[:, None], s_start), s_start, centre,
+                                          radius)
+            parts.append((idx, start, centre, radius, s_start, s_centre, s_radius))
         if which == 0:
-            n_mov_supers = len(t["s_start"])
-    if not t["start"]:
+            n_mov_supers = sum(len(p[4]) for p in parts)
+    if not parts:
         return None, 0
-    out = {k: np.array(v) for k, v in t.items()}
+    out = {k: [] for k in ("b_row", "start", "count", "centre", "radius", "s_start", "s_count", "s_centre",
+                           "s_radius")}
+    rows_before = chunks_before = 0
+    for idx, start, centre, radius, s_start, s_centre, s_radius in parts:
+        chunk_of[idx] = chunks_before + np.arange(len(idx)) // CHUNK
+        out["b_row"].append(idx)
+        out["start"].append(rows_before + start)
+        out["count"].append(np.diff(np.append(start, len(idx))))
+        out["centre"].append(centre)
+        out["radius"].append(radius)
+        out["s_start"].append(chunks_before + s_start)
+        out["s_count"].append(np.diff(np.append(s_start, len(start))))
+        out["s_centre"].append(s_centre)
+        out["s_radius"].append(s_radius)
+        rows_before += len(idx)
+        chunks_before += len(start)
+    out = {k: np.concatenate(v) for k, v in out.items()}
     out["chunk_of"] = chunk_of
     return out, n_mov_supers
+
+
+def _spheres(lo, hi, start, points, radii):
+    """Per run of (point, radius) pairs starting at `start`: a sphere around the run's box [lo, hi] holding
+    them all, slightly widened ((R, 3) centres, (R,) radii)."""
+    c = 0.5 * (lo + hi)
+    run = np.repeat(np.arange(len(start)), np.diff(np.append(start, len(points))))
+    far = np.linalg.norm(points - c[run], axis=1) + radii
+    return c, np.maximum.reduceat(far, start) * (1 + 1e-5) + 1e-7
 
 
 @ti.data_oriented
@@ -177,12 +182,13 @@ class LightEdges:
         put(self.lc, lc)
         put(self.lr, np.linalg.norm(tris - lc[:, None], axis=2).max(1) * (1 + 1e-5) + 1e-7)
         first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        spheres = [_sphere(tris[a:a + m].reshape(-1, 3).min(0), tris[a:a + m].reshape(-1, 3).max(0),
-                           (tris[a:a + m].reshape(-1, 3), np.zeros(3 * m))) for a, m in zip(first, counts)]
+        corners = tris.reshape(-1, 3)
+        gc, gr = _spheres(np.minimum.reduceat(corners, 3 * first), np.maximum.reduceat(corners, 3 * first), 3 * first,
+                          corners, np.zeros(len(corners)))
         put(self.g_first, first)
         put(self.g_count, counts)
-        put(self.gc, np.array([c for c, _ in spheres]))
-        put(self.gr, np.array([r for _, r in spheres]))
+        put(self.gc, gc)
+        put(self.gr, gr)
         put(self.b_row, table["b_row"])
         put(self.chunk_of, table["chunk_of"])
         for k in ("start", "count", "centre", "radius", "s_start", "s_count", "s_centre", "s_radius"):

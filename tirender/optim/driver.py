@@ -14,7 +14,7 @@ Config (section ``optimize:``; see docs/optimize.md)::
       spp_schedule: {double_every: 20, max: 64}
       lr_decay: {every: 100, factor: 0.5}   # step decay: every learning rate × factor^(iteration // every)
       views: [0, 1]                # sensors used (default: all)
-      sensors: [{type: batch, ...}]  # render through these sensors instead of the scene's (config.load_config)
+      sensors: [{type: batch, ...}]  # render through these sensors instead of the scene's (config.optimization_scene)
       method: prb                  # prb | prb_attached | rb | rb_biased | rb_pipelined | rb_biased_pipelined | forward
       tv: {weight: 0.01, params: [floor.reflectance]}
       multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}   # 3D grids: [[0, 32], [40, 64]]
@@ -727,7 +727,7 @@ class OptimizationRun:
         with little of the iterations' noise."""
         from ..api import render
         total = 0.0
-        for k, (v, t) in enumerate(zip(self.views, targets)):
+        for v, t in zip(self.views, targets):
             img = render(self.scene, spp=self.eval_spp, seed=view_seed(self.seed, 10 ** 6 + 3, v, 0), sensor=v,
                          progress=False)
             total += float(self.loss_fn(img, t)[0])

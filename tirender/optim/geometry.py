@@ -119,30 +119,25 @@ class GeometryOptions:
 
     def turntable(self, out, spp, seed, sensor):
         """Render TURNTABLE_FRAMES views of the current scene around the mesh's centre, about the
-        up axis of `sensor` (a batch: every child camera turned alike, about its first child's up axis), into
-        turntable_<id>.png (a strip) under out."""
+        up axis of `sensor` (a batch turns as a rig, Scene.set_sensor_transform), into turntable_<id>.png (a
+        strip) under out."""
         from ..api import render
         from ..io.images import save_png
         sc = self.scene
-        s = sc.sensors[sensor]
-        cams = [c.id for c in s.children] if s.children else [s.id]
-        m0 = {c: np.array(sc.sensor_params[f"{c}.to_world"], np.float64) for c in cams}
+        m0 = np.array(sc.sensors[sensor].to_world, np.float64)
         for d in self.meshes:
             P, _F = self.world_mesh(d)
             c = 0.5 * (P.min(0) + P.max(0))
-            first = m0[cams[0]]
-            up = first[:3, 1] / np.linalg.norm(first[:3, 1])
+            up = m0[:3, 1] / np.linalg.norm(m0[:3, 1])
             frames = []
             for k in range(TURNTABLE_FRAMES):
                 R = _axis_rotation(up, 2 * np.pi * k / TURNTABLE_FRAMES)
-                for cam, m_0 in m0.items():
-                    m = m_0.copy()
-                    m[:3, :3] = R @ m_0[:3, :3]
-                    m[:3, 3] = c + R @ (m_0[:3, 3] - c)
-                    sc.sensor_params[f"{cam}.to_world"] = m
+                m = m0.copy()
+                m[:3, :3] = R @ m0[:3, :3]
+                m[:3, 3] = c + R @ (m0[:3, 3] - c)
+                sc.set_sensor_transform(sensor, m)
                 frames.append(render(sc, spp=spp, seed=seed + k, sensor=sensor, progress=False))
-            for cam, m_0 in m0.items():
-                sc.sensor_params[f"{cam}.to_world"] = m_0
+            sc.set_sensor_transform(sensor, m0)
             gap = np.ones((frames[0].shape[0], 2, 3), np.float32)
             strip = np.concatenate(sum(([f, gap] for f in frames), [])[:-1], axis=1)
             save_png(os.path.join(out, f"turntable_{d.name}.png"), strip)
