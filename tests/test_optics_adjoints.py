@@ -10,7 +10,8 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
   core/interaction.py interaction_adjoint) w.r.t. the ray, on a flat triangle and on a height field,
   where the chain continues through the vertices and the stencil normals into every height texel
   (scene/heightfield.py corner_adjoint, the lookups' adjoints): the primal re-displaces the mesh
-  for each difference.
+  for each difference; and on a linear curve's tube near its silhouette, where the shading normal is
+  bent towards the ray (core/interaction.py horizon_bend).
 
 ``python tests/test_optics_adjoints.py --f64`` runs the child by hand."""
 import json
@@ -191,6 +192,16 @@ def checks():
     return out
 
 
+def _grazing_ray(rng, p0, p1, r0, r1):
+    """A ray (o, d) perpendicular to the segment p0 p1 (radii r0, r1) passing it at 0.99-1.01 of its radius."""
+    s = rng.uniform(0.3, 0.7)
+    a = (p1 - p0) / np.linalg.norm(p1 - p0)
+    u = np.cross(a, rng.normal(size=3))
+    u /= np.linalg.norm(u)
+    c = p0 + s * (p1 - p0) + (r0 + s * (r1 - r0)) * rng.uniform(0.99, 1.01) * np.cross(a, u)
+    return c - 3.0 * u, u
+
+
 def _hit_checks(rng):
     """Hit point and shading normal adjoints (flat triangle: w.r.t. the ray; height field: also
     w.r.t. every height texel, through the displaced vertices and the stencil normals)."""
@@ -207,13 +218,16 @@ def _hit_checks(rng):
     heights = (0.15 * np.sin(1.3 * xx + 0.4) * np.cos(0.9 * yy) + 0.05 * yy)[..., None].astype(np.float32)
     tmp = tempfile.mkdtemp()
     np.save(os.path.join(tmp, "h.npy"), heights)
+    C = np.array([[5.0, -0.6, -1.0, 0.2], [5.1, 0.6, -1.2, 0.25]])
+    np.savetxt(os.path.join(tmp, "c.txt"), C)
     sc = tirender.load_scene({
         "sensors": [camera([0, 0, 5.0], [0, 0, 0], fov=40, w=8, h=8)],
         "shapes": [{"id": "hf", "type": "heightfield", "resolution": [7, 6], "thickness": 0.3,
                     "height": {"type": "bitmap", "data": "h.npy"},
                     "to_world": [{"rotate": {"axis": [1, 1, 0], "angle": 20}}, {"scale": [1.0, 0.8, 1.2]}]},
                    {"id": "flat", "type": "rectangle", "face_normals": True,
-                    "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": 30}}, {"translate": [0, 0, -3.0]}]}],
+                    "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": 30}}, {"translate": [0, 0, -3.0]}]},
+                   {"id": "curve", "type": "linearcurve", "filename": "c.txt"}],
         "emitters": [{"type": "constant"}]}, base_dir=tmp)
     st = sc.bind()
 
@@ -242,16 +256,22 @@ def _hit_checks(rng):
         return k_hit(x, g)
 
     out = {}
-    for name, z in (("flat triangle", -1.0), ("height field", 1.0)):
+    bent = 0
+    for name, z, want in (("flat triangle", -1.0, 1), ("height field", 1.0, 0), ("curve's tube", 1.0, 2)):
         errs, errs_h = [], []
-        while len(errs) < (100 if z < 0 else 40):
+        while len(errs) < (40 if want == 0 else 100):
             o = np.array([*rng.uniform(-0.6, 0.6, 2), 2.5 if z > 0 else -1.0])
             d = np.array([*rng.normal(size=2) * 0.15, -1.0])
+            if want == 2:        # grazing the tube (any turn about its axis), where the normal turns from the ray
+                o, d = _grazing_ray(rng, C[0, :3], C[1, :3], C[0, 3], C[1, 3])
             g = rng.normal(size=8)
             x = np.concatenate([o, d])
             shape = k_hit(x, np.zeros(8)) / 1e3
-            if shape != (0 if z > 0 else 1):
+            if shape != want:
                 continue
+            if want == 2:
+                dn = k_hit(x, np.array([0, 0, 0, *(d / np.linalg.norm(d)), 0, 0])) - 2e3
+                bent += bool(abs(abs(dn) - 0.01) < 1e-3)    # |n·d| ≈ ε: bent (core/interaction.HORIZON_EPS)
             adj = np.zeros(6)
             reset_gradients(st, grad_scale_for(10.0))
             k_hit_adj(x, g, adj)
@@ -267,6 +287,8 @@ def _hit_checks(rng):
                 if np.abs(fdh).max() < 1e2:    # (a ray through the flat bottom: 0 = 0, hence the floor)
                     errs_h.append(float(np.abs(gh - fdh).max() / max(np.abs(fdh).max(), 1e-3)))
         out[f"hit on a {name} (o, d)"] = {"max_rel_err": max(errs), "cases": len(errs)}
+        if want == 2:
+            out[f"hit on a {name} (o, d)"]["bent"] = bent
         if errs_h:     # each case: every height texel (30) of one ray
             out["hit on a height field (heights)"] = {"max_rel_err": max(errs_h), "cases": len(errs_h)}
     return out
@@ -274,7 +296,8 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 10
+    assert len(report) == 11
+    assert report["hit on a curve's tube (o, d)"]["bent"] >= 30
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)

@@ -40,7 +40,7 @@ def make_interaction(st: ti.template(), tri, t, b1, b2, o, d, inst):
         if inst >= 0:
             oo = affine_point(st.geo_to_obj[inst], o)
             dd = affine_vector(st.geo_to_obj[inst], d)
-    si = triangle_interaction(st, tri, t, b1, b2)
+    si = triangle_interaction(st, tri, t, b1, b2, -dd)
     if ti.static(st.sdf_grids or st.quadrics):
         if tri >= 0:
             r = implicit.geo_of(st, tri)
@@ -86,9 +86,47 @@ def implicit_interaction(st: ti.template(), r, tri, t, o, d):
                               tri=tri, shape=st.tri_shape[tri], bary=vec2(0.0))
 
 
+# Shapes whose interpolated normals turn towards the viewer at their shading horizon (storage shape_smooth)
+FLAT, SMOOTH, SMOOTH_BENT = 0, 1, 2
+HORIZON_EPS = 0.01      # cos θo of a bent shading normal (horizon_bend)
+
+
 @ti.func
-def triangle_interaction(st: ti.template(), tri, t, b1, b2):
-    """The interaction on triangle tri at barycentrics (b1, b2), distance t (tri = -1: not valid)."""
+def horizon_bend(n, ng, wo):
+    """The shading normal n (unit) bent towards wo (the direction back along the arriving ray) where it turns
+    away from it on wo's side of the surface (geometric normal ng): with σ = sign(wo·ng) and c = σ n·wo, where
+    c < ε (HORIZON_EPS), n' = normalize(m), m = n + σ (ε − c) wo = n − (n·wo) wo + σ ε wo (σ m·wo = ε |wo|²);
+    else n. Continuous in n and wo, so a one-sided BSDF's cut-off (cos θo ≤ 0) no longer draws a line inside a
+    smooth-shaded facet that moves with the vertices (docs/geometry.md, "Smooth shading near silhouettes"):
+    the only discontinuities left are edges, which edge sampling sees. Used for curve tubes (SMOOTH_BENT), whose
+    reference is Mitsuba's round tube, shaded up to its silhouette."""
+    sgn = 1.0 if wo.dot(ng) >= 0.0 else -1.0
+    c = sgn * n.dot(wo)
+    out = n
+    if c < HORIZON_EPS:
+        out = (n + sgn * (HORIZON_EPS - c) * wo).normalized()
+    return out
+
+
+@ti.func
+def horizon_bend_adjoint(n, ng, wo, g_out):
+    """(∂/∂n, ∂/∂wo) of <g_out, horizon_bend(n, ng, wo)> (ng only chooses the side: held)."""
+    sgn = 1.0 if wo.dot(ng) >= 0.0 else -1.0
+    c = sgn * n.dot(wo)
+    g_n = g_out
+    g_wo = vec3(0.0)
+    if c < HORIZON_EPS:
+        m = n + sgn * (HORIZON_EPS - c) * wo
+        g_m = normalize_adjoint(m, g_out)
+        g_n = g_m - wo * wo.dot(g_m)
+        g_wo = (sgn * HORIZON_EPS - n.dot(wo)) * g_m - n * wo.dot(g_m)
+    return g_n, g_wo
+
+
+@ti.func
+def triangle_interaction(st: ti.template(), tri, t, b1, b2, wo):
+    """The interaction on triangle tri at barycentrics (b1, b2), distance t (tri = -1: not valid), reached from
+    direction wo (-d of the arriving ray: a SMOOTH_BENT shape's normal is bent towards it, horizon_bend)."""
     si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
     if tri >= 0:
         b0 = 1.0 - b1 - b2
@@ -103,11 +141,14 @@ def triangle_interaction(st: ti.template(), tri, t, b1, b2):
         ng = e1.cross(e2).normalized()
         si.ng = ng
         n = ng
-        if st.shape_smooth[si.shape] == 1:
+        smooth = st.shape_smooth[si.shape]
+        if smooth != FLAT:
             nn = b0 * st.tri_n0[tri] + b1 * st.tri_n1[tri] + b2 * st.tri_n2[tri]
             ln = nn.norm()
             if ln > 1e-12:
                 n = nn / ln
+                if smooth == SMOOTH_BENT:
+                    n = horizon_bend(n, ng, wo)
         uv0 = st.tri_uv0[tri]
         du1 = st.tri_uv1[tri] - uv0
         du2 = st.tri_uv2[tri] - uv0
@@ -135,7 +176,7 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv)
     interpolated vertex normals, or the geometric normal normalize(e1 × e2)) and texture coordinates
     uv (interpolated) w.r.t. the ray and the triangle: returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2),
     ∂/∂(n0, n1, n2)) of <g_p, p> + <g_n, n> + <g_uv, uv> (the triangle's vertex positions and normals
-    in world space; attached derivatives, issue 16)."""
+    in world space; attached derivatives, issue 16). A SMOOTH_BENT normal's bend moves with n and d."""
     e1 = st.tri_e1[tri]
     e2 = st.tri_e2[tri]
     v0 = st.tri_p0[tri]
@@ -150,15 +191,21 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv)
     gn0 = vec3(0.0)
     gn1 = vec3(0.0)
     gn2 = vec3(0.0)
+    g_db = vec3(0.0)
     smooth = False
-    if st.shape_smooth[st.tri_shape[tri]] == 1:
+    kind = st.shape_smooth[st.tri_shape[tri]]
+    if kind != FLAT:
         n0 = st.tri_n0[tri]
         n1 = st.tri_n1[tri]
         n2 = st.tri_n2[tri]
         nn = b0 * n0 + b1 * n1 + b2 * n2
         if nn.norm() > 1e-12:
             smooth = True
-            g_nn = normalize_adjoint(nn, g_n)
+            g_ni = g_n
+            if kind == SMOOTH_BENT:
+                g_ni, g_wo = horizon_bend_adjoint(nn.normalized(), e1.cross(e2).normalized(), -d, g_n)
+                g_db = -g_wo
+            g_nn = normalize_adjoint(nn, g_ni)
             gn0 = b0 * g_nn
             gn1 = b1 * g_nn
             gn2 = b2 * g_nn
@@ -172,7 +219,7 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv)
         gv2 = g_e2
         gv0 = -g_e1 - g_e2
     a0, a1, a2, g_o, g_d = ray_triangle_adjoint(v0, v0 + e1, v0 + e2, o, d, t, b1, b2, vec3(g_t, g_b1, g_b2))
-    return g_o + g_p, g_d + t * g_p, gv0 + a0, gv1 + a1, gv2 + a2, gn0, gn1, gn2
+    return g_o + g_p, g_d + t * g_p + g_db, gv0 + a0, gv1 + a1, gv2 + a2, gn0, gn1, gn2
 
 
 @ti.func

@@ -41,7 +41,7 @@ def _triangle_position(st: ti.template(), tri, u):
     p = st.tri_p0[tri] + b[0] * e1 + b[1] * e2
     n = e1.cross(e2).normalized()
     shape = st.tri_shape[tri]
-    if st.shape_smooth[shape] == 1:
+    if st.shape_smooth[shape] != 0:          # core.interaction.FLAT
         nn = (1.0 - b[0] - b[1]) * st.tri_n0[tri] + b[0] * st.tri_n1[tri] + b[1] * st.tri_n2[tri]
         if nn.norm() > 1e-12:
             n = nn.normalized()

@@ -24,6 +24,16 @@ from .toplevel import build_two_level, groups_of, instance_boxes
 from .storage import Storage, VolumeTextureView, padded
 from .triangles import Triangles, gather, write_rows
 
+
+def shading_kind(shape):
+    """Its storage row's shape_smooth (core/interaction.py): FLAT without normals, SMOOTH_BENT for a curve's
+    tube (its normals bent at the shading horizon, as Mitsuba's round curve is shaded to its silhouette),
+    else SMOOTH."""
+    from ..core.interaction import FLAT, SMOOTH, SMOOTH_BENT     # after init (core.math fixes the float type)
+    if shape.normals is None:
+        return FLAT
+    return SMOOTH_BENT if shape.curve is not None else SMOOTH
+
 RAY_EPS = 2e-5
 
 
@@ -161,7 +171,7 @@ class Scene:
         nb = len(boxes)                       # the instance boxes' rows: no BSDF, emitter or media of their own
         a["shape_bsdf"] = np.array([s.bsdf for s in shapes] + [0] * nb or [0], np.int32)
         a["shape_emitter"] = np.array([s.emitter for s in shapes] + [-1] * nb or [-1], np.int32)
-        a["shape_smooth"] = np.array([int(s.normals is not None) for s in shapes] + [0] * nb or [0], np.int32)
+        a["shape_smooth"] = np.array([shading_kind(s) for s in shapes] + [0] * nb or [0], np.int32)
         a["shape_med_int"] = np.array([s.interior for s in shapes] + [-1] * nb or [-1], np.int32)
         a["shape_med_ext"] = np.array([s.exterior for s in shapes] + [-1] * nb or [-1], np.int32)
         index = {g: i for i, g in enumerate(gids)}
