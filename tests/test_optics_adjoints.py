@@ -10,8 +10,10 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
   core/interaction.py interaction_adjoint) w.r.t. the ray, on a flat triangle and on a height field,
   where the chain continues through the vertices and the stencil normals into every height texel
   (scene/heightfield.py corner_adjoint, the lookups' adjoints): the primal re-displaces the mesh
-  for each difference; and on a linear curve's tube near its silhouette, where the shading normal is
-  bent towards the ray (core/interaction.py horizon_bend).
+  for each difference; on a linear curve's tube near its silhouette, where the shading normal is
+  bent towards the ray (core/interaction.py horizon_bend); on Mitsuba's analytic sphere, cylinder (flipped) and disk
+  (core/quadrics.py hit_adjoint: the hit stays on the surface, uv and normal follow) and on SDF grids with both
+  normal modes (core/sdf.py hit_adjoint: the trilinear gradient's and the smooth blend's motion).
 
 ``python tests/test_optics_adjoints.py --f64`` runs the child by hand."""
 import json
@@ -213,6 +215,7 @@ def _hit_checks(rng):
     from tirender.walk.attached import hit_adjoint
     from tirender.launch import read_gradients, reset_gradients
     from scenes import camera, ray_hit_x
+    from tirender.media.volfile import write_vol
     import tempfile
     yy, xx = np.mgrid[0:5, 0:6]
     heights = (0.15 * np.sin(1.3 * xx + 0.4) * np.cos(0.9 * yy) + 0.05 * yy)[..., None].astype(np.float32)
@@ -220,6 +223,11 @@ def _hit_checks(rng):
     np.save(os.path.join(tmp, "h.npy"), heights)
     C = np.array([[5.0, -0.6, -1.0, 0.2], [5.1, 0.6, -1.2, 0.25]])
     np.savetxt(os.path.join(tmp, "c.txt"), C)
+    x1 = np.linspace(0.0, 1.0, 9)
+    Z, Y, X = np.meshgrid(x1, x1, x1, indexing="ij")           # an SDF grid: a torus's distances on 9^3 nodes
+    write_vol(os.path.join(tmp, "g.vol"), (np.hypot(np.hypot(X - 0.5, Y - 0.5) - 0.28, Z - 0.5) - 0.12)
+              .astype(np.float32))
+    grid = [{"translate": [-0.5, -0.5, -0.5]}, {"rotate": {"axis": [1, 2, 0], "angle": 25}}, {"scale": [1.6, 1.3, 1.5]}]
     sc = tirender.load_scene({
         "sensors": [camera([0, 0, 5.0], [0, 0, 0], fov=40, w=8, h=8)],
         "shapes": [{"id": "hf", "type": "heightfield", "resolution": [7, 6], "thickness": 0.3,
@@ -227,7 +235,17 @@ def _hit_checks(rng):
                     "to_world": [{"rotate": {"axis": [1, 1, 0], "angle": 20}}, {"scale": [1.0, 0.8, 1.2]}]},
                    {"id": "flat", "type": "rectangle", "face_normals": True,
                     "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": 30}}, {"translate": [0, 0, -3.0]}]},
-                   {"id": "curve", "type": "linearcurve", "filename": "c.txt"}],
+                   {"id": "curve", "type": "linearcurve", "filename": "c.txt"},
+                   {"type": "sphere", "to_world": [{"scale": 0.5}, {"translate": [-5.0, 0.0, 0.0]}]},
+                   {"type": "cylinder", "flip_normals": True,
+                    "to_world": [{"translate": [0, 0, -0.5]}, {"scale": [0.4, 0.3, 1.0]},
+                                 {"rotate": {"axis": [1, 0.3, 0], "angle": 80}}, {"translate": [-5.0, 4.0, 0.0]}]},
+                   {"type": "disk", "to_world": [{"scale": [0.6, 0.4, 1.0]}, {"rotate": {"axis": [1, 1, 0], "angle": 30}},
+                                                 {"translate": [-5.0, -4.0, 0.0]}]},
+                   {"type": "sdfgrid", "filename": "g.vol", "normals": "analytic",
+                    "to_world": grid + [{"translate": [10.0, 0.0, 0.0]}]},
+                   {"type": "sdfgrid", "filename": "g.vol", "normals": "smooth",
+                    "to_world": grid + [{"translate": [10.0, 4.0, 0.0]}]}],
         "emitters": [{"type": "constant"}]}, base_dir=tmp)
     st = sc.bind()
 
@@ -237,7 +255,7 @@ def _hit_checks(rng):
     def k_hit(x: ti.types.ndarray(), g: ti.types.ndarray()) -> ti.f64:
         tri, t, b1, b2, si = hit_x(st, x)
         return si.p.dot(vec3(g[0], g[1], g[2])) + si.n.dot(vec3(g[3], g[4], g[5])) + si.uv.dot(vec2(g[6], g[7])) \
-            + ti.cast(si.shape, ti.f64) * 1e3
+            + ti.cast(si.shape, ti.f64) * g[8]       # g[8] = 0 for the differences (no rounding at 1e3 |shape|)
 
     @ti.kernel
     def k_hit_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
@@ -257,20 +275,25 @@ def _hit_checks(rng):
 
     out = {}
     bent = 0
-    for name, z, want in (("flat triangle", -1.0, 1), ("height field", 1.0, 0), ("curve's tube", 1.0, 2)):
+    targets = (("flat triangle", None, 1), ("height field", None, 0), ("curve's tube", None, 2),
+               ("sphere", (-5.0, 0.0, 0.5), 3), ("cylinder", (-5.0, 4.0, 0.5), 4), ("disk", (-5.0, -4.0, 0.5), 5),
+               ("SDF grid (analytic normals)", (10.0, 0.0, 0.8), 6), ("SDF grid (smooth normals)", (10.0, 4.0, 0.8), 7))
+    for name, z, want in targets:
         errs, errs_h = [], []
         while len(errs) < (40 if want == 0 else 100):
-            o = np.array([*rng.uniform(-0.6, 0.6, 2), 2.5 if z > 0 else -1.0])
+            o = np.array([*rng.uniform(-0.6, 0.6, 2), -1.0 if want == 1 else 2.5])
             d = np.array([*rng.normal(size=2) * 0.15, -1.0])
+            if want >= 3:        # a quadric or an SDF grid at (x, y), of about this half-width
+                o = np.array([z[0] + rng.uniform(-z[2], z[2]), z[1] + rng.uniform(-z[2], z[2]), 2.5])
             if want == 2:        # grazing the tube (any turn about its axis), where the normal turns from the ray
                 o, d = _grazing_ray(rng, C[0, :3], C[1, :3], C[0, 3], C[1, 3])
-            g = rng.normal(size=8)
+            g = np.append(rng.normal(size=8), 0.0)
             x = np.concatenate([o, d])
-            shape = k_hit(x, np.zeros(8)) / 1e3
+            shape = round(k_hit(x, np.array([0.0] * 8 + [1.0])))
             if shape != want:
                 continue
             if want == 2:
-                dn = k_hit(x, np.array([0, 0, 0, *(d / np.linalg.norm(d)), 0, 0])) - 2e3
+                dn = k_hit(x, np.array([0, 0, 0, *(d / np.linalg.norm(d)), 0, 0, 0.0]))
                 bent += bool(abs(abs(dn) - 0.01) < 1e-3)    # |n·d| ≈ ε: bent (core/interaction.HORIZON_EPS)
             adj = np.zeros(6)
             reset_gradients(st, grad_scale_for(10.0))
@@ -279,7 +302,7 @@ def _hit_checks(rng):
             if np.abs(fd).max() > 1e2:       # the difference crossed an edge of the mesh
                 continue
             errs.append(_rel(adj, fd))
-            if z > 0:
+            if want == 0:
                 gh = read_gradients(sc, st)["hf.height"].astype(np.float64).ravel()
                 h0 = heights.ravel().astype(np.float64)
                 fdh = _fd(lambda hh: value(x, g, hh), h0)
@@ -296,7 +319,7 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 11
+    assert len(report) == 16
     assert report["hit on a curve's tube (o, d)"]["bent"] >= 30
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)

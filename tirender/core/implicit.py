@@ -71,3 +71,18 @@ def interaction(st: ti.template(), r, p):
         if st.geo_kind[r] >= SPHERE and st.geo_kind[r] <= CYLINDER:
             q, ng, n, s, ts, uv, dpdu, dpdv = quadrics.interaction(st, r, p)
     return q, ng, n, s, ts, uv, dpdu, dpdv
+
+
+@ti.func
+def hit_adjoint(st: ti.template(), r, t, o, d, g_p, g_n, g_uv):
+    """(∂/∂o, ∂/∂d) of <g_p, p> + <g_n, n> + <g_uv, uv> for interaction(st, r, o + t d) at the hit t of the ray
+    (o, d) on record r (its t moves with the ray: the hit stays on the surface; core/quadrics.hit_adjoint)."""
+    g_o = vec3(0.0)
+    g_d = vec3(0.0)
+    if ti.static(st.quadrics):
+        if st.geo_kind[r] >= SPHERE and st.geo_kind[r] <= CYLINDER:
+            g_o, g_d, _g_c, _g_rad = quadrics.hit_adjoint(st, r, t, o, d, g_p, g_n, g_uv)
+    if ti.static(st.sdf_grids):
+        if st.geo_kind[r] == SDF:
+            g_o, g_d = sdf.hit_adjoint(st, r, t, o, d, g_p, g_n)
+    return g_o, g_d

@@ -172,6 +172,30 @@ def triangle_interaction(st: ti.template(), tri, t, b1, b2, wo):
 
 @ti.func
 def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
+    """Adjoint of make_interaction's hit point, shading normal and uv w.r.t. the ray and the triangle (world-space
+    hits: not inside an instance): returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2), ∂/∂(n0, n1, n2)) of <g_p, p> + <g_n, n>
+    + <g_uv, uv> (triangle_adjoint; a quadric's or an SDF grid's hit: core/implicit.hit_adjoint, no vertices)."""
+    g_o = vec3(0.0)
+    g_d = vec3(0.0)
+    gv0 = vec3(0.0)
+    gv1 = vec3(0.0)
+    gv2 = vec3(0.0)
+    gn0 = vec3(0.0)
+    gn1 = vec3(0.0)
+    gn2 = vec3(0.0)
+    if ti.static(st.sdf_grids or st.quadrics):
+        r = implicit.geo_of(st, tri)
+        if r >= 0:
+            g_o, g_d = implicit.hit_adjoint(st, r, t, o, d, g_p, g_n, g_uv)
+        else:
+            g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2 = triangle_adjoint(st, tri, t, b1, b2, o, d, g_p, g_n, g_uv)
+    else:
+        g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2 = triangle_adjoint(st, tri, t, b1, b2, o, d, g_p, g_n, g_uv)
+    return g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2
+
+
+@ti.func
+def triangle_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
     """Adjoint of make_interaction's hit point p = o + t d, shading normal n (the normalised
     interpolated vertex normals, or the geometric normal normalize(e1 × e2)) and texture coordinates
     uv (interpolated) w.r.t. the ray and the triangle: returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2),
@@ -223,25 +247,31 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv)
 
 
 @ti.func
-def frame_adjoint(st: ti.template(), tri, n, g_s, g_t):
+def frame_adjoint(st: ti.template(), tri, n, s, g_s, g_t):
     """∂/∂n of <g_s, s> + <g_t, t> for make_interaction's shading tangents s = normalize(dp/du -
-    n (n·dp/du)), t = n × s (triangles with uvs; dp/du held). Triangles without uvs (tangents from
-    coordinate_system(n)) return 0: their frame's rotation about n is arbitrary."""
+    n (n·dp/du)), t = n × s, dp/du held (triangles with uvs: the triangle's; a quadric's or an SDF grid's hit:
+    s itself, which is orthogonal to n there: the frame turns with n by the least rotation). Triangles without
+    uvs (tangents from coordinate_system(n)) return 0: their frame's rotation about n is arbitrary."""
     g_n = vec3(0.0)
-    uv0 = st.tri_uv0[tri]
-    du1 = st.tri_uv1[tri] - uv0
-    du2 = st.tri_uv2[tri] - uv0
-    det = du1[0] * du2[1] - du1[1] * du2[0]
-    if ti.abs(det) > 1e-20:
-        dpdu = (du2[1] * st.tri_e1[tri] - du1[1] * st.tri_e2[tri]) / det
-        u = dpdu - n * n.dot(dpdu)
-        lu = u.norm()
-        if lu > 1e-12:
-            s = u / lu
-            g_n += s.cross(g_t)                     # t = n × s
-            gs = g_s + g_t.cross(n)
-            g_u = normalize_adjoint(u, gs)
-            g_n += -n.dot(dpdu) * g_u - dpdu * n.dot(g_u)
+    dpdu = vec3(0.0)
+    if ti.static(st.sdf_grids or st.quadrics):
+        if implicit.geo_of(st, tri) >= 0:
+            dpdu = s
+    if dpdu.norm_sqr() == 0.0:
+        uv0 = st.tri_uv0[tri]
+        du1 = st.tri_uv1[tri] - uv0
+        du2 = st.tri_uv2[tri] - uv0
+        det = du1[0] * du2[1] - du1[1] * du2[0]
+        if ti.abs(det) > 1e-20:
+            dpdu = (du2[1] * st.tri_e1[tri] - du1[1] * st.tri_e2[tri]) / det
+    u = dpdu - n * n.dot(dpdu)
+    lu = u.norm()
+    if lu > 1e-12:
+        su = u / lu
+        g_n += su.cross(g_t)                        # t = n × s
+        gs = g_s + g_t.cross(n)
+        g_u = normalize_adjoint(u, gs)
+        g_n += -n.dot(dpdu) * g_u - dpdu * n.dot(g_u)
     return g_n
 
 

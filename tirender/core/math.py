@@ -149,3 +149,11 @@ def affine_vector(m, v):
     return vec3(m[0, 0] * v[0] + m[0, 1] * v[1] + m[0, 2] * v[2],
                 m[1, 0] * v[0] + m[1, 1] * v[1] + m[1, 2] * v[2],
                 m[2, 0] * v[0] + m[2, 1] * v[1] + m[2, 2] * v[2])
+
+
+@ti.func
+def affine_vector_t(m, v):
+    """The transposed linear part of the 3x4 affine map m applied to v (the adjoint of affine_vector)."""
+    return vec3(m[0, 0] * v[0] + m[1, 0] * v[1] + m[2, 0] * v[2],
+                m[0, 1] * v[0] + m[1, 1] * v[1] + m[2, 1] * v[2],
+                m[0, 2] * v[0] + m[1, 2] * v[1] + m[2, 2] * v[2])

@@ -10,7 +10,8 @@ sample positions uniformly by area (pdf 1 / A, emitters/area.py), a sphere seen 
 """
 import taichi as ti
 
-from .math import BIG, PI, affine_point, affine_vector, coordinate_system, solve_quadratic, tangent_frame, vec2, vec3
+from .math import BIG, PI, affine_point, affine_vector, affine_vector_t, coordinate_system, solve_quadratic, tangent_frame, vec2, vec3
+from .optics import normalize_adjoint
 from .warp import square_to_uniform_disk_concentric, square_to_uniform_sphere
 
 RAY_EPSILON = 89.0 * 2.0 ** -24    # Mitsuba's math::RayEpsilon<float>
@@ -118,6 +119,97 @@ def surface(st: ti.template(), r, p):
     if st.geo_flags[r] & FLIP:
         n = -n
     return q, n, uv, affine_vector(m, du), affine_vector(m, dv)
+
+
+@ti.func
+def _uv_adjoint(local, kind, g_uv):
+    """∂/∂local of <g_uv, uv> for _frame's uv (sphere: local on the unit sphere, θ = atan2(r_xy, z) there)."""
+    x = local[0]
+    y = local[1]
+    z = local[2]
+    rd2 = x * x + y * y
+    g = vec3(0.0)
+    if rd2 > 0.0:
+        rd = ti.sqrt(rd2)
+        g_phi = (g_uv[1] if kind == DISK else g_uv[0]) / (2.0 * PI)
+        g = vec3(-y, x, 0.0) * (g_phi / rd2)                    # φ = atan2(y, x)
+        if kind == SPHERE:
+            l2 = rd2 + z * z
+            g += vec3(z * x / rd, z * y / rd, -rd) * (g_uv[1] / (PI * l2))
+        elif kind == DISK:
+            g += vec3(x, y, 0.0) * (g_uv[0] / rd)
+    if kind == CYLINDER:
+        g[2] += g_uv[1]
+    return g
+
+
+@ti.func
+def surface_adjoint(st: ti.template(), r, p, g_q, g_n, g_uv):
+    """Adjoint of surface(st, r, p)'s (q, n, uv): returns (∂/∂p, ∂/∂c, ∂/∂R) of <g_q, q> + <g_n, n> + <g_uv, uv>
+    (c, R: a sphere's centre and radius; 0 for the others). The frame's dp/du is not differentiated (held, as a
+    triangle's in core.interaction.frame_adjoint)."""
+    kind = st.geo_kind[r]
+    m = st.geo_to_world[r]
+    mo = st.geo_to_obj[r]
+    sgn = -1.0 if st.geo_flags[r] & FLIP else 1.0
+    g_p = vec3(0.0)
+    g_c = vec3(0.0)
+    g_rad = 0.0
+    if kind == SPHERE:
+        c = st.geo_c[r]
+        rad = st.geo_r[r]
+        n0 = (p - c).normalized()
+        local = affine_point(mo, c + rad * n0)
+        g_qt = g_q + affine_vector_t(mo, _uv_adjoint(local, kind, g_uv))        # q = c + R n0, local = to_obj(q)
+        g_pc = normalize_adjoint(p - c, sgn * g_n + rad * g_qt)           # n0 = normalize(p - c)
+        g_p = g_pc
+        g_c = g_qt - g_pc
+        g_rad = n0.dot(g_qt)
+    else:
+        local = affine_point(mo, p)
+        g_l = vec3(0.0)
+        if kind == DISK:
+            local[2] = 0.0
+            g_l = affine_vector_t(m, g_q) + _uv_adjoint(local, kind, g_uv)
+            g_l[2] = 0.0                                                  # q = to_world(x, y, 0)
+        else:
+            lr = ti.sqrt(local[0] * local[0] + local[1] * local[1])
+            w = vec3(local[0], local[1], 0.0) / ti.max(lr, 1e-30)
+            lw = vec3(w[0], w[1], local[2])                               # q = to_world(w, z), n ∝ NM (w, 0)
+            g_nu = normalize_adjoint(st.geo_nm[r] @ w, sgn * g_n)
+            g_lw = affine_vector_t(m, g_q) + _uv_adjoint(lw, kind, g_uv)
+            g_w = st.geo_nm[r].transpose() @ g_nu + vec3(g_lw[0], g_lw[1], 0.0)
+            g_l = (g_w - w * w.dot(g_w)) / ti.max(lr, 1e-30)
+            g_l[2] = g_lw[2]
+        g_p = affine_vector_t(mo, g_l)
+    return g_p, g_c, g_rad
+
+
+@ti.func
+def hit_adjoint(st: ti.template(), r, t, o, d, g_p, g_n, g_uv):
+    """Adjoint of the hit p = o + t d of the ray (o, d) on quadric r and of its surface(p): returns (∂/∂o, ∂/∂d,
+    ∂/∂c, ∂/∂R) of <g_p, q> + <g_n, n> + <g_uv, uv>. t moves with the ray so that p stays on the surface F = 0:
+    dt = -∇F·(do + t dd) / (∇F·d) (a sphere's F = |p - c|² - R² also with c and R)."""
+    p = o + t * d
+    gp, g_c, g_rad = surface_adjoint(st, r, p, g_p, g_n, g_uv)
+    kind = st.geo_kind[r]
+    grad_f = vec3(0.0)                                    # ∇F at p, up to its scale
+    if kind == SPHERE:
+        grad_f = p - st.geo_c[r]
+    elif kind == DISK:
+        grad_f = st.geo_nm[r] @ vec3(0.0, 0.0, 1.0)
+    else:
+        local = affine_point(st.geo_to_obj[r], p)
+        grad_f = st.geo_nm[r] @ vec3(local[0], local[1], 0.0)
+    den = grad_f.dot(d)
+    k = 0.0
+    if den != 0.0:
+        k = gp.dot(d) / den                               # <gp, d> dt = -k ∇F·(do + t dd) (+ the sphere's terms)
+    g_o = gp - k * grad_f
+    if kind == SPHERE:
+        g_c += k * grad_f
+        g_rad += k * st.geo_r[r]
+    return g_o, t * g_o, g_c, g_rad
 
 
 @ti.func

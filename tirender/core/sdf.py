@@ -11,11 +11,13 @@ the ray (Hansson-Söderlund et al. 2022), bracketed by the roots of its derivati
 (|Δt| < 1e-5, at most 51 steps; Marmitt et al. 2004); the geometric normal is the trilinear function's gradient
 in the voxel (finite differences across the voxel's faces at the hit), the smooth normal blends the normalised
 gradients of the 8 voxels around the hit (Hansson-Söderlund et al.). No uv (0, 0), not an emitter, not
-differentiable (as Mitsuba: the grid and to_world are not differentiable parameters there either).
+differentiable (as Mitsuba: the grid and to_world are not differentiable parameters there either); a hit's motion
+with its ray (attached derivatives through a grid: hit_adjoint) is.
 """
 import taichi as ti
 
-from .math import BIG, affine_point, affine_vector, coordinate_system, solve_quadratic, vec3
+from .math import BIG, affine_point, affine_vector, affine_vector_t, coordinate_system, solve_quadratic, vec3
+from .optics import normalize_adjoint
 
 SMOOTH = 2           # geo_flags bit (scene/implicit.py)
 
@@ -212,3 +214,90 @@ def interaction(st: ti.template(), g, p):
             n = ns.normalized()
     s, t = coordinate_system(n)
     return ng, n, s, t
+
+
+@ti.func
+def _gradient_adjoint(st: ti.template(), g, res, q, v, g_grad):
+    """∂/∂q of <g_grad, voxel_gradient(q, v)>: with q's coordinate a in the cell [i, i + 1] of the grid, each
+    component of voxel v's gradient is affine in it there (a trilinear function's, or constant), so its derivative
+    along axis a is the difference of the gradients at the cell's two faces (exact; v need not hold q)."""
+    size = 1.0 / (res - 1)
+    x = ti.min(ti.max(q * (res - 1), 0.0), res - 1)
+    lo = ti.min(ti.cast(ti.floor(x), ti.i32), res - 2) * size
+    out = vec3(0.0)
+    for a in range(3):
+        e = vec3(float(a == 0), float(a == 1), float(a == 2))
+        q0 = q * (1.0 - e) + lo * e
+        dg = voxel_gradient(st, g, res, q0 + size * e, v) - voxel_gradient(st, g, res, q0, v)
+        out += e * (dg.dot(g_grad) / size.dot(e))
+    return out
+
+
+@ti.func
+def _smooth_adjoint(st: ti.template(), g, res, p, g_ns):
+    """∂/∂p of <g_ns, smooth_normal(p)> (the blend's weights and each voxel's normalised gradient move with p)."""
+    sp = p * (res - 1)
+    v000 = ti.cast(ti.round(sp), ti.i32) - 1
+    w = sp - (v000 + 1) + 0.5
+    dw = ti.cast(res - 1, float)                 # ∂w/∂p per axis; 0 where an axis takes one side only
+    lo_ok = ivec3(0)
+    hi_ok = ivec3(0)
+    for c in range(8):
+        b = _bits(c)
+        if (v000 + b).min() >= 0:
+            lo_ok += 1 - b
+            hi_ok += b
+    for a in ti.static(range(3)):
+        if lo_ok[a] == 0:
+            w[a] = 1.0
+            dw[a] = 0.0
+        if hi_ok[a] == 0:
+            w[a] = 0.0
+            dw[a] = 0.0
+    out = vec3(0.0)
+    for c in range(8):
+        b = _bits(c)
+        v = v000 + b
+        if v.min() >= 0:
+            gr = voxel_gradient(st, g, res, p, v)
+            ln = gr.norm()
+            if ln > 0.0:
+                f = vec3(0.0)
+                df = vec3(0.0)
+                for a in ti.static(range(3)):
+                    f[a] = w[a] if b[a] == 1 else 1.0 - w[a]
+                    df[a] = dw[a] if b[a] == 1 else -dw[a]
+                wt = f[0] * f[1] * f[2]
+                gwt = vec3(df[0] * f[1] * f[2], f[0] * df[1] * f[2], f[0] * f[1] * df[2])
+                out += gwt * (gr.dot(g_ns) / ln) + _gradient_adjoint(st, g, res, p, v, wt * normalize_adjoint(gr, g_ns))
+    return out
+
+
+@ti.func
+def hit_adjoint(st: ti.template(), g, t, o, d, g_p, g_n):
+    """(∂/∂o, ∂/∂d) of <g_p, p> + <g_n, n> at the hit p = o + t d of the ray (o, d) on grid g (as interaction(p):
+    the analytic or smooth normal); the hit stays on f = 0: dt = -∇f·(do + t dd) / (∇f·d)."""
+    p = o + t * d
+    res = st.geo_res[g]
+    mo = st.geo_to_obj[g]
+    q = affine_point(mo, p)
+    nm = st.geo_nm[g]
+    v = ti.cast(q * (res - 1), ti.i32)
+    grad = voxel_gradient(st, g, res, q, v)
+    g_q = vec3(0.0)
+    smooth = False
+    if st.geo_flags[g] & SMOOTH:
+        ns = nm @ smooth_normal(st, g, res, q)
+        if ns.norm() > 0.0:
+            smooth = True
+            g_q = _smooth_adjoint(st, g, res, q, nm.transpose() @ normalize_adjoint(ns, g_n))
+    if not smooth:
+        g_q = _gradient_adjoint(st, g, res, q, v, nm.transpose() @ normalize_adjoint(nm @ grad, g_n))
+    gp = g_p + affine_vector_t(mo, g_q)
+    grad_f = nm @ grad
+    den = grad_f.dot(d)
+    k = 0.0
+    if den != 0.0:
+        k = gp.dot(d) / den
+    g_o = gp - k * grad_f
+    return g_o, t * g_o

@@ -62,7 +62,7 @@ def lobe_normal_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, g_nd):
     for n_d = s n'_x + t n'_y + n n'_z (the frame through core.interaction.frame_adjoint)."""
     nl = bsdf.dirac_normal(st, v.ctx, v.wi)
     g_uv = bsdf.dirac_normal_adjoint(st, v.ctx, v.wi, vec3(g_nd.dot(v.s), g_nd.dot(v.t), g_nd.dot(v.n)))
-    g_n = nl[2] * g_nd + frame_adjoint(st, tri, v.n, nl[0] * g_nd, nl[1] * g_nd)
+    g_n = nl[2] * g_nd + frame_adjoint(st, tri, v.n, v.s, nl[0] * g_nd, nl[1] * g_nd)
     return g_n, g_uv
 
 
@@ -103,7 +103,7 @@ def rough_scatter_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, d, wo,
     # wi = (s·(-d), t·(-d), n·(-d)), wo = s wol_x + t wol_y + n wol_z
     g_s = wol[0] * lam_d - g_wi[0] * d
     g_t = wol[1] * lam_d - g_wi[1] * d
-    g_n = wol[2] * lam_d - g_wi[2] * d + frame_adjoint(st, tri, v.n, g_s, g_t)
+    g_n = wol[2] * lam_d - g_wi[2] * d + frame_adjoint(st, tri, v.n, v.s, g_s, g_t)
     return g_d, g_n, g_uv
 
 
@@ -140,5 +140,5 @@ def local_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, d, wo, d_out):
     g_d = -to_world(v.s, v.t, v.n, gwi)
     g_s = gwi[0] * wi_w + gwo[0] * wo
     g_t = gwi[1] * wi_w + gwo[1] * wo
-    g_n = gwi[2] * wi_w + gwo[2] * wo + frame_adjoint(st, tri, v.n, g_s, g_t)
+    g_n = gwi[2] * wi_w + gwo[2] * wo + frame_adjoint(st, tri, v.n, v.s, g_s, g_t)
     return g_d, g_n
