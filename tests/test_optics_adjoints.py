@@ -11,7 +11,8 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
   where the chain continues through the vertices and the stencil normals into every height texel
   (scene/heightfield.py corner_adjoint, the lookups' adjoints): the primal re-displaces the mesh
   for each difference; on a linear curve's tube near its silhouette, where the shading normal is
-  bent towards the ray (core/interaction.py horizon_bend); on Mitsuba's analytic sphere, cylinder (flipped) and disk
+  bent towards the ray (core/interaction.py horizon_bend); on Mitsuba's analytic sphere (also w.r.t. its centre and
+  radius, a differentiable one's derived slot: scene/sphere_body.py), cylinder (flipped) and disk
   (core/quadrics.py hit_adjoint: the hit stays on the surface, uv and normal follow) and on SDF grids with both
   normal modes (core/sdf.py hit_adjoint: the trilinear gradient's and the smooth blend's motion).
 
@@ -236,7 +237,8 @@ def _hit_checks(rng):
                    {"id": "flat", "type": "rectangle", "face_normals": True,
                     "to_world": [{"rotate": {"axis": [0, 1, 0], "angle": 30}}, {"translate": [0, 0, -3.0]}]},
                    {"id": "curve", "type": "linearcurve", "filename": "c.txt"},
-                   {"type": "sphere", "to_world": [{"scale": 0.5}, {"translate": [-5.0, 0.0, 0.0]}]},
+                   {"id": "ball", "type": "sphere", "differentiable": True,
+                    "to_world": [{"scale": 0.5}, {"translate": [-5.0, 0.0, 0.0]}]},
                    {"type": "cylinder", "flip_normals": True,
                     "to_world": [{"translate": [0, 0, -0.5]}, {"scale": [0.4, 0.3, 1.0]},
                                  {"rotate": {"axis": [1, 0.3, 0], "angle": 80}}, {"translate": [-5.0, 4.0, 0.0]}]},
@@ -278,8 +280,9 @@ def _hit_checks(rng):
     targets = (("flat triangle", None, 1), ("height field", None, 0), ("curve's tube", None, 2),
                ("sphere", (-5.0, 0.0, 0.5), 3), ("cylinder", (-5.0, 4.0, 0.5), 4), ("disk", (-5.0, -4.0, 0.5), 5),
                ("SDF grid (analytic normals)", (10.0, 0.0, 0.8), 6), ("SDF grid (smooth normals)", (10.0, 4.0, 0.8), 7))
+    ball = next(d for d in sc.deformables if d.analytic)
     for name, z, want in targets:
-        errs, errs_h = [], []
+        errs, errs_h, errs_c = [], [], []
         while len(errs) < (40 if want == 0 else 100):
             o = np.array([*rng.uniform(-0.6, 0.6, 2), -1.0 if want == 1 else 2.5])
             d = np.array([*rng.normal(size=2) * 0.15, -1.0])
@@ -309,17 +312,31 @@ def _hit_checks(rng):
                 value(x, g, h0)
                 if np.abs(fdh).max() < 1e2:    # (a ray through the flat bottom: 0 = 0, hence the floor)
                     errs_h.append(float(np.abs(gh - fdh).max() / max(np.abs(fdh).max(), 1e-3)))
+            if want == 3:            # the differentiable sphere's centre and radius (its derived slot)
+                grads = read_gradients(sc, st)
+                gcr = np.concatenate([grads["ball.center"], grads["ball.radius"]]).astype(np.float64)
+                c0, r0 = ball.state(sc.params.__getitem__)
+
+                def moved(y):
+                    ball.write(st, y[:3], y[3])
+                    return value(x, g)
+                fdc = _fd(moved, np.append(c0, r0))
+                moved(np.append(c0, r0))
+                if np.abs(fdc).max() < 1e2:
+                    errs_c.append(_rel(gcr, fdc))
         out[f"hit on a {name} (o, d)"] = {"max_rel_err": max(errs), "cases": len(errs)}
         if want == 2:
             out[f"hit on a {name} (o, d)"]["bent"] = bent
         if errs_h:     # each case: every height texel (30) of one ray
             out["hit on a height field (heights)"] = {"max_rel_err": max(errs_h), "cases": len(errs_h)}
+        if errs_c:
+            out["hit on a sphere (centre, radius)"] = {"max_rel_err": max(errs_c), "cases": len(errs_c)}
     return out
 
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 16
+    assert len(report) == 17
     assert report["hit on a curve's tube (o, d)"]["bent"] >= 30
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)

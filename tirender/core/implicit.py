@@ -7,6 +7,8 @@ dropped at load); p0 and p0 + e1 are the corners of its world box, and ``shape_g
 
     geo_kind (R,) i32        scene/implicit.py KINDS: 1 sdfgrid, 2 sphere, 3 disk, 4 cylinder, 5 instance
     geo_flags (R,) i32       1: flip_normals, 2: smooth normals (sdfgrid)
+    geo_slot (R,) i32        a differentiable sphere's derived slot (pool offset of ∂/∂(c, R), scene/sphere_body.py),
+                             -1: static
     geo_to_obj, geo_to_world (R,) 3x4   world <-> object
     geo_nm (R,) 3x3          object -> world normal matrix (inverse transpose of to_world's linear part)
     geo_c (R,) vec3, geo_r (R,)         a sphere's centre and radius (world)
@@ -23,7 +25,7 @@ process had one) compiles none of their code (``st.quadrics``, ``st.sdf_grids``,
 """
 import taichi as ti
 
-from . import quadrics, sdf
+from . import pool, quadrics, sdf
 from .math import BIG, coordinate_system, vec2, vec3
 
 SDF, SPHERE, CYLINDER, INSTANCE = 1, 2, 4, 5   # geo_kind (scene/implicit.py KINDS)
@@ -36,6 +38,17 @@ def geo_of(st: ti.template(), k):
     if st.tri_e2[k].norm_sqr() == 0.0:
         r = st.shape_geo[st.tri_shape[k]]
     return r
+
+
+@ti.func
+def moves(st: ti.template(), k):
+    """Whether primitive row k is a differentiable analytic sphere's (its record has a derived slot)."""
+    res = False
+    if ti.static(st.quadrics):
+        r = geo_of(st, k)
+        if r >= 0:
+            res = st.geo_slot[r] >= 0
+    return res
 
 
 @ti.func
@@ -76,12 +89,17 @@ def interaction(st: ti.template(), r, p):
 @ti.func
 def hit_adjoint(st: ti.template(), r, t, o, d, g_p, g_n, g_uv):
     """(∂/∂o, ∂/∂d) of <g_p, p> + <g_n, n> + <g_uv, uv> for interaction(st, r, o + t d) at the hit t of the ray
-    (o, d) on record r (its t moves with the ray: the hit stays on the surface; core/quadrics.hit_adjoint)."""
+    (o, d) on record r (its t moves with the ray: the hit stays on the surface; core/quadrics.hit_adjoint). A
+    differentiable sphere's (geo_slot >= 0: scene/sphere_body.py) ∂/∂(c, R) go into its derived slot."""
     g_o = vec3(0.0)
     g_d = vec3(0.0)
     if ti.static(st.quadrics):
         if st.geo_kind[r] >= SPHERE and st.geo_kind[r] <= CYLINDER:
-            g_o, g_d, _g_c, _g_rad = quadrics.hit_adjoint(st, r, t, o, d, g_p, g_n, g_uv)
+            g_o, g_d, g_c, g_rad = quadrics.hit_adjoint(st, r, t, o, d, g_p, g_n, g_uv)
+            slot = st.geo_slot[r]
+            if slot >= 0:
+                pool.add_gradient(st, slot, 3, g_c)
+                pool.add_gradient(st, slot + 3, 1, vec3(g_rad, 0.0, 0.0))
     if ti.static(st.sdf_grids):
         if st.geo_kind[r] == SDF:
             g_o, g_d = sdf.hit_adjoint(st, r, t, o, d, g_p, g_n)

@@ -160,11 +160,12 @@ def surface_adjoint(st: ti.template(), r, p, g_q, g_n, g_uv):
         rad = st.geo_r[r]
         n0 = (p - c).normalized()
         local = affine_point(mo, c + rad * n0)
-        g_qt = g_q + affine_vector_t(mo, _uv_adjoint(local, kind, g_uv))        # q = c + R n0, local = to_obj(q)
-        g_pc = normalize_adjoint(p - c, sgn * g_n + rad * g_qt)           # n0 = normalize(p - c)
+        # q = c + R n0, local = to_obj(q) = Qᵀ n0 (to_world = [R Q | c]: uv turns with n0 alone), n = ±n0
+        g_n0 = sgn * g_n + rad * (g_q + affine_vector_t(mo, _uv_adjoint(local, kind, g_uv)))
+        g_pc = normalize_adjoint(p - c, g_n0)                             # n0 = normalize(p - c)
         g_p = g_pc
-        g_c = g_qt - g_pc
-        g_rad = n0.dot(g_qt)
+        g_c = g_q - g_pc
+        g_rad = n0.dot(g_q)
     else:
         local = affine_point(mo, p)
         g_l = vec3(0.0)

@@ -30,7 +30,7 @@ import taichi as ti
 from .. import variants
 from ..core import film, pool
 from ..core.intersect import occluded
-from ..core.math import BIG, max_component, vec2, vec3
+from ..core.math import BIG, PI, coordinate_system, max_component, vec2, vec3
 from ..core.rng import make_sampler
 from ..sensors import batch
 from ..sensors.base import project
@@ -52,7 +52,8 @@ assert shadow_edges.BAND >= 2 * EPS_DIR     # the light-aimed intervals cover bo
 class EdgeTable:
     """Device table of sampled edges, capacity a power of two (regrown, never per call): screen
     endpoints a, b (pixels, after clipping), world endpoints x0, x1 of the unclipped edge, the pool
-    offsets slot0, slot1 of the endpoints' derived slots, and the CDF of the clipped lengths."""
+    offsets slot0, slot1 of the endpoints' derived slots, the CDF of the clipped lengths, and sphere: the
+    record of the analytic sphere whose silhouette the edge is a chord of (slot0 its derived slot), -1 for a mesh's."""
 
     _shared = {}
 
@@ -61,11 +62,12 @@ class EdgeTable:
         self.a, self.b = vec2.field(shape=cap), vec2.field(shape=cap)
         self.x0, self.x1 = vec3.field(shape=cap), vec3.field(shape=cap)
         self.slot0, self.slot1 = ti.field(ti.i32, shape=cap), ti.field(ti.i32, shape=cap)
+        self.sphere = ti.field(ti.i32, shape=cap)
         self.cdf = ti.field(float, shape=cap)
 
     @classmethod
     def holding(cls, rows):
-        """The shared table, grown to fit, with rows (dict of arrays: a, b, x0, x1, slot0, slot1, cdf)."""
+        """The shared table, grown to fit, with rows (dict of arrays: a, b, x0, x1, slot0, slot1, sphere, cdf)."""
         n = len(rows["cdf"])
         cap = 1024
         while cap < n:
@@ -121,25 +123,52 @@ def _project_edges(cand, e_all, P, cam, lo, hi):
     boundaries and creases always, the other bent edges where they are silhouettes from the pinhole anywhere along
     them (a long edge in perspective can be one over part of its length only); clipped to the near side of the
     pinhole, projected (pixels), clipped to the box [lo, hi]. Returns (a, b, X0, X1, e) of the visible ones."""
+    o = cam.to_world[:3, 3]
+    X0, X1 = cand["x0"], cand["x1"]
+    keep = (cand["flags"] != 0) | _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
+    a, b, vis = _project_segments(X0[keep], X1[keep], float(np.abs(P - o).max()), cam, lo, hi)
+    return a, b, X0[keep][vis], X1[keep][vis], e_all[keep][vis]
+
+
+def _project_segments(X0, X1, extent, cam, lo, hi):
+    """World segments X0 X1 (E, 3) clipped to the near side of the pinhole (1e-4 of `extent`, the geometry's
+    distance from it), projected (pixels) and clipped to the box [lo, hi]: (a, b) of the visible ones and which
+    those are (E,) bool."""
     m = cam.to_world
     o = m[:3, 3]
     fwd = m[:3, 2] / np.linalg.norm(m[:3, 2])
-    X0, X1 = cand["x0"], cand["x1"]
-    keep = (cand["flags"] != 0) | _silhouette_somewhere(cand["n1"], cand["n2"], X0 - o, X1 - o)
-    X0, X1, e = X0[keep], X1[keep], e_all[keep]
     z0, z1 = (X0 - o) @ fwd, (X1 - o) @ fwd
-    zmin = 1e-4 * max(float(np.abs(P - o).max()), 1e-30)
+    zmin = 1e-4 * max(extent, 1e-30)
     ok = (z0 > zmin) | (z1 > zmin)
     with np.errstate(divide="ignore", invalid="ignore"):
         tz = np.clip((zmin - z0) / (z1 - z0), 0.0, 1.0)
     A = np.where((z0 > zmin)[:, None], X0, X0 + tz[:, None] * (X1 - X0))
     B = np.where((z1 > zmin)[:, None], X1, X0 + tz[:, None] * (X1 - X0))
-    A, B, X0, X1, e = A[ok], B[ok], X0[ok], X1[ok], e[ok]
-    a, b = project(cam, A), project(cam, B)
+    a, b = project(cam, A[ok]), project(cam, B[ok])
     t0, t1 = _clip(a, b, lo, hi)
-    vis = t1 > t0
+    vis = np.zeros(len(X0), bool)
+    vis[np.flatnonzero(ok)] = t1 > t0
+    inside = t1 > t0
     a, b = a + t0[:, None] * (b - a), a + t1[:, None] * (b - a)
-    return a[vis], b[vis], X0[vis], X1[vis], e[vis]
+    return a[inside], b[inside], vis
+
+
+def _sphere_segments(d, get, cam, lo, hi):
+    """An analytic sphere's silhouette from the pinhole as a polygon on its circle (SphereBody.silhouette), fine
+    enough that its chords stay within 1e-5 pixel of the circle (the two sides of an edge sample are EPS_PIXELS
+    apart), projected and clipped as _project_segments: (a, b, X0, X1) of the visible chords."""
+    o = cam.to_world[:3, 3]
+    c, r = d.state(get)
+    dist = float(np.linalg.norm(c - o))
+    focal = cam.width / (2.0 * max(cam.tan_x, 1e-12))
+    rho_px = r / max(dist - r, 1e-12 * dist) * focal                # the circle's radius on the film, at most
+    n = int(np.clip(np.ceil(np.pi * np.sqrt(rho_px / 2e-5)), 256, 1 << 16))   # sag ρ (π / n)² / 2 <= 1e-5 px
+    pts = d.silhouette(get, o, n)
+    if pts is None:
+        return None
+    X0, X1 = pts, np.roll(pts, -1, axis=0)
+    a, b, vis = _project_segments(X0, X1, dist + r, cam, lo, hi)
+    return a, b, X0[vis], X1[vis]
 
 
 def primary_edges(scene, sensor):
@@ -158,8 +187,22 @@ def primary_edges(scene, sensor):
         views = [(c, k * wc, -radius if k == 0 else 0.0, wc + (radius if k == len(s.children) - 1 else 0.0))
                  for k, c in enumerate(s.children)]
     get = scene.params.__getitem__
-    rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1")}
+    rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1", "sphere")}
     for d in scene.deformables:
+        if d.analytic:                   # an analytic sphere: chords of its silhouette from each camera
+            base = scene.params.slot(d.names()["world"]).offset
+            for cam, dx, xlo, xhi in views:
+                seg = _sphere_segments(d, get, cam, (xlo, -radius), (xhi, cam.height + radius))
+                if seg is not None:
+                    a, b, X0, X1 = seg
+                    rows["a"].append(a + np.array([dx, 0.0]))
+                    rows["b"].append(b + np.array([dx, 0.0]))
+                    rows["x0"].append(X0)
+                    rows["x1"].append(X1)
+                    rows["slot0"].append(np.full(len(a), base))
+                    rows["slot1"].append(np.full(len(a), base))
+                    rows["sphere"].append(np.full(len(a), d.record))
+            continue
         P = d.positions(get)
         cand, e_all = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
         base = scene.params.slot(d.names()["world"]).offset
@@ -171,9 +214,10 @@ def primary_edges(scene, sensor):
             rows["x1"].append(X1)
             rows["slot0"].append(base + 6 * e[:, 0].astype(np.int64))
             rows["slot1"].append(base + 6 * e[:, 1].astype(np.int64))
+            rows["sphere"].append(np.full(len(a), -1))
     out = {k: (np.concatenate(v) if v else np.zeros((0, 2 if k in "ab" else 3))) for k, v in rows.items()}
-    out["slot0"] = out["slot0"].astype(np.int32).reshape(-1)
-    out["slot1"] = out["slot1"].astype(np.int32).reshape(-1)
+    for k in ("slot0", "slot1", "sphere"):
+        out[k] = out[k].astype(np.int32).reshape(-1)
     length = np.linalg.norm(out["b"] - out["a"], axis=1) if len(out["a"]) else np.zeros(0)
     total = float(length.sum())
     cdf = np.cumsum(length) / total if total > 0 else np.zeros(0)
@@ -218,6 +262,23 @@ def _line_param(o, d, x0, x1):
     return ti.min(ti.max(tau, 0.0), 1.0)
 
 
+@ti.func
+def _sphere_point_adjoint(st: ti.template(), r, slot, X, g):
+    """Add <g, δX> for a point X of analytic sphere r's surface into its derived slot (scene/sphere_body.py): X
+    moves as c + R n, δX = δc + n δR (n = normalize(X - c)): ∂/∂c += g, ∂/∂R += g·n. (A silhouette's own motion
+    differs by a tangent move, which the boundary terms' normals do not see.)"""
+    n = (X - st.geo_c[r]).normalized()
+    pool.add_gradient(st, slot, 3, g)
+    pool.add_gradient(st, slot + 3, 1, vec3(g.dot(n), 0.0, 0.0))
+
+
+@ti.func
+def _sphere_point_tangent(st: ti.template(), r, slot, X):
+    """Forward mode: δX = ċ + n Ṙ of the point X of analytic sphere r (the derived slot's tangent (ċ, Ṙ))."""
+    n = (X - st.geo_c[r]).normalized()
+    return vec3(st.tan_v[slot], st.tan_v[slot + 1], st.tan_v[slot + 2]) + n * st.tan_v[slot + 3]
+
+
 _kernels = {}
 
 
@@ -257,15 +318,23 @@ def _kernel(kind="adjoint"):
                         X = tab.x0[k] + tau * (tab.x1[k] - tab.x0[k])
                         c, _q = batch.resolve(st, cam, x)    # a batch's child camera (sensors/batch.py)
                         g = camera_connect_adjoint(st, c, X, st.cam_o[c], nrm, 0.0)   # ∇_X (n · film position)
+                        o0 = tab.slot0[k]
+                        o1 = tab.slot1[k]
+                        sph = tab.sphere[k]
                         if ti.static(kind == "adjoint"):
                             w = scale * dL.dot(diff)
-                            pool.add_gradient(st, tab.slot0[k], 3, (w * (1.0 - tau)) * g)
-                            pool.add_gradient(st, tab.slot1[k], 3, (w * tau) * g)
+                            if sph >= 0:
+                                _sphere_point_adjoint(st, sph, o0, X, w * g)
+                            else:
+                                pool.add_gradient(st, o0, 3, (w * (1.0 - tau)) * g)
+                                pool.add_gradient(st, o1, 3, (w * tau) * g)
                         else:
-                            o0 = tab.slot0[k]
-                            o1 = tab.slot1[k]
-                            xdot = (1.0 - tau) * vec3(st.tan_v[o0], st.tan_v[o0 + 1], st.tan_v[o0 + 2]) \
-                                + tau * vec3(st.tan_v[o1], st.tan_v[o1 + 1], st.tan_v[o1 + 2])
+                            xdot = vec3(0.0)
+                            if sph >= 0:
+                                xdot = _sphere_point_tangent(st, sph, o0, X)
+                            else:
+                                xdot = (1.0 - tau) * vec3(st.tan_v[o0], st.tan_v[o0 + 1], st.tan_v[o0 + 2]) \
+                                    + tau * vec3(st.tan_v[o1], st.tan_v[o1 + 1], st.tan_v[o1 + 2])
                             film.splat_light(st, cam, x, film.nan_to_zero((scale * g.dot(xdot)) * diff))
         _kernels[kind] = primary
     return _kernels[kind]
@@ -317,14 +386,17 @@ class SecondaryTable:
     world endpoints x0, x1, the adjacent faces' normals n1, n2 (unnormalised; silhouette test from
     the vertex), flags (BOUNDARY: one face; CREASE: shading may jump), the endpoints' derived-slot
     offsets (-1: a static mesh), and two CDFs by length: over the moving edges (the first n_mov
-    rows) and over all. info_i = (n, n_mov), info_f = (total length, moving length)."""
+    rows) and over all. info_i = (n, n_mov), info_f = (total length, moving length). A row with sphere >= 0 is a
+    differentiable analytic sphere's whole silhouette (record `sphere`, slot0 its derived slot): x0 its centre and
+    |x1 - x0| = 2πR, the length of its largest silhouette (its weight in the CDFs); the circle seen from a vertex
+    is made in the kernel (secondary)."""
 
     _shared = None
 
     def __init__(self, cap):
         self.cap = cap
         self.x0, self.x1, self.n1, self.n2 = (vec3.field(shape=cap) for _ in range(4))
-        self.flags, self.slot0, self.slot1 = (ti.field(ti.i32, shape=cap) for _ in range(3))
+        self.flags, self.slot0, self.slot1, self.sphere = (ti.field(ti.i32, shape=cap) for _ in range(4))
         self.cdf_all, self.cdf_mov = ti.field(float, shape=cap), ti.field(float, shape=cap)
         self.info_i = ti.field(ti.i32, shape=2)
         self.info_f = ti.field(float, shape=2)
@@ -383,11 +455,18 @@ def secondary_edges(scene):
     get = scene.params.__getitem__
     parts = []
     for d in scene.deformables:
+        base = scene.params.slot(d.names()["world"]).offset
+        if d.analytic:                   # an analytic sphere: one row, its silhouette from each vertex (secondary)
+            c, r = d.state(get)
+            parts.append(dict(x0=c[None], x1=(c + [2.0 * np.pi * r, 0.0, 0.0])[None], n1=np.zeros((1, 3)),
+                              n2=np.zeros((1, 3)), flags=np.full(1, BOUNDARY), slot0=np.full(1, base),
+                              slot1=np.full(1, base), sphere=np.full(1, d.record)))
+            continue
         P = d.positions(get)
         rows, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
-        base = scene.params.slot(d.names()["world"]).offset
         rows["slot0"] = base + 6 * e[:, 0].astype(np.int64)
         rows["slot1"] = base + 6 * e[:, 1].astype(np.int64)
+        rows["sphere"] = np.full(len(e), -1)
         parts.append(rows)
     n_mov = sum(len(r["flags"]) for r in parts)
     static = getattr(scene, "_static_edge_rows", None)
@@ -410,13 +489,35 @@ def secondary_edges(scene):
                 rows, _e = _candidates(F, Pw, smooth, ed, ef, sp)
                 rows["slot0"] = np.full(len(rows["flags"]), -1)
                 rows["slot1"] = np.full(len(rows["flags"]), -1)
+                rows["sphere"] = np.full(len(rows["flags"]), -1)
                 static.append(rows)
         scene._static_edge_rows = static
     parts = parts + static
-    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1")
+    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1", "sphere")
     out = {k: np.concatenate([r[k] for r in parts]) if parts else np.zeros((0, 3) if k[0] in "xn" else 0)
            for k in keys}
     return out, n_mov
+
+
+@ti.func
+def _sphere_silhouette(st: ti.template(), r, p, tau):
+    """(ok, x, e): the point x(τ) = c' + ρ (cos φ a + sin φ b), φ = 2πτ, of the silhouette circle of analytic sphere
+    r seen from p (centre c' = c + (R² / D²)(p - c), radius ρ = R √(1 - R² / D²), D = |p - c|; a, b ⟂ p - c) and
+    e = dx/dτ; ok = 0 when p is inside (or on) the sphere."""
+    c = st.geo_c[r]
+    rad = st.geo_r[r]
+    q = p - c
+    d2 = q.dot(q)
+    ok = d2 > (rad * (1.0 + 1e-4)) ** 2
+    x = c
+    e = vec3(0.0)
+    if ok:
+        a, b = coordinate_system(q / ti.sqrt(d2))
+        rho = rad * ti.sqrt(ti.max(1.0 - rad * rad / d2, 0.0))
+        phi = 2.0 * PI * tau
+        x = c + (rad * rad / d2) * q + rho * (ti.cos(phi) * a + ti.sin(phi) * b)
+        e = (2.0 * PI * rho) * (ti.cos(phi) * b - ti.sin(phi) * a)
+    return ok, x, e
 
 
 @ti.func
@@ -460,16 +561,28 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
         x1 = tab.x1[k]
         e = x1 - x0
         x = x0 + tau * e
-        w = x - v.p
+        wt = e.norm()                                  # the row's weight in the CDFs (an edge's length)
+        ok = tab.flags[k] != 0
+        sph = tab.sphere[k]
+        nE = (x0 - v.p).cross(x1 - v.p)
+        apex = v.p                                     # where the rays to the edge start from (below)
+        if sph >= 0:
+            # an analytic sphere: the point τ of its silhouette seen from the rays' origin (p moved off its surface
+            # by spawn), so that the ray to x stays tangent and the two sides' rays straddle it (from p itself, the
+            # offset tilts the tangent ray into the sphere on part of the circle: a hit before x)
+            ok, x, e = _sphere_silhouette(st, sph, v.p, tau)
+            if ok:
+                apex = vertex.spawn(st, v, (x - v.p).normalized())
+                ok, x, e = _sphere_silhouette(st, sph, apex, tau)
+            nE = (x - apex).cross(e)
+        elif not ok:
+            ok = (x0 - v.p).dot(tab.n1[k]) * (x0 - v.p).dot(tab.n2[k]) < 0.0
+        w = x - apex
         r = w.norm()
         le = e.norm()
-        p_tau = (1.0 - alpha) * le / total             # the mixture's density in τ (A alone: le / total)
+        p_tau = (1.0 - alpha) * wt / total             # the mixture's density in τ (A alone: weight / total)
         if alpha > 0.0:
             p_tau += alpha * shadow_edges.density(lt, tab, k, tau, v.p) / W
-        ok = tab.flags[k] != 0
-        if not ok:
-            ok = (x0 - v.p).dot(tab.n1[k]) * (x0 - v.p).dot(tab.n2[k]) < 0.0
-        nE = (x0 - v.p).cross(x1 - v.p)
         ln = nE.norm()
         if ok and r > 1e-7 and ln > 1e-30 * r * r and le > 0.0 and p_tau > 0.0:
             nE = nE / ln
@@ -488,7 +601,9 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                                         rr_depth, 0, spec(0.0), spec(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() / (r * r * p_tau)
-                if tab.slot0[k] >= 0:
+                if sph >= 0:
+                    _sphere_point_adjoint(st, sph, tab.slot0[k], x, A * nE)
+                elif tab.slot0[k] >= 0:
                     pool.add_gradient(st, tab.slot0[k], 3, (A * (1.0 - tau)) * nE)
                     pool.add_gradient(st, tab.slot1[k], 3, (A * tau) * nE)
                 g_p = -A * nE

@@ -48,7 +48,7 @@ import taichi as ti
 
 from .. import launch, variants
 from ..bsdfs.registry import dispatch
-from ..core import film, pool
+from ..core import film, implicit, pool
 from ..sensors.registry import camera_ray, camera_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
@@ -114,7 +114,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
         else:
             v = vertex.surface_vertex(st, si, s.d, s.lam)
             if ti.static(not isinstance(geo, int)):
-                if triangles.tri_dm(st, tri) >= 0:
+                if triangles.tri_dm(st, tri) >= 0 or implicit.moves(st, tri):
                     moving = 1
             nee_d, nee_w = steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
             o_in = s.o
@@ -127,7 +127,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                 if a >= 0.0 and a <= attached_alpha:
                     rough = 1
             if bs.valid == 1 and (bs.delta == 1 or rough == 1 or triangles.tri_hf(st, tri) >= 0
-                                   or triangles.tri_dm(st, tri) >= 0) \
+                                   or triangles.tri_dm(st, tri) >= 0 or implicit.moves(st, tri)) \
                     and first == 0:
                 first = seg
             prev_rough = rough

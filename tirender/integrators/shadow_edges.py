@@ -58,15 +58,17 @@ def light_triangles(scene):
 
 
 def light_silhouettes(rows, tris):
-    """Rows of the secondary table that some point of some light triangle sees as a discontinuity: (E,) bool."""
+    """Rows of the secondary table that some point of some light triangle sees as a discontinuity: (E,) bool (an
+    analytic sphere's row, whose silhouette is sampled whole, never: integrators/edges.py)."""
     x0, n1, n2 = rows["x0"], rows["n1"], rows["n2"]
+    edge = np.asarray(rows["sphere"]) < 0 if "sphere" in rows else np.ones(len(x0), bool)   # not a sphere's row
     keep = np.asarray(rows["flags"]) != 0
     for q in tris:
         f1 = np.stack([np.einsum("ij,ij->i", x0 - c, n1) for c in q], 1)      # (E, 3): a face's side per corner
         f2 = np.stack([np.einsum("ij,ij->i", x0 - c, n2) for c in q], 1)
         keep |= np.any(f1 * f2 < 0, 1)                                        # a corner sees a silhouette
         keep |= (f1.min(1) < 0) & (f1.max(1) > 0) | (f2.min(1) < 0) & (f2.max(1) > 0)   # a plane cuts the light
-    return keep
+    return keep & edge
 
 
 def _morton(points):

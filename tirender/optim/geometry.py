@@ -58,7 +58,7 @@ class GeometryOptions:
                                   f"optimize.params.{name}.large_steps")
             if lam:
                 self.steps[name] = LargeSteps(d.faces, scene.params[name], lam)
-        self.meshes = [d for d in scene.deformables if any(n in popts for n in d.names().values())]
+        self.meshes = [d for d in scene.deformables if not d.analytic and any(n in popts for n in d.names().values())]
         self.truth = {d.name: d.positions(scene.params.__getitem__) for d in self.meshes}
         self.lr = {name: np.asarray(popts[name]["lr"], np.float64) for name in self.steps}   # a number, or per column
         self.beta1, self.beta2 = 0.9, 0.999

@@ -114,6 +114,8 @@ class Deformable:
     name: the shape id; faces (F, 3) vertex indices; rest (V, 3) rest positions; smooth: vertex
     normals recomputed (False: face normals); sphere: a sphere shape (center and radius parameters)."""
 
+    analytic = False                     # a mesh (scene/sphere_body.SphereBody: an analytic sphere)
+
     def __init__(self, name, faces, rest, smooth, sphere=False):
         self.name = name
         self.faces = np.asarray(faces, np.int64)
@@ -167,6 +169,16 @@ class Deformable:
         return vertex_normals(self.faces, P)
 
     # -- adjoint --------------------------------------------------------------------------------
+    def backward_slot(self, get, g):
+        """Parameter gradients from the derived slot's values g ((V, 6) flat: ∂/∂P_v, ∂/∂N_v)."""
+        g = np.asarray(g, np.float64).reshape(-1, 6)
+        return self.backward(get, g[:, :3], g[:, 3:])
+
+    def tangent_slot(self, get, dget):
+        """The derived slot's tangent ((V, 6) flat: Ṗ_v, Ṅ_v) along the direction dget(name) reads."""
+        dP, dN = self.tangent(get, dget)
+        return np.concatenate([dP, dN], 1).ravel()
+
     def backward(self, get, gP, gN):
         """Gradients of the parameters (dict name -> array shaped like it, float64) from ∂/∂P (V, 3)
         and ∂/∂N (V, 3) of the world positions and shading normals."""

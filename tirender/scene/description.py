@@ -504,10 +504,11 @@ class _Builder:
                 raise ConfigError(f"'{k}' belongs to {' and '.join(types)} shapes (this one is '{t}')", self.file,
                                   f"{key}.{k}")
         hf = None
-        # Mitsuba's analytic quadrics, unless a mesh is asked for: a tessellation ('resolution') or differentiable
-        # geometry (the geometry gradients move mesh vertices: scene/deform.py)
+        # Mitsuba's analytic quadrics, unless a mesh is asked for: a tessellation ('resolution'), or a differentiable
+        # disk or cylinder (the geometry gradients move mesh vertices: scene/deform.py; a differentiable sphere
+        # stays analytic, its centre and radius parameters: scene/sphere_body.py)
         analytic = t in QUADRICS and "resolution" not in spec and \
-            not boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
+            (t == "sphere" or not boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable"))
         if t == "heightfield":
             mesh, hf = self.heightfield(spec, sid, key)
         elif analytic:
@@ -589,7 +590,7 @@ class _Builder:
             if spec.get("emitter") is not None:
                 raise ConfigError("a differentiable shape cannot be an emitter (its triangles move)", self.file,
                                   f"{key}.emitter")
-            if not face_normals:       # area-weighted vertex normals, recomputed as the mesh moves
+            if not face_normals and mesh.get("implicit") is None:   # area-weighted vertex normals, recomputed
                 from .deform import vertex_normals
                 normals = vertex_normals(faces, pos.astype(np.float64))[0].astype(np.float32)
         bspec = spec.get("bsdf")

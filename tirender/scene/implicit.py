@@ -144,6 +144,7 @@ def device_rows(shapes, placed=()):
             counts["sdfv"] += imp.values.size
     for k, v in cols.items():
         a[k] = np.array(v, np.int32 if k in ("geo_kind", "geo_flags", "geo_off", "geo_res") else np.float32)
+    a["geo_slot"] = np.full(len(recs), -1, np.int32)        # a differentiable sphere's derived slot (scene.py)
     if vals:
         a["sdf_val"] = np.concatenate(vals).astype(np.float32)
     return a, counts

@@ -177,6 +177,7 @@ class Scene:
         index = {g: i for i, g in enumerate(gids)}
         placed = [(m, roots[index[g]]) for _, g, m in desc.placements]
         geo_rows, geo_counts = implicit_rows(shapes, placed)    # quadrics, SDF grids, instances (scene/implicit.py)
+        self._sphere_records(geo_rows)
         a.update(geo_rows)
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
@@ -330,12 +331,23 @@ class Scene:
         merged: vertices and faces concatenated in shape order); ``d.members`` = [(shape index, vertex offset)]."""
         from .curves import CurveBody
         from .deform import Deformable
+        from .sphere_body import SphereBody
         bodies = {}                                   # name -> [shape indices], in the shapes' order
         for si, s in enumerate(desc.shapes or []):
             if s.differentiable:
                 bodies.setdefault(s.group or s.id, []).append(si)
         for name, members in bodies.items():
             ss = [desc.shapes[si] for si in members]
+            if any(s.implicit is not None for s in ss):     # an analytic sphere: centre and radius (sphere_body.py)
+                if len(ss) > 1 or ss[0].group:
+                    from ..errors import ConfigError
+                    raise ConfigError("a differentiable instance's spheres move as meshes: give them a resolution",
+                                      desc.file, f"shapes.{name}")
+                d = SphereBody(name, members[0], ss[0].implicit)
+                for pname, value, kind, lo in d.initial_values():
+                    self.params.add(pname, value, lo=lo, kind=kind, file=desc.file)
+                self.deformables.append(d)
+                continue
             if ss[0].differentiable == "curve":            # its control points (scene/curves.py)
                 d = CurveBody(name, *ss[0].curve)
                 d.members = [(members[0], 0)]
@@ -362,16 +374,33 @@ class Scene:
         a["tri_dm"] = np.full(len(inv), -1, np.int32)
         _tri_codes(a, len(inv))
         for d in self.deformables:
+            if d.analytic:                   # its box primitive's row; its record and slot: _sphere_records
+                d.row = int(inv[starts[d.members[0][0]]])
+                continue
             d.tri_index = np.concatenate([inv[starts[si]:starts[si] + len(shapes[si].faces)] for si, _o in d.members])
             a["tri_dm"][d.tri_index] = self.params.slot(d.names()["world"]).offset
             a["tri_code"][d.tri_index] = np.concatenate([shapes[si].faces + o for si, o in d.members])
         if self.deformables:
             self._geometry_dirty = True
 
+    def _sphere_records(self, geo_rows):
+        """geo_slot (the derived slot's pool offset of each record, -1 static) for the analytic spheres."""
+        if "geo_kind" not in geo_rows:
+            return
+        geo_rows["geo_slot"] = np.full(len(geo_rows["geo_kind"]), -1, np.int32)
+        for d in self.deformables:
+            if d.analytic:
+                d.record = int(geo_rows["shape_geo"][d.members[0][0]])
+                geo_rows["geo_slot"][d.record] = self.params.slot(d.names()["world"]).offset
+
     def _deform(self, st):
-        """Move the differentiable meshes' triangles to their parameters' positions (host, float64)."""
+        """Move the differentiable meshes' triangles to their parameters' positions (host, float64), and rewrite the
+        analytic spheres' records and boxes."""
         get = self.params.__getitem__
         for d in self.deformables:
+            if d.analytic:
+                d.write(st, *d.state(get))
+                continue
             P = d.positions(get)
             f = d.faces
             N = d.normals(P)[0][f] if d.smooth else None
@@ -383,10 +412,10 @@ class Scene:
         get = self.params.__getitem__
         for d in self.deformables:
             i = self.params.slot(d.names()["world"])
-            g = h[i.offset:i.offset + i.size].reshape(-1, 6)
+            g = h[i.offset:i.offset + i.size]
             if not g.any():
                 continue
-            for name, gv in d.backward(get, g[:, :3], g[:, 3:]).items():
+            for name, gv in d.backward_slot(get, g).items():
                 j = self.params.slot(name)
                 h[j.offset:j.offset + j.size] += np.asarray(gv, np.float64).ravel()
             h[i.offset:i.offset + i.size] = 0.0
@@ -399,9 +428,8 @@ class Scene:
             def dget(name):
                 j = self.params.slot(name)
                 return v[j.offset:j.offset + j.size]
-            dP, dN = d.tangent(get, dget)
             i = self.params.slot(d.names()["world"])
-            v[i.offset:i.offset + i.size] = np.concatenate([dP, dN], 1).ravel()
+            v[i.offset:i.offset + i.size] = d.tangent_slot(get, dget)
 
     def _update_geometry(self, st):
         """Move the height fields and differentiable meshes from the pool and refit the BVH on the device

@@ -115,13 +115,13 @@ class Storage:
         self.quadrics = c["quads"] > 0
         self.sdf_grids = c["sdfv"] > 0
         self.instances = c["insts"] > 0
-        f.geo_kind, f.geo_flags, f.geo_off = (ti.field(ti.i32) for _ in range(3))
+        f.geo_kind, f.geo_flags, f.geo_off, f.geo_slot = (ti.field(ti.i32) for _ in range(4))
         f.geo_res = ti.Vector.field(3, ti.i32)
         f.geo_to_obj, f.geo_to_world = ti.Matrix.field(3, 4, float), ti.Matrix.field(3, 4, float)
         f.geo_nm = ti.Matrix.field(3, 3, float)
         f.geo_c, f.geo_r = vec3.field(), ti.field(float)
         f.geo_ray = ti.Matrix.field(3, 4, float)     # world -> a quadric's canonical space (core/quadrics.ray)
-        fb.dense(ti.i, max(c["geos"], 1)).place(f.geo_kind, f.geo_flags, f.geo_off, f.geo_res, f.geo_to_obj,
+        fb.dense(ti.i, max(c["geos"], 1)).place(f.geo_kind, f.geo_flags, f.geo_off, f.geo_slot, f.geo_res, f.geo_to_obj,
                                                 f.geo_to_world, f.geo_nm, f.geo_c, f.geo_r, f.geo_ray)
         f.sdf_val = ti.field(float)
         fb.dense(ti.i, max(c["sdfv"], 1)).place(f.sdf_val)
