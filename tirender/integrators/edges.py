@@ -448,10 +448,11 @@ def _candidates(faces, P, smooth, edges, edge_faces, split):
 
 def secondary_edges(scene):
     """SecondaryTable rows for the scene's current geometry: the differentiable meshes' candidate
-    edges first (with their derived slots), then every static mesh's (slots -1; their topology is
-    computed once per scene). Returns (rows, n_mov)."""
+    edges first (with their derived slots; an analytic sphere's one row), then every static mesh's (slots -1; their
+    topology is computed once per scene; a static analytic sphere's one row, its silhouettes made exactly; a disk's
+    or cylinder's, and an instanced sphere's, from a 64-segment proxy mesh). Returns (rows, n_mov)."""
     from ..scene.deform import edge_topology
-    from ..scene.implicit import proxy_mesh
+    from ..scene.implicit import SPHERE, proxy_mesh
     get = scene.params.__getitem__
     parts = []
     for d in scene.deformables:
@@ -472,10 +473,16 @@ def secondary_edges(scene):
     static = getattr(scene, "_static_edge_rows", None)
     if static is None:
         static = []
-        for sh in scene.desc.shapes or []:
+        for si, sh in enumerate(scene.desc.shapes or []):
             if sh.differentiable:
                 continue
             P, F, smooth = np.asarray(sh.positions, np.float64), sh.faces, sh.normals is not None
+            if sh.implicit is not None and sh.implicit.kind == SPHERE and not sh.proto:   # its circles, exactly
+                c, r = sh.implicit.sphere()
+                static.append(dict(x0=c[None], x1=(c + [2.0 * np.pi * r, 0.0, 0.0])[None], n1=np.zeros((1, 3)),
+                                   n2=np.zeros((1, 3)), flags=np.full(1, BOUNDARY), slot0=np.full(1, -1),
+                                   slot1=np.full(1, -1), sphere=np.full(1, scene.shape_geo[si])))
+                continue
             if sh.implicit is not None:     # its faces are box primitives: a quadric's silhouettes from a fine mesh
                 proxy = proxy_mesh(sh.implicit)
                 if proxy is None:           # an SDF grid: no silhouette edges (not differentiable, as Mitsuba's)
@@ -602,7 +609,8 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() / (r * r * p_tau)
                 if sph >= 0:
-                    _sphere_point_adjoint(st, sph, tab.slot0[k], x, A * nE)
+                    if tab.slot0[k] >= 0:                # a differentiable sphere (a static one: slot -1)
+                        _sphere_point_adjoint(st, sph, tab.slot0[k], x, A * nE)
                 elif tab.slot0[k] >= 0:
                     pool.add_gradient(st, tab.slot0[k], 3, (A * (1.0 - tau)) * nE)
                     pool.add_gradient(st, tab.slot1[k], 3, (A * tau) * nE)

@@ -384,7 +384,9 @@ class Scene:
             self._geometry_dirty = True
 
     def _sphere_records(self, geo_rows):
-        """geo_slot (the derived slot's pool offset of each record, -1 static) for the analytic spheres."""
+        """geo_slot (the derived slot's pool offset of each record, -1 static) for the analytic spheres; shape_geo
+        (each shape's record, -1 for a mesh) kept for the boundary terms (integrators/edges.py)."""
+        self.shape_geo = geo_rows["shape_geo"]
         if "geo_kind" not in geo_rows:
             return
         geo_rows["geo_slot"] = np.full(len(geo_rows["geo_kind"]), -1, np.int32)
