@@ -141,7 +141,7 @@ def test_parameters_move_the_mesh_like_to_world():
 
 # (the default lane: every vertex; the extended lane also the mesh sphere's radius and centre and an anisotropic scale —
 # each case renders 2 x 8 x 256 spp of finite differences; the analytic sphere's radius and centre:
-# tests/test_sphere_gradients.py; the mesh sphere's transform chain in f64 above)
+# tests/test_quadric_gradients.py; the mesh sphere's transform chain in f64 above)
 @pytest.mark.parametrize("pname,u", [pytest.param("obj.radius", [1.0], marks=pytest.mark.extended),
                                      pytest.param("obj.center", [1.0, 0.3, 0.0], marks=pytest.mark.extended),
                                      pytest.param("obj.scale", [1.0, -0.5, 0.3], marks=pytest.mark.extended),

@@ -175,14 +175,8 @@ def interaction_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv)
     """Adjoint of make_interaction's hit point, shading normal and uv w.r.t. the ray and the triangle (world-space
     hits: not inside an instance): returns (∂/∂o, ∂/∂d, ∂/∂(v0, v1, v2), ∂/∂(n0, n1, n2)) of <g_p, p> + <g_n, n>
     + <g_uv, uv> (triangle_adjoint; a quadric's or an SDF grid's hit: core/implicit.hit_adjoint, no vertices)."""
-    g_o = vec3(0.0)
-    g_d = vec3(0.0)
-    gv0 = vec3(0.0)
-    gv1 = vec3(0.0)
-    gv2 = vec3(0.0)
-    gn0 = vec3(0.0)
-    gn1 = vec3(0.0)
-    gn2 = vec3(0.0)
+    z = vec3(0.0)
+    g_o, g_d, gv0, gv1, gv2, gn0, gn1, gn2 = z, z, z, z, z, z, z, z
     if ti.static(st.sdf_grids or st.quadrics):
         r = implicit.geo_of(st, tri)
         if r >= 0:

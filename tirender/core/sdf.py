@@ -74,13 +74,14 @@ def voxel_gradient(st: ti.template(), g, res, p, v):
 
 
 @ti.func
-def smooth_normal(st: ti.template(), g, res, p):
-    """Mitsuba's smooth shading normal (object space, not normalised): the normalised voxel gradients of the
-    8 voxels around p blended trilinearly; voxels with a negative coordinate left out (an axis whose lower
-    (upper) four are all out takes the other side's only)."""
+def _blend(res, p):
+    """The smooth normal's blend at object-space p: (v000, w, dw): the lowest of the 8 voxels around p, the
+    trilinear weights' coordinates w (an axis whose lower (upper) voxels all have a negative coordinate takes the
+    other side's only: w 1 (0)) and ∂w/∂p per axis (res - 1; 0 on such an axis)."""
     sp = p * (res - 1)
     v000 = ti.cast(ti.round(sp), ti.i32) - 1
     w = sp - (v000 + 1) + 0.5
+    dw = ti.cast(res - 1, float)
     lo_ok = ivec3(0)
     hi_ok = ivec3(0)
     for c in range(8):
@@ -91,21 +92,46 @@ def smooth_normal(st: ti.template(), g, res, p):
     for a in ti.static(range(3)):
         if lo_ok[a] == 0:
             w[a] = 1.0
+            dw[a] = 0.0
         if hi_ok[a] == 0:
             w[a] = 0.0
-    n = vec3(0.0)
+            dw[a] = 0.0
+    return v000, w, dw
+
+
+@ti.func
+def smooth_normal(st: ti.template(), g, res, p):
+    """Mitsuba's smooth shading normal (object space, not normalised): the normalised voxel gradients of the
+    8 voxels around p blended trilinearly; voxels with a negative coordinate left out (an axis whose lower
+    (upper) four are all out takes the other side's only)."""
+    return _smooth(st, g, res, p, vec3(0.0), False)
+
+
+@ti.func
+def _smooth(st: ti.template(), g, res, p, g_ns, adjoint: ti.template()):
+    """smooth_normal(p), or with `adjoint` ∂/∂p of <g_ns, smooth_normal(p)> (the blend's weights and each voxel's
+    normalised gradient move with p: _gradient_adjoint)."""
+    v000, w, dw = _blend(res, p)
+    out = vec3(0.0)
     for c in range(8):
         b = _bits(c)
         v = v000 + b
         if v.min() >= 0:
             gr = voxel_gradient(st, g, res, p, v)
             ln = gr.norm()
-            wt = 1.0
-            for a in ti.static(range(3)):
-                wt *= w[a] if b[a] == 1 else 1.0 - w[a]
             if ln > 0.0:
-                n += wt / ln * gr
-    return n
+                f = vec3(0.0)
+                df = vec3(0.0)
+                for a in ti.static(range(3)):
+                    f[a] = w[a] if b[a] == 1 else 1.0 - w[a]
+                    df[a] = dw[a] if b[a] == 1 else -dw[a]
+                wt = f[0] * f[1] * f[2]
+                if ti.static(adjoint):
+                    gwt = vec3(df[0] * f[1] * f[2], f[0] * df[1] * f[2], f[0] * f[1] * df[2])
+                    out += gwt * (gr.dot(g_ns) / ln) + _gradient_adjoint(st, g, res, p, v, wt * normalize_adjoint(gr, g_ns))
+                else:
+                    out += wt / ln * gr
+    return out
 
 
 @ti.func
@@ -234,46 +260,6 @@ def _gradient_adjoint(st: ti.template(), g, res, q, v, g_grad):
 
 
 @ti.func
-def _smooth_adjoint(st: ti.template(), g, res, p, g_ns):
-    """∂/∂p of <g_ns, smooth_normal(p)> (the blend's weights and each voxel's normalised gradient move with p)."""
-    sp = p * (res - 1)
-    v000 = ti.cast(ti.round(sp), ti.i32) - 1
-    w = sp - (v000 + 1) + 0.5
-    dw = ti.cast(res - 1, float)                 # ∂w/∂p per axis; 0 where an axis takes one side only
-    lo_ok = ivec3(0)
-    hi_ok = ivec3(0)
-    for c in range(8):
-        b = _bits(c)
-        if (v000 + b).min() >= 0:
-            lo_ok += 1 - b
-            hi_ok += b
-    for a in ti.static(range(3)):
-        if lo_ok[a] == 0:
-            w[a] = 1.0
-            dw[a] = 0.0
-        if hi_ok[a] == 0:
-            w[a] = 0.0
-            dw[a] = 0.0
-    out = vec3(0.0)
-    for c in range(8):
-        b = _bits(c)
-        v = v000 + b
-        if v.min() >= 0:
-            gr = voxel_gradient(st, g, res, p, v)
-            ln = gr.norm()
-            if ln > 0.0:
-                f = vec3(0.0)
-                df = vec3(0.0)
-                for a in ti.static(range(3)):
-                    f[a] = w[a] if b[a] == 1 else 1.0 - w[a]
-                    df[a] = dw[a] if b[a] == 1 else -dw[a]
-                wt = f[0] * f[1] * f[2]
-                gwt = vec3(df[0] * f[1] * f[2], f[0] * df[1] * f[2], f[0] * f[1] * df[2])
-                out += gwt * (gr.dot(g_ns) / ln) + _gradient_adjoint(st, g, res, p, v, wt * normalize_adjoint(gr, g_ns))
-    return out
-
-
-@ti.func
 def hit_adjoint(st: ti.template(), g, t, o, d, g_p, g_n):
     """(∂/∂o, ∂/∂d) of <g_p, p> + <g_n, n> at the hit p = o + t d of the ray (o, d) on grid g (as interaction(p):
     the analytic or smooth normal); the hit stays on f = 0: dt = -∇f·(do + t dd) / (∇f·d)."""
@@ -290,7 +276,7 @@ def hit_adjoint(st: ti.template(), g, t, o, d, g_p, g_n):
         ns = nm @ smooth_normal(st, g, res, q)
         if ns.norm() > 0.0:
             smooth = True
-            g_q = _smooth_adjoint(st, g, res, q, nm.transpose() @ normalize_adjoint(ns, g_n))
+            g_q = _smooth(st, g, res, q, nm.transpose() @ normalize_adjoint(ns, g_n), True)
     if not smooth:
         g_q = _gradient_adjoint(st, g, res, q, v, nm.transpose() @ normalize_adjoint(nm @ grad, g_n))
     gp = g_p + affine_vector_t(mo, g_q)

@@ -30,7 +30,7 @@ import taichi as ti
 from .. import variants
 from ..core import film, pool
 from ..core.intersect import occluded
-from ..core.math import BIG, PI, coordinate_system, max_component, vec2, vec3
+from ..core.math import BIG, max_component, vec2, vec3
 from ..core.rng import make_sampler
 from ..sensors import batch
 from ..sensors.base import project
@@ -38,7 +38,7 @@ from ..sensors.registry import camera_connect_adjoint, camera_ray, check_perspec
 from ..variants import spec
 from ..walk import vertex
 from ..walk.state import PRIMAL
-from . import path, shadow_edges
+from . import path, quadric_edges, shadow_edges
 
 EPS_PIXELS = 1e-3        # the two sides of an edge are sampled this far (pixels) from it
 EPS_DIR = 1e-4           # ... and this far (radians) in the directions seen from a path vertex
@@ -262,23 +262,6 @@ def _line_param(o, d, x0, x1):
     return ti.min(ti.max(tau, 0.0), 1.0)
 
 
-@ti.func
-def _sphere_point_adjoint(st: ti.template(), r, slot, X, g):
-    """Add <g, δX> for a point X of analytic sphere r's surface into its derived slot (scene/sphere_body.py): X
-    moves as c + R n, δX = δc + n δR (n = normalize(X - c)): ∂/∂c += g, ∂/∂R += g·n. (A silhouette's own motion
-    differs by a tangent move, which the boundary terms' normals do not see.)"""
-    n = (X - st.geo_c[r]).normalized()
-    pool.add_gradient(st, slot, 3, g)
-    pool.add_gradient(st, slot + 3, 1, vec3(g.dot(n), 0.0, 0.0))
-
-
-@ti.func
-def _sphere_point_tangent(st: ti.template(), r, slot, X):
-    """Forward mode: δX = ċ + n Ṙ of the point X of analytic sphere r (the derived slot's tangent (ċ, Ṙ))."""
-    n = (X - st.geo_c[r]).normalized()
-    return vec3(st.tan_v[slot], st.tan_v[slot + 1], st.tan_v[slot + 2]) + n * st.tan_v[slot + 3]
-
-
 _kernels = {}
 
 
@@ -324,14 +307,14 @@ def _kernel(kind="adjoint"):
                         if ti.static(kind == "adjoint"):
                             w = scale * dL.dot(diff)
                             if sph >= 0:
-                                _sphere_point_adjoint(st, sph, o0, X, w * g)
+                                quadric_edges.point_adjoint(st, sph, o0, X, w * g)
                             else:
                                 pool.add_gradient(st, o0, 3, (w * (1.0 - tau)) * g)
                                 pool.add_gradient(st, o1, 3, (w * tau) * g)
                         else:
                             xdot = vec3(0.0)
                             if sph >= 0:
-                                xdot = _sphere_point_tangent(st, sph, o0, X)
+                                xdot = quadric_edges.point_tangent(st, sph, o0, X)
                             else:
                                 xdot = (1.0 - tau) * vec3(st.tan_v[o0], st.tan_v[o0 + 1], st.tan_v[o0 + 2]) \
                                     + tau * vec3(st.tan_v[o1], st.tan_v[o1 + 1], st.tan_v[o1 + 2])
@@ -386,17 +369,15 @@ class SecondaryTable:
     world endpoints x0, x1, the adjacent faces' normals n1, n2 (unnormalised; silhouette test from
     the vertex), flags (BOUNDARY: one face; CREASE: shading may jump), the endpoints' derived-slot
     offsets (-1: a static mesh), and two CDFs by length: over the moving edges (the first n_mov
-    rows) and over all. info_i = (n, n_mov), info_f = (total length, moving length). A row with sphere >= 0 is a
-    differentiable analytic sphere's whole silhouette (record `sphere`, slot0 its derived slot): x0 its centre and
-    |x1 - x0| = 2πR, the length of its largest silhouette (its weight in the CDFs); the circle seen from a vertex
-    is made in the kernel (secondary)."""
+    rows) and over all. info_i = (n, n_mov), info_f = (total length, moving length). A row with quadric >= 0 is a
+    curve of one of Mitsuba's analytic shapes, made per sample (integrators/quadric_edges.py)."""
 
     _shared = None
 
     def __init__(self, cap):
         self.cap = cap
         self.x0, self.x1, self.n1, self.n2 = (vec3.field(shape=cap) for _ in range(4))
-        self.flags, self.slot0, self.slot1, self.sphere = (ti.field(ti.i32, shape=cap) for _ in range(4))
+        self.flags, self.slot0, self.slot1, self.quadric = (ti.field(ti.i32, shape=cap) for _ in range(4))
         self.cdf_all, self.cdf_mov = ti.field(float, shape=cap), ti.field(float, shape=cap)
         self.info_i = ti.field(ti.i32, shape=2)
         self.info_f = ti.field(float, shape=2)
@@ -449,25 +430,22 @@ def _candidates(faces, P, smooth, edges, edge_faces, split):
 def secondary_edges(scene):
     """SecondaryTable rows for the scene's current geometry: the differentiable meshes' candidate
     edges first (with their derived slots; an analytic sphere's one row), then every static mesh's (slots -1; their
-    topology is computed once per scene; a static analytic sphere's one row, its silhouettes made exactly; a disk's
-    or cylinder's, and an instanced sphere's, from a 64-segment proxy mesh). Returns (rows, n_mov)."""
+    topology is computed once per scene; an analytic sphere's, disk's or cylinder's curves made exactly,
+    integrators/quadric_edges.py; an instance's quadrics from a 64-segment proxy mesh). Returns (rows, n_mov)."""
     from ..scene.deform import edge_topology
-    from ..scene.implicit import SPHERE, proxy_mesh
+    from ..scene.implicit import SDF, proxy_mesh
     get = scene.params.__getitem__
     parts = []
     for d in scene.deformables:
         base = scene.params.slot(d.names()["world"]).offset
         if d.analytic:                   # an analytic sphere: one row, its silhouette from each vertex (secondary)
-            c, r = d.state(get)
-            parts.append(dict(x0=c[None], x1=(c + [2.0 * np.pi * r, 0.0, 0.0])[None], n1=np.zeros((1, 3)),
-                              n2=np.zeros((1, 3)), flags=np.full(1, BOUNDARY), slot0=np.full(1, base),
-                              slot1=np.full(1, base), sphere=np.full(1, d.record)))
+            parts += quadric_edges.rows(d.implicit, d.record, base, d.state(get))
             continue
         P = d.positions(get)
         rows, e = _candidates(d.faces, P, d.smooth, d.edges, d.edge_faces, d.edge_split)
         rows["slot0"] = base + 6 * e[:, 0].astype(np.int64)
         rows["slot1"] = base + 6 * e[:, 1].astype(np.int64)
-        rows["sphere"] = np.full(len(e), -1)
+        rows["quadric"] = np.full(len(e), -1)
         parts.append(rows)
     n_mov = sum(len(r["flags"]) for r in parts)
     static = getattr(scene, "_static_edge_rows", None)
@@ -477,13 +455,10 @@ def secondary_edges(scene):
             if sh.differentiable:
                 continue
             P, F, smooth = np.asarray(sh.positions, np.float64), sh.faces, sh.normals is not None
-            if sh.implicit is not None and sh.implicit.kind == SPHERE and not sh.proto:   # its circles, exactly
-                c, r = sh.implicit.sphere()
-                static.append(dict(x0=c[None], x1=(c + [2.0 * np.pi * r, 0.0, 0.0])[None], n1=np.zeros((1, 3)),
-                                   n2=np.zeros((1, 3)), flags=np.full(1, BOUNDARY), slot0=np.full(1, -1),
-                                   slot1=np.full(1, -1), sphere=np.full(1, scene.shape_geo[si])))
+            if sh.implicit is not None and sh.implicit.kind != SDF and not sh.proto:   # its curves, exactly
+                static += quadric_edges.rows(sh.implicit, scene.shape_geo[si])
                 continue
-            if sh.implicit is not None:     # its faces are box primitives: a quadric's silhouettes from a fine mesh
+            if sh.implicit is not None:     # an instance's quadric: its silhouettes from a fine mesh
                 proxy = proxy_mesh(sh.implicit)
                 if proxy is None:           # an SDF grid: no silhouette edges (not differentiable, as Mitsuba's)
                     continue
@@ -496,35 +471,14 @@ def secondary_edges(scene):
                 rows, _e = _candidates(F, Pw, smooth, ed, ef, sp)
                 rows["slot0"] = np.full(len(rows["flags"]), -1)
                 rows["slot1"] = np.full(len(rows["flags"]), -1)
-                rows["sphere"] = np.full(len(rows["flags"]), -1)
+                rows["quadric"] = np.full(len(rows["flags"]), -1)
                 static.append(rows)
         scene._static_edge_rows = static
     parts = parts + static
-    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1", "sphere")
+    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1", "quadric")
     out = {k: np.concatenate([r[k] for r in parts]) if parts else np.zeros((0, 3) if k[0] in "xn" else 0)
            for k in keys}
     return out, n_mov
-
-
-@ti.func
-def _sphere_silhouette(st: ti.template(), r, p, tau):
-    """(ok, x, e): the point x(τ) = c' + ρ (cos φ a + sin φ b), φ = 2πτ, of the silhouette circle of analytic sphere
-    r seen from p (centre c' = c + (R² / D²)(p - c), radius ρ = R √(1 - R² / D²), D = |p - c|; a, b ⟂ p - c) and
-    e = dx/dτ; ok = 0 when p is inside (or on) the sphere."""
-    c = st.geo_c[r]
-    rad = st.geo_r[r]
-    q = p - c
-    d2 = q.dot(q)
-    ok = d2 > (rad * (1.0 + 1e-4)) ** 2
-    x = c
-    e = vec3(0.0)
-    if ok:
-        a, b = coordinate_system(q / ti.sqrt(d2))
-        rho = rad * ti.sqrt(ti.max(1.0 - rad * rad / d2, 0.0))
-        phi = 2.0 * PI * tau
-        x = c + (rad * rad / d2) * q + rho * (ti.cos(phi) * a + ti.sin(phi) * b)
-        e = (2.0 * PI * rho) * (ti.cos(phi) * b - ti.sin(phi) * a)
-    return ok, x, e
 
 
 @ti.func
@@ -570,17 +524,16 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
         x = x0 + tau * e
         wt = e.norm()                                  # the row's weight in the CDFs (an edge's length)
         ok = tab.flags[k] != 0
-        sph = tab.sphere[k]
+        qr = tab.quadric[k]
         nE = (x0 - v.p).cross(x1 - v.p)
         apex = v.p                                     # where the rays to the edge start from (below)
-        if sph >= 0:
-            # an analytic sphere: the point τ of its silhouette seen from the rays' origin (p moved off its surface
-            # by spawn), so that the ray to x stays tangent and the two sides' rays straddle it (from p itself, the
-            # offset tilts the tangent ray into the sphere on part of the circle: a hit before x)
-            ok, x, e = _sphere_silhouette(st, sph, v.p, tau)
+        if qr >= 0:
+            # an analytic shape's curve: its point τ seen from the rays' origin (p moved off its surface by spawn), so
+            # that a tangent ray to a silhouette stays tangent (integrators/quadric_edges.py)
+            ok, x, e = quadric_edges.curve(st, qr, tab.flags[k], v.p, tau)
             if ok:
                 apex = vertex.spawn(st, v, (x - v.p).normalized())
-                ok, x, e = _sphere_silhouette(st, sph, apex, tau)
+                ok, x, e = quadric_edges.curve(st, qr, tab.flags[k], apex, tau)
             nE = (x - apex).cross(e)
         elif not ok:
             ok = (x0 - v.p).dot(tab.n1[k]) * (x0 - v.p).dot(tab.n2[k]) < 0.0
@@ -608,9 +561,9 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
                                         rr_depth, 0, spec(0.0), spec(0.0), 0)
                         diff -= sgn * f * film.nan_to_zero(L)
                 A = beta_dL.dot(diff) * (e - om * om.dot(e)).norm() / (r * r * p_tau)
-                if sph >= 0:
-                    if tab.slot0[k] >= 0:                # a differentiable sphere (a static one: slot -1)
-                        _sphere_point_adjoint(st, sph, tab.slot0[k], x, A * nE)
+                if qr >= 0:
+                    if tab.slot0[k] >= 0:                # a differentiable sphere (a static shape: slot -1)
+                        quadric_edges.point_adjoint(st, qr, tab.slot0[k], x, A * nE)
                 elif tab.slot0[k] >= 0:
                     pool.add_gradient(st, tab.slot0[k], 3, (A * (1.0 - tau)) * nE)
                     pool.add_gradient(st, tab.slot1[k], 3, (A * tau) * nE)

@@ -59,9 +59,9 @@ def light_triangles(scene):
 
 def light_silhouettes(rows, tris):
     """Rows of the secondary table that some point of some light triangle sees as a discontinuity: (E,) bool (an
-    analytic sphere's row, whose silhouette is sampled whole, never: integrators/edges.py)."""
+    analytic shape's curve, sampled whole and exactly by length, never: integrators/quadric_edges.py)."""
     x0, n1, n2 = rows["x0"], rows["n1"], rows["n2"]
-    edge = np.asarray(rows["sphere"]) < 0 if "sphere" in rows else np.ones(len(x0), bool)   # not a sphere's row
+    edge = np.asarray(rows["quadric"]) < 0 if "quadric" in rows else np.ones(len(x0), bool)   # a mesh's edge
     keep = np.asarray(rows["flags"]) != 0
     for q in tris:
         f1 = np.stack([np.einsum("ij,ij->i", x0 - c, n1) for c in q], 1)      # (E, 3): a face's side per corner

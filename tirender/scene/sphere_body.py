@@ -30,6 +30,7 @@ class SphereBody:
 
     def __init__(self, name, shape_index, imp):
         self.name = name
+        self.implicit = imp
         self.members = [(shape_index, 0)]
         c, r = imp.sphere()
         m = np.asarray(imp.to_world, np.float64)

@@ -1,5 +1,6 @@
-"""A differentiable analytic sphere (scene/sphere_body.py): Mitsuba's sphere, rendered exactly, its centre and radius
-parameters of ``prb_attached`` (``direct_projective`` / ``prb_projective``): the hit sliding on the sphere
+"""Mitsuba's analytic shapes in geometry gradients. A differentiable analytic sphere (scene/sphere_body.py): Mitsuba's
+sphere, rendered exactly, its centre and radius parameters of ``prb_attached`` (``direct_projective`` /
+``prb_projective``): the hit sliding on the sphere
 (core/quadrics.hit_adjoint, checked in f64 by tests/test_optics_adjoints.py with the derived slot), the silhouette
 from the camera as fine chords of its circle and the silhouette from a path vertex made exactly per sample
 (integrators/edges.py).
@@ -7,9 +8,9 @@ from the camera as fine chords of its circle and the silhouette from a path vert
 * Moving the parameters renders like the same sphere placed by to_world; the derived slot is not a parameter.
 * Whole-render gradients against central differences with correlated random numbers (3 SE): a sphere casting a
   shadow onto a floor under an area light, also in view (the default lane: the centre moving up, which moves the
-  shadow, the silhouette and the lit side), and a static sphere's shadow on a floor that moves (its silhouette from
-  moving points, exactly: integrators/edges.py); the extended lane also the radius, a silhouette over a constant
-  environment (radius and centre) and forward mode equal to reverse mode per seed.
+  shadow, the silhouette and the lit side), and a static sphere's, cylinder's and disk's shadow on a floor that moves
+  (their curves seen from moving points, exactly: integrators/quadric_edges.py); the extended lane also the radius, a
+  silhouette over a constant environment (radius and centre) and forward mode equal to reverse mode per seed.
 """
 import os
 import sys
@@ -86,18 +87,26 @@ def test_shadow_gradient_vs_finite_differences(pname, u):
     print(f"{pname}: {mg:.4g} against central differences {mf:.4g} (3 SE {3 * se:.2g})")
 
 
-def test_moving_floor_under_a_static_sphere():
-    """A static analytic sphere's shadow on a floor that moves up (a differentiable mesh): the boundary term at the
-    floor's moving points samples the sphere's silhouette circle exactly (it came from a 64-segment proxy mesh whose
-    chords the two sides' rays missed: 118 ± 1.5 against central differences 162.4 ± 0.7)."""
+STATIC = {"sphere": [{"scale": 0.4}, {"translate": [0.2, 0, 1.2]}],
+          "cylinder": [{"translate": [0, 0, -0.5]}, {"scale": [0.3, 0.3, 1.2]}, {"rotate": {"axis": [1, 0.2, 0], "angle": 90}},
+                       {"translate": [0.1, 0.0, 1.2]}],
+          "disk": [{"scale": [0.5, 0.35, 1.0]}, {"rotate": {"axis": [1, 1, 0], "angle": 35}}, {"translate": [0.2, 0, 1.2]}]}
+
+
+@pytest.mark.parametrize("kind", list(STATIC))
+def test_moving_floor_under_a_static_shape(kind):
+    """A static analytic shape's shadow on a floor that moves up (a differentiable mesh): the boundary term at the
+    floor's moving points samples the shape's curves exactly (integrators/quadric_edges.py: a sphere's silhouette
+    circle, a cylinder's rims and silhouette lines, a disk's rim). They came from a 64-segment proxy mesh whose
+    chords the two sides' rays missed: the sphere's 118 ± 1.5 against central differences 162.4 ± 0.7."""
     floor = {"id": "floor", "type": "rectangle", "differentiable": True, "to_world": [{"scale": 3}]}
-    sc = _shadow({"id": "obj", "type": "sphere", "to_world": [{"scale": 0.4}, {"translate": [0.2, 0, 1.2]}]},
-                 floor=floor)
+    sc = _shadow({"id": "obj", "type": kind, "to_world": STATIC[kind]}, floor=floor)
     wts = _weights(24)
     u = np.array([0.0, 0.0, 1.0])
     g, _ = projected_gradients(sc, "floor.translation", u, wts, 16, list(range(12)), [], 1e-2, method=None)
     _, f = projected_gradients(sc, "floor.translation", u, wts, 512, [], list(range(100, 108)), 1e-2)
-    assert_agree(g, f, "floor.translation")
+    mg, mf, se = assert_agree(g, f, f"floor.translation under a {kind}")
+    print(f"{kind}: {mg:.4g} against central differences {mf:.4g} (3 SE {3 * se:.2g})")
 
 
 @pytest.mark.extended
