@@ -13,8 +13,10 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
   for each difference; on a linear curve's tube near its silhouette, where the shading normal is
   bent towards the ray (core/interaction.py horizon_bend); on Mitsuba's analytic sphere (also w.r.t. its centre and
   radius, a differentiable one's derived slot: scene/sphere_body.py), cylinder (flipped) and disk
-  (core/quadrics.py hit_adjoint: the hit stays on the surface, uv and normal follow) and on SDF grids with both
-  normal modes (core/sdf.py hit_adjoint: the trilinear gradient's and the smooth blend's motion).
+  (core/quadrics.py hit_adjoint: the hit stays on the surface, uv and normal follow), on SDF grids with both
+  normal modes (core/sdf.py hit_adjoint: the trilinear gradient's and the smooth blend's motion) and inside an
+  instance stored once (a smooth mesh with uvs and a sphere under a non-uniform to_world: walk/attached.stop_adjoint
+  takes the ray and the adjoints into the group's space and back).
 
 ``python tests/test_optics_adjoints.py --f64`` runs the child by hand."""
 import json
@@ -213,7 +215,7 @@ def _hit_checks(rng):
     from tirender.core.fixed_point import grad_scale_for
     from tirender.core.intersect import intersect
     from tirender.core.math import BIG, vec2, vec3
-    from tirender.walk.attached import hit_adjoint
+    from tirender.walk.attached import Stop, stop_adjoint
     from tirender.launch import read_gradients, reset_gradients
     from scenes import camera, ray_hit_x
     from tirender.media.volfile import write_vol
@@ -229,6 +231,10 @@ def _hit_checks(rng):
     write_vol(os.path.join(tmp, "g.vol"), (np.hypot(np.hypot(X - 0.5, Y - 0.5) - 0.28, Z - 0.5) - 0.12)
               .astype(np.float32))
     grid = [{"translate": [-0.5, -0.5, -0.5]}, {"rotate": {"axis": [1, 2, 0], "angle": 25}}, {"scale": [1.6, 1.3, 1.5]}]
+    with open(os.path.join(tmp, "bent.obj"), "w") as fh:      # a smooth sheet with uvs (placed as an instance)
+        fh.write("v -1 -1 0.1\nv 1 -1 -0.2\nv 1 1 0.15\nv -1 1 -0.1\nvt 0 0\nvt 1 0\nvt 1 1\nvt 0 1\n"
+                 "vn 0.3 0.1 1\nvn -0.2 0.25 1\nvn 0.1 -0.3 1\nvn -0.25 -0.1 1\n"
+                 "f 1/1/1 2/2/2 3/3/3\nf 1/1/1 3/3/3 4/4/4\n")
     sc = tirender.load_scene({
         "sensors": [camera([0, 0, 5.0], [0, 0, 0], fov=40, w=8, h=8)],
         "shapes": [{"id": "hf", "type": "heightfield", "resolution": [7, 6], "thickness": 0.3,
@@ -247,7 +253,13 @@ def _hit_checks(rng):
                    {"type": "sdfgrid", "filename": "g.vol", "normals": "analytic",
                     "to_world": grid + [{"translate": [10.0, 0.0, 0.0]}]},
                    {"type": "sdfgrid", "filename": "g.vol", "normals": "smooth",
-                    "to_world": grid + [{"translate": [10.0, 4.0, 0.0]}]}],
+                    "to_world": grid + [{"translate": [10.0, 4.0, 0.0]}]},
+                   {"type": "shapegroup", "id": "grp", "shapes": [
+                       {"id": "sheet", "type": "obj", "filename": "bent.obj"},
+                       {"id": "bead", "type": "sphere", "to_world": [{"scale": 0.3}, {"translate": [0.0, 0.0, 0.4]}]}]},
+                   {"id": "placed", "type": "instance", "shapegroup": "grp",
+                    "to_world": [{"scale": [1.3, 0.8, 1.1]}, {"rotate": {"axis": [1, 1, 0], "angle": 25}},
+                                 {"translate": [0.0, 10.0, 0.0]}]}],
         "emitters": [{"type": "constant"}]}, base_dir=tmp)
     st = sc.bind()
 
@@ -263,9 +275,10 @@ def _hit_checks(rng):
     def k_hit_adj(x: ti.types.ndarray(), g: ti.types.ndarray(), out: ti.types.ndarray()):
         o = vec3(x[0], x[1], x[2])
         d = vec3(x[3], x[4], x[5])
-        tri, t, b1, b2, _inst = intersect(st, o, d, BIG)
-        g_o, g_d = hit_adjoint(st, tri, t, b1, b2, o, d, vec3(g[0], g[1], g[2]), vec3(g[3], g[4], g[5]),
-                               vec2(g[6], g[7]))
+        tri, t, b1, b2, inst = intersect(st, o, d, BIG)
+        stop = Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=o, d=d, g_p=vec3(g[0], g[1], g[2]),
+                    g_n=vec3(g[3], g[4], g[5]), g_uv=vec2(g[6], g[7]), g_d=vec3(0.0))
+        g_o, g_d = stop_adjoint(st, stop)
         for i in ti.static(range(3)):
             out[i] = g_o[i]
             out[3 + i] = g_d[i]
@@ -279,11 +292,17 @@ def _hit_checks(rng):
     bent = 0
     targets = (("flat triangle", None, 1), ("height field", None, 0), ("curve's tube", None, 2),
                ("sphere", (-5.0, 0.0, 0.5), 3), ("cylinder", (-5.0, 4.0, 0.5), 4), ("disk", (-5.0, -4.0, 0.5), 5),
-               ("SDF grid (analytic normals)", (10.0, 0.0, 0.8), 6), ("SDF grid (smooth normals)", (10.0, 4.0, 0.8), 7))
+               ("SDF grid (analytic normals)", (10.0, 0.0, 0.8), 6), ("SDF grid (smooth normals)", (10.0, 4.0, 0.8), 7),
+               ("smooth mesh in an instance", (0.0, 10.0, 0.9), "grp.sheet"),
+               ("sphere in an instance", (0.0, 10.0, 0.2), "grp.bead"))
     ball = next(d for d in sc.deformables if d.analytic)
+    ids = [sh.id for sh in sc.desc.shapes]
     for name, z, want in targets:
+        want = ids.index(want) if isinstance(want, str) else want
         errs, errs_h, errs_c = [], [], []
-        while len(errs) < (40 if want == 0 else 100):
+        for _attempt in range(20000):
+            if len(errs) >= (40 if want == 0 else 100):
+                break
             o = np.array([*rng.uniform(-0.6, 0.6, 2), -1.0 if want == 1 else 2.5])
             d = np.array([*rng.normal(size=2) * 0.15, -1.0])
             if want >= 3:        # a quadric or an SDF grid at (x, y), of about this half-width
@@ -336,7 +355,7 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 17
+    assert len(report) == 19
     assert report["hit on a curve's tube (o, d)"]["bent"] >= 30
     for name, r in report.items():
         assert r["cases"] >= (30 if "height field" in name else 100), (name, r)

@@ -244,14 +244,17 @@ def triangle_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
 def frame_adjoint(st: ti.template(), tri, n, s, g_s, g_t):
     """∂/∂n of <g_s, s> + <g_t, t> for make_interaction's shading tangents s = normalize(dp/du -
     n (n·dp/du)), t = n × s, dp/du held (triangles with uvs: the triangle's; a quadric's or an SDF grid's hit:
-    s itself, which is orthogonal to n there: the frame turns with n by the least rotation). Triangles without
-    uvs (tangents from coordinate_system(n)) return 0: their frame's rotation about n is arbitrary."""
+    s itself, which is orthogonal to n there: the frame turns with n by the least rotation; so too for tri = -1,
+    a hit inside an instance, whose triangle is in its group's space). Triangles without uvs (tangents from
+    coordinate_system(n)) return 0: their frame's rotation about n is arbitrary."""
     g_n = vec3(0.0)
     dpdu = vec3(0.0)
-    if ti.static(st.sdf_grids or st.quadrics):
+    if tri < 0:
+        dpdu = s
+    elif ti.static(st.sdf_grids or st.quadrics):
         if implicit.geo_of(st, tri) >= 0:
             dpdu = s
-    if dpdu.norm_sqr() == 0.0:
+    if dpdu.norm_sqr() == 0.0 and tri >= 0:
         uv0 = st.tri_uv0[tri]
         du1 = st.tri_uv1[tri] - uv0
         du2 = st.tri_uv2[tri] - uv0

@@ -110,9 +110,13 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
         if si.valid == 0 or s.depth + 1 >= max_depth:
             s.active = 0
             if at_stop and si.valid == 1:
-                stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
+                stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
         else:
             v = vertex.surface_vertex(st, si, s.d, s.lam)
+            ftri = tri                 # the frame's triangle (core.interaction.frame_adjoint: -1 in an instance)
+            if ti.static(st.instances):
+                if inst >= 0:
+                    ftri = -1
             if ti.static(not isinstance(geo, int)):
                 if triangles.tri_dm(st, tri) >= 0 or implicit.moves(st, tri):
                     moving = 1
@@ -149,7 +153,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                         g_cos = (K * bsdf.dirac_dlog(st, v.ctx, v.wi, reflected)).sum()
                         g_d -= g_cos * nd
                         g_nd -= g_cos * d_in
-                    g_n, gu = attached.lobe_normal_adjoint(st, bsdf, v, tri, g_nd)
+                    g_n, gu = attached.lobe_normal_adjoint(st, bsdf, v, ftri, g_nd)
                     g_uv += gu
                 elif s.active and rough == 1:
                     # wo held as a microfacet normal of the lobe (bsdfs/halfwarp.py); K: δL times the
@@ -164,7 +168,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                         if j == 1:
                             dj, wj = nee_d, -dL * nee_w
                         vertex.adjoint(st, bsdf, v, dj, wj)
-                    g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, tri, d_in, bs.wo, d_out, K.sum(),
+                    g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, ftri, d_in, bs.wo, d_out, K.sum(),
                                                                   lam_d)
                     g_uv += gu
                 elif ti.static(not isinstance(geo, int)):
@@ -180,14 +184,14 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                                 on = nee_w.max() != 0.0 or nee_w.min() != 0.0
                                 dj, wj = nee_d, dL * nee_w
                             if on:
-                                gdj, gnj = attached.local_adjoint(st, bsdf, v, tri, d_in, dj, wj)
+                                gdj, gnj = attached.local_adjoint(st, bsdf, v, ftri, d_in, dj, wj)
                                 g_d += gdj
                                 g_n += gnj
                         es = make_sampler(ekey[0] ^ (ti.u32(edges.SEED_MIX2) + ti.u32(0x9E3779B9) * ti.cast(seg, ti.u32)),
                                           ekey[1], ekey[2])
                         g_p += edges.secondary(st, bsdf, em, geo, v, dL * beta_in, es, max_depth - seg,
                                                ti.max(rr_depth - seg, 1), moving, v.ctx.lam)
-                stop_at = attached.Stop(valid=1, tri=tri, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
+                stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
                                         g_n=g_n, g_uv=g_uv, g_d=g_d)
                 s.active = 0
             elif s.active:

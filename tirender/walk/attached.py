@@ -15,20 +15,21 @@ integrators/prb_attached.py).
 """
 import taichi as ti
 
-from ..core.interaction import frame_adjoint, interaction_adjoint
-from ..core.math import to_local, to_world, vec2, vec3
-from ..core.optics import reflect_adjoint, refract_adjoint
+from ..core.interaction import frame_adjoint, interaction_adjoint, make_interaction
+from ..core.math import affine_point, affine_vector, affine_vector_t, to_local, to_world, vec2, vec3
+from ..core.optics import normalize_adjoint, reflect_adjoint, refract_adjoint
 from ..scene import deform, heightfield, triangles
 
 
 @ti.dataclass
 class Stop:
-    """The vertex a replay stops at: valid (1: reached), its hit (tri, t, barycentrics b) of the ray
-    (o, d) arriving at it, and the adjoints gathered there: g_p (its position: the next ray's origin,
-    its own connections), g_n (its shading normal), g_uv (its texture coordinates: textures seen at a
-    moving point), g_d (the arriving direction, through the scattering)."""
+    """The vertex a replay stops at: valid (1: reached), its hit (tri, t, barycentrics b; inst: the instance
+    record it lies in, -1 none) of the ray (o, d) arriving at it, and the adjoints gathered there: g_p (its
+    position: the next ray's origin, its own connections), g_n (its shading normal), g_uv (its texture
+    coordinates: textures seen at a moving point), g_d (the arriving direction, through the scattering)."""
     valid: ti.i32
     tri: ti.i32
+    inst: ti.i32
     t: float
     b: vec2
     o: vec3
@@ -45,9 +46,32 @@ def stop_adjoint(st: ti.template(), s):
     lo = vec3(0.0)
     ld = vec3(0.0)
     if s.valid == 1:
-        lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], s.o, s.d, s.g_p, s.g_n, s.g_uv)
+        if ti.static(st.instances):
+            if s.inst >= 0:
+                lo, ld = _instance_hit_adjoint(st, s)
+            else:
+                lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], s.o, s.d, s.g_p, s.g_n, s.g_uv)
+        else:
+            lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], s.o, s.d, s.g_p, s.g_n, s.g_uv)
         ld += s.g_d
     return lo, ld
+
+
+@ti.func
+def _instance_hit_adjoint(st: ti.template(), s):
+    """stop_adjoint's (λo, λd) for a hit inside instance record s.inst (a group stored once, static): the ray
+    and the adjoints are taken into the group's space (o' = A o + a, d' = A d; p = M p' + m; n = normalize(N n'),
+    N the normal matrix), the hit's adjoint made there, and its ray adjoints taken back (Aᵀ)."""
+    r = s.inst
+    a = st.geo_to_obj[r]
+    o = affine_point(a, s.o)
+    d = affine_vector(a, s.d)
+    nm = st.geo_nm[r]
+    n = make_interaction(st, s.tri, s.t, s.b[0], s.b[1], o, d, -1).n
+    g_n = nm.transpose() @ normalize_adjoint(nm @ n, s.g_n)
+    lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], o, d, affine_vector_t(st.geo_to_world[r], s.g_p), g_n,
+                         s.g_uv)
+    return affine_vector_t(a, lo), affine_vector_t(a, ld)
 
 
 @ti.func
