@@ -182,20 +182,19 @@ def driver_seed(base, it, view, k):
     return (int(base) * 1000003 + it * 4099 + view * 67 + k * 7919 + 1) & 0xFFFFFFFF
 
 
-# spp_at and stage_res repeat tirender.optim.schedules.spp_at / resolution_at: importing tirender
-# imports taichi, and the Mitsuba child (whose peak RSS is measured) must not load it.
-def spp_at(it, base, double_every, max_spp):
-    """tirender.optim.schedules.spp_at."""
-    spp = base * (2 ** (it // int(double_every))) if double_every else int(base)
-    return max(int(min(spp, max_spp) if max_spp else spp), 1)
+def _schedules():
+    """tirender/optim/schedules.py loaded alone: importing tirender imports taichi, and the Mitsuba child (whose peak
+    RSS is measured) must not load it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_tq_schedules", os.path.join(ROOT, "tirender", "optim", "schedules.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def stage_res(it, stages):
-    res = None
-    for start, r in stages:
-        if it >= start:
-            res = r
-    return res
+_SCHEDULES = _schedules()
+spp_at = _SCHEDULES.spp_at
+stage_res = _SCHEDULES.resolution_at
 
 
 def _rss_mb():

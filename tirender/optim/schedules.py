@@ -1,5 +1,5 @@
-"""Schedules: samples per pixel over iterations, and multi-resolution stages."""
-from ..errors import ConfigError
+"""Schedules: samples per pixel over iterations, and multi-resolution stages. (Plain Python without taichi: the
+benchmarks' Mitsuba children load this file alone, benchmarks/time_to_quality.py.)"""
 
 
 def spp_at(iteration, base, double_every=None, max_spp=None):
@@ -22,6 +22,7 @@ def resolution_at(iteration, schedule):
 
 
 def parse_multires(spec, file, key):
+    from ..errors import ConfigError
     if not isinstance(spec, list) or not all(isinstance(x, (list, tuple)) and len(x) == 2 for x in spec):
         raise ConfigError("expected a list of [iteration, resolution] pairs", file, key)
     out = sorted((int(a), b) for a, b in spec)
