@@ -73,6 +73,16 @@ def test_parameters_move_the_sphere_like_to_world():
     assert np.abs(moved - tirender.render(_shadow(w=16), spp=4, seed=2, progress=False)).max() > 0.05
 
 
+def test_a_differentiable_instance_moves_its_sphere_as_a_mesh():
+    """An instance with differentiable: true moves its members as one mesh body (scene/instances.py): a sphere in
+    its group is tessellated (64 segments) instead of becoming an analytic sphere of its own."""
+    sc = tirender.load_scene({"shapes": [{"type": "shapegroup", "id": "g", "shapes": [{"id": "b", "type": "sphere"}]},
+                                         {"id": "i", "type": "instance", "shapegroup": "g", "differentiable": True}],
+                              "emitters": [{"type": "constant"}]})
+    assert "i.translation" in sc.params and "i.b.center" not in sc.params
+    assert not any(d.analytic for d in sc.deformables) and sc.desc.shapes[0].implicit is None
+
+
 @pytest.mark.parametrize("pname,u", [("obj.center", [0.0, 0.0, 1.0]),
                                      pytest.param("obj.radius", [1.0], marks=pytest.mark.extended)])
 def test_shadow_gradient_vs_finite_differences(pname, u):

@@ -133,5 +133,7 @@ def expand(shapes, bsdfs, file=None):
                     raise ConfigError("a differentiable instance cannot hold a heightfield (its geometry is its "
                                       "height texture)", file, f"{key}.differentiable")
                 copy.update({"differentiable": True, GROUP: iid})
+                if m.get("type") == "sphere" and "resolution" not in m:
+                    copy["resolution"] = 64       # moves with the instance's mesh (an analytic sphere moves alone)
             out.append((i, copy))
     return out, bsdfs, placements
