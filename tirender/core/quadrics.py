@@ -11,7 +11,7 @@ sample positions uniformly by area (pdf 1 / A, emitters/area.py), a sphere seen 
 import taichi as ti
 
 from .math import BIG, PI, affine_point, affine_vector, affine_vector_t, coordinate_system, solve_quadratic, tangent_frame, vec2, vec3
-from .optics import normalize_adjoint
+from .optics import normalize_adjoint, surface_hit_adjoint
 from .warp import square_to_uniform_disk_concentric, square_to_uniform_sphere
 
 RAY_EPSILON = 89.0 * 2.0 ** -24    # Mitsuba's math::RayEpsilon<float>
@@ -202,11 +202,7 @@ def hit_adjoint(st: ti.template(), r, t, o, d, g_p, g_n, g_uv):
     else:
         local = affine_point(st.geo_to_obj[r], p)
         grad_f = st.geo_nm[r] @ vec3(local[0], local[1], 0.0)
-    den = grad_f.dot(d)
-    k = 0.0
-    if den != 0.0:
-        k = gp.dot(d) / den                               # <gp, d> dt = -k ∇F·(do + t dd) (+ the sphere's terms)
-    g_o = gp - k * grad_f
+    g_o, k = surface_hit_adjoint(gp, grad_f, d)           # <gp, d> dt = -k ∇F·(do + t dd) (+ the sphere's terms)
     if kind == SPHERE:
         g_c += k * grad_f
         g_rad += k * st.geo_r[r]

@@ -17,7 +17,7 @@ with its ray (attached derivatives through a grid: hit_adjoint) is.
 import taichi as ti
 
 from .math import BIG, affine_point, affine_vector, affine_vector_t, coordinate_system, solve_quadratic, vec3
-from .optics import normalize_adjoint
+from .optics import normalize_adjoint, surface_hit_adjoint
 
 SMOOTH = 2           # geo_flags bit (scene/implicit.py)
 
@@ -280,10 +280,5 @@ def hit_adjoint(st: ti.template(), g, t, o, d, g_p, g_n):
     if not smooth:
         g_q = _gradient_adjoint(st, g, res, q, v, nm.transpose() @ normalize_adjoint(nm @ grad, g_n))
     gp = g_p + affine_vector_t(mo, g_q)
-    grad_f = nm @ grad
-    den = grad_f.dot(d)
-    k = 0.0
-    if den != 0.0:
-        k = gp.dot(d) / den
-    g_o = gp - k * grad_f
+    g_o, _k = surface_hit_adjoint(gp, nm @ grad, d)
     return g_o, t * g_o

@@ -338,12 +338,8 @@ class Scene:
                 bodies.setdefault(s.group or s.id, []).append(si)
         for name, members in bodies.items():
             ss = [desc.shapes[si] for si in members]
-            if any(s.implicit is not None for s in ss):     # an analytic sphere: centre and radius (sphere_body.py)
-                if len(ss) > 1 or ss[0].group:
-                    from ..errors import ConfigError
-                    raise ConfigError("a differentiable instance's spheres move as meshes: give them a resolution",
-                                      desc.file, f"shapes.{name}")
-                d = SphereBody(name, members[0], ss[0].implicit)
+            if ss[0].implicit is not None:     # an analytic sphere: centre and radius (sphere_body.py; a differentiable
+                d = SphereBody(name, members[0], ss[0].implicit)   # instance's spheres are meshes: scene/instances.py)
                 for pname, value, kind, lo in d.initial_values():
                     self.params.add(pname, value, lo=lo, kind=kind, file=desc.file)
                 self.deformables.append(d)
