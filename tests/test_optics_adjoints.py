@@ -14,7 +14,8 @@ primal (run in a child process with fp = f64, since a process holds one ti.init)
   bent towards the ray (core/interaction.py horizon_bend); on Mitsuba's analytic sphere (also w.r.t. its centre and
   radius, a differentiable one's derived slot: scene/sphere_body.py), cylinder (flipped) and disk
   (core/quadrics.py hit_adjoint: the hit stays on the surface, uv and normal follow), on SDF grids with both
-  normal modes (core/sdf.py hit_adjoint: the trilinear gradient's and the smooth blend's motion) and inside an
+  normal modes (core/sdf.py hit_adjoint: the trilinear gradient's and the smooth blend's motion; a differentiable
+  grid's node values too: scene/sdf_body.py, the primal rewriting the grid for each difference) and inside an
   instance stored once (a smooth mesh with uvs and a sphere under a non-uniform to_world: walk/attached.stop_adjoint
   takes the ray and the adjoints into the group's space and back).
 
@@ -250,9 +251,9 @@ def _hit_checks(rng):
                                  {"rotate": {"axis": [1, 0.3, 0], "angle": 80}}, {"translate": [-5.0, 4.0, 0.0]}]},
                    {"type": "disk", "to_world": [{"scale": [0.6, 0.4, 1.0]}, {"rotate": {"axis": [1, 1, 0], "angle": 30}},
                                                  {"translate": [-5.0, -4.0, 0.0]}]},
-                   {"type": "sdfgrid", "filename": "g.vol", "normals": "analytic",
+                   {"id": "sdfa", "type": "sdfgrid", "filename": "g.vol", "normals": "analytic", "differentiable": True,
                     "to_world": grid + [{"translate": [10.0, 0.0, 0.0]}]},
-                   {"type": "sdfgrid", "filename": "g.vol", "normals": "smooth",
+                   {"id": "sdfs", "type": "sdfgrid", "filename": "g.vol", "normals": "smooth", "differentiable": True,
                     "to_world": grid + [{"translate": [10.0, 4.0, 0.0]}]},
                    {"type": "shapegroup", "id": "grp", "shapes": [
                        {"id": "sheet", "type": "obj", "filename": "bent.obj"},
@@ -295,11 +296,12 @@ def _hit_checks(rng):
                ("SDF grid (analytic normals)", (10.0, 0.0, 0.8), 6), ("SDF grid (smooth normals)", (10.0, 4.0, 0.8), 7),
                ("smooth mesh in an instance", (0.0, 10.0, 0.9), "grp.sheet"),
                ("sphere in an instance", (0.0, 10.0, 0.2), "grp.bead"))
-    ball = next(d for d in sc.deformables if d.analytic)
+    ball = next(d for d in sc.deformables if "center" in d.names())
+    grids = {6: next(d for d in sc.deformables if d.name == "sdfa"), 7: next(d for d in sc.deformables if d.name == "sdfs")}
     ids = [sh.id for sh in sc.desc.shapes]
     for name, z, want in targets:
         want = ids.index(want) if isinstance(want, str) else want
-        errs, errs_h, errs_c = [], [], []
+        errs, errs_h, errs_c, errs_v = [], [], [], []
         for _attempt in range(20000):
             if len(errs) >= (40 if want == 0 else 100):
                 break
@@ -343,7 +345,28 @@ def _hit_checks(rng):
                 moved(np.append(c0, r0))
                 if np.abs(fdc).max() < 1e2:
                     errs_c.append(_rel(gcr, fdc))
+            if want in grids and len(errs_v) < 30:   # a differentiable grid's values (the nodes the hit reads)
+                body = grids[want]
+                pname = body.names()["grid"]
+                gv = read_gradients(sc, st)[pname].astype(np.float64).ravel()
+                v0 = np.asarray(body.implicit.values, np.float64).ravel()
+                idx = np.flatnonzero(gv)
+                idx = np.union1d(idx, np.random.default_rng(len(errs_v)).choice(v0.size, 4, replace=False))  # + others
+                fdv = np.zeros(v0.size)
+                for i in idx:
+                    vals = []
+                    for sgn in (1.0, -1.0):
+                        v = v0.copy()
+                        v[i] += sgn * H
+                        body.write(st, v)
+                        vals.append(value(x, g))
+                    fdv[i] = (vals[0] - vals[1]) / (2 * H)
+                body.write(st, v0)
+                if len(np.flatnonzero(gv)) >= 8 and np.abs(fdv).max() < 1e2:
+                    errs_v.append(_rel(gv[idx], fdv[idx]))
         out[f"hit on a {name} (o, d)"] = {"max_rel_err": max(errs), "cases": len(errs)}
+        if errs_v:    # each case: every node the hit reads (8 to 64) and 4 others
+            out[f"hit on a {name} (grid values)"] = {"max_rel_err": max(errs_v), "cases": len(errs_v)}
         if want == 2:
             out[f"hit on a {name} (o, d)"]["bent"] = bent
         if errs_h:     # each case: every height texel (30) of one ray
@@ -355,10 +378,10 @@ def _hit_checks(rng):
 
 def test_adjoints_vs_central_differences_f64():
     report = f64_child_report(__file__)
-    assert len(report) == 19
+    assert len(report) == 21
     assert report["hit on a curve's tube (o, d)"]["bent"] >= 30
     for name, r in report.items():
-        assert r["cases"] >= (30 if "height field" in name else 100), (name, r)
+        assert r["cases"] >= (30 if "height field" in name or "grid values" in name else 100), (name, r)
         assert r["max_rel_err"] <= 1e-6, (name, r)
 
 

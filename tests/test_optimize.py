@@ -14,7 +14,7 @@ from tirender.cli import main
 from tirender.config import load_config
 from tirender.optim import losses
 from tirender.optim.driver import run_optimization, running_mean
-from tirender.optim.regularizers import tv
+from tirender.optim.regularizers import eikonal, tv
 
 from scenes import cornell_like
 
@@ -52,6 +52,24 @@ def test_tv_gradient_matches_fd():
         xm[idx] -= h
         fd = (tv(xp)[0] - tv(xm)[0]) / (2 * h)
         assert abs(g[idx] - fd) <= 1e-3 * abs(fd) + 1e-9
+
+
+def test_eikonal_penalty_and_gradient():
+    """0 for a plane's and (nearly) a sphere's distances, > 0 for a scaled one; the gradient against central
+    differences at every node of a random grid."""
+    x = np.linspace(0.0, 1.0, 9)
+    Z, Y, X = np.meshgrid(x, x, x, indexing="ij")
+    assert eikonal(Z - 0.5)[0] == 0.0
+    ball = np.sqrt((X - 0.5) ** 2 + (Y - 0.5) ** 2 + (Z - 0.5) ** 2) - 0.3
+    assert eikonal(ball)[0] < 1e-3 and abs(eikonal(2.0 * ball)[0] - 1.0) < 0.1
+    f = np.random.default_rng(0).normal(size=(4, 5, 6))
+    _, g = eikonal(f)
+    fd = np.zeros_like(f)
+    for i in np.ndindex(f.shape):
+        e = np.zeros_like(f)
+        e[i] = 1e-6
+        fd[i] = (eikonal(f + e)[0] - eikonal(f - e)[0]) / 2e-6
+    assert np.abs(g - fd).max() <= 1e-6 * np.abs(fd).max()
 
 
 def test_running_mean_of_the_loss_plot():

@@ -8,7 +8,7 @@ dropped at load); p0 and p0 + e1 are the corners of its world box, and ``shape_g
     geo_kind (R,) i32        scene/implicit.py KINDS: 1 sdfgrid, 2 sphere, 3 disk, 4 cylinder, 5 instance
     geo_flags (R,) i32       1: flip_normals, 2: smooth normals (sdfgrid)
     geo_slot (R,) i32        a differentiable sphere's derived slot (pool offset of ∂/∂(c, R), scene/sphere_body.py),
-                             -1: static
+                             a differentiable SDF grid's values (pool offset, scene/sdf_body.py); -1: static
     geo_to_obj, geo_to_world (R,) 3x4   world <-> object
     geo_nm (R,) 3x3          object -> world normal matrix (inverse transpose of to_world's linear part)
     geo_c (R,) vec3, geo_r (R,)         a sphere's centre and radius (world)
@@ -42,9 +42,9 @@ def geo_of(st: ti.template(), k):
 
 @ti.func
 def moves(st: ti.template(), k):
-    """Whether primitive row k is a differentiable analytic sphere's (its record has a derived slot)."""
+    """Whether primitive row k is a differentiable analytic sphere's or SDF grid's (its record has a pool slot)."""
     res = False
-    if ti.static(st.quadrics):
+    if ti.static(st.quadrics or st.sdf_grids):
         r = geo_of(st, k)
         if r >= 0:
             res = st.geo_slot[r] >= 0
@@ -90,7 +90,8 @@ def interaction(st: ti.template(), r, p):
 def hit_adjoint(st: ti.template(), r, t, o, d, g_p, g_n, g_uv):
     """(∂/∂o, ∂/∂d) of <g_p, p> + <g_n, n> + <g_uv, uv> for interaction(st, r, o + t d) at the hit t of the ray
     (o, d) on record r (its t moves with the ray: the hit stays on the surface; core/quadrics.hit_adjoint). A
-    differentiable sphere's (geo_slot >= 0: scene/sphere_body.py) ∂/∂(c, R) go into its derived slot."""
+    differentiable sphere's (geo_slot >= 0: scene/sphere_body.py) ∂/∂(c, R) go into its derived slot, a
+    differentiable SDF grid's ∂/∂(values) into its parameter (core/sdf.hit_adjoint)."""
     g_o = vec3(0.0)
     g_d = vec3(0.0)
     if ti.static(st.quadrics):

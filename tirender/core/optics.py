@@ -67,7 +67,7 @@ def normalize_adjoint(v, g):
 def surface_hit_adjoint(g_p, grad_f, d):
     """The hit p = o + t d of a ray on a surface F = 0 (∇F ∝ grad_f at p), t moving with the ray so that p stays on
     it: dt = -∇F·(do + t dd) / (∇F·d). Returns (∂/∂o of <g_p, p>, k = <g_p, d> / (∇F·d)); ∂/∂d is t times the
-    first; a parameter π of F adds k ∂F/∂π, with ∂F/∂π scaled as grad_f is (core/quadrics.hit_adjoint)."""
+    first; a parameter π of F adds -k ∂F/∂π, with ∂F/∂π scaled as grad_f is (core/quadrics.hit_adjoint, core/sdf.hit_adjoint)."""
     den = grad_f.dot(d)
     k = 0.0
     if den != 0.0:

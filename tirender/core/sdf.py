@@ -10,12 +10,14 @@ As Mitsuba's sdfgrid.cpp: the hit inside a voxel is the first root of the cubic 
 the ray (Hansson-Söderlund et al. 2022), bracketed by the roots of its derivative and refined by regula falsi
 (|Δt| < 1e-5, at most 51 steps; Marmitt et al. 2004); the geometric normal is the trilinear function's gradient
 in the voxel (finite differences across the voxel's faces at the hit), the smooth normal blends the normalised
-gradients of the 8 voxels around the hit (Hansson-Söderlund et al.). No uv (0, 0), not an emitter, not
-differentiable (as Mitsuba: the grid and to_world are not differentiable parameters there either); a hit's motion
-with its ray (attached derivatives through a grid: hit_adjoint) is.
+gradients of the 8 voxels around the hit (Hansson-Söderlund et al.). No uv (0, 0), not an emitter. A hit's motion
+with its ray (attached derivatives through a grid) and, for a differentiable grid (scene/sdf_body.py), with the grid's
+values — the hit sliding along its ray to stay on f = 0, the normal turning with the voxel gradients — is hit_adjoint's
+(Mitsuba's sdfgrid attaches the same motion: its ``grid`` parameter).
 """
 import taichi as ti
 
+from . import pool
 from .math import BIG, affine_point, affine_vector, affine_vector_t, coordinate_system, solve_quadratic, vec3
 from .optics import normalize_adjoint, surface_hit_adjoint
 
@@ -27,12 +29,18 @@ SOLVE_STEPS = 51
 
 
 @ti.func
-def node(st: ti.template(), g, res, x, y, z):
-    """The grid value at node (x, y, z), clamped to the grid."""
+def node_index(res, x, y, z):
+    """The index of node (x, y, z), clamped to the grid, among the grid's values (x fastest)."""
     xi = ti.min(ti.max(x, 0), res[0] - 1)
     yi = ti.min(ti.max(y, 0), res[1] - 1)
     zi = ti.min(ti.max(z, 0), res[2] - 1)
-    return st.sdf_val[st.geo_off[g] + (zi * res[1] + yi) * res[0] + xi]
+    return (zi * res[1] + yi) * res[0] + xi
+
+
+@ti.func
+def node(st: ti.template(), g, res, x, y, z):
+    """The grid value at node (x, y, z), clamped to the grid."""
+    return st.sdf_val[st.geo_off[g] + node_index(res, x, y, z)]
 
 
 @ti.func
@@ -42,9 +50,10 @@ def _bits(c):
 
 
 @ti.func
-def value(st: ti.template(), g, res, q):
-    """f at object-space point q (trilinear, clamped at the border). Runtime loops here and below keep the
-    code each call site inlines small."""
+def _value(st: ti.template(), g, res, q, g_f, slot, adjoint: ti.template()):
+    """f at object-space point q (trilinear, clamped at the border); with `adjoint`, g_f ∂f/∂(node values) — the
+    trilinear weights — added into the grid's parameter at pool offset `slot` (returns 0). Runtime loops here and
+    below keep the code each call site inlines small."""
     x = ti.min(ti.max(q * (res - 1), 0.0), res - 1)
     i = ti.min(ti.cast(ti.floor(x), ti.i32), res - 2)
     w = x - i
@@ -54,8 +63,18 @@ def value(st: ti.template(), g, res, q):
         wt = 1.0
         for a in ti.static(range(3)):
             wt *= w[a] if b[a] == 1 else 1.0 - w[a]
-        c_ += wt * node(st, g, res, i[0] + b[0], i[1] + b[1], i[2] + b[2])
+        if ti.static(adjoint):
+            pool.add_gradient(st, slot + node_index(res, i[0] + b[0], i[1] + b[1], i[2] + b[2]), 1,
+                              vec3(g_f * wt, 0.0, 0.0))
+        else:
+            c_ += wt * node(st, g, res, i[0] + b[0], i[1] + b[1], i[2] + b[2])
     return c_
+
+
+@ti.func
+def value(st: ti.template(), g, res, q):
+    """f at object-space point q (trilinear, clamped at the border)."""
+    return _value(st, g, res, q, 0.0, -1, False)
 
 
 @ti.func
@@ -71,6 +90,20 @@ def voxel_gradient(st: ti.template(), g, res, p, v):
         q1 = q0 + size * e
         grad += e * ((value(st, g, res, q1) - value(st, g, res, q0)) / size.dot(e))
     return grad
+
+
+@ti.func
+def _voxel_gradient_values_adjoint(st: ti.template(), g, res, p, v, g_grad, slot):
+    """∂/∂(node values) of <g_grad, voxel_gradient(p, v)> (linear in them: the face values' weights over the
+    voxel size) added into the grid's parameter at pool offset `slot`."""
+    size = 1.0 / (res - 1)
+    lo = v * size
+    for a in range(3):
+        e = vec3(float(a == 0), float(a == 1), float(a == 2))
+        q0 = p * (1.0 - e) + lo * e
+        k = g_grad.dot(e) / size.dot(e)
+        _value(st, g, res, q0 + size * e, k, slot, True)
+        _value(st, g, res, q0, -k, slot, True)
 
 
 @ti.func
@@ -104,13 +137,14 @@ def smooth_normal(st: ti.template(), g, res, p):
     """Mitsuba's smooth shading normal (object space, not normalised): the normalised voxel gradients of the
     8 voxels around p blended trilinearly; voxels with a negative coordinate left out (an axis whose lower
     (upper) four are all out takes the other side's only)."""
-    return _smooth(st, g, res, p, vec3(0.0), False)
+    return _smooth(st, g, res, p, vec3(0.0), -1, False)
 
 
 @ti.func
-def _smooth(st: ti.template(), g, res, p, g_ns, adjoint: ti.template()):
+def _smooth(st: ti.template(), g, res, p, g_ns, slot, adjoint: ti.template()):
     """smooth_normal(p), or with `adjoint` ∂/∂p of <g_ns, smooth_normal(p)> (the blend's weights and each voxel's
-    normalised gradient move with p: _gradient_adjoint)."""
+    normalised gradient move with p: _gradient_adjoint), and where slot >= 0 its ∂/∂(node values) added into the
+    grid's parameter at that pool offset."""
     v000, w, dw = _blend(res, p)
     out = vec3(0.0)
     for c in range(8):
@@ -128,7 +162,10 @@ def _smooth(st: ti.template(), g, res, p, g_ns, adjoint: ti.template()):
                 wt = f[0] * f[1] * f[2]
                 if ti.static(adjoint):
                     gwt = vec3(df[0] * f[1] * f[2], f[0] * df[1] * f[2], f[0] * f[1] * df[2])
-                    out += gwt * (gr.dot(g_ns) / ln) + _gradient_adjoint(st, g, res, p, v, wt * normalize_adjoint(gr, g_ns))
+                    g_gr = wt * normalize_adjoint(gr, g_ns)
+                    out += gwt * (gr.dot(g_ns) / ln) + _gradient_adjoint(st, g, res, p, v, g_gr)
+                    if slot >= 0:
+                        _voxel_gradient_values_adjoint(st, g, res, p, v, g_gr, slot)
                 else:
                     out += wt / ln * gr
     return out
@@ -262,9 +299,12 @@ def _gradient_adjoint(st: ti.template(), g, res, q, v, g_grad):
 @ti.func
 def hit_adjoint(st: ti.template(), g, t, o, d, g_p, g_n):
     """(∂/∂o, ∂/∂d) of <g_p, p> + <g_n, n> at the hit p = o + t d of the ray (o, d) on grid g (as interaction(p):
-    the analytic or smooth normal); the hit stays on f = 0: dt = -∇f·(do + t dd) / (∇f·d)."""
+    the analytic or smooth normal); the hit stays on f = 0: dt = -(∇f·(do + t dd) + Σ_j w_j dv_j) / (∇f·d). A
+    differentiable grid's (geo_slot >= 0: scene/sdf_body.py) ∂/∂(node values v_j) go into its parameter: the hit's
+    motion (w_j: the trilinear weights at p) and the normal's (the voxel gradients are linear in the values)."""
     p = o + t * d
     res = st.geo_res[g]
+    slot = st.geo_slot[g]
     mo = st.geo_to_obj[g]
     q = affine_point(mo, p)
     nm = st.geo_nm[g]
@@ -276,9 +316,14 @@ def hit_adjoint(st: ti.template(), g, t, o, d, g_p, g_n):
         ns = nm @ smooth_normal(st, g, res, q)
         if ns.norm() > 0.0:
             smooth = True
-            g_q = _smooth(st, g, res, q, nm.transpose() @ normalize_adjoint(ns, g_n), True)
+            g_q = _smooth(st, g, res, q, nm.transpose() @ normalize_adjoint(ns, g_n), slot, True)
     if not smooth:
-        g_q = _gradient_adjoint(st, g, res, q, v, nm.transpose() @ normalize_adjoint(nm @ grad, g_n))
+        g_grad = nm.transpose() @ normalize_adjoint(nm @ grad, g_n)
+        g_q = _gradient_adjoint(st, g, res, q, v, g_grad)
+        if slot >= 0:
+            _voxel_gradient_values_adjoint(st, g, res, q, v, g_grad, slot)
     gp = g_p + affine_vector_t(mo, g_q)
-    g_o, _k = surface_hit_adjoint(gp, nm @ grad, d)
+    g_o, k = surface_hit_adjoint(gp, nm @ grad, d)
+    if slot >= 0:
+        _value(st, g, res, q, -k, slot, True)             # ∂f/∂v_j = w_j (f in the units of nm @ grad's)
     return g_o, t * g_o

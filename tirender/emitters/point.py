@@ -31,10 +31,30 @@ class Point(DeltaEmitter):
 
     @staticmethod
     @ti.func
+    def ref_grad(st: ti.template(), e, q, w):
+        """∂<w, I / r²>/∂ref_p of sample q (r = |p - ref_p|, d = (p - ref_p) / r): <w, Le> 2 d / r."""
+        return distance_grad(slot(st, e, _INTENSITY, q.uv) * q.scale, w, q)
+
+    @staticmethod
+    @ti.func
     def sample_ray(st: ti.template(), e, u_pos, u_dir, center, radius):
         """A uniform direction (pdf 1/4π): weight 4π I."""
         return (st.em_pos[e], square_to_uniform_sphere(u_dir), vec3(0.0), vec2(0.5),
                 slot(st, e, _INTENSITY, vec2(0.5)) * FOUR_PI, 0.0)
+
+
+@ti.func
+def distance_grad(le, w, q):
+    """∂/∂ref_p of <w, Le> through Le's 1/r² alone (Le of sample q, r = q.dist, d = q.d towards the light):
+    <w, Le> 2 d / r; shared with spot lights."""
+    return le.dot(w) * 2.0 * q.d / ti.max(q.dist, 1e-20)
+
+
+@ti.func
+def direction_grad(g_d, q):
+    """∂/∂ref_p through the direction d = (p - ref_p) / r of sample q, from g_d = ∂/∂d (r = q.dist):
+    -(I - d dᵀ) g_d / r."""
+    return -(g_d - q.d * q.d.dot(g_d)) / ti.max(q.dist, 1e-20)
 
 
 @ti.func

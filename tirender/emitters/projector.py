@@ -36,6 +36,7 @@ from ..core.math import LUMINANCE, PI, vec2, vec3
 from ..errors import ConfigError
 from ..sensors import base as sensor_base
 from ..schema import Texture, Transform
+from ..textures import tex_grad_uv
 from .base import DeltaEmitter, cdf_search, dist_header, slot, slot_adjoint
 from .point import point_source
 
@@ -241,6 +242,29 @@ class Projector(DeltaEmitter):
     def eval(st: ti.template(), e, q):
         """E(q.uv) · scale · q.scale (q.scale: the sample's geometric factor; 1 for a light-tracing ray)."""
         return slot(st, e, _IRRADIANCE, q.uv) * (slot(st, e, _SCALE, q.uv)[0] * q.scale)
+
+    @staticmethod
+    @ti.func
+    def ref_grad(st: ti.template(), e, q, w):
+        """∂<w, Le>/∂ref_p of sample q inside the frustum, Le = E(uv(ℓ)) scale π dist / z³ with ℓ = R (ref_p - o)
+        the point in the projector's frame, z = ℓ_z: the geometric factor's and the texture's (through uv_of)."""
+        g = vec3(0.0)
+        if q.scale > 0.0:
+            R = st.em_rot[e]
+            loc = R @ (-q.dist * q.d)                # ref_p - the light's position
+            z = ti.max(loc[2], 1e-20)
+            s = slot(st, e, _SCALE, q.uv)[0]
+            G = PI * q.dist / (z * z * z)
+            ez = R.transpose() @ vec3(0.0, 0.0, 1.0)
+            g = w.dot(slot(st, e, _IRRADIANCE, q.uv)) * s * PI * (-q.d / (z * z * z) - 3.0 * q.dist / (z * z * z * z) * ez)
+            du, dv = tex_grad_uv(st, st.em_tex[e, _IRRADIANCE], q.uv)
+            gu = w.dot(du) * s * G
+            gv = w.dot(dv) * s * G
+            tx = st.em_f[e, _TAN_X]
+            ty = st.em_f[e, _TAN_Y]
+            g += R.transpose() @ vec3(-0.5 * gu / (z * tx), -0.5 * gv / (z * ty),
+                                      0.5 * (gu * loc[0] / tx + gv * loc[1] / ty) / (z * z))
+        return g
 
     @staticmethod
     @ti.func

@@ -57,7 +57,7 @@ def _derive(models):
 
 BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
 _widths_used = None     # (N_TEX, N_FLOAT) the first scene's arrays were built with
-__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval",
+__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval", "ref_grad",
            "eval_adjoint", "eval_grad", "mask_of", "sample_ray", "add", "table_widths"]
 
 
@@ -252,8 +252,25 @@ def eval_grad(st: ti.template(), em: ti.template(), q, w, lam):
     """(∂/∂uv, ∂/∂d) of <w, Le(q)> (textured area lights: the radiance texture's slope at q.uv;
     environment maps: its slope along the direction q.d); w per lane of the walk's colour at
     wavelengths lam (taken to the emitter's RGB through its spectrum's adjoint)."""
+    return _model_grad(st, em, q, w, lam, "eval_grad")
+
+
+@ti.func
+def ref_grad(st: ti.template(), em: ti.template(), q, w, lam):
+    """∂<w, Le/pdf>/∂ref_p of a sample q = sample_direction(ref_p) of an emitter at a point (point, spot,
+    projector: their ``ref_grad``; the light held, the direction and distance from ref_p = q.p - q.dist q.d moving):
+    the weight of next-event estimation at a vertex that moves (integrators/prb_attached.py). 0 for the others, whose
+    samples are directions held fixed there (area, environment) or do not depend on ref_p (directional)."""
+    _g_uv, g = _model_grad(st, em, q, w, lam, "ref_grad")
+    return g / ti.max(q.pdf, 1e-30)           # the models' Le; q.pdf: the emitter's choice (a Dirac's pdf 1)
+
+
+@ti.func
+def _model_grad(st: ti.template(), em: ti.template(), q, w, lam, which: ti.template()):
+    """The model's ``eval_grad`` ((∂/∂uv, ∂/∂d)) or ``ref_grad`` ((0, ∂/∂ref_p)) of <w, Le(q)>, w taken to the
+    emitter's own RGB at record q (through its spectrum's adjoint: <w, Le> moves as <w_rgb, rgb> does)."""
     g_uv = ti.Vector([0.0, 0.0], dt=float)
-    g_d = vec3(0.0)
+    g = vec3(0.0)
     if q.emitter >= 0:
         w_rgb = vec3(0.0)
         if ti.static(variants.rgb()):
@@ -262,10 +279,13 @@ def eval_grad(st: ti.template(), em: ti.template(), q, w, lam):
             w_rgb = emission_adjoint(st, q.emitter, eval_rgb(st, em, q), lam, w)
         t = st.em_type[q.emitter]
         for i in ti.static(range(len(MODELS))):
-            if ti.static(em & (1 << MODELS[i].TAG) and hasattr(MODELS[i], "eval_grad")):
+            if ti.static(em & (1 << MODELS[i].TAG) and hasattr(MODELS[i], which)):
                 if t == MODELS[i].TAG:
-                    g_uv, g_d = MODELS[i].eval_grad(st, q.emitter, q, w_rgb)
-    return g_uv, g_d
+                    if ti.static(which == "eval_grad"):
+                        g_uv, g = MODELS[i].eval_grad(st, q.emitter, q, w_rgb)
+                    else:
+                        g = MODELS[i].ref_grad(st, q.emitter, q, w_rgb)
+    return g_uv, g
 
 
 @ti.func

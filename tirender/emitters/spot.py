@@ -29,8 +29,9 @@ import taichi as ti
 from ..core.math import PI, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Number, Texture, Transform
+from ..textures import tex_grad_uv
 from .base import DeltaEmitter, slot, slot_adjoint
-from .point import point_source
+from .point import direction_grad, distance_grad, point_source
 
 _INTENSITY, _TEXTURE = 0, 1
 # st.em_f[e, k]: constants of the falloff curve, tan(cutoff) (the texture's uv scale)
@@ -97,6 +98,39 @@ class Spot(DeltaEmitter):
                 theta = ti.acos(ti.min(ti.max(cos_theta, -1.0), 1.0))
                 res = ti.min(ti.max((st.em_f[e, _CUTOFF] - theta) * st.em_f[e, _INV_TRANSITION], 0.0), 1.0)
         return res
+
+    @staticmethod
+    @ti.func
+    def falloff_slope(st: ti.template(), e, cos_theta):
+        """d falloff / d cos θ: 1 / ((cutoff - beam_width) sin θ) on the ramp, else 0."""
+        res = 0.0
+        if cos_theta > st.em_f[e, _COS_CUTOFF] and cos_theta < st.em_f[e, _COS_BEAM]:
+            res = st.em_f[e, _INV_TRANSITION] / ti.sqrt(ti.max(1.0 - cos_theta * cos_theta, 1e-20))
+        return res
+
+    @staticmethod
+    @ti.func
+    def ref_grad(st: ti.template(), e, q, w):
+        """∂<w, Le>/∂ref_p of sample q, Le = I texture(uv(ℓ)) falloff(cos θ) / r² with ℓ = R (-d) the emitted
+        direction in the light's frame, cos θ = ℓ_z: the 1/r² term and the direction's (falloff's slope, the
+        texture's through uv_of)."""
+        r2inv = 1.0 / ti.max(q.dist * q.dist, 1e-20)
+        ia = slot(st, e, _INTENSITY, q.uv)
+        cos_theta = -q.d.dot(st.em_dir[e])
+        g_d = -st.em_dir[e] * (Spot.falloff_slope(st, e, cos_theta) * w.dot(ia * Spot.texture(st, e, q.uv)) * r2inv)
+        tid = st.em_tex[e, _TEXTURE]
+        fall = Spot.falloff(st, e, cos_theta)
+        if tid >= 0 and fall > 0.0:
+            R = st.em_rot[e]
+            loc = R @ -q.d
+            z = ti.max(loc[2], 1e-20)
+            k = 0.5 / (z * st.em_f[e, _TAN_CUTOFF])
+            du, dv = tex_grad_uv(st, tid, q.uv)
+            gu = w.dot(ia * du) * fall * r2inv
+            gv = w.dot(ia * dv) * fall * r2inv
+            g_loc = vec3(gu * k, gv * k, -(gu * loc[0] + gv * loc[1]) * k / z)
+            g_d -= R.transpose() @ g_loc
+        return distance_grad(Spot.eval(st, e, q), w, q) + direction_grad(g_d, q)
 
     @staticmethod
     @ti.func

@@ -189,6 +189,8 @@ def primary_edges(scene, sensor):
     get = scene.params.__getitem__
     rows = {k: [] for k in ("a", "b", "x0", "x1", "slot0", "slot1", "sphere")}
     for d in scene.deformables:
+        if not d.boundary:               # an SDF grid (scene/sdf_body.py)
+            continue
         if d.analytic:                   # an analytic sphere: chords of its silhouette from each camera
             base = scene.params.slot(d.names()["world"]).offset
             for cam, dx, xlo, xhi in views:
@@ -437,6 +439,8 @@ def secondary_edges(scene):
     get = scene.params.__getitem__
     parts = []
     for d in scene.deformables:
+        if not d.boundary:               # an SDF grid (scene/sdf_body.py)
+            continue
         base = scene.params.slot(d.names()["world"]).offset
         if d.analytic:                   # an analytic sphere: one row, its silhouette from each vertex (secondary)
             parts += quadric_edges.rows(d.implicit, d.record, base, d.state(get))

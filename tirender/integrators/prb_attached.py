@@ -53,7 +53,7 @@ from ..sensors.registry import camera_ray, camera_sample
 from ..core.interaction import make_interaction
 from ..core.intersect import intersect
 from ..core.rng import make_sampler
-from ..core.math import safe_div, vec2, vec3
+from ..core.math import BIG, safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..errors import ConfigError
 from ..scene import triangles
@@ -120,7 +120,8 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
             if ti.static(not isinstance(geo, int)):
                 if triangles.tri_dm(st, tri) >= 0 or implicit.moves(st, tri):
                     moving = 1
-            nee_d, nee_w = steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL, steps.SURFACE_VISIBILITY, False)
+            nee_d, nee_w, nee_q, nee_wf = steps.nee(st, bsdf, em, PRIMAL, s, v, sampler, dL,
+                                                    steps.SURFACE_VISIBILITY, False)
             o_in = s.o
             d_in = s.d
             beta_in = s.beta
@@ -165,8 +166,8 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                     # runtime loop around one call: the models' adjoint code inlined once)
                     for j in range(2):
                         dj, wj = bs.wo, -dL * (L_total - s.L) * safe_div(spec(1.0), bs.weight * bs.pdf)
-                        if j == 1:
-                            dj, wj = nee_d, -dL * nee_w
+                        if j == 1:      # (a Dirac emitter's NEE: detached PRB's term stays)
+                            dj, wj = nee_d, -dL * nee_w * ti.select(nee_q.delta == 1, 0.0, 1.0)
                         vertex.adjoint(st, bsdf, v, dj, wj)
                     g_d, g_n, gu = attached.rough_scatter_adjoint(st, bsdf, v, ftri, d_in, bs.wo, d_out, K.sum(),
                                                                   lam_d)
@@ -184,9 +185,15 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                                 on = nee_w.max() != 0.0 or nee_w.min() != 0.0
                                 dj, wj = nee_d, dL * nee_w
                             if on:
-                                gdj, gnj = attached.local_adjoint(st, bsdf, v, ftri, d_in, dj, wj)
+                                gdj, gnj, gwj = attached.local_adjoint(st, bsdf, v, ftri, d_in, dj, wj)
                                 g_d += gdj
                                 g_n += gnj
+                                if j == 1 and nee_q.delta == 1 and nee_q.dist < BIG:
+                                    # a light at a point: its position holds, not the direction to it, which
+                                    # turns with the vertex (and Le/pdf moves: 1/r², a spot's falloff, ...)
+                                    r = ti.max(nee_q.dist, 1e-20)
+                                    g_p += -(gwj - dj * dj.dot(gwj)) / r + \
+                                        emitters.ref_grad(st, em, nee_q, dL * nee_wf, s.lam)
                         es = make_sampler(ekey[0] ^ (ti.u32(edges.SEED_MIX2) + ti.u32(0x9E3779B9) * ti.cast(seg, ti.u32)),
                                           ekey[1], ekey[2])
                         g_p += edges.secondary(st, bsdf, em, geo, v, dL * beta_in, es, max_depth - seg,

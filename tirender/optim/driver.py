@@ -17,6 +17,7 @@ Config (section ``optimize:``; see docs/optimize.md)::
       sensors: [{type: batch, ...}]  # render through these sensors instead of the scene's (config.optimization_scene)
       method: prb                  # prb | prb_attached | rb | rb_biased | rb_pipelined | rb_biased_pipelined | forward
       tv: {weight: 0.01, params: [floor.reflectance]}
+      eikonal: {weight: 0.1, params: [relief.grid]}   # |∇f| = 1 for SDF grids' values (optim/regularizers.py)
       multires: {floor.reflectance: [[0, 32], [20, 64], [40, 256]]}   # 3D grids: [[0, 32], [40, 64]]
       holdout: [6]                 # sensors only rendered for evaluation (start/end error vs truth)
       save_every: 10               # renders + checkpoint every k iterations
@@ -24,7 +25,7 @@ Config (section ``optimize:``; see docs/optimize.md)::
       seed: 0
 
 Each iteration follows the three-pass scheme: primal render (seed s0) -> loss and δy -> PRB
-gradient (seed s1 != s0), accumulated over views -> (TV) -> optimiser step -> projection to bounds.
+gradient (seed s1 != s0), accumulated over views -> (TV, eikonal) -> optimiser step -> projection to bounds.
 """
 import csv
 import json
@@ -43,13 +44,15 @@ from ..schema import Choice, Integer, Key, Number, validate
 from . import losses
 from .adam import DEFAULT_EPS_MODE, EPS_MODES, SGD, Adam
 from .metrics import standard
+from .regularizers import eikonal as eikonal_reg
 from .regularizers import tv as tv_reg
 from .schedules import parse_multires, resolution_at, spp_at
 from .views import LocalViews, ViewTask, combine, resize_param, view_seed
 from .watch import DEFAULT_FACTOR, DEFAULT_WINDOW, LossWatch, parse_loss_watch
 
+REGULARIZERS = ("tv", "eikonal")     # {weight, params}: total variation (textures, grids), |∇f| = 1 (SDF grids)
 OPT_KEYS = {"params", "target", "loss", "optimizer", "iters", "spp", "spp_grad", "spp_schedule", "seed", "views",
-            "tv", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch", "eval_spp",
+            "tv", "eikonal", "multires", "save_every", "method", "lr", "holdout", "lr_decay", "loss_watch", "eval_spp",
             "sensors"}
 METHODS = ("prb", "prb_attached", "rb", "rb_biased", "rb_pipelined", "rb_biased_pipelined", "forward")
 
@@ -94,16 +97,24 @@ def _init_value(v, file, key):
 
 
 def _init_file(name, cfg, key):
-    """``init: <file>``: the values of a .npy array or of a whitespace table (.txt, e.g. Mitsuba's curve file:
-    x y z radius per control point; blank lines and # comments skipped), relative to the config's folder."""
+    """``init: <file>``: the values of a .npy array, of a Mitsuba grid (.vol: an SDF grid's or a medium's values) or
+    of a whitespace table (.txt, e.g. Mitsuba's curve file: x y z radius per control point; blank lines and #
+    comments skipped), relative to the config's folder."""
     path = name if os.path.isabs(name) else os.path.join(cfg.get("_dir", "."), name)
     if not os.path.isfile(path):
-        raise ConfigError(f"init file not found: {path} (init takes a value, a list, a .npy or .txt file, or "
+        raise ConfigError(f"init file not found: {path} (init takes a value, a list, a .npy, .vol or .txt file, or "
                           f"'sphere')", cfg.get("_file"), key)
     try:
-        a = load_npy(path, "init values") if path.lower().endswith(".npy") else np.loadtxt(path, ndmin=2)
+        if path.lower().endswith(".vol"):
+            from ..media.volfile import read_vol
+            a = read_vol(path)[0]
+            a = a[..., 0] if a.shape[-1] == 1 else a
+        else:
+            a = load_npy(path, "init values") if path.lower().endswith(".npy") else np.loadtxt(path, ndmin=2)
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read init values from {path} ({e})", cfg.get("_file"), key) from None
+    except ConfigError as e:       # a .vol file that is not one
+        raise ConfigError(f"cannot read init values from {path} ({e.problem})", cfg.get("_file"), key) from None
     a = np.asarray(a, np.float64)
     if a.size == 0 or not np.all(np.isfinite(a)):
         raise ConfigError(f"init values in {path} are empty or not finite", cfg.get("_file"), key)
@@ -169,6 +180,8 @@ def check_optimize_config(cfg, described=None):
             for sh in getattr(described[0], "shapes", None) or []:
                 if sh.differentiable == "curve":
                     names.add(f"{sh.id}.control_points")
+                elif sh.differentiable == "sdf":
+                    names.add(f"{sh.id}.grid")
                 elif sh.differentiable:
                     names |= {f"{sh.group or sh.id}.{k}" for k in param_names(sh.differentiable == "sphere"
                                                                                 and not sh.group)}
@@ -196,17 +209,18 @@ def check_optimize_config(cfg, described=None):
         if names is not None and name not in names:
             raise ConfigError(f"unknown parameter (scene parameters: {', '.join(sorted(names))})", f, key)
         specs[name] = v
-    tv = sec.get("tv")
-    if tv is not None:
-        if not isinstance(tv, dict):
-            raise ConfigError(f"expected {{weight: w, params: [names]}}, got {tv!r}", f, "optimize.tv")
-        tvv = validate(tv, (Number("weight", lo=0.0), Key("params", default=None)), f, "optimize.tv")
-        tp = tvv.get("params")
-        if tp is not None and (not isinstance(tp, list) or not all(isinstance(x, str) for x in tp)):
-            raise ConfigError(f"expected a list of parameter names, got {tp!r}", f, "optimize.tv.params")
-        for n in tp or []:
-            if n not in specs:
-                raise ConfigError(f"'{n}' is not an optimised parameter", f, "optimize.tv.params")
+    for reg in REGULARIZERS:
+        r = sec.get(reg)
+        if r is not None:
+            if not isinstance(r, dict):
+                raise ConfigError(f"expected {{weight: w, params: [names]}}, got {r!r}", f, f"optimize.{reg}")
+            rv = validate(r, (Number("weight", lo=0.0), Key("params", default=None)), f, f"optimize.{reg}")
+            rp = rv.get("params")
+            if rp is not None and (not isinstance(rp, list) or not all(isinstance(x, str) for x in rp)):
+                raise ConfigError(f"expected a list of parameter names, got {rp!r}", f, f"optimize.{reg}.params")
+            for n in rp or []:
+                if n not in specs:
+                    raise ConfigError(f"'{n}' is not an optimised parameter", f, f"optimize.{reg}.params")
     target = sec.get("target")
     if isinstance(target, dict) and "images" in target:
         imgs = target["images"]
@@ -326,7 +340,7 @@ class OptimizationRun:
                                   f"optimize.params.{n}.init")
         from .geometry import GeometryOptions, mesh_of
         self.geo = GeometryOptions(sc, self.popts, f)      # the truth meshes: the scene as written
-        if self.geo.meshes and self.method not in ("prb_attached",):
+        if (self.geo.meshes or any(n in sc.deform_params for n in self.popts)) and self.method != "prb_attached":
             raise ConfigError(f"geometry parameters need method prb_attached (the gradient of '{self.method}' "
                               f"w.r.t. geometry is 0: it does not see moving silhouettes)", f, "optimize.method")
         for n, po in self.popts.items():
@@ -334,12 +348,17 @@ class OptimizationRun:
                 raise ConfigError("init: sphere applies to the vertex_positions of differentiable meshes", f,
                                   f"optimize.params.{n}.init")
         self.tv = o.get("tv")
-        if self.tv is not None:
-            if not isinstance(self.tv, dict) or "weight" not in self.tv:
-                raise ConfigError("expected {weight: w, params: [names]}", f, "optimize.tv")
-            for n in self.tv.get("params", list(self.popts)):
-                if n not in self.popts:
-                    raise ConfigError(f"'{n}' is not an optimised parameter", f, "optimize.tv.params")
+        self.eikonal = o.get("eikonal")
+        for reg, spec in (("tv", self.tv), ("eikonal", self.eikonal)):
+            if spec is not None:
+                if not isinstance(spec, dict) or "weight" not in spec:
+                    raise ConfigError("expected {weight: w, params: [names]}", f, f"optimize.{reg}")
+                for n in spec.get("params", list(self.popts)):
+                    if n not in self.popts:
+                        raise ConfigError(f"'{n}' is not an optimised parameter", f, f"optimize.{reg}.params")
+                    if reg == "eikonal" and n not in sc.sdf_params:
+                        raise ConfigError(f"'{n}' is not an SDF grid's values (eikonal applies to differentiable "
+                                          f"sdfgrid shapes' <id>.grid)", f, "optimize.eikonal.params")
         self.multires = {}
         for n, spec in (o.get("multires") or {}).items():
             if n not in self.popts or sc.params.info(n).kind not in ("texture", "grid"):
@@ -655,6 +674,12 @@ class OptimizationRun:
                                 val, g = tv_reg(sc.params[n])
                             grads[n] = grads[n] + w * g
                             loss += w * val
+                if self.eikonal is not None:
+                    w = float(self.eikonal["weight"])
+                    for n in self.eikonal.get("params", list(self.popts)):
+                        val, g = eikonal_reg(sc.params[n])
+                        grads[n] = grads[n] + w * g
+                        loss += w * val
                 set_gradients(sc, grads)
                 opt.step()
                 sc.mark_device_params_changed()
@@ -865,7 +890,10 @@ class OptimizationRun:
         for n in self.popts:
             v = sc.params[n]
             np.save(os.path.join(d, f"{n}.npy"), v)
-            if v.ndim == 3:
+            if n in sc.sdf_params:            # an SDF grid as optimised, ready to load as an sdfgrid
+                from ..media.volfile import write_vol
+                write_vol(os.path.join(d, f"{n}.vol"), v)
+            elif v.ndim == 3:
                 img = v if v.shape[2] == 3 else np.repeat(v, 3, axis=2)
                 write_exr(os.path.join(d, f"{n}.exr"), img.astype(np.float32))
                 save_png(os.path.join(d, f"{n}.png"), img)

@@ -47,6 +47,7 @@ SMALL = 32            # nodes of at most this many triangles sweep their triangl
 SCAN = 1024           # block of the parallel exclusive scans
 LEAF, SPLIT, HALF = 0, 1, 2   # a node's decision: leaf, split at (axis, bin) or by rank, first half of its order
 BIGF = 3.0e38         # finite stand-in for infinity (fast math may assume no infinities in arithmetic)
+EMPTY = 1.0e8         # refit: the box of a slot whose rows are all empty (a point no ray aims at; refit_device)
 IMAX = 0x7FFFFFFF
 IMIN = -IMAX - 1
 
@@ -740,7 +741,9 @@ def _collapse_level(F: ti.i32, wbase: ti.i32, nbase: ti.i32, fsrc: nd_i1, fdst: 
 @ti.kernel
 def _refit_level(st: ti.template(), lo: ti.i32, hi: ti.i32):
     """Boxes of the wide nodes [lo, hi) (one level; the next levels' already refitted) from the triangles
-    st.tri_p0, p0 + e1, p0 + e2 (BVH order) and the child nodes' boxes."""
+    st.tri_p0, p0 + e1, p0 + e2 (BVH order) and the child nodes' boxes. A row with e1 = e2 = 0 is empty (a
+    differentiable SDF grid's voxel the surface does not cross now: scene/sdf_body.py) and a slot with only such
+    rows gets the point box EMPTY, which its parent leaves out."""
     for n in range(lo, hi):
         child = st.wnode_child[n]
         count = st.wnode_count[n]
@@ -753,19 +756,24 @@ def _refit_level(st: ti.template(), lo: ti.i32, hi: ti.i32):
                 if count[s] > 0:
                     for k in range(child[s], child[s] + count[s]):
                         p0 = st.tri_p0[k]
-                        p1 = p0 + st.tri_e1[k]
-                        p2 = p0 + st.tri_e2[k]
-                        l = ti.min(l, ti.min(p0, ti.min(p1, p2)))
-                        h = ti.max(h, ti.max(p0, ti.max(p1, p2)))
+                        e1 = st.tri_e1[k]
+                        e2 = st.tri_e2[k]
+                        if e1.norm_sqr() + e2.norm_sqr() > 0.0:
+                            l = ti.min(l, ti.min(p0, ti.min(p0 + e1, p0 + e2)))
+                            h = ti.max(h, ti.max(p0, ti.max(p0 + e1, p0 + e2)))
                 else:
                     c = child[s]
                     cmin = st.wnode_min[c]
                     cmax = st.wnode_max[c]
                     for t in ti.static(range(WIDTH)):
-                        if st.wnode_count[c][t] > 0 or st.wnode_child[c][t] > 0:
+                        if (st.wnode_count[c][t] > 0 or st.wnode_child[c][t] > 0) and \
+                                not (cmin[t] == EMPTY and cmax[t] == EMPTY):
                             for q in ti.static(range(3)):
                                 l[q] = ti.min(l[q], cmin[q * WIDTH + t])
                                 h[q] = ti.max(h[q], cmax[q * WIDTH + t])
+                if l[0] > h[0]:
+                    l = ti.Vector([EMPTY] * 3)
+                    h = l
                 for q in ti.static(range(3)):
                     bmin[q * WIDTH + s] = l[q]
                     bmax[q * WIDTH + s] = h[q]

@@ -115,6 +115,7 @@ class Deformable:
     normals recomputed (False: face normals); sphere: a sphere shape (center and radius parameters)."""
 
     analytic = False                     # a mesh (scene/sphere_body.SphereBody: an analytic sphere)
+    boundary = True                      # its edges or silhouette are in the boundary terms (integrators/edges.py)
 
     def __init__(self, name, faces, rest, smooth, sphere=False):
         self.name = name

@@ -80,7 +80,7 @@ class Shape:
     interior: int = -1         # medium index inside the shape (-1: none), see tirender/media
     exterior: int = -1
     heightfield: dict = None   # type heightfield: W, H, thickness, texture (index), codes, top, to_world
-    differentiable: str = ""   # "mesh" / "sphere" (centre, radius): geometry parameters (scene/deform.py)
+    differentiable: str = ""   # "mesh" / "sphere" (centre, radius) / "curve" / "sdf" (grid values): geometry parameters
     attributes: dict = None    # mesh attributes its BSDF reads ({name: (V or F, C) float32}, tirender/mesh_attribute.py)
     group: str = ""            # a differentiable instance's id: its shapes move as one (scene/instances.py)
     proto: str = ""            # the shapegroup whose geometry this is, in the group's space (placed by instances)
@@ -603,7 +603,7 @@ class _Builder:
             bi = self.bsdf_index[bspec]
         else:
             bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        kind = "sphere" if t == "sphere" else "curve" if t in CURVES else "mesh"      # differentiable geometry
+        kind = {"sphere": "sphere", "sdfgrid": "sdf"}.get(t, "curve" if t in CURVES else "mesh")   # differentiable
         s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
                   differentiable=kind if diff else "", curve=mesh.get("curve"), implicit=mesh.get("implicit"))
         s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
@@ -637,12 +637,12 @@ class _Builder:
 
     def sdfgrid(self, spec, m, key):
         """The voxel primitives of an sdfgrid shape (scene/sdfgrid.py) read from its .vol file, placed by to_world m.
-        Not an emitter, not differentiable, no media (as Mitsuba's: no area, no uv)."""
+        Not an emitter, no media (as Mitsuba's: no area, no uv); with ``differentiable: true`` its grid values are a
+        parameter (scene/sdf_body.py) and every voxel a primitive (the surface may move into any)."""
         from .sdfgrid import NORMALS, read_grid, sdf_mesh
         for k, why in (("flip_normals", "its normals are the SDF's gradient"),
                        ("face_normals", "its normals are the SDF's gradient ('normals: analytic')"),
                        ("emitter", "it has no surface area to sample (as in Mitsuba)"),
-                       ("differentiable", "its grid and transform are not differentiable parameters (as in Mitsuba)"),
                        ("interior", "media bounded by an SDF grid are not supported"),
                        ("exterior", "media bounded by an SDF grid are not supported")):
             if spec.get(k) not in (None, False):
@@ -660,7 +660,8 @@ class _Builder:
         except ConfigError as e:
             raise ConfigError(f"{e.file}: {e.problem}" if e.file != self.file else e.problem, self.file,
                               f"{key}.filename") from None
-        return sdf_mesh(self.meshes[(path, "sdf")], m, mode == "smooth", self.file, key)
+        dense = boolean(spec.get("differentiable", False), self.file, f"{key}.differentiable")
+        return sdf_mesh(self.meshes[(path, "sdf")], m, mode == "smooth", self.file, key, dense=dense)
 
     def mesh_file(self, t, spec, key):
         """The mesh of an obj / ply / serialized shape (scene/mesh_io.py), uvs flipped as Mitsuba's loaders do.

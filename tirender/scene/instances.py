@@ -132,6 +132,9 @@ def expand(shapes, bsdfs, file=None):
                 if m.get("type") == "heightfield":
                     raise ConfigError("a differentiable instance cannot hold a heightfield (its geometry is its "
                                       "height texture)", file, f"{key}.differentiable")
+                if m.get("type") == "sdfgrid":
+                    raise ConfigError("a differentiable instance cannot hold an sdfgrid (its geometry is its grid: "
+                                      "make the sdfgrid shape differentiable)", file, f"{key}.differentiable")
                 copy.update({"differentiable": True, GROUP: iid})
                 if m.get("type") == "sphere" and "resolution" not in m:
                     copy["resolution"] = 64       # moves with the instance's mesh (an analytic sphere moves alone)

@@ -17,7 +17,7 @@ from ..params import ParameterPool
 from ..sensors import registry as sensor_registry
 from ..textures import TEX_VOLUME
 from .mitsuba_xml import param_aliases
-from .bvh_build import build_wide, refit_device
+from .bvh_build import EMPTY, build_wide, refit_device
 from .description import SceneDescription
 from .implicit import device_rows as implicit_rows
 from .toplevel import build_two_level, groups_of, instance_boxes
@@ -69,8 +69,11 @@ def _tri_codes(a, n):
 
 def _root_box(box_min, box_max, child, count):
     """(lo, hi) float64 (3,) of a wide BVH's root node (its child boxes (3 * WIDTH,), children, counts): the
-    union of its used child slots."""
-    used = (np.asarray(count) > 0) | (np.asarray(child) > 0)
+    union of its used child slots (an empty one's point box EMPTY left out: scene/bvh_build._refit_level)."""
+    lo0, hi0 = np.asarray(box_min).reshape(3, -1), np.asarray(box_max).reshape(3, -1)
+    used = ((np.asarray(count) > 0) | (np.asarray(child) > 0)) & ~((lo0[0] == EMPTY) & (hi0[0] == EMPTY))
+    if not used.any():
+        return np.zeros(3), np.zeros(3)
     lo = np.asarray(box_min).reshape(3, -1)[:, used].astype(np.float64)
     hi = np.asarray(box_max).reshape(3, -1)[:, used].astype(np.float64)
     return lo.min(1), hi.max(1)
@@ -107,6 +110,7 @@ class Scene:
         self.heightfield_params = ()  # names of the height textures (scene/heightfield.py)
         self.deformables = []         # differentiable meshes (scene/deform.py)
         self.deform_params = ()       # their parameter names
+        self.sdf_params = ()          # the differentiable SDF grids' values (scene/sdf_body.py)
         self.desc = desc
         self.integrator = dict(integrator)   # validated (tirender.integrators.registry.parse)
         # a BSDF slot reads a volume texture (bind returns the storage's VolumeTextureView)
@@ -177,7 +181,7 @@ class Scene:
         index = {g: i for i, g in enumerate(gids)}
         placed = [(m, roots[index[g]]) for _, g, m in desc.placements]
         geo_rows, geo_counts = implicit_rows(shapes, placed)    # quadrics, SDF grids, instances (scene/implicit.py)
-        self._sphere_records(geo_rows)
+        self._implicit_records(geo_rows)
         a.update(geo_rows)
         bs = desc.bsdfs or []
         a["bsdf_type"] = np.array([b.tag for b in bs] or [0], np.int32)
@@ -331,6 +335,7 @@ class Scene:
         merged: vertices and faces concatenated in shape order); ``d.members`` = [(shape index, vertex offset)]."""
         from .curves import CurveBody
         from .deform import Deformable
+        from .sdf_body import SdfBody
         from .sphere_body import SphereBody
         bodies = {}                                   # name -> [shape indices], in the shapes' order
         for si, s in enumerate(desc.shapes or []):
@@ -338,8 +343,9 @@ class Scene:
                 bodies.setdefault(s.group or s.id, []).append(si)
         for name, members in bodies.items():
             ss = [desc.shapes[si] for si in members]
-            if ss[0].implicit is not None:     # an analytic sphere: centre and radius (sphere_body.py; a differentiable
-                d = SphereBody(name, members[0], ss[0].implicit)   # instance's spheres are meshes: scene/instances.py)
+            if ss[0].implicit is not None:     # an analytic sphere's centre and radius (sphere_body.py; a differentiable
+                kind = SdfBody if ss[0].differentiable == "sdf" else SphereBody   # instance's spheres are meshes:
+                d = kind(name, members[0], ss[0].implicit)      # scene/instances.py), an SDF grid's values (sdf_body.py)
                 for pname, value, kind, lo in d.initial_values():
                     self.params.add(pname, value, lo=lo, kind=kind, file=desc.file)
                 self.deformables.append(d)
@@ -361,6 +367,7 @@ class Scene:
                 self.params.add(pname, value, kind=kind, file=desc.file)
             self.deformables.append(d)
         self.deform_params = tuple(n for d in self.deformables for k, n in d.names().items() if k != "world")
+        self.sdf_params = tuple(d.names()["grid"] for d in self.deformables if isinstance(d, SdfBody))
 
     def _deformable_arrays(self, a, shapes, starts, inv):
         """tri_dm (the derived slot's pool offset, -1 static) and tri_code (vertex indices) of the
@@ -370,8 +377,8 @@ class Scene:
         a["tri_dm"] = np.full(len(inv), -1, np.int32)
         _tri_codes(a, len(inv))
         for d in self.deformables:
-            if d.analytic:                   # its box primitive's row; its record and slot: _sphere_records
-                d.row = int(inv[starts[d.members[0][0]]])
+            if d.analytic:                   # its primitives' rows; its record and slot: _implicit_records
+                d.place(inv, starts[d.members[0][0]])
                 continue
             d.tri_index = np.concatenate([inv[starts[si]:starts[si] + len(shapes[si].faces)] for si, _o in d.members])
             a["tri_dm"][d.tri_index] = self.params.slot(d.names()["world"]).offset
@@ -379,9 +386,10 @@ class Scene:
         if self.deformables:
             self._geometry_dirty = True
 
-    def _sphere_records(self, geo_rows):
-        """geo_slot (the derived slot's pool offset of each record, -1 static) for the analytic spheres; shape_geo
-        (each shape's record, -1 for a mesh) kept for the boundary terms (integrators/edges.py)."""
+    def _implicit_records(self, geo_rows):
+        """geo_slot (each record's pool offset, -1 static) for the differentiable analytic spheres (their derived
+        slot) and SDF grids (their values); shape_geo (each shape's record, -1 for a mesh) kept for the boundary
+        terms (integrators/edges.py)."""
         self.shape_geo = geo_rows["shape_geo"]
         if "geo_kind" not in geo_rows:
             return
@@ -389,7 +397,7 @@ class Scene:
         for d in self.deformables:
             if d.analytic:
                 d.record = int(geo_rows["shape_geo"][d.members[0][0]])
-                geo_rows["geo_slot"][d.record] = self.params.slot(d.names()["world"]).offset
+                geo_rows["geo_slot"][d.record] = self.params.slot(d.names()[d.SLOT]).offset
 
     def _deform(self, st):
         """Move the differentiable meshes' triangles to their parameters' positions (host, float64), and rewrite the
@@ -409,6 +417,8 @@ class Scene:
         to the differentiable meshes' parameters (in place; the slots are zeroed)."""
         get = self.params.__getitem__
         for d in self.deformables:
+            if "world" not in d.names():     # an SDF grid: kernels add into its values directly
+                continue
             i = self.params.slot(d.names()["world"])
             g = h[i.offset:i.offset + i.size]
             if not g.any():
@@ -426,6 +436,8 @@ class Scene:
             def dget(name):
                 j = self.params.slot(name)
                 return v[j.offset:j.offset + j.size]
+            if "world" not in d.names():
+                continue
             i = self.params.slot(d.names()["world"])
             v[i.offset:i.offset + i.size] = d.tangent_slot(get, dget)
 

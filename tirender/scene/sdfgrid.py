@@ -72,16 +72,23 @@ def _slab_boxes(f, z0):
     return voxel.astype(np.int32), lo + voxel, hi + voxel
 
 
-def sdf_mesh(values, to_world, smooth, file, key):
+def sdf_mesh(values, to_world, smooth, file, key, dense=False):
     """The voxel primitives of grid `values` (D, H, W) placed by 4x4 `to_world` as a shape's arrays (core/sdf.py):
     per voxel two vertices, the world box's corners, one face (2i, 2i + 1, 2i) (so that e2 = 0), the voxel's
-    coordinates in the uvs of both vertices ((x, y) and (z, 0)); no normals. dict(positions, faces, normals, uvs,
-    implicit)."""
+    coordinates in the uvs of both vertices ((x, y) and (z, 0)); no normals. With `dense`, every voxel of the grid
+    in dense_index order, each with its whole cube's box (the tree is built on those; a differentiable grid's rows
+    are rewritten by dense_corners and refitted). dict(positions, faces, normals, uvs, implicit)."""
     grid = Implicit(SDF, np.asarray(to_world, np.float64), values=values, smooth=bool(smooth))
-    voxel, lo, hi = tight_boxes(grid.values)
-    if not len(voxel):
-        raise ConfigError("the SDF grid has no voxel the surface crosses (its values never change sign)", file, key)
     D, H, W = grid.values.shape
+    if dense:
+        z, y, x = np.unravel_index(np.arange((D - 1) * (H - 1) * (W - 1)), (D - 1, H - 1, W - 1))
+        voxel = np.stack([x, y, z], 1).astype(np.int32)
+        lo, hi = voxel.astype(np.float64), voxel + 1.0
+    else:
+        voxel, lo, hi = tight_boxes(grid.values)
+        if not len(voxel):
+            raise ConfigError("the SDF grid has no voxel the surface crosses (its values never change sign)", file,
+                              key)
     size = 1.0 / np.array([W - 1, H - 1, D - 1], np.float64)
     pos = np.empty((2 * len(voxel), 3), np.float32)
     pos[0::2], pos[1::2] = box_under(lo * size, hi * size, grid.to_world)
@@ -91,3 +98,18 @@ def sdf_mesh(values, to_world, smooth, file, key):
     i = np.arange(len(voxel), dtype=np.int32)
     faces = np.stack([2 * i, 2 * i + 1, 2 * i], 1)
     return dict(positions=pos, faces=faces, normals=None, uvs=uv, implicit=grid)
+
+
+def dense_corners(values, to_world):
+    """The rows (N, 3, 3) of every voxel of grid `values` (D, H, W), in dense order (x fastest: voxel (x, y, z) at
+    (z (H - 1) + y) (W - 1) + x): a voxel the surface crosses has its tight world box (corners lo, hi, lo), the
+    others are empty rows (all corners 0: e1 = e2 = 0, left out of the refitted boxes: bvh_build._refit_level)."""
+    D, H, W = values.shape
+    out = np.zeros(((D - 1) * (H - 1) * (W - 1), 3, 3), np.float64)
+    voxel, lo, hi = tight_boxes(values)
+    if len(voxel):
+        size = 1.0 / np.array([W - 1, H - 1, D - 1], np.float64)
+        k = (voxel[:, 2].astype(np.int64) * (H - 1) + voxel[:, 1]) * (W - 1) + voxel[:, 0]
+        a, b = box_under(lo * size, hi * size, to_world)
+        out[k, 0], out[k, 1], out[k, 2] = a, b, a
+    return out

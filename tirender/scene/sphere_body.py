@@ -27,6 +27,8 @@ class SphereBody:
     """One differentiable analytic sphere: name (the shape id), its shape index and Implicit (scene/implicit.py)."""
 
     analytic = True
+    SLOT = DERIVED               # the pool slot whose offset the record's geo_slot holds
+    boundary = True              # its silhouette is in the boundary terms (integrators/edges.py)
 
     def __init__(self, name, shape_index, imp):
         self.name = name
@@ -38,6 +40,10 @@ class SphereBody:
         self.c0, self.r0 = c, r
         self.record = -1                         # its geo_* record (scene.py)
         self.row = -1                            # its box primitive's triangle row, in BVH order (scene.py)
+
+    def place(self, inv, start):
+        """Its box primitive's row in BVH order from the inverse permutation inv and its shape's first row."""
+        self.row = int(inv[start])
 
     def names(self):
         """Internal key -> pool name."""

@@ -156,13 +156,14 @@ def hit_adjoint(st: ti.template(), tri, t, b1, b2, o, d, g_p, g_n, g_uv):
 @ti.func
 def local_adjoint(st: ti.template(), bsdf: ti.template(), v, tri, d, wo, d_out):
     """A non-Dirac vertex v reached along d, with its sampled world direction wo held fixed
-    (ray-following, integrators/edges.py): (∂/∂d, ∂/∂n) of <d_out, f(wi, wo) |cos θo|> with
+    (ray-following, integrators/edges.py): (∂/∂d, ∂/∂n, ∂/∂wo) of <d_out, f(wi, wo) |cos θo|> with
     wi = to_local(-d), wo in the shading frame (s, t, n), which turns with n
-    (core.interaction.frame_adjoint) — the BSDF's own direction derivatives (``grad_dirs``)."""
+    (core.interaction.frame_adjoint) — the BSDF's own direction derivatives (``grad_dirs``); ∂/∂wo (world, the
+    frame held) for a wo that is not held: towards a light at a point (prb_attached)."""
     wi_w = -d
     gwi, gwo = bsdf.grad_dirs(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, wo), d_out)
     g_d = -to_world(v.s, v.t, v.n, gwi)
     g_s = gwi[0] * wi_w + gwo[0] * wo
     g_t = gwi[1] * wi_w + gwo[1] * wo
     g_n = gwi[2] * wi_w + gwo[2] * wo + frame_adjoint(st, tri, v.n, v.s, g_s, g_t)
-    return g_d, g_n
+    return g_d, g_n, to_world(v.s, v.t, v.n, gwo)

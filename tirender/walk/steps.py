@@ -146,10 +146,13 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
         sampler: ti.template(), dL, vis: ti.template(), biased: ti.template()):
     """Next-event estimation at vertex v (see the module doc). Always consumes two random numbers
     for the emitter sample (and whatever ``vis`` uses), so PRIMAL and REPLAY walks stay aligned.
-    Returns (d, w): the emitter sample's direction and β mis T Le/pdf, the weight of ∂f(d)/∂π in its
-    adjoint (w = 0 without a contribution and for Dirac emitters; attached PRB replaces the term)."""
+    Returns (d, w, q, wf): the emitter sample's direction d and w = β mis T Le/pdf, the weight of ∂f(d)/∂π in
+    its adjoint (0 without a contribution), the sample q itself (q.emitter -1 without one; q.delta: a Dirac
+    emitter's) and wf = β mis T f, the weight of ∂(Le/pdf)/∂π (attached PRB moves the vertex under them)."""
     res_d = vec3(0.0)
     res_w = spec(0.0)
+    res_wf = spec(0.0)
+    res_q = DirectionSample(emitter=-1)
     u_em = sampler.next_2d()
     if v.medium_event == 1 or v.flags & 1:   # SMOOTH: the scattering function has a non-Dirac lobe
         ds = emitters.sample_emitter(st, em, v.p, u_em, s.lam)
@@ -175,9 +178,10 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                         s0 = s0_weight(col)
                     else:
                         accumulate(mode, s, s.beta * mis * f * T * ds.weight)
-                    if ds.delta == 0:
-                        res_d = ds.d
-                        res_w = s.beta * mis * T * ds.weight
+                    res_d = ds.d
+                    res_w = s.beta * mis * T * ds.weight
+                    res_wf = s.beta * mis * T * f
+                    res_q = ds
                     if ti.static(adjoint_mode(mode)):
                         if adjoint_on(mode, s, dL):
                             li = ds.weight                 # Li / pdf with Li = Le of the sampled emitter
@@ -190,7 +194,7 @@ def nee(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.temp
                             emitters.eval_adjoint(st, em, ds, dL * s.beta * mis * f * T / ds.pdf * s0, s.lam)
                             vis.transmittance(st, bsdf, REPLAY, v, s, so, ds.d, dist, saved, T,
                                               dL * s.beta * mis * f * ds.weight * s0)
-    return res_d, res_w
+    return res_d, res_w, res_q, res_wf
 
 
 @ti.func
