@@ -40,6 +40,8 @@ KERNEL_GROUPS = {
     # prb_attached's geometry kernels (edges, light-aimed boundary samples) on plain-mesh storages
     "geometry": ("test_geometry_gradients", "test_curves", "test_instancing", "test_batch_sensor", "test_shadow_edges",
                  "test_shadow_art"),
+    # prb_attached under the four Dirac lights, a floor and an SDF sheet (tests/scenes.moving_under_point_lights)
+    "point_lights": ("test_point_lights_moving", "test_sdfgrid"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 

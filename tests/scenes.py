@@ -1,4 +1,6 @@
 """Small scene dictionaries shared by the tests."""
+import os
+
 import numpy as np
 
 
@@ -171,3 +173,61 @@ def ray_caster(st):
             out[r, 8] = si.uv[0]
             out[r, 9] = si.uv[1]
     return cast
+
+
+POINT_LIGHTS = ("point", "spot", "projector", "directional")
+
+
+def point_lights(image, lit):
+    """The four Dirac lights of the geometry-gradient tests under lights at a point (tests/test_point_lights_moving.py,
+    test_sdfgrid.py): point, spot (with a texture `image`), projector (`image`) and directional, each at its strength
+    times lit.get(kind, 0) (the others dark), so that every such test compiles one kernel specialisation."""
+    look = {"spot": ([-0.2, 0.1, 1.8], [0.1, 0.0, 0.0]), "projector": ([0.2, -0.1, 1.6], [0.0, 0.1, 0.0])}
+
+    def at(kind):
+        return {"look_at": {"origin": look[kind][0], "target": look[kind][1], "up": [0, 1, 0]}}
+    k = {kind: float(lit.get(kind, 0.0)) for kind in POINT_LIGHTS}
+    return [{"type": "point", "position": [0.3, 0.2, 1.5], "intensity": 3.0 * k["point"]},
+            {"type": "spot", "intensity": 6.0 * k["spot"], "cutoff_angle": 30.0, "beam_width": 12.0,
+             "texture": {"type": "bitmap", "data": image}, "to_world": at("spot")},
+            {"type": "projector", "irradiance": {"type": "bitmap", "data": image}, "scale": 2.0 * k["projector"],
+             "fov": 70.0, "to_world": at("projector")},
+            {"type": "directional", "direction": [-0.3, -0.2, -1.0], "irradiance": 2.0 * k["directional"]}]
+
+
+def point_light_image(tmp):
+    """A smooth 12 x 12 RGB pattern (img.npy in tmp) for point_lights' spot and projector; returns its path."""
+    y, x = np.mgrid[0:12, 0:12] / 11.0
+    img = np.stack([0.6 + 0.4 * np.sin(5 * x + 1), 0.6 + 0.4 * np.cos(4 * y), 0.5 + 0.3 * np.sin(3 * (x + y))], -1)
+    path = os.path.join(tmp, "img.npy")
+    np.save(path, img.astype(np.float32))
+    return path
+
+
+def sdf_sheet(tmp, n=14):
+    """A wavy sheet's signed distances (z - 0.5 - bumps) on n^3 nodes, written to tmp/sheet.vol; returns them."""
+    from tirender.media.volfile import write_vol
+    x = np.linspace(0.0, 1.0, n)
+    Z, Y, X = np.meshgrid(x, x, x, indexing="ij")
+    f = (Z - 0.5 - 0.08 * np.sin(3 * X) * np.cos(2 * Y)).astype(np.float32)
+    write_vol(os.path.join(tmp, "sheet.vol"), f)
+    return f
+
+
+def moving_under_point_lights(tmp, lit, floor_diff=False, sheet_diff=False, sheet="sheet.vol", normals="smooth",
+                              in_view="floor", w=20):
+    """A tilted diffuse floor (rectangle) and an SDF sheet (grid file `sheet` in tmp) under point_lights(lit), seen
+    from above by `direct_projective`: the one `in_view` fills the view around the origin, the other lies far to the
+    side (its edges off the film). Every test built on it shares one kernel specialisation."""
+    floor_at, sheet_at = ([0, 0, 0], [40, 0, 0]) if in_view == "floor" else ([40, 0, 0], [0, 0, 0])
+    return {
+        "integrator": {"type": "direct_projective"},
+        "sensors": [camera([0, 0, 2.5], [0, 0, 0], fov=30, w=w, h=w)],
+        "shapes": [{"id": "floor", "type": "rectangle", "differentiable": floor_diff,
+                    "to_world": [{"scale": 2.0}, {"rotate": {"axis": [1, 0.5, 0], "angle": 12}},
+                                 {"translate": floor_at}],
+                    "bsdf": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5]}},
+                   {"id": "g", "type": "sdfgrid", "filename": sheet, "differentiable": sheet_diff, "normals": normals,
+                    "to_world": [{"translate": [-0.5, -0.5, -0.5]}, {"scale": 2.0}, {"translate": sheet_at}],
+                    "bsdf": {"type": "diffuse", "reflectance": [0.6, 0.55, 0.5]}}],
+        "emitters": point_lights(point_light_image(tmp), lit)}

@@ -21,42 +21,16 @@ import pytest
 
 import tirender
 from gradcheck_util import assert_agree, central_differences, f64_child_report, max_rel_err, projected_gradients
-from scenes import camera
-
-
-def _image(tmp):
-    y, x = np.mgrid[0:12, 0:12] / 11.0
-    img = np.stack([0.6 + 0.4 * np.sin(5 * x + 1), 0.6 + 0.4 * np.cos(4 * y), 0.5 + 0.3 * np.sin(3 * (x + y))], -1)
-    path = os.path.join(tmp, "img.npy")
-    np.save(path, img.astype(np.float32))
-    return path
-
-
-LIGHTS = {     # each light by its strength k (the others dark: one kernel specialisation for every case)
-    "point": lambda data, k: {"type": "point", "position": [0.3, 0.2, 1.5], "intensity": 3.0 * k},
-    "spot": lambda data, k: {"type": "spot", "intensity": 6.0 * k, "cutoff_angle": 30.0, "beam_width": 12.0,
-                             "texture": {"type": "bitmap", "data": data},
-                             "to_world": {"look_at": {"origin": [-0.2, 0.1, 1.8], "target": [0.1, 0.0, 0.0],
-                                                      "up": [0, 1, 0]}}},
-    "projector": lambda data, k: {"type": "projector", "irradiance": {"type": "bitmap", "data": data},
-                                  "scale": 2.0 * k, "fov": 70.0,
-                                  "to_world": {"look_at": {"origin": [0.2, -0.1, 1.6], "target": [0.0, 0.1, 0.0],
-                                                           "up": [0, 1, 0]}}},
-    "directional": lambda data, k: {"type": "directional", "direction": [-0.3, -0.2, -1.0], "irradiance": 2.0 * k},
-}
+from scenes import POINT_LIGHTS, moving_under_point_lights, sdf_sheet
 
 
 def _scene(kind, tmp, w=20):
-    """A tilted diffuse floor, differentiable, filling the view, lit by one light (the others dark; the projector's
-    frustum, whose edge is a discontinuity the boundary terms do not sample, reaches beyond the view)."""
-    data = _image(tmp)
-    return tirender.load_scene({
-        "integrator": {"type": "direct_projective"},
-        "sensors": [camera([0, 0, 2.5], [0, 0, 0], fov=30, w=w, h=w)],
-        "shapes": [{"id": "floor", "type": "rectangle", "differentiable": True,
-                    "to_world": [{"scale": 2.0}, {"rotate": {"axis": [1, 0.5, 0], "angle": 12}}],
-                    "bsdf": {"type": "diffuse", "reflectance": [0.7, 0.6, 0.5]}}],
-        "emitters": [light(data, float(name == kind)) for name, light in LIGHTS.items()]}, base_dir=tmp)
+    """A tilted diffuse floor, differentiable, filling the view, lit by one of the four lights (the others dark; an
+    SDF sheet far to the side: one kernel specialisation with test_sdfgrid's gradient checks). The projector's frustum,
+    whose edge is a discontinuity the boundary terms do not sample, reaches beyond the view."""
+    sdf_sheet(tmp)
+    return tirender.load_scene(moving_under_point_lights(tmp, {kind: 1.0}, floor_diff=True, sheet_diff=True),
+                               base_dir=tmp)
 
 
 def checks():
@@ -69,8 +43,8 @@ def checks():
     rng = np.random.default_rng(4)
     out = {}
     tmp = tempfile.mkdtemp()
-    n = len(LIGHTS)
-    for e, kind in enumerate(("point", "spot", "projector")):
+    n = len(POINT_LIGHTS)
+    for e, kind in enumerate(("point", "spot", "projector")):        # the scene's emitters 0, 1, 2
         sc = _scene(kind, tmp)
         st = sc.bind()
         em = sc.em_mask
@@ -124,7 +98,7 @@ def test_ref_grad_vs_central_differences_f64():
         assert r["max_rel_err"] <= 1e-6, (name, r)
 
 
-@pytest.mark.parametrize("kind", list(LIGHTS))
+@pytest.mark.parametrize("kind", POINT_LIGHTS)
 def test_floor_moving_under_a_light_at_a_point(kind, tmp_path):
     """<w, image> along a translation and a rotation of the floor: prb_attached against central differences."""
     sc = _scene(kind, str(tmp_path))

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import mitsuba_suite as suite  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scenes import ray_caster, xml_scene, xml_sensor  # noqa: E402
+from scenes import moving_under_point_lights, ray_caster, sdf_sheet, xml_scene, xml_sensor  # noqa: E402
 
 
 def _torus_grid(n=14, R=0.28, r=0.12):
@@ -259,29 +259,18 @@ def test_sdfgrid_errors(tmp_path):
         tirender.load_scene(str(p))
 
 
-def _sheet(tmp, n=12):
-    """A wavy sheet's signed distances (z - 0.5 - bumps) on n^3 nodes, written to sheet.vol."""
-    x = np.linspace(0.0, 1.0, n)
-    Z, Y, X = np.meshgrid(x, x, x, indexing="ij")
-    f = (Z - 0.5 - 0.08 * np.sin(3 * X) * np.cos(2 * Y)).astype(np.float32)
-    write_vol(os.path.join(tmp, "sheet.vol"), f)
-    return f
-
-
 def _sheet_scene(tmp, normals="smooth", diff=True, name="sheet.vol"):
-    return tirender.load_scene({
-        "integrator": {"type": "direct_projective"},
-        "sensors": [{"type": "perspective", "fov": 20, "film": {"width": 20, "height": 20},
-                     "to_world": {"look_at": {"origin": [0, 0, 3], "target": [0, 0, 0], "up": [0, 1, 0]}}}],
-        "shapes": [{"id": "g", "type": "sdfgrid", "filename": name, "differentiable": diff, "normals": normals,
-                    "to_world": [{"translate": [-0.5, -0.5, -0.5]}, {"scale": 2.0}]}],
-        "emitters": [{"type": "point", "position": [0.6, 0.4, 2.0], "intensity": 5.0}]}, base_dir=tmp)
+    """The wavy sheet (scenes.sdf_sheet) filling the view under a point light, a floor far to the side (one kernel
+    specialisation with tests/test_point_lights_moving.py)."""
+    return tirender.load_scene(moving_under_point_lights(tmp, {"point": 1.0}, floor_diff=diff, sheet_diff=diff,
+                                                         sheet=name, normals=normals, in_view="sheet"),
+                               base_dir=tmp)
 
 
 def test_differentiable_grid_renders_as_the_static_one(tmp_path):
     """Every voxel a primitive, yet the same image as the static grid's (its tight boxes); new values render as a
     static grid loaded with them, and back."""
-    f = _sheet(str(tmp_path))
+    f = sdf_sheet(str(tmp_path))
     static = tirender.render(_sheet_scene(str(tmp_path), diff=False), spp=4, seed=1, progress=False)
     sc = _sheet_scene(str(tmp_path))
     assert sc.params["g.grid"].shape == f.shape
@@ -301,18 +290,20 @@ def test_differentiable_grid_renders_as_the_static_one(tmp_path):
 def test_grid_values_gradient_vs_finite_differences(tmp_path, normals):
     """Within 3 SE with smooth normals. Analytic normals are each voxel's gradient, which jumps across voxel faces:
     the lines where the shading jumps move over the image with the values and that boundary is not sampled (as in
-    Mitsuba), measured here as 0.65 % of the derivative: within 3 SE + 1.5 %."""
+    Mitsuba), 0.65 % of the derivative on this sheet under one light: within 3 SE + 1.5 %."""
     from gradcheck_util import assert_agree, projected_gradients
-    _sheet(str(tmp_path))
+    sdf_sheet(str(tmp_path))
     sc = _sheet_scene(str(tmp_path), normals)
     wts = np.random.default_rng(1).uniform(0, 1, (20, 20, 3)).astype(np.float32)
     g0 = tirender.render_grad(sc, wts, spp=4, seed=9, progress=False)["g.grid"]
     touched = np.abs(g0) > 0
     assert touched.sum() >= 100 and not touched.all()       # the nodes around the surface, not the far ones
-    for name, u in (("uniform", np.ones(g0.shape)), ("random", np.random.default_rng(5).normal(size=g0.shape))):
+    x = np.linspace(0.0, 1.0, g0.shape[2])
+    bumps = np.cos(np.pi * x)[None, None, :] * np.sin(np.pi * x)[None, :, None] * np.ones(g0.shape)
+    for name, u in (("uniform", np.ones(g0.shape)), ("bumps", bumps)):
         u = (u * touched).astype(np.float32)
-        g, _ = projected_gradients(sc, "g.grid", u, wts, 16, list(range(4)), [], 2e-3, method=None)
-        _, fd = projected_gradients(sc, "g.grid", u, wts, 16, [], list(range(100, 104)), 2e-3)
+        g, _ = projected_gradients(sc, "g.grid", u, wts, 32, list(range(4)), [], 2e-3, method=None)
+        _, fd = projected_gradients(sc, "g.grid", u, wts, 64, [], list(range(100, 104)), 2e-3)
         mg, mf = g.mean(), fd.mean()
         se = np.hypot(g.std(ddof=1), fd.std(ddof=1)) / 2.0           # 4 seeds each
         print(f"{normals} {name}: {mg:.4g} against central differences {mf:.4g} (3 SE {3 * se:.2g})")
@@ -320,3 +311,16 @@ def test_grid_values_gradient_vs_finite_differences(tmp_path, normals):
             assert_agree(g, fd, f"{normals} {name}")
         else:
             assert abs(mg - mf) <= 3 * se + 0.015 * abs(mf) and abs(mf) > 3 * se, (name, mg, mf, se)
+
+
+@pytest.mark.extended
+def test_grid_forward_mode_equals_reverse(tmp_path):
+    """Forward mode (the tangent read from the values' own pool slice) equals reverse mode per seed."""
+    sdf_sheet(str(tmp_path))
+    sc = _sheet_scene(str(tmp_path))
+    wts = np.random.default_rng(1).uniform(0, 1, (20, 20, 3)).astype(np.float32)
+    u = np.random.default_rng(5).normal(size=sc.params["g.grid"].shape)
+    rev = float((tirender.render_grad(sc, wts, spp=4, seed=3, progress=False)["g.grid"] * u).sum())
+    tan = tirender.render_forward(sc, {"g.grid": u}, spp=4, seed=3, progress=False)
+    fwd = float((np.asarray(tan, np.float64) * wts).sum())
+    assert fwd == pytest.approx(rev, rel=1e-4, abs=1e-6), (fwd, rev)

@@ -148,6 +148,27 @@ class DeltaEmitter:
     def eval_adjoint(st: ti.template(), e, q, d_le):
         slot_adjoint(st, e, 0, q.uv, d_le * q.scale)
 
+    @staticmethod
+    @ti.func
+    def ref_grad(st: ti.template(), e, q, w):
+        """∂<w, Le>/∂ref_p of a sample q of a light at a point that radiates alike in every direction (Le =
+        slot 0 / r²; a light with a profile overrides it: spot, projector; a light at infinity is never asked)."""
+        return distance_grad(slot(st, e, 0, q.uv) * q.scale, w, q)
+
+
+@ti.func
+def distance_grad(le, w, q):
+    """∂/∂ref_p of <w, Le> through Le's 1/r² alone (Le of sample q of a light at a point, r = q.dist, d = q.d
+    towards the light): <w, Le> 2 d / r."""
+    return le.dot(w) * 2.0 * q.d / ti.max(q.dist, 1e-20)
+
+
+@ti.func
+def direction_grad(g_d, q):
+    """∂/∂ref_p through the direction d = (p - ref_p) / r of sample q, from g_d = ∂/∂d (r = q.dist):
+    -(I - d dᵀ) g_d / r."""
+    return -(g_d - q.d * q.d.dot(g_d)) / ti.max(q.dist, 1e-20)
+
 
 class Row:
     """One emitter of a scene as the builder fills it (Python side of the st.em_* tables)."""

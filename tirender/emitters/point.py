@@ -25,15 +25,8 @@ class Point(DeltaEmitter):
         ds, dist2 = point_source(st, e, ref_p)
         if ds.dist > 0.0:
             ds.scale = 1.0 / dist2
-            ds.le_rgb = slot(st, e, _INTENSITY, ds.uv) * ds.scale
-            ds.weight_rgb = ds.le_rgb
+            ds = lit(ds, slot(st, e, _INTENSITY, ds.uv) * ds.scale)
         return ds
-
-    @staticmethod
-    @ti.func
-    def ref_grad(st: ti.template(), e, q, w):
-        """∂<w, I / r²>/∂ref_p of sample q (r = |p - ref_p|, d = (p - ref_p) / r): <w, Le> 2 d / r."""
-        return distance_grad(slot(st, e, _INTENSITY, q.uv) * q.scale, w, q)
 
     @staticmethod
     @ti.func
@@ -44,17 +37,12 @@ class Point(DeltaEmitter):
 
 
 @ti.func
-def distance_grad(le, w, q):
-    """∂/∂ref_p of <w, Le> through Le's 1/r² alone (Le of sample q, r = q.dist, d = q.d towards the light):
-    <w, Le> 2 d / r; shared with spot lights."""
-    return le.dot(w) * 2.0 * q.d / ti.max(q.dist, 1e-20)
-
-
-@ti.func
-def direction_grad(g_d, q):
-    """∂/∂ref_p through the direction d = (p - ref_p) / r of sample q, from g_d = ∂/∂d (r = q.dist):
-    -(I - d dᵀ) g_d / r."""
-    return -(g_d - q.d * q.d.dot(g_d)) / ti.max(q.dist, 1e-20)
+def lit(ds, le):
+    """Sample ds of a light at a point carrying Le = le (pdf 1: Le/pdf = le as well); shared with spot lights and
+    projectors."""
+    ds.le_rgb = le
+    ds.weight_rgb = le
+    return ds
 
 
 @ti.func

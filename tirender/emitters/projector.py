@@ -38,7 +38,7 @@ from ..sensors import base as sensor_base
 from ..schema import Texture, Transform
 from ..textures import tex_grad_uv
 from .base import DeltaEmitter, cdf_search, dist_header, slot, slot_adjoint
-from .point import point_source
+from .point import lit, point_source
 
 _IRRADIANCE, _SCALE = 0, 1
 # st.em_f[e, k]: tan(fov_x / 2), tan(fov_y / 2), the image plane's area at z = 1
@@ -233,8 +233,7 @@ class Projector(DeltaEmitter):
             if inside:
                 ds.uv = uv
                 ds.scale = PI * ds.dist / (loc[2] * loc[2] * loc[2])      # π / (z² cos θ), cos θ = z / dist
-                ds.le_rgb = Projector.eval(st, e, ds)
-                ds.weight_rgb = ds.le_rgb
+                ds = lit(ds, Projector.eval(st, e, ds))
         return ds
 
     @staticmethod

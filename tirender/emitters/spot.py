@@ -30,8 +30,8 @@ from ..core.math import PI, vec2, vec3
 from ..errors import ConfigError
 from ..schema import Number, Texture, Transform
 from ..textures import tex_grad_uv
-from .base import DeltaEmitter, slot, slot_adjoint
-from .point import direction_grad, distance_grad, point_source
+from .base import DeltaEmitter, direction_grad, distance_grad, slot, slot_adjoint
+from .point import lit, point_source
 
 _INTENSITY, _TEXTURE = 0, 1
 # st.em_f[e, k]: constants of the falloff curve, tan(cutoff) (the texture's uv scale)
@@ -156,8 +156,7 @@ class Spot(DeltaEmitter):
             ds.scale = Spot.falloff(st, e, -ds.d.dot(st.em_dir[e])) / dist2
             if ds.scale > 0.0 and st.em_tex[e, _TEXTURE] >= 0:
                 ds.uv = Spot.uv_of(st, e, st.em_rot[e] @ -ds.d)
-            ds.le_rgb = Spot.eval(st, e, ds)
-            ds.weight_rgb = ds.le_rgb
+            ds = lit(ds, Spot.eval(st, e, ds))
         return ds
 
     @staticmethod

@@ -55,6 +55,7 @@ from ..core.intersect import intersect
 from ..core.rng import make_sampler
 from ..core.math import BIG, safe_div, vec2, vec3
 from ..emitters import registry as emitters
+from ..emitters.base import direction_grad
 from ..errors import ConfigError
 from ..scene import triangles
 from ..variants import spec
@@ -191,8 +192,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                                 if j == 1 and nee_q.delta == 1 and nee_q.dist < BIG:
                                     # a light at a point: its position holds, not the direction to it, which
                                     # turns with the vertex (and Le/pdf moves: 1/r², a spot's falloff, ...)
-                                    r = ti.max(nee_q.dist, 1e-20)
-                                    g_p += -(gwj - dj * dj.dot(gwj)) / r + \
+                                    g_p += direction_grad(gwj, nee_q) + \
                                         emitters.ref_grad(st, em, nee_q, dL * nee_wf, s.lam)
                         es = make_sampler(ekey[0] ^ (ti.u32(edges.SEED_MIX2) + ti.u32(0x9E3779B9) * ti.cast(seg, ti.u32)),
                                           ekey[1], ekey[2])

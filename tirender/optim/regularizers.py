@@ -30,34 +30,28 @@ def eikonal(f):
     function; it keeps an optimised grid one (Vicini et al. 2022 redistance instead). Returns (value, gradient
     shaped like f)."""
     x = np.asarray(f, np.float64)
-    D, H, W = x.shape
-    n = (D - 1) * (H - 1) * (W - 1)
+    axes = ((2, x.shape[2] - 1), (1, x.shape[1] - 1), (0, x.shape[0] - 1))      # (array axis, cells) of x, y, z
+    n = axes[0][1] * axes[1][1] * axes[2][1]
     g = []
-    for a, res in ((2, W), (1, H), (0, D)):          # x, y, z
-        e = np.diff(x, axis=a) * (res - 1)           # edge differences along axis a
-        others = [b for b in range(3) if b != a]
-        c = e
-        for b in others:                             # average the cell's four edges
-            c = 0.5 * (np.take(c, range(c.shape[b] - 1), axis=b) + np.take(c, range(1, c.shape[b]), axis=b))
+    for a, cells in axes:
+        c = np.diff(x, axis=a) * cells                                          # edge differences along a
+        for b in (b for b in range(3) if b != a):                               # the mean of the cell's four
+            c = 0.5 * (np.delete(c, -1, axis=b) + np.delete(c, 0, axis=b))
         g.append(c)
     r = np.sqrt(sum(c * c for c in g))
     val = float(((r - 1.0) ** 2).sum() / n)
     k = 2.0 * (r - 1.0) / np.maximum(r, 1e-12) / n
     out = np.zeros_like(x)
-    for (a, res), c in zip(((2, W), (1, H), (0, D)), g):
-        d = k * c                                    # ∂val/∂(cell gradient component)
-        others = [b for b in range(3) if b != a]
-        for b in others:                             # adjoint of the averaging: spread back to the edges
-            pad_lo = [(0, 0)] * 3
-            pad_hi = [(0, 0)] * 3
-            pad_lo[b] = (1, 0)
-            pad_hi[b] = (0, 1)
-            d = 0.5 * (np.pad(d, pad_hi) + np.pad(d, pad_lo))
-        d = d * (res - 1)                            # adjoint of the edge differences
-        lo = [slice(None)] * 3
-        hi = [slice(None)] * 3
-        lo[a] = slice(0, -1)
-        hi[a] = slice(1, None)
-        out[tuple(lo)] -= d
-        out[tuple(hi)] += d
+    for (a, cells), c in zip(axes, g):
+        d = k * c                                                               # ∂val/∂(the cells' component a)
+        for b in (b for b in range(3) if b != a):
+            d = 0.5 * (_pad1(d, b, 1) + _pad1(d, b, 0))
+        out += (_pad1(d, a, 0) - _pad1(d, a, 1)) * cells
     return val, out.astype(np.float32)
+
+
+def _pad1(x, axis, side):
+    """x with one layer of zeros added on `axis`, before it (side 0) or after it (side 1)."""
+    w = [(0, 0)] * x.ndim
+    w[axis] = (1, 0) if side == 0 else (0, 1)
+    return np.pad(x, w)

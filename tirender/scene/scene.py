@@ -344,8 +344,8 @@ class Scene:
         for name, members in bodies.items():
             ss = [desc.shapes[si] for si in members]
             if ss[0].implicit is not None:     # an analytic sphere's centre and radius (sphere_body.py; a differentiable
-                kind = SdfBody if ss[0].differentiable == "sdf" else SphereBody   # instance's spheres are meshes:
-                d = kind(name, members[0], ss[0].implicit)      # scene/instances.py), an SDF grid's values (sdf_body.py)
+                body = SdfBody if ss[0].differentiable == "sdf" else SphereBody   # instance's spheres are meshes:
+                d = body(name, members[0], ss[0].implicit)      # scene/instances.py), an SDF grid's values (sdf_body.py)
                 for pname, value, kind, lo in d.initial_values():
                     self.params.add(pname, value, lo=lo, kind=kind, file=desc.file)
                 self.deformables.append(d)
