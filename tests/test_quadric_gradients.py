@@ -31,11 +31,11 @@ def _shadow(ball=None, w=24, floor=None):
     ball = ball or {"id": "obj", "type": "sphere", "differentiable": True,
                     "to_world": [{"scale": 0.4}, {"translate": [0.2, 0, 1.0]}]}
     floor = floor or {"id": "floor", "type": "rectangle", "to_world": [{"scale": 3}]}
+    balls = ball if isinstance(ball, list) else [dict(ball, bsdf={"type": "diffuse", "reflectance": 0.3})]
     return tirender.load_scene({
         "integrator": {"type": "direct_projective"},
         "sensors": [camera([0, -2.5, 5], [0, 0, 0], fov=35, w=w, h=w)],
-        "shapes": [dict(floor, bsdf={"type": "diffuse", "reflectance": 0.8}),
-                   dict(ball, bsdf={"type": "diffuse", "reflectance": 0.3}),
+        "shapes": [dict(floor, bsdf={"type": "diffuse", "reflectance": 0.8})] + balls + [
                    {"id": "light", "type": "rectangle", "emitter": {"type": "area", "radiance": 20.0},
                     "to_world": [{"scale": 0.5}, {"rotate": {"axis": [1, 0, 0], "angle": 180}},
                                  {"translate": [0, 0, 3]}]}]})
@@ -98,6 +98,14 @@ def test_shadow_gradient_vs_finite_differences(pname, u):
 
 
 STATIC = {"sphere": [{"scale": 0.4}, {"translate": [0.2, 0, 1.2]}],
+          # a sphere of a group stored once, placed by an instance that stretches it (an ellipsoid): its silhouette
+          # made in the group's space and mapped to the world (integrators/quadric_edges.curve)
+          "instanced sphere": [{"type": "shapegroup", "id": "grp", "shapes": [
+              {"id": "ball", "type": "sphere", "to_world": [{"scale": 0.4}],
+               "bsdf": {"type": "diffuse", "reflectance": 0.3}}]},
+              {"id": "obj", "type": "instance", "shapegroup": "grp",
+               "to_world": [{"scale": [1.3, 0.8, 1.0]}, {"rotate": {"axis": [0, 0, 1], "angle": 30}},
+                            {"translate": [0.2, 0, 1.2]}]}],
           "cylinder": [{"translate": [0, 0, -0.5]}, {"scale": [0.3, 0.3, 1.2]}, {"rotate": {"axis": [1, 0.2, 0], "angle": 90}},
                        {"translate": [0.1, 0.0, 1.2]}],
           "disk": [{"scale": [0.5, 0.35, 1.0]}, {"rotate": {"axis": [1, 1, 0], "angle": 35}}, {"translate": [0.2, 0, 1.2]}]}
@@ -107,10 +115,12 @@ STATIC = {"sphere": [{"scale": 0.4}, {"translate": [0.2, 0, 1.2]}],
 def test_moving_floor_under_a_static_shape(kind):
     """A static analytic shape's shadow on a floor that moves up (a differentiable mesh): the boundary term at the
     floor's moving points samples the shape's curves exactly (integrators/quadric_edges.py: a sphere's silhouette
-    circle, a cylinder's rims and silhouette lines, a disk's rim). They came from a 64-segment proxy mesh whose
-    chords the two sides' rays missed: the sphere's 118 ± 1.5 against central differences 162.4 ± 0.7."""
+    circle, a cylinder's rims and silhouette lines, a disk's rim; an instance's through its transform). They came
+    from a 64-segment proxy mesh whose chords the two sides' rays missed: the sphere's 118 ± 1.5 against central
+    differences 162.4 ± 0.7."""
     floor = {"id": "floor", "type": "rectangle", "differentiable": True, "to_world": [{"scale": 3}]}
-    sc = _shadow({"id": "obj", "type": kind, "to_world": STATIC[kind]}, floor=floor)
+    ball = STATIC[kind] if kind.startswith("instanced") else {"id": "obj", "type": kind, "to_world": STATIC[kind]}
+    sc = _shadow(ball, floor=floor)
     wts = _weights(24)
     u = np.array([0.0, 0.0, 1.0])
     g, _ = projected_gradients(sc, "floor.translation", u, wts, 16, list(range(12)), [], 1e-2, method=None)

@@ -372,14 +372,15 @@ class SecondaryTable:
     the vertex), flags (BOUNDARY: one face; CREASE: shading may jump), the endpoints' derived-slot
     offsets (-1: a static mesh), and two CDFs by length: over the moving edges (the first n_mov
     rows) and over all. info_i = (n, n_mov), info_f = (total length, moving length). A row with quadric >= 0 is a
-    curve of one of Mitsuba's analytic shapes, made per sample (integrators/quadric_edges.py)."""
+    curve of one of Mitsuba's analytic shapes, made per sample (integrators/quadric_edges.py; inst >= 0: of a group
+    stored once, seen through that instance)."""
 
     _shared = None
 
     def __init__(self, cap):
         self.cap = cap
         self.x0, self.x1, self.n1, self.n2 = (vec3.field(shape=cap) for _ in range(4))
-        self.flags, self.slot0, self.slot1, self.quadric = (ti.field(ti.i32, shape=cap) for _ in range(4))
+        self.flags, self.slot0, self.slot1, self.quadric, self.inst = (ti.field(ti.i32, shape=cap) for _ in range(5))
         self.cdf_all, self.cdf_mov = ti.field(float, shape=cap), ti.field(float, shape=cap)
         self.info_i = ti.field(ti.i32, shape=2)
         self.info_f = ti.field(float, shape=2)
@@ -433,9 +434,9 @@ def secondary_edges(scene):
     """SecondaryTable rows for the scene's current geometry: the differentiable meshes' candidate
     edges first (with their derived slots; an analytic sphere's one row), then every static mesh's (slots -1; their
     topology is computed once per scene; an analytic sphere's, disk's or cylinder's curves made exactly,
-    integrators/quadric_edges.py; an instance's quadrics from a 64-segment proxy mesh). Returns (rows, n_mov)."""
+    integrators/quadric_edges.py, an instance's through its transform). Returns (rows, n_mov)."""
     from ..scene.deform import edge_topology
-    from ..scene.implicit import SDF, proxy_mesh
+    from ..scene.implicit import SDF
     get = scene.params.__getitem__
     parts = []
     for d in scene.deformables:
@@ -450,6 +451,7 @@ def secondary_edges(scene):
         rows["slot0"] = base + 6 * e[:, 0].astype(np.int64)
         rows["slot1"] = base + 6 * e[:, 1].astype(np.int64)
         rows["quadric"] = np.full(len(e), -1)
+        rows["inst"] = np.full(len(e), -1)
         parts.append(rows)
     n_mov = sum(len(r["flags"]) for r in parts)
     static = getattr(scene, "_static_edge_rows", None)
@@ -459,14 +461,16 @@ def secondary_edges(scene):
             if sh.differentiable:
                 continue
             P, F, smooth = np.asarray(sh.positions, np.float64), sh.faces, sh.normals is not None
-            if sh.implicit is not None and sh.implicit.kind != SDF and not sh.proto:   # its curves, exactly
-                static += quadric_edges.rows(sh.implicit, scene.shape_geo[si])
-                continue
-            if sh.implicit is not None:     # an instance's quadric: its silhouettes from a fine mesh
-                proxy = proxy_mesh(sh.implicit)
-                if proxy is None:           # an SDF grid: no silhouette edges (not differentiable, as Mitsuba's)
+            if sh.implicit is not None:     # a quadric's curves, exactly (a group's: per instance); an SDF grid has
+                if sh.implicit.kind == SDF:  # no silhouette rows (its silhouettes are in no boundary term)
                     continue
-                P, F, smooth = np.asarray(proxy["positions"], np.float64), proxy["faces"], True
+                if not sh.proto:
+                    static += quadric_edges.rows(sh.implicit, scene.shape_geo[si])
+                for j, (_iid, g, m) in enumerate(scene.desc.placements):
+                    if sh.proto and g == sh.proto:
+                        static += quadric_edges.rows(sh.implicit, scene.shape_geo[si], place=m,
+                                                     inst=scene.shape_geo[len(scene.desc.shapes) + j])
+                continue
             ed, ef, sp = edge_topology(F, P)
             # a group's shape (scene/toplevel.py) is in the group's space: its edges once per instance, in world space
             places = [m for _, g, m in scene.desc.placements if g == sh.proto] if sh.proto else [None]
@@ -476,10 +480,11 @@ def secondary_edges(scene):
                 rows["slot0"] = np.full(len(rows["flags"]), -1)
                 rows["slot1"] = np.full(len(rows["flags"]), -1)
                 rows["quadric"] = np.full(len(rows["flags"]), -1)
+                rows["inst"] = np.full(len(rows["flags"]), -1)
                 static.append(rows)
         scene._static_edge_rows = static
     parts = parts + static
-    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1", "quadric")
+    keys = ("x0", "x1", "n1", "n2", "flags", "slot0", "slot1", "quadric", "inst")
     out = {k: np.concatenate([r[k] for r in parts]) if parts else np.zeros((0, 3) if k[0] in "xn" else 0)
            for k in keys}
     return out, n_mov
@@ -534,10 +539,10 @@ def secondary(st: ti.template(), bsdf: ti.template(), em: ti.template(), tab: ti
         if qr >= 0:
             # an analytic shape's curve: its point τ seen from the rays' origin (p moved off its surface by spawn), so
             # that a tangent ray to a silhouette stays tangent (integrators/quadric_edges.py)
-            ok, x, e = quadric_edges.curve(st, qr, tab.flags[k], v.p, tau)
+            ok, x, e = quadric_edges.curve(st, qr, tab.inst[k], tab.flags[k], v.p, tau)
             if ok:
                 apex = vertex.spawn(st, v, (x - v.p).normalized())
-                ok, x, e = quadric_edges.curve(st, qr, tab.flags[k], apex, tau)
+                ok, x, e = quadric_edges.curve(st, qr, tab.inst[k], tab.flags[k], apex, tau)
             nE = (x - apex).cross(e)
         elif not ok:
             ok = (x0 - v.p).dot(tab.n1[k]) * (x0 - v.p).dot(tab.n2[k]) < 0.0

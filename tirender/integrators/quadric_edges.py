@@ -11,6 +11,9 @@ surface by spawn: from the vertex itself, that offset tilts the tangent ray into
 hit before x, and the sample lost). A differentiable sphere's row has its derived slot (scene/sphere_body.py): a
 point of its surface moves as δX = δc + n δR.
 
+A shape of a group stored once (an instance's) has one row per instance, made in the group's space from the vertex
+mapped there (``inst``: the instance's record).
+
 A tessellation's chords lie inside the curved surface (up to 1.2e-3 R for 64 segments), where both sides' rays,
 1e-4 rad apart, hit it: the term was lost (a floor moving under a sphere's shadow: 118 ± 1.5 against central
 differences 162.4 ± 0.7, tests/test_quadric_gradients.py).
@@ -27,10 +30,10 @@ RING = 256                           # points measuring an ellipse's length (a r
 
 
 # ------------------------------------------------------------------------------ host: table rows
-def _row(point, weight, flags, slot, record):
+def _row(point, weight, flags, slot, record, inst):
     return dict(x0=np.asarray(point, np.float64)[None], x1=(np.asarray(point, np.float64) + [weight, 0.0, 0.0])[None],
                 n1=np.zeros((1, 3)), n2=np.zeros((1, 3)), flags=np.full(1, flags), slot0=np.full(1, slot),
-                slot1=np.full(1, slot), quadric=np.full(1, record))
+                slot1=np.full(1, slot), quadric=np.full(1, record), inst=np.full(1, inst))
 
 
 def _rim_length(m, z):
@@ -40,21 +43,26 @@ def _rim_length(m, z):
     return float(np.linalg.norm(np.diff(p, axis=0), axis=1).sum())
 
 
-def rows(imp, record, slot=-1, state=None):
+def rows(imp, record, slot=-1, state=None, place=None, inst=-1):
     """The table rows of analytic shape `imp` (scene/implicit.Implicit; `state` (c, R): a differentiable sphere's
-    current centre and radius, slot its derived slot): a list of row dicts (edges.secondary_edges' keys)."""
+    current centre and radius, slot its derived slot; a shape of a group stored once: `place` the 4x4 to_world of
+    its instance record `inst`, the curves made in the group's space and mapped to the world): a list of row dicts
+    (edges.secondary_edges' keys). The weights are the curves' world lengths (a sphere's under a non-uniform
+    instance: 2π R times the largest stretch)."""
     boundary = 1                     # edges.BOUNDARY: a discontinuity wherever seen
-    m = np.asarray(imp.to_world, np.float64)
+    pm = np.eye(4) if place is None else np.asarray(place, np.float64)
+    m = pm @ np.asarray(imp.to_world, np.float64)
     if imp.kind == SPHERE:
         c, r = state if state is not None else imp.sphere()
-        return [_row(c, 2.0 * np.pi * r, boundary, slot, record)]
+        stretch = float(np.linalg.svd(pm[:3, :3], compute_uv=False)[0])
+        return [_row(pm[:3, :3] @ c + pm[:3, 3], 2.0 * np.pi * r * stretch, boundary, slot, record, inst)]
     if imp.kind == DISK:
-        return [_row(m[:3, 3], _rim_length(m, 0.0), boundary | RIM0, slot, record)]
+        return [_row(m[:3, 3], _rim_length(m, 0.0), boundary | RIM0, slot, record, inst)]
     if imp.kind == CYLINDER:
         top = m[:3, 3] + m[:3, 2]
-        return [_row(m[:3, 3], _rim_length(m, 0.0), boundary | RIM0, slot, record),
-                _row(top, _rim_length(m, 1.0), boundary | RIM1, slot, record),
-                _row(m[:3, 3], 2.0 * float(np.linalg.norm(m[:3, 2])), boundary | SIDE, slot, record)]
+        return [_row(m[:3, 3], _rim_length(m, 0.0), boundary | RIM0, slot, record, inst),
+                _row(top, _rim_length(m, 1.0), boundary | RIM1, slot, record, inst),
+                _row(m[:3, 3], 2.0 * float(np.linalg.norm(m[:3, 2])), boundary | SIDE, slot, record, inst)]
     return []
 
 
@@ -109,15 +117,25 @@ def _flat(st: ti.template(), r, flags, p, tau):
 
 
 @ti.func
-def curve(st: ti.template(), r, flags, p, tau):
-    """(ok, x, e): the point τ of the curve (flags) of analytic shape r seen from p, and e = dx/dτ."""
+def curve(st: ti.template(), r, inst, flags, p, tau):
+    """(ok, x, e): the point τ of the curve (flags) of analytic shape r seen from p, and e = dx/dτ (world). A shape
+    of a group stored once (inst: its instance's record, core/implicit.py; else -1) is seen from p in the group's
+    space and its curve mapped back: an affine map keeps tangency, so a silhouette maps to the silhouette."""
     ok = False
     x = vec3(0.0)
     e = vec3(0.0)
+    q = p
+    if ti.static(st.instances):
+        if inst >= 0:
+            q = affine_point(st.geo_to_obj[inst], p)
     if st.geo_kind[r] == SPHERE:
-        ok, x, e = _sphere(st, r, p, tau)
+        ok, x, e = _sphere(st, r, q, tau)
     else:
-        ok, x, e = _flat(st, r, flags, p, tau)
+        ok, x, e = _flat(st, r, flags, q, tau)
+    if ti.static(st.instances):
+        if inst >= 0:
+            x = affine_point(st.geo_to_world[inst], x)
+            e = affine_vector(st.geo_to_world[inst], e)
     return ok, x, e
 
 

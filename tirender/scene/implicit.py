@@ -94,23 +94,6 @@ def quadric_prim(kind, to_world, flip):
                 uvs=np.zeros((2, 2), np.float32), implicit=imp)
 
 
-def proxy_mesh(imp, segments=64):
-    """A triangle mesh of a quadric (world space) for the tables that need edges (the secondary-visibility boundary
-    term's static silhouettes, integrators/edges.py); None for an SDF grid."""
-    from . import shapes as builtin
-    make = {SPHERE: builtin.sphere, DISK: builtin.disk, CYLINDER: builtin.cylinder}.get(imp.kind)
-    if make is None:
-        return None
-    m = np.asarray(imp.to_world, np.float64)
-    if imp.kind == SPHERE:
-        c, r = imp.sphere()
-        m = np.eye(4)
-        m[:3, :3] *= r
-        m[:3, 3] = c
-    mesh = builtin.transform_mesh(make(segments), m)
-    return mesh
-
-
 def device_rows(shapes, placed=()):
     """The per-shape record index (``shape_geo``, -1 for meshes) and the records of core/implicit.py for a scene's
     shapes and, after them, its instances' boxes (`placed`: per instance its 4x4 to_world and its group tree's root
