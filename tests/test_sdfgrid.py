@@ -230,7 +230,8 @@ def test_sdfgrid_matches_mitsuba(tmp_path, normals):
 
 def test_sdfgrid_errors(tmp_path):
     """One line naming the file and key: a grid without a sign change, two channels, an unknown normal mode, an
-    emitting grid, a grid in a differentiable instance (its geometry is its values), a missing file name."""
+    emitting grid, a grid in a differentiable instance (its geometry is its values), a differentiable grid beyond the
+    memory limit, a missing file name."""
     f = _torus_grid(6)
     write_vol(str(tmp_path / "pos.vol"), np.abs(f) + 0.1)
     write_vol(str(tmp_path / "two.vol"), np.stack([f, f], -1))
@@ -252,6 +253,13 @@ def test_sdfgrid_errors(tmp_path):
     held = load("{type: shapegroup, id: grp, shapes: [{type: sdfgrid, id: s, filename: g.vol}]}\n"
                 "    - {type: instance, id: i, shapegroup: grp, differentiable: true}")
     assert "differentiable" in held and "cannot hold an sdfgrid" in held
+    from tirender import limits
+    limits.set_max_memory("20K")      # every voxel of a differentiable grid is a primitive: its size is checked
+    try:
+        big = load("{type: sdfgrid, id: s, filename: g.vol, differentiable: true}")
+    finally:
+        limits.set_max_memory(None)
+    assert "shapes.s" in big and "differentiable SDF grid of 6x6x6 nodes" in big and "memory limit" in big
     assert "'normals' belongs to sdfgrid" in load("{type: ply, id: s, filename: g.vol, normals: smooth}")
     p = tmp_path / "e.xml"
     p.write_text(xml_scene('<shape type="sdfgrid"/>'))

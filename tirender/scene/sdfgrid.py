@@ -76,11 +76,14 @@ def sdf_mesh(values, to_world, smooth, file, key, dense=False):
     """The voxel primitives of grid `values` (D, H, W) placed by 4x4 `to_world` as a shape's arrays (core/sdf.py):
     per voxel two vertices, the world box's corners, one face (2i, 2i + 1, 2i) (so that e2 = 0), the voxel's
     coordinates in the uvs of both vertices ((x, y) and (z, 0)); no normals. With `dense`, every voxel of the grid
-    in dense_index order, each with its whole cube's box (the tree is built on those; a differentiable grid's rows
+    in dense_corners' order, each with its whole cube's box (the tree is built on those; a differentiable grid's rows
     are rewritten by dense_corners and refitted). dict(positions, faces, normals, uvs, implicit)."""
     grid = Implicit(SDF, np.asarray(to_world, np.float64), values=values, smooth=bool(smooth))
     D, H, W = grid.values.shape
     if dense:
+        from ..limits import check      # per voxel: its rows, BVH nodes and host copies (~64 values)
+        check(64 * (D - 1) * (H - 1) * (W - 1), f"a differentiable SDF grid of {W}x{H}x{D} nodes (every voxel a "
+              f"primitive)", file, key, copies=1)
         z, y, x = np.unravel_index(np.arange((D - 1) * (H - 1) * (W - 1)), (D - 1, H - 1, W - 1))
         voxel = np.stack([x, y, z], 1).astype(np.int32)
         lo, hi = voxel.astype(np.float64), voxel + 1.0
