@@ -114,10 +114,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                 stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
         else:
             v = vertex.surface_vertex(st, si, s.d, s.lam)
-            ftri = tri                 # the frame's triangle (core.interaction.frame_adjoint: -1 in an instance)
-            if ti.static(st.instances):
-                if inst >= 0:
-                    ftri = -1
+            ftri = attached.frame_tri(st, tri, inst)
             if ti.static(not isinstance(geo, int)):
                 if triangles.tri_dm(st, tri) >= 0 or implicit.moves(st, tri):
                     moving = 1

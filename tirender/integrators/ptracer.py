@@ -233,7 +233,8 @@ def light_path(st: ti.template(), bsdf: ti.template(), em: ti.template(), cam, s
                     if ti.static(moving):
                         if at_stop:
                             g_d, g_nd, _g_r = attached.scatter_adjoint(v, attached.lobe_normal(st, bsdf, v), d, bs, lam_d)
-                            g_n, g_uv = attached.lobe_normal_adjoint(st, bsdf, v, tri, g_nd)
+                            g_n, g_uv = attached.lobe_normal_adjoint(st, bsdf, v, attached.frame_tri(st, tri, inst),
+                                                                     g_nd)
                             stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=o, d=d, g_p=g_p,
                                                     g_n=g_n, g_uv=g_uv, g_d=g_d)
                             active = False

@@ -349,16 +349,19 @@ class OptimizationRun:
                                   f"optimize.params.{n}.init")
         self.tv = o.get("tv")
         self.eikonal = o.get("eikonal")
+        self.reg_params = {}        # regulariser -> the parameters it applies to (default: every one it can)
         for reg, spec in (("tv", self.tv), ("eikonal", self.eikonal)):
             if spec is not None:
                 if not isinstance(spec, dict) or "weight" not in spec:
                     raise ConfigError("expected {weight: w, params: [names]}", f, f"optimize.{reg}")
-                for n in spec.get("params", list(self.popts)):
+                names = spec.get("params", [n for n in self.popts if reg != "eikonal" or n in sc.sdf_params])
+                for n in names:
                     if n not in self.popts:
                         raise ConfigError(f"'{n}' is not an optimised parameter", f, f"optimize.{reg}.params")
                     if reg == "eikonal" and n not in sc.sdf_params:
                         raise ConfigError(f"'{n}' is not an SDF grid's values (eikonal applies to differentiable "
                                           f"sdfgrid shapes' <id>.grid)", f, "optimize.eikonal.params")
+                self.reg_params[reg] = names
         self.multires = {}
         for n, spec in (o.get("multires") or {}).items():
             if n not in self.popts or sc.params.info(n).kind not in ("texture", "grid"):
@@ -665,7 +668,7 @@ class OptimizationRun:
                     pipe_imgs = {r.view: r.image for r in results}
                 if self.tv is not None:
                     w = float(self.tv["weight"])
-                    for n in self.tv.get("params", list(self.popts)):
+                    for n in self.reg_params["tv"]:
                         if sc.params.info(n).kind in ("texture", "grid"):
                             if sc.params.info(n).kind == "grid":  # 3D total variation (media)
                                 from ..media.grid import tv_grid
@@ -676,7 +679,7 @@ class OptimizationRun:
                             loss += w * val
                 if self.eikonal is not None:
                     w = float(self.eikonal["weight"])
-                    for n in self.eikonal.get("params", list(self.popts)):
+                    for n in self.reg_params["eikonal"]:
                         val, g = eikonal_reg(sc.params[n])
                         grads[n] = grads[n] + w * g
                         loss += w * val

@@ -42,36 +42,42 @@ class Stop:
 
 @ti.func
 def stop_adjoint(st: ti.template(), s):
-    """(λo, λd) of the ray arriving at the stop vertex s (zero if it was not reached)."""
+    """(λo, λd) of the ray arriving at the stop vertex s (zero if it was not reached). A hit inside instance record
+    s.inst (a group stored once, static) is differentiated in the group's space: the ray and the adjoints are taken
+    there (o' = A o + a, d' = A d; p = M p' + m; n = normalize(N n'), N the normal matrix) and the ray's adjoints
+    back (Aᵀ); hit_adjoint is inlined once either way."""
     lo = vec3(0.0)
     ld = vec3(0.0)
     if s.valid == 1:
+        o, d, g_p, g_n = s.o, s.d, s.g_p, s.g_n
         if ti.static(st.instances):
             if s.inst >= 0:
-                lo, ld = _instance_hit_adjoint(st, s)
-            else:
-                lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], s.o, s.d, s.g_p, s.g_n, s.g_uv)
-        else:
-            lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], s.o, s.d, s.g_p, s.g_n, s.g_uv)
+                a = st.geo_to_obj[s.inst]
+                o = affine_point(a, s.o)
+                d = affine_vector(a, s.d)
+                nm = st.geo_nm[s.inst]
+                n = make_interaction(st, s.tri, s.t, s.b[0], s.b[1], o, d, -1).n
+                g_n = nm.transpose() @ normalize_adjoint(nm @ n, s.g_n)
+                g_p = affine_vector_t(st.geo_to_world[s.inst], s.g_p)
+        lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], o, d, g_p, g_n, s.g_uv)
+        if ti.static(st.instances):
+            if s.inst >= 0:
+                a = st.geo_to_obj[s.inst]
+                lo = affine_vector_t(a, lo)
+                ld = affine_vector_t(a, ld)
         ld += s.g_d
     return lo, ld
 
 
 @ti.func
-def _instance_hit_adjoint(st: ti.template(), s):
-    """stop_adjoint's (λo, λd) for a hit inside instance record s.inst (a group stored once, static): the ray
-    and the adjoints are taken into the group's space (o' = A o + a, d' = A d; p = M p' + m; n = normalize(N n'),
-    N the normal matrix), the hit's adjoint made there, and its ray adjoints taken back (Aᵀ)."""
-    r = s.inst
-    a = st.geo_to_obj[r]
-    o = affine_point(a, s.o)
-    d = affine_vector(a, s.d)
-    nm = st.geo_nm[r]
-    n = make_interaction(st, s.tri, s.t, s.b[0], s.b[1], o, d, -1).n
-    g_n = nm.transpose() @ normalize_adjoint(nm @ n, s.g_n)
-    lo, ld = hit_adjoint(st, s.tri, s.t, s.b[0], s.b[1], o, d, affine_vector_t(st.geo_to_world[r], s.g_p), g_n,
-                         s.g_uv)
-    return affine_vector_t(a, lo), affine_vector_t(a, ld)
+def frame_tri(st: ti.template(), tri, inst):
+    """The triangle whose uvs turn a vertex's shading frame (core.interaction.frame_adjoint): tri, or -1 for a hit
+    inside an instance (its triangle lies in the group's space: the frame turns by the least rotation)."""
+    res = tri
+    if ti.static(st.instances):
+        if inst >= 0:
+            res = -1
+    return res
 
 
 @ti.func
