@@ -133,7 +133,7 @@ def scene(theta=30.0, res=RES, nested=False):
                  "to_world": [{"scale": 2}, {"rotate": {"axis": [1, 0, 0], "angle": 20}}, {"translate": [0, 0, 2]}]}]}
 
 
-def child():
+def child(extended=False):
     import tirender
     from tirender.errors import ConfigError
     from tirender.integrators import prb
@@ -184,10 +184,10 @@ def child():
     res = run_optimization(cfg, out=os.path.join(out, "opt"))
     rep["recovered"] = float(np.ravel(res["params"]["p1.theta"]["value"])[0])
     rep["loss"] = [res["initial_loss"], res["final_loss"]]
-    # coherent MCMC in spectral_polarized on this scene (its S0 through the polarizers): image means over 4 seeds
-    # against the path tracer's (its kernel compiled above; one Markov-chain kernel more)
+    # coherent MCMC in spectral_polarized on this scene (its S0 through the polarizers), extended lane: image means
+    # over 4 seeds against the path tracer's (its kernel compiled above; the Markov-chain kernels, 25 s, more)
     rep["mcmc"] = {}
-    for integ in ("path", "coherent_mcmc"):
+    for integ in (("path", "coherent_mcmc") if extended else ()):
         m = np.array([tirender.render(sc, spp=64, seed=60 + k, integrator=integ, progress=False).reshape(-1, 3)
                       .mean(0) for k in range(4)])
         rep["mcmc"][integ] = {"mean": m.mean(0).tolist(), "se": (m.std(0, ddof=1) / 2).tolist()}
@@ -206,8 +206,8 @@ def child():
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    return run_child(__file__, ["--child"], tmp_path_factory.mktemp("polarized_gradients"))
+def report(tmp_path_factory, extended):
+    return run_child(__file__, ["--child"], tmp_path_factory.mktemp("polarized_gradients"), extended=extended)
 
 
 def test_forward_mode_matches_central_differences(report):
@@ -256,10 +256,12 @@ def test_mueller_parameters_prb_cannot_differentiate(report):
     assert t["nested"] == ["p0.theta", "plate.theta", "plate.delta"], t
 
 
+@pytest.mark.extended
 def test_coherent_mcmc_in_spectral_polarized(report):
     """coherent_mcmc in spectral_polarized (the film's S0 behind polarizers and a retarder): per-channel image
-    means within 4 standard errors (and 1 %) of the path tracer's (the extended lane: pssmlt too, and the gold
-    box, tests/test_mcmc.py)."""
+    means within 4 standard errors (and 1 %) of the path tracer's (extended lane, a variant more of the default
+    lane's MCMC checks: rgb in tests/test_mcmc.py, spectral pssmlt there, mono in tests/test_variants.py; and the
+    extended lane's pssmlt and gold box in tests/test_mcmc.py)."""
     ref, r = report["mcmc"]["path"], report["mcmc"]["coherent_mcmc"]
     tol = 4 * np.hypot(r["se"], ref["se"]) + 0.01 * np.array(ref["mean"])
     assert np.all(np.abs(np.subtract(r["mean"], ref["mean"])) <= tol), (r, ref)
@@ -278,4 +280,4 @@ def test_refusals_are_one_line(report):
 if __name__ == "__main__" and "--f64" in sys.argv:
     print(json.dumps(checks()))
 elif __name__ == "__main__" and "--child" in sys.argv:
-    child()
+    child(extended="--extended" in sys.argv)

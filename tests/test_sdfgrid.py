@@ -7,6 +7,7 @@ a static grid of those values (every voxel a primitive, the boxes refitted); who
 (the hit sliding on the moving surface, the normals turning with them: core/sdf.hit_adjoint) against central
 differences with correlated random numbers, on a wavy sheet filling the view under a point light (no silhouette: the
 boundary terms leave an SDF's out, as Mitsuba's projective integrators do), both normal modes."""
+import functools
 import os
 import sys
 
@@ -132,6 +133,29 @@ _ROTATED = ('<transform name="to_world"><scale x="1.5" y="1.2" z="0.8"/><rotate 
             '<translate x="-0.4" y="0.2" z="0.1"/></transform>')
 
 
+@functools.lru_cache(maxsize=2)
+def _marched_first_roots(f, shape, oo, dd):
+    """(hit (n,), t (n,), -1 where none): the first root of the trilinear grid f (bytes of float32 `shape`) along the
+    object-space rays oo + t dd (bytes of (n, 3) float64), t in [0, 6], by marching in steps of 1e-3 and bisecting;
+    cached: both normal modes' tests cast the same rays at the same grid."""
+    f = np.frombuffer(f, np.float32).reshape(shape)
+    oo, dd = np.frombuffer(oo).reshape(-1, 3), np.frombuffer(dd).reshape(-1, 3)
+    ts = np.linspace(0.0, 6.0, 6001)
+    q = oo[:, None, :] + ts[None, :, None] * dd[:, None, :]
+    box = np.all((q >= 0) & (q <= 1), -1)
+    val, _ = _trilinear(f, np.clip(q, 0, 1))
+    val = np.where(box, val, 1.0)
+    change = (val[:, :-1] > 0) & (val[:, 1:] <= 0)
+    hit = change.any(1)
+    j = np.argmax(change, 1)
+    a, b = ts[j], ts[j + 1]
+    for _ in range(40):
+        mid = 0.5 * (a + b)
+        fm, _ = _trilinear(f, oo + mid[:, None] * dd)
+        a, b = np.where(fm > 0, mid, a), np.where(fm > 0, b, mid)
+    return hit, np.where(hit, 0.5 * (a + b), -1.0)
+
+
 @pytest.mark.parametrize("normals", ["smooth", "analytic"])
 def test_hits_and_normals_match_a_marched_reference(tmp_path, normals):
     """Rays from all around against a torus grid under a rotating, non-uniformly scaling to_world: tirender's
@@ -155,20 +179,7 @@ def test_hits_and_normals_match_a_marched_reference(tmp_path, normals):
     inv = np.linalg.inv(m)
     oo = o @ inv[:3, :3].T + inv[:3, 3]
     dd = d @ inv[:3, :3].T
-    ts = np.linspace(0.0, 6.0, 6001)
-    q = oo[:, None, :] + ts[None, :, None] * dd[:, None, :]
-    box = np.all((q >= 0) & (q <= 1), -1)
-    val, _ = _trilinear(f, np.clip(q, 0, 1))
-    val = np.where(box, val, 1.0)
-    change = (val[:, :-1] > 0) & (val[:, 1:] <= 0)
-    hit = change.any(1)
-    j = np.argmax(change, 1)
-    a, b = ts[j], ts[j + 1]
-    for _ in range(40):
-        mid = 0.5 * (a + b)
-        fm, _ = _trilinear(f, oo + mid[:, None] * dd)
-        a, b = np.where(fm > 0, mid, a), np.where(fm > 0, b, mid)
-    t_ref = np.where(hit, 0.5 * (a + b), -1.0)
+    hit, t_ref = _marched_first_roots(f.tobytes(), f.shape, oo.tobytes(), dd.tobytes())
     got = out[:, 0]
     assert hit.mean() > 0.2
     agree = (got >= 0) == hit
