@@ -103,6 +103,7 @@ def stage_kernels():
 
 
 def timed(fn, runs):
+    """Median seconds of `runs` calls of fn after one warm-up call (compilation)."""
     fn()
     ts = []
     for _ in range(runs):

@@ -33,16 +33,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
 CONFIG = os.path.join(ROOT, "configs", "volume_recovery.yaml")
-
-
-def _median_time(fn, runs):
-    fn()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+sys.path.insert(0, HERE)
+from breakdown import timed as _median_time  # noqa: E402  (median seconds of `runs` calls after a warm-up)
 
 
 def volume_view_time(res, runs):

@@ -28,7 +28,7 @@ import taichi as ti  # noqa: E402
 
 from tirender.integrators.path import WALK_KEYS  # noqa: E402
 from tirender.plugins import (HOMOGENEOUS, SMOOTH, SPECTRUM, BsdfSample, Child, DeltaEmitter,  # noqa: E402
-                              DirectionSample, Number, Texture, Vec3, Volume, emitter_slot, invalid_sample, slot_rgb,
+                              Number, Texture, Vec3, Volume, emitter_slot, invalid_sample, lit, point_source, slot_rgb,
                               slot_rgb_adjoint, square_to_cosine_hemisphere, square_to_cosine_hemisphere_pdf, struct,
                               vec2, vec3)
 
@@ -112,16 +112,10 @@ class PowerPoint(DeltaEmitter):
     @staticmethod
     @ti.func
     def sample_direction(st: ti.template(), e, ref_p, u):
-        ds = DirectionSample(delta=1, emitter=e, pdf=1.0, scale=0.0)
-        dv = st.em_pos[e] - ref_p
-        dist2 = dv.dot(dv)
-        dist = ti.sqrt(dist2)
-        ds.p, ds.d, ds.dist, ds.uv = st.em_pos[e], dv / ti.max(dist, 1e-20), dist, vec2(0.5)
-        ds.n = -ds.d
-        if dist > 0.0:
+        ds, dist2 = point_source(st, e, ref_p)       # the library's point-source geometry (emitters/point.py)
+        if ds.dist > 0.0:
             ds.scale = INV_FOUR_PI / dist2          # eval (DeltaEmitter): power × scale
-            ds.le_rgb = emitter_slot(st, e, 0, ds.uv) * ds.scale
-            ds.weight_rgb = ds.le_rgb
+            ds = lit(ds, emitter_slot(st, e, 0, ds.uv) * ds.scale)
         return ds
 
     @staticmethod

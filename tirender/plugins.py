@@ -22,7 +22,8 @@ the process. docs/plugins.md walks through writing one.
 
 What a model needs is exported here: the BSDF decorators, flags and records (bsdfs/base.py), texture-slot access
 and its adjoints, the schema keys, the colour type (tirender/variants.py), a few maths helpers; the emitter
-records and flags (prefixed ``EMITTER_``); the medium flag.
+records and flags (prefixed ``EMITTER_``) and the point source's direction sample (``point_source``, ``lit``:
+emitters/point.py); the medium flag.
 """
 import re
 
@@ -42,6 +43,7 @@ from .emitters.base import SURFACE as EMITTER_SURFACE
 from .emitters.base import DeltaEmitter, DirectionSample
 from .emitters.base import slot as emitter_slot
 from .emitters.base import slot_adjoint as emitter_slot_adjoint
+from .emitters.point import lit, point_source
 from .errors import ConfigError
 from .integrators import registry as _integrators
 from .media import HOMOGENEOUS, SPECTRAL_EXTINCTION
@@ -61,7 +63,7 @@ __all__ = [
     "SPECTRUM", "spec", "struct",
     # emitters (emitters/base.py)
     "EMITTER_SURFACE", "EMITTER_DELTA", "EMITTER_INFINITE", "DeltaEmitter", "DirectionSample", "emitter_slot",
-    "emitter_slot_adjoint",
+    "emitter_slot_adjoint", "point_source", "lit",
     # media
     "HOMOGENEOUS", "SPECTRAL_EXTINCTION",
     # schema keys (tirender/schema.py)
