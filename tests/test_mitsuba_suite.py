@@ -76,7 +76,11 @@ def _storage_sized_first():
     scene's kernels had compiled: a 16-s recompile of them)."""
     if DATA is not None:
         import tirender
-        tirender.load_scene(os.path.join(DATA, "tests", "scenes", DEFAULT_LANE[2]), defines={"spp": "4"}).bind()
+        from tirender.errors import ConfigError
+        try:
+            tirender.load_scene(os.path.join(DATA, "tests", "scenes", DEFAULT_LANE[2]), defines={"spp": "4"}).bind()
+        except ConfigError:         # a partial copy of mitsuba-data: its own test reports it
+            pass
 
 
 @pytest.mark.parametrize("variant,scene,integrator", _cases(("rgb",)))
