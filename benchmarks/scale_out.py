@@ -21,7 +21,6 @@ number of machines, from measured per-view gradient times and the bytes moved pe
     python benchmarks/scale_out.py [--bandwidth-gbit 10] [--views 100] [--local-workers --iters 20]
 """
 import argparse
-import json
 import math
 import os
 import subprocess
@@ -88,8 +87,6 @@ def local_workers(iters):
         t = time.perf_counter()
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - t
-        with open(os.path.join(out, "metrics.json")) as fh:
-            m = json.load(fh)
         dens = np.load(os.path.join(out, "params", "smoke.density.npy"))
         el = np.loadtxt(os.path.join(out, "loss.csv"), delimiter=",", skiprows=1)[:, 2]   # seconds at each iteration's end
         rows.append((label, wall, el[0], float(np.median(np.diff(el))), dens))
