@@ -107,6 +107,7 @@ class Scene:
         self._device_dirty = False   # params changed on the device (optimizer), download before reading
         self._env_dirty = False      # an environment map changed: rebuild its sampling distribution
         self._geometry_dirty = False  # heights or mesh parameters changed: move triangles, refit the BVH
+        self._geometry_changed = None  # which geometry parameters (a set of names; None: all of them)
         self.heightfield_params = ()  # names of the height textures (scene/heightfield.py)
         self.deformables = []         # differentiable meshes (scene/deform.py)
         self.deform_params = ()       # their parameter names
@@ -327,7 +328,8 @@ class Scene:
         a["hf_zb"] = np.array([-hf["thickness"] for hf in rows] or [0.0], np.float32)
         a["hf_m"] = np.array([hf["to_world"][:3, :4] for hf in rows] or [np.eye(4)[:3]], np.float32)
         a["hf_nm"] = np.array([np.linalg.inv(hf["to_world"][:3, :3]).T for hf in rows] or [np.eye(3)], np.float32)
-        self._geometry_dirty = bool(rows)
+        if rows:
+            self._geometry_moved()
 
     # -- differentiable meshes (scene/deform.py) ---------------------------------------------
     def _deformable_params(self, desc):
@@ -384,7 +386,7 @@ class Scene:
             a["tri_dm"][d.tri_index] = self.params.slot(d.names()["world"]).offset
             a["tri_code"][d.tri_index] = np.concatenate([shapes[si].faces + o for si, o in d.members])
         if self.deformables:
-            self._geometry_dirty = True
+            self._geometry_moved()
 
     def _implicit_records(self, geo_rows):
         """geo_slot (each record's pool offset, -1 static) for the differentiable analytic spheres (their derived
@@ -399,11 +401,13 @@ class Scene:
                 d.record = int(geo_rows["shape_geo"][d.members[0][0]])
                 geo_rows["geo_slot"][d.record] = self.params.slot(d.names()[d.SLOT]).offset
 
-    def _deform(self, st):
+    def _deform(self, st, changed=None):
         """Move the differentiable meshes' triangles to their parameters' positions (host, float64), and rewrite the
-        analytic spheres' records and boxes."""
+        analytic spheres' records and boxes: those with a parameter in `changed` (a set of names; None: all)."""
         get = self.params.__getitem__
         for d in self.deformables:
+            if changed is not None and changed.isdisjoint(d.names().values()):
+                continue
             if d.analytic:
                 d.write(st, *d.state(get))
                 continue
@@ -441,19 +445,28 @@ class Scene:
             i = self.params.slot(d.names()["world"])
             v[i.offset:i.offset + i.size] = d.tangent_slot(get, dget)
 
+    def _geometry_moved(self, name=None):
+        """Note that geometry parameter `name` changed (None: any of them may have) for the next _update_geometry."""
+        if name is None or (self._geometry_dirty and self._geometry_changed is None):
+            self._geometry_changed = None
+        else:
+            self._geometry_changed = (self._geometry_changed if self._geometry_dirty else set()) | {name}
+        self._geometry_dirty = True
+
     def _update_geometry(self, st):
-        """Move the height fields and differentiable meshes from the pool and refit the BVH on the device
-        (topology kept)."""
+        """Move the height fields and differentiable meshes whose parameters changed (_geometry_moved) from the pool
+        and refit the BVH on the device (topology kept)."""
         from .heightfield import displace
-        if self.heightfield_params:
+        changed = self._geometry_changed if self._geometry_dirty else None
+        if self.heightfield_params and (changed is None or not changed.isdisjoint(self.heightfield_params)):
             displace(st)
         if self.deformables:
-            self._deform(st)
+            self._deform(st, changed)
         refit_device(st, self._wide)
         lo, hi = _root_box(st.wnode_min[0].to_numpy(), st.wnode_max[0].to_numpy(), self._wide.child[0],
                            self._wide.count[0])
         self.bounding_sphere = _bounding_sphere(np.stack([lo, hi]))
-        self._geometry_dirty = False
+        self._geometry_dirty, self._geometry_changed = False, None
 
     def heightfield_mesh(self, index=0):
         """The displaced mesh of height field `index` (world space) as dict(positions (V, 3), faces
@@ -482,7 +495,7 @@ class Scene:
         if name in self._env_param_names():
             self._env_dirty = True
         if name in self.heightfield_params or name in self.deform_params:
-            self._geometry_dirty = True
+            self._geometry_moved(name)
 
     def _pull_params(self):
         if self._device_dirty and self._storage is not None:
@@ -510,6 +523,7 @@ class Scene:
                               key=info.name)
         self._device_dirty = True               # the host copy is refreshed when read
         if info.name in self.heightfield_params or info.name in self.deform_params:
+            self._geometry_moved(info.name)
             self._update_geometry(st)
         return True
 
@@ -525,7 +539,7 @@ class Scene:
         """Called after a kernel (optimizer step) wrote st.pool."""
         self._device_dirty = True
         if self.heightfield_params or self.deform_params:
-            self._geometry_dirty = True
+            self._geometry_moved()
 
     # -- device -----------------------------------------------------------------------------
     def bind(self):
@@ -614,7 +628,9 @@ class Scene:
         self._storage = st
         self._host_dirty = False
         self._env_dirty = False
-        self._geometry_dirty = bool(self.heightfield_params or self.deformables)
+        self._geometry_dirty = False
+        if self.heightfield_params or self.deformables:
+            self._geometry_moved()
 
     def host_arrays(self):
         """The numpy arrays this scene keeps on the host, by name (for memory accounting: benchmarks/memory.py): the
