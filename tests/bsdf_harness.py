@@ -41,8 +41,10 @@ def _ctx(b, uv: ti.template(), i):
 
 @ti.kernel
 def k_sample(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), uv: ti.types.ndarray(),
-             seed: ti.i32, out: ti.types.ndarray()):
-    """out[i] = wo(3) weight(3) pdf eta delta valid eval(wi, wo)(3) pdf(wi, wo)."""
+             seed: ti.i32, wo_in: ti.types.ndarray(), given: ti.i32, out: ti.types.ndarray()):
+    """out[i] = wo(3) weight(3) pdf eta delta valid eval(wi, wo)(3) pdf(wi, wo); with `given`, eval and pdf (the
+    last four) at wo_in[i] instead of the sampled wo (the chi-square tests' pdf integration compiles no kernel
+    of its own)."""
     for i in range(out.shape[0]):
         wi = _v3(wi_in, i % wi_in.shape[0])
         rng = make_sampler(seed, i, 0)
@@ -50,7 +52,10 @@ def k_sample(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.nda
         u2 = rng.next_2d()
         ctx = _ctx(b, uv, i)
         s = D.sample(st, ctx, wi, u1, u2)
-        e, pd = D.eval_pdf(st, ctx, wi, s.wo)
+        wo = s.wo
+        if given:
+            wo = _v3(wo_in, i)
+        e, pd = D.eval_pdf(st, ctx, wi, wo)
         for k in ti.static(range(3)):
             out[i, k] = s.wo[k]
             out[i, 3 + k] = s.weight[k]
@@ -182,8 +187,17 @@ class Bench:
 
     def sample(self, bid, wi, n, seed=1, per_sample=False):
         out = np.zeros((n, 14), fdt())
-        k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed, out)
+        k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed,
+                 self._arr(np.zeros((1, 3))), 0, out)
         return out.astype(np.float64)
+
+    def eval_pdf(self, bid, wi, wo):
+        """(eval (n, 3), pdf (n,)) of the row's eval_pdf at (wi[i % K], wo[i]), through the sampling kernel."""
+        wo = self._arr(wo)
+        out = np.zeros((wo.shape[0], 14), fdt())
+        k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv0, 0, wo, 1, out)
+        out = out.astype(np.float64)
+        return out[:, 10:13], out[:, 13]
 
     def sample_u(self, bid, wi, u):
         """Samples for given wi[i] and u[i] = (u1, u2.x, u2.y): wo(3) weight(3) pdf eta delta valid."""

@@ -378,7 +378,7 @@ def integrate_pdf_cells(bid, wi):
     TH, PHI = np.meshgrid(theta.ravel(), phi.ravel(), indexing="ij")
     st = np.sin(TH)
     wo = np.stack([st * np.cos(PHI), st * np.sin(PHI), np.cos(TH)], axis=-1).reshape(-1, 3)
-    f = (bench().eval(bid, wi, wo)[:, 3].reshape(TH.shape) * st).reshape(N_COS, NGL, N_PHI, NGL)
+    f = (bench().eval_pdf(bid, wi, wo)[1].reshape(TH.shape) * st).reshape(N_COS, NGL, N_PHI, NGL)
     cells = np.einsum("aibj,i,j->ab", f, w, w)
     return cells * (th_hi - th_lo)[:, None] * (2.0 * math.pi / N_PHI)
 
