@@ -26,12 +26,21 @@ from gradcheck_util import assert_agree, projected_gradients  # noqa: E402
 from scenes import camera  # noqa: E402
 
 
+# a sphere placed by an instance far outside the view and the light's reach (x = 40), in every scene of _shadow that
+# has no instance of its own: all of them compile one kernel specialisation (the instanced case's)
+_FAR_INSTANCE = [{"type": "shapegroup", "id": "far_grp", "shapes": [
+    {"id": "far_ball", "type": "sphere", "to_world": [{"scale": 0.4}], "bsdf": {"type": "diffuse", "reflectance": 0.3}}]},
+    {"id": "far", "type": "instance", "shapegroup": "far_grp", "to_world": [{"translate": [40.0, 0, 1.0]}]}]
+
+
 def _shadow(ball=None, w=24, floor=None):
-    """A diffuse sphere (radius 0.4 at (0.2, 0, 1)) over a floor under a square area light, seen from above."""
+    """A diffuse sphere (radius 0.4 at (0.2, 0, 1)) over a floor under a square area light, seen from above
+    (and _FAR_INSTANCE)."""
     ball = ball or {"id": "obj", "type": "sphere", "differentiable": True,
                     "to_world": [{"scale": 0.4}, {"translate": [0.2, 0, 1.0]}]}
     floor = floor or {"id": "floor", "type": "rectangle", "to_world": [{"scale": 3}]}
-    balls = ball if isinstance(ball, list) else [dict(ball, bsdf={"type": "diffuse", "reflectance": 0.3})]
+    balls = ball if isinstance(ball, list) else [dict(ball, bsdf={"type": "diffuse", "reflectance": 0.3})] + \
+        _FAR_INSTANCE
     return tirender.load_scene({
         "integrator": {"type": "direct_projective"},
         "sensors": [camera([0, -2.5, 5], [0, 0, 0], fov=35, w=w, h=w)],
