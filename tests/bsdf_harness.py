@@ -100,6 +100,16 @@ def k_eval(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarr
 
 
 @ti.kernel
+def k_value(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
+            uv: ti.types.ndarray(), out: ti.types.ndarray()):
+    """out[i] = eval(wi_in[i % K], wo_in[i]) (3): eval alone, for the finite differences of the adjoint checks."""
+    for i in range(out.shape[0]):
+        e = D.eval(st, _ctx(b, uv, i), _v3(wi_in, i % wi_in.shape[0]), _v3(wo_in, i))
+        for k in ti.static(range(3)):
+            out[i, k] = e[k]
+
+
+@ti.kernel
 def k_adjoint(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
               uv: ti.types.ndarray(), dout: ti.types.ndarray()):
     for i in range(wo_in.shape[0]):
@@ -209,6 +219,14 @@ class Bench:
         wo = self._arr(wo)
         out = np.zeros((wo.shape[0], 8), fdt())
         k_eval(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv if per_sample else self.uv0, out)
+        return out.astype(np.float64)
+
+    def value(self, bid, wi, wo):
+        """eval (n, 3) at (wi[i % K], wo[i]) with per-sample texels (the kernel holds eval alone: a third of
+        k_eval's code)."""
+        wo = self._arr(wo)
+        out = np.zeros((wo.shape[0], 3), fdt())
+        k_value(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv, out)
         return out.astype(np.float64)
 
     def grad_dirs(self, bid, wi, wo, dout):

@@ -933,9 +933,9 @@ def adjoint_check(h=1e-6, rows=None):
                 pp[idx] += h
                 pm[idx] -= h
                 b.set_pool(pp)
-                ep = b.eval(bid, wi, wo, per_sample=True)[:, :3]
+                ep = b.value(bid, wi, wo)
                 b.set_pool(pm)
-                em = b.eval(bid, wi, wo, per_sample=True)[:, :3]
+                em = b.value(bid, wi, wo)
                 fd = np.sum(dout * (ep - em), axis=1) / (2.0 * h)
                 if not per_sample:   # a constant: the sum over the samples
                     fd = np.array([fd.sum()])
@@ -956,11 +956,11 @@ def adjoint_check(h=1e-6, rows=None):
             vp = (v + h * e) / np.linalg.norm(v + h * e, axis=1, keepdims=True)
             vm = (v - h * e) / np.linalg.norm(v - h * e, axis=1, keepdims=True)
             if which == "d_wi":
-                ep = b.eval(bid, vp, wo, per_sample=True)[:, :3]
-                em = b.eval(bid, vm, wo, per_sample=True)[:, :3]
+                ep = b.value(bid, vp, wo)
+                em = b.value(bid, vm, wo)
             else:
-                ep = b.eval(bid, wi, vp, per_sample=True)[:, :3]
-                em = b.eval(bid, wi, vm, per_sample=True)[:, :3]
+                ep = b.value(bid, wi, vp)
+                em = b.value(bid, wi, vm)
             fd = np.sum(dout * (ep - em), axis=1) / (2.0 * h)
             ad = np.sum(gd[:, col:col + 3] * e, axis=1)
             # pairs within ~h of the horizon can step across it (eval is one-sided there)
