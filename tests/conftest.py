@@ -42,6 +42,8 @@ KERNEL_GROUPS = {
                  "test_shadow_art"),
     # prb_attached under the four Dirac lights, a floor and an SDF sheet (tests/scenes.moving_under_point_lights)
     "point_lights": ("test_point_lights_moving", "test_sdfgrid"),
+    # the light tracer's and the path tracer's kernels of the emitter scenes (a beam, a constant environment)
+    "lights": ("test_ptracer", "test_emitters"),
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 
