@@ -10,7 +10,7 @@ Kernels: volume kernels are compiled for a superset of models in this process (T
 child processes through the environment: tirender/backend.py share_kernels), so that the suite's many volume scenes
 share them; a user's process compiles exactly its scene's models. The default lane proves both the same
 (tests/test_prbvolpath.py test_exact_kernels_match_shared_ones, and that no other family reads the setting) and
-runs forward mode on volumes, spectral media gradients and the polarized medium on the exact kernels."""
+runs forward mode on volumes, a spectral medium's image and the polarized medium on the exact kernels."""
 import os
 import sys
 

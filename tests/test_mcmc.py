@@ -295,6 +295,7 @@ def _agrees_with_path(rep, integrators):
 
 
 @pytest.mark.slow           # a spectral child compiling the Markov-chain kernels (about 55 s of a cold cache)
+@pytest.mark.extended       # a variant more of the default lane's MCMC checks (rgb: both integrators; mono: coherent)
 def test_spectral_pssmlt_matches_path(tmp_path):
     """pssmlt in spectral, whose target is the luminance of |RGB| (one wavelength's sRGB has negative
     components): the box's per-channel image means agree with the spectral path tracer's (tolerance about 3-5 %

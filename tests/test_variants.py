@@ -20,6 +20,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 REF = os.path.join(ROOT, "tests", "data", "reference", "cbox_spectral", "cbox_spectral_spp1024.npy")
 PARITY_DIR = os.path.join(ROOT, "benchmarks", "parity", "scenes")
 PARITY_SCENES = ("diffuse_area", "point_directional", "conductor", "homogeneous", "heterogeneous")
+PARITY_DEFAULT = ("homogeneous",)    # the default lane's: spectral media rendered against Mitsuba's scalar_spectral
 PARITY_DEFINES = {"res": "32", "spp": "16"}
 
 
@@ -324,10 +325,11 @@ def test_spectral_light_tracer_disperses_white_light(spectral_report, extended):
 
 
 # the spectral child's checks that compile kernels of their own (the rough and conductor dispersion, the path
-# tracer's prism, the RB and forward-mode kernels, prb_attached, the parity scenes: ~7 min cold in all): the
-# extended lane (their tests are marked extended); the default lane keeps the spectral path tracer, PRB, the light
-# tracer, the exact prbvolpath kernels and the smooth dispersion
-EXTENDED_CHECKS = ("dispersion_rough", "gold", "prism_path", "parity", "geometry_grad", "gradcheck_rb", "forward")
+# tracer's prism, the RB and forward-mode kernels, prb_attached, the exact prbvolpath gradient kernel, four of the
+# five parity scenes: ~7 min cold in all): the extended lane (their tests are marked extended); the default lane
+# keeps the spectral path tracer, PRB, the light tracer, a medium's image against Mitsuba (PARITY_DEFAULT) and the
+# smooth dispersion
+EXTENDED_CHECKS = ("dispersion_rough", "gold", "prism_path", "geometry_grad", "gradcheck_rb", "forward", "volume_grad")
 
 
 def child_checks(variant, extended=False):
@@ -352,18 +354,14 @@ def child_checks(variant, extended=False):
     out["dispersion"] = _dispersion_samples()
     out["dispersion_sellmeier"] = _dispersion_samples(SELLMEIER_GLASS)
     out["prism_ptracer"] = prism_ptracer_checks(grad=extended)   # the spectral light tracer's adjoint: extended
-    out["volume_grad"] = spectral_volume_slice()
     if extended:
         out["gold"] = _dispersion_samples(bsdf={"type": "conductor", "material": "Au"})
         out["dispersion_rough"] = _dispersion_samples(bsdf={"type": "roughdielectric", "alpha": 1e-3,
                                                             "int_ior": CAUCHY[0], "cauchy_b": CAUCHY[1]})
         out["prism_path"] = prism_path_totals()
-        parity = _parity_module()
-        for name in PARITY_SCENES:   # images of two parity scenes, compared with Mitsuba's scalar_spectral by the parent
-            r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
-            np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], name + ".npy"), r["imgs"])
-        out["parity"] = True
+        out["volume_grad"] = spectral_volume_slice()
         out["geometry_grad"] = spectral_geometry_slice()
+    out["parity"] = _parity_images(PARITY_SCENES if extended else PARITY_DEFAULT)
     cfg = load_config(os.path.join(ROOT, "configs", "cbox_spectral.yaml"))
     scene = tirender.scene_from_config(cfg)
     img = tirender.render(scene, spp=64, seed=0, progress=False)
@@ -461,6 +459,22 @@ def volume_gradient_checks():
     return out
 
 
+def _parity_images(names):
+    """Spectral child: render the parity scenes `names` (benchmarks/parity/scenes) on the exact kernels (a user's)
+    into $TIRENDER_TEST_OUT/<name>.npy, for the parent to compare with Mitsuba's scalar_spectral."""
+    from tirender import backend
+    parity = _parity_module()
+    was = backend.share_kernels()
+    try:
+        backend.share_kernels(False)
+        for name in names:
+            r = parity.tirender_run(os.path.join(PARITY_DIR, name + ".xml"), PARITY_DEFINES, 16, 4, [], 0, grad=False)
+            np.save(os.path.join(os.environ["TIRENDER_TEST_OUT"], name + ".npy"), r["imgs"])
+    finally:
+        backend.share_kernels(was)
+    return list(names)
+
+
 def spectral_volume_slice():
     """Spectral child: prbvolpath on the parity scene homogeneous.xml (16x16; the spectral child's volume render
     kernel): the fog's chromatic σt and albedo along all-ones directions, the gradient against central differences
@@ -512,9 +526,14 @@ def test_spectral_geometry_gradient(spectral_report):
     assert_agree(np.array(r["g"]), np.array(r["f"]), "spectral occ.translation")
 
 
+@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS (its exact prbvolpath kernel: ~40 s cold); the default
+#                         lane: a spectral medium's image against Mitsuba (test_spectral_parity_with_mitsuba[homogeneous]),
+#                         the spectral grids' local adjoints in f64 (tests/test_media_grid_variants.py) and rgb media's
+#                         whole-render gradients (tests/test_prbvolpath.py)
 def test_spectral_prbvolpath_gradients(spectral_report):
     """Spectral media's gradients (the spectral child, a user's exact gradient kernel): a chromatic homogeneous
-    fog's σt and albedo against central differences within 3 SE (the extended lane: a grid medium too)."""
+    fog's σt and albedo against central differences within 3 SE (and, by its own child, a grid medium too:
+    test_spectral_prbvolpath_gradients_vs_finite_differences)."""
     from gradcheck_util import assert_agree
     assert len(spectral_report["volume_grad"]) == 2
     for name, r in spectral_report["volume_grad"].items():
@@ -550,8 +569,8 @@ def test_spectral_cbox_matches_mitsuba(spectral_report):
 
 
 @pytest.mark.parity
-@pytest.mark.extended   # the spectral child's EXTENDED_CHECKS (the default lane: configs/cbox_spectral.yaml vs Mitsuba)
-@pytest.mark.parametrize("name", PARITY_SCENES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in PARITY_DEFAULT else [pytest.mark.extended])
+                                  for n in PARITY_SCENES])
 def test_spectral_parity_with_mitsuba(spectral_report, spectral_out, name):
     """A parity scene (benchmarks/parity/scenes) rendered spectrally by tirender and by Mitsuba 3's
     scalar_spectral from the same XML: per-channel means within 3 combined standard errors and the image RMSE
