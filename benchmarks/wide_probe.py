@@ -84,6 +84,25 @@ def _cosine_dir(n, u1, u2):
     return (s * (r * ti.cos(phi)) + t * (r * ti.sin(phi)) + n * ti.sqrt(ti.max(0.0, 1.0 - u1))).normalized()
 
 
+@ti.func
+def _tasks(st: ti.template(), cam, spp, width: ti.template()):
+    """The number of tasks of a launch: a pixel's spp samples are spp // width tasks of `width` lanes."""
+    return st.cam_w[cam] * st.cam_h[cam] * (spp // width)
+
+
+@ti.func
+def _sample_task(st: ti.template(), cam, g, spp, width: ti.template()):
+    """(pixel, its first sample, the film's width) of task g (_tasks)."""
+    per = spp // width
+    return g // per, (g % per) * width, st.cam_w[cam]
+
+
+@ti.func
+def _lane_pos(w, pix, base, l):
+    """Film position of sample base + l of pixel pix (row-major, width w): the pixel's corner plus a hashed offset."""
+    return ti.Vector([pix % w + _u01(hash_u32(7, pix, base + l, 0)), pix // w + _u01(hash_u32(7, pix, base + l, 1))])
+
+
 def make_kernels(W):
     vW = ti.types.vector(W, ti.f32)
     iW = ti.types.vector(W, ti.i32)
@@ -167,20 +186,15 @@ def make_kernels(W):
     @ti.kernel
     def packet(st: ti.template(), alb: ti.template(), emi: ti.template(), cam: ti.i32, spp: ti.i32, depth: ti.i32,
                out: ti.template()):
-        w = st.cam_w[cam]
-        npix = w * st.cam_h[cam]
-        for g in range(npix * (spp // W)):
-            pix = g // (spp // W)
-            base = (g % (spp // W)) * W
+        for g in range(_tasks(st, cam, spp, W)):
+            pix, base, w = _sample_task(st, cam, g, spp, W)
             o = mW(0.0)
             d = mW(0.0)
             beta = mW(1.0)
             L = mW(0.0)
             live = iW(1)
             for l in ti.static(range(W)):
-                h = hash_u32(7, pix, base + l, 0)
-                pos = ti.Vector([pix % w + _u01(h), pix // w + _u01(hash_u32(7, pix, base + l, 1))])
-                oo, dd, _t = camera_ray(st, cam, pos, ti.Vector([0.5, 0.5]))
+                oo, dd, _t = camera_ray(st, cam, _lane_pos(w, pix, base, l), ti.Vector([0.5, 0.5]))
                 for a in ti.static(range(3)):
                     o[a, l] = oo[a]
                     d[a, l] = dd[a]
@@ -219,7 +233,7 @@ def make_kernels(W):
         for g in range(npix * spp):
             pix = g // spp
             s = g % spp
-            pos = ti.Vector([pix % w + _u01(hash_u32(7, pix, s, 0)), pix // w + _u01(hash_u32(7, pix, s, 1))])
+            pos = _lane_pos(w, pix, s, 0)
             o, d, _t = camera_ray(st, cam, pos, ti.Vector([0.5, 0.5]))
             beta = vec3(1.0)
             L = vec3(0.0)
@@ -277,19 +291,15 @@ def make_interleaved(W):
     @ti.kernel
     def inter(st: ti.template(), alb: ti.template(), emi: ti.template(), cam: ti.i32, spp: ti.i32, depth: ti.i32,
               out: ti.template()):
-        w = st.cam_w[cam]
-        npix = w * st.cam_h[cam]
-        for g in range(npix * (spp // W)):
-            pix = g // (spp // W)
-            base = (g % (spp // W)) * W
+        for g in range(_tasks(st, cam, spp, W)):
+            pix, base, w = _sample_task(st, cam, g, spp, W)
             o = [vec3(0.0) for _ in ti.static(range(W))]
             d = [vec3(0.0) for _ in ti.static(range(W))]
             beta = [vec3(1.0) for _ in ti.static(range(W))]
             L = vec3(0.0)
             live = ti.Vector([1 for _ in ti.static(range(W))], dt=ti.i32)
             for l in ti.static(range(W)):
-                pos = ti.Vector([pix % w + _u01(hash_u32(7, pix, base + l, 0)), pix // w + _u01(hash_u32(7, pix, base + l, 1))])
-                o[l], d[l], _t = camera_ray(st, cam, pos, ti.Vector([0.5, 0.5]))
+                o[l], d[l], _t = camera_ray(st, cam, _lane_pos(w, pix, base, l), ti.Vector([0.5, 0.5]))
             for bounce in range(depth):
                 stack = [ti.Vector([0] * STACK, dt=ti.i32) for _ in ti.static(range(W))]
                 leaf_n = [ti.Vector([0] * STACK, dt=ti.i32) for _ in ti.static(range(W))]
