@@ -158,10 +158,17 @@ def test_a_written_parameter_moves_only_its_body():
 
     sc = scene([0.2, 0.0, 1.0])
     tirender.render(sc, spp=1, seed=0, progress=False)          # bound, geometry in place
-    moved = {}
+    moved = {d.name: 0 for d in sc.deformables}
+
+    def counted(d):
+        positions = d.positions
+
+        def count(get):
+            moved[d.name] += 1
+            return positions(get)
+        return count
     for d in sc.deformables:
-        moved[d.name] = 0
-        d.positions = (lambda f, n: lambda get: moved.__setitem__(n, moved[n] + 1) or f(get))(d.positions, d.name)
+        d.positions = counted(d)
     sc.write_param_device("occ.translation", np.array([-0.3, 0.25, 0.1]))
     sc.params["occ.translation"] = [-0.3, 0.25, 0.2]
     img = tirender.render(sc, spp=4, seed=3, progress=False)
