@@ -16,7 +16,9 @@ scene's box, directions uniform on the sphere; both trees must give the same hit
 render (the scene's integrator, --res² pixels, --spp; samples per second), medians of --repeats, alternating.
 Both scenes use the same renderer and device storage; only the tree differs.
 
-**load**: the lego scene loaded in fresh processes, alternating, --repeats times each: ``tirender.load_scene`` of
+**load**: the lego scene loaded in fresh processes, alternating, --repeats times each after one untimed run per
+loader (caches warm: Taichi's kernels, Python's bytecode, which the children may write as in a user's installation,
+the files' pages): ``tirender.load_scene`` of
 this checkout (and of --baseline, another checkout, e.g. /work/main), and Mitsuba 3's ``mi.load_file``
 (llvm_ad_rgb: DRJIT_LIBLLVM_PATH). Per loader: the median seconds of the load (imports and ``ti.init`` /
 ``mi.set_variant`` timed apart), peak RSS (ru_maxrss of the process) and the number of output lines containing
@@ -277,6 +279,9 @@ _MITSUBA_LOAD = _LOAD.format(setup='import mitsuba as mi\nmi.set_variant("llvm_a
 
 def _run_load(code, path, pythonpath):
     env = dict(os.environ, PYTHONPATH=pythonpath)
+    # Python's bytecode cache as in a user's installation (this machine's shell turns it off, which makes every
+    # process compile tirender's modules from source: ~0.4 s of the first load_scene, which imports them)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.setdefault("DRJIT_LIBLLVM_PATH", "/usr/lib/x86_64-linux-gnu/libLLVM-19.so")
     # run from a neutral folder: `python -c` puts the working directory first on sys.path
     p = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True, text=True,
@@ -302,6 +307,8 @@ def bench_load(a):
         loaders.append((f"tirender ({a.baseline})", _TIRENDER_LOAD, a.baseline))
     loaders.append(("Mitsuba 3 (mi.load_file, llvm_ad_rgb)", _MITSUBA_LOAD, os.environ.get("PYTHONPATH", "")))
     res = {n: [] for n, _, _ in loaders}
+    for name, code, pp in loaders:       # untimed: Taichi's kernel cache, the bytecode cache, the files' pages
+        _run_load(code, a.lego, pp)
     for _ in range(a.repeats):
         for name, code, pp in loaders:
             res[name].append(_run_load(code, a.lego, pp))

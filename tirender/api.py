@@ -16,6 +16,7 @@ from .backend import ensure_init
 from .config import load_config
 from .errors import ConfigError
 from .integrators import registry
+from .scene import bvh_build
 from .scene.description import parse_scene
 from .scene.scene import Scene
 from .schema import Bool, Integer
@@ -59,21 +60,35 @@ def _method(method, scene=None):
     return method
 
 
-def describe(cfg):
+def describe(cfg, meanwhile=None):
     """(scene description, validated integrator settings) of a config loaded by
-    tirender.config.load_config: every check of the scene's input, before Taichi starts."""
+    tirender.config.load_config: every check of the scene's input, before Taichi starts. ``meanwhile``: work for
+    this process while a forked child reads a large scene's mesh files (scene/prefetch.py)."""
     if not isinstance(cfg, dict) or not isinstance(cfg.get("scene"), dict):
         raise ConfigError(f"expected a config mapping with a 'scene' section (tirender.config.load_config's result), "
                           f"got {type(cfg).__name__}", key="cfg")
     scene_spec = cfg["scene"]
     variant = None if cfg.get("variant") is None else variants.check(cfg["variant"], cfg.get("_file"))
     integrator = registry.parse(scene_spec.get("integrator"), cfg.get("_scene_file"), variant=variant)
-    return parse_scene(scene_spec, cfg.get("_scene_file"), cfg.get("_scene_dir"), variant), integrator
+    return parse_scene(scene_spec, cfg.get("_scene_file"), cfg.get("_scene_dir"), variant, meanwhile), integrator
+
+
+def overlapped(start=ensure_init):
+    """What this process can do while a forked child reads a large scene's mesh files (scene/prefetch.py): start
+    Taichi (``start()``, which comes next anyway) and load the BVH build's kernels (scene/bvh_build.warm); None
+    when they are loaded already."""
+    if bvh_build.warmed():
+        return None
+
+    def meanwhile():
+        start()
+        bvh_build.warm()
+    return meanwhile
 
 
 def scene_from_config(cfg, described=None):
     """A Scene from a config loaded by tirender.config.load_config (or its ``describe`` result)."""
-    desc, integrator = described or describe(cfg)
+    desc, integrator = described or describe(cfg, overlapped())
     if cfg.get("variant") is not None:
         variants.set_variant(cfg["variant"], cfg.get("_file"), "variant")
     ensure_init()

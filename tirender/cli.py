@@ -73,15 +73,22 @@ def _init(args, cfg):
 
 def _scene(args, cfg, check_backend=None):
     """Validate the scene (and its integrator) before Taichi starts, then start it (check_backend(): a refusal of the
-    backend it chose, before any kernel compiles) and build the scene."""
-    from .api import describe, scene_from_config
+    backend it chose, before any kernel compiles) and build the scene. (A scene of large mesh files: Taichi starts
+    while a forked child reads them, so that a problem in a later shape or emitter is found after it.)"""
+    from .api import describe, overlapped, scene_from_config
     _set_variant(args, cfg)
-    described = describe(cfg)
-    _check_arch(args, cfg)
-    arch = _init(args, cfg)
-    if check_backend is not None:
-        check_backend()
-    return scene_from_config(cfg, described), arch
+    arch = []
+
+    def start():
+        _check_arch(args, cfg)
+        arch.append(_init(args, cfg))
+        if check_backend is not None:
+            check_backend()
+    # a large scene: Taichi starts while a forked child reads its mesh files (scene/prefetch.py)
+    described = describe(cfg, overlapped(start))
+    if not arch:
+        start()
+    return scene_from_config(cfg, described), arch[0]
 
 
 def _defines(args):

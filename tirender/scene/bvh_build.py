@@ -40,7 +40,7 @@ from .. import backend
 from ..errors import ConfigError
 from .bvh import BVH, WIDTH, WideBVH
 
-__all__ = ["CHUNK", "Built", "build_bvh", "build_wide", "collapse", "refit_device", "sah_cost"]
+__all__ = ["CHUNK", "Built", "build_bvh", "build_wide", "collapse", "refit_device", "sah_cost", "warm", "warmed"]
 
 CHUNK = 1024          # nodes of more triangles are binned in parallel chunks of this many
 SMALL = 32            # nodes of at most this many triangles sweep their triangles sorted by bin, not the bins
@@ -805,6 +805,18 @@ def _check_args(T, n_bins):
 
 
 _COMPILED = set()
+
+
+def warm(n_bins=16):
+    """Load the build's kernels for n_bins into this process now (their first calls: Taichi re-traces them and
+    generates their machine code, ~0.6 s on the CPU), e.g. while a forked child reads a scene's mesh files
+    (scene/prefetch.py); nothing when they are loaded (:func:`warmed`)."""
+    _compile(n_bins)
+
+
+def warmed(n_bins=16):
+    """Whether the build's kernels for n_bins are loaded in this process."""
+    return n_bins in _COMPILED
 
 
 def _compile(n_bins):

@@ -25,11 +25,12 @@ from ..schema import Child, boolean, family_keys, number, validate, vec3
 from ..schema import check_keys as _keys
 from ..spectra import sampled as _spectra
 from ..textures import TEX_RAW, TEX_VOLUME, WRAP_MODES, bitmap_format
-from . import instances
+from . import instances, prefetch
 from . import shapes as builtin
 from . import spectra as scene_spectra
 from .curves import CURVES
 from .implicit import QUADRICS, is_similarity, quadric_prim
+from .mesh_io import box_extent, triangle_areas
 from .transforms import parse_transform
 
 MAX_BSDF_NESTING = 4
@@ -489,7 +490,45 @@ class _Builder:
         return dict(spec, **{k0.name: factor}), kind
 
     # -- shapes ---------------------------------------------------------------------------
-    def shape(self, i, spec):
+    def shape(self, i, spec, geometry=None):
+        """Shape i of the scene from its spec: its geometry (:meth:`shape_geometry`, or ``geometry``, what that
+        returned for the same spec in a forked reader: scene/prefetch.py), its BSDF, media and emitter."""
+        g = geometry if geometry is not None else self.shape_geometry(i, spec)
+        sid, key, hf, pos, faces, normals = g["sid"], g["key"], g["hf"], g["pos"], g["faces"], g["normals"]
+        if g["n_bad"]:
+            self.degenerate.append((key, g["n_bad"]))    # one warning for all shapes: degenerate_warning
+        bspec = spec.get("bsdf")
+        if bspec is None:
+            bi = self.bsdf(sid, {"type": "diffuse"}, f"{key}.bsdf")
+        elif isinstance(bspec, str):
+            if bspec not in self.bsdf_index:
+                raise ConfigError(f"unknown BSDF id '{bspec}' (defined: {', '.join(self.bsdf_index) or 'none'})",
+                                  self.file, f"{key}.bsdf")
+            bi = self.bsdf_index[bspec]
+        else:
+            bi = self.bsdf(sid, bspec, f"{key}.bsdf")
+        t = spec.get("type")
+        kind = {"sphere": "sphere", "sdfgrid": "sdf"}.get(t, "curve" if t in CURVES else "mesh")   # differentiable
+        s = Shape(sid, pos, faces, normals, g["uvs"], bi, heightfield=hf, differentiable=kind if g["diff"] else "",
+                  curve=g["curve"], implicit=g["implicit"])
+        s.attributes = mesh_attribute.bind_shape(self, bi, g["attributes"], sid, key)
+        for side in ("interior", "exterior"):
+            if spec.get(side) is not None:
+                from ..media.spec import medium_ref
+                setattr(s, side, medium_ref(self, spec[side], f"{key}.{side}", sid, side, pos))
+        self.shapes.append(s)
+        if spec.get("emitter") is not None:
+            if hf is not None:
+                raise ConfigError("a heightfield cannot be an emitter (its triangles move)", self.file,
+                                  f"{key}.emitter")
+            s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
+
+    def shape_geometry(self, i, spec):
+        """The geometry of shape i (world space; numpy only, no state but the mesh files read, so that a forked
+        reader can compute it: scene/prefetch.py): a dict of its id ``sid``, ``key``, ``pos`` (V, 3) float32, ``faces``
+        (F, 3) int32 (degenerate triangles skipped), ``normals`` (V, 3) or None, ``uvs``, ``attributes``, ``hf``
+        (a heightfield's record), ``curve``, ``implicit``, ``diff`` (differentiable) and ``n_bad`` (triangles
+        skipped). ConfigError for a bad spec or file."""
         key = f"shapes[{i}]"
         _keys(spec, {"id", "type", "filename", "to_world", "bsdf", "emitter", "face_normals", "flip_normals",
                      "flip_tex_coords", "resolution", "interior", "exterior", "height", "thickness", "differentiable",
@@ -545,10 +584,10 @@ class _Builder:
         else:
             mesh = builtin.transform_mesh(mesh, m)
         pos = mesh["positions"]
-        if not np.all(np.isfinite(pos)):
+        big = float(np.abs(pos).max()) if pos.size else 0.0
+        if not np.isfinite(big):
             nbad = int((~np.isfinite(pos).all(axis=1)).sum())
             raise ConfigError(f"mesh has {nbad} vertices with NaN/Inf coordinates", self.file, key)
-        big = float(np.abs(pos).max()) if pos.size else 0.0
         if big > MAX_COORDINATE:
             raise ConfigError(f"vertex coordinates reach {big:.3g}, beyond the supported range ±{MAX_COORDINATE:g} "
                               f"(float32 geometry: squared distances must stay finite)", self.file, key)
@@ -562,17 +601,14 @@ class _Builder:
             from .mesh_io import angle_weighted_normals
             mirrored = np.linalg.det(m[:3, :3]) < 0
             mesh["normals"] = angle_weighted_normals(pos, faces) * np.float32(-1 if mirrored else 1)
-        v0, v1, v2 = (pos[faces[:, k]].astype(np.float64) for k in range(3))
-        area = 0.5 * np.linalg.norm(np.cross(v1 - v0, v2 - v0), axis=1)
-        ext = float(np.ptp(pos, axis=0).max()) if len(pos) else 0.0
-        bad = ~(area > 1e-14 * max(ext, 1e-30) ** 2)
+        bad = ~(triangle_areas(pos, faces) > 1e-14 * max(box_extent(pos), 1e-30) ** 2)
         if hf is not None or t in CURVES or mesh.get("implicit") is not None:
             bad[:] = False       # displaced at bind time (scene/heightfield.py) / moved by control points: kept
         if hf is not None and np.linalg.det(m[:3, :3]) < 0:   # transform_mesh flipped the winding: the codes too
             hf["codes"] = hf["codes"][:, [0, 2, 1]]
         attributes = dict(mesh.get("attributes") or {})
-        if bad.any():
-            self.degenerate.append((key, int(bad.sum())))    # one warning for all shapes: degenerate_warning
+        n_bad = int(bad.sum())
+        if n_bad:
             faces = faces[~bad]
             attributes = {n: a[~bad] if n.startswith("face_") else a for n, a in attributes.items()}
         if len(faces) == 0:
@@ -593,30 +629,9 @@ class _Builder:
             if not face_normals and mesh.get("implicit") is None:   # area-weighted vertex normals, recomputed
                 from .deform import vertex_normals
                 normals = vertex_normals(faces, pos.astype(np.float64))[0].astype(np.float32)
-        bspec = spec.get("bsdf")
-        if bspec is None:
-            bi = self.bsdf(sid, {"type": "diffuse"}, f"{key}.bsdf")
-        elif isinstance(bspec, str):
-            if bspec not in self.bsdf_index:
-                raise ConfigError(f"unknown BSDF id '{bspec}' (defined: {', '.join(self.bsdf_index) or 'none'})",
-                                  self.file, f"{key}.bsdf")
-            bi = self.bsdf_index[bspec]
-        else:
-            bi = self.bsdf(sid, bspec, f"{key}.bsdf")
-        kind = {"sphere": "sphere", "sdfgrid": "sdf"}.get(t, "curve" if t in CURVES else "mesh")   # differentiable
-        s = Shape(sid, pos, faces.astype(np.int32), normals, mesh.get("uvs"), bi, heightfield=hf,
-                  differentiable=kind if diff else "", curve=mesh.get("curve"), implicit=mesh.get("implicit"))
-        s.attributes = mesh_attribute.bind_shape(self, bi, attributes, sid, key)
-        for side in ("interior", "exterior"):
-            if spec.get(side) is not None:
-                from ..media.spec import medium_ref
-                setattr(s, side, medium_ref(self, spec[side], f"{key}.{side}", sid, side, pos))
-        self.shapes.append(s)
-        if spec.get("emitter") is not None:
-            if hf is not None:
-                raise ConfigError("a heightfield cannot be an emitter (its triangles move)", self.file,
-                                  f"{key}.emitter")
-            s.emitter = self.emitter(spec["emitter"], f"{key}.emitter", sid, shape=len(self.shapes) - 1)
+        return dict(sid=sid, key=key, pos=pos, faces=faces.astype(np.int32), normals=normals, uvs=mesh.get("uvs"),
+                    attributes=attributes, hf=hf, curve=mesh.get("curve"), implicit=mesh.get("implicit"), diff=diff,
+                    n_bad=n_bad)
 
     def curve(self, t, spec, m, key):
         """The tube mesh of a bsplinecurve or linearcurve shape (scene/curves.py) read from its file, placed by
@@ -763,9 +778,10 @@ def degenerate_warning(file, skipped, n_shapes, listed=4):
             f"{len(skipped):,} of them ({first})")
 
 
-def parse_scene(spec, file=None, base_dir=None, variant=None):
+def parse_scene(spec, file=None, base_dir=None, variant=None, meanwhile=None):
     """Scene mapping (already loaded YAML) -> SceneDescription (the ``integrator:`` section is kept
-    raw; tirender.integrators.registry.parse validates it)."""
+    raw; tirender.integrators.registry.parse validates it). ``meanwhile``: work for this process (e.g. compiling
+    kernels) while a forked child reads a large scene's mesh files (scene/prefetch.py); it is run only then."""
     if base_dir is None:
         base_dir = os.path.dirname(os.path.abspath(file)) if file else os.getcwd()
     _keys(spec, {"integrator", "sensor", "sensors", "bsdfs", "emitters", "shapes", "textures", "media"}, file, "")
@@ -795,17 +811,21 @@ def parse_scene(spec, file=None, base_dir=None, variant=None):
     shapes, bsdfs, placements = instances.expand(shapes, bsdfs, file)    # shapegroups and instances
     for bid, bs in bsdfs.items():
         b.bsdf_index[str(bid)] = b.bsdf(str(bid), bs if bs is not None else {}, f"bsdfs.{bid}")
+    tags = [(s.pop(instances.GROUP, ""), s.pop(instances.PROTO, "")) if isinstance(s, dict) else None
+            for _, s in shapes]       # s: expand's own copy where it holds these keys
+    # a large scene's mesh files, read by a forked child while this process runs `meanwhile`
+    files = prefetch.mesh_geometries(b, {j: (i, s) for j, (i, s) in enumerate(shapes) if isinstance(s, dict) and
+                                         s.get("type") in MESH_FILES}, meanwhile)
     ids = set()
-    for i, s in shapes:
+    for j, (i, s) in enumerate(shapes):
         if not isinstance(s, dict):
             raise ConfigError("expected a mapping", file, f"shapes[{i}]")
-        group = s.pop(instances.GROUP, "") if instances.GROUP in s else ""   # s: expand's own copy
-        proto = s.pop(instances.PROTO, "") if instances.PROTO in s else ""
+        group, proto = tags[j]
         sid = str(s.get("id", f"shape{i}"))
         if sid in ids:
             raise ConfigError(f"duplicate shape id '{sid}'", file, f"shapes[{i}].id")
         ids.add(sid)
-        b.shape(i, s)
+        b.shape(i, s, files.get(j))
         b.shapes[-1].group = group
         b.shapes[-1].proto = proto
     if b.degenerate:

@@ -4,6 +4,8 @@ Each returns dict(positions (V,3), faces (F,3), normals (V,3) or None, uvs (V,2)
 """
 import numpy as np
 
+from .mesh_io import row_norms
+
 
 def rectangle():
     """[-1, 1]² in the z = 0 plane, normal +z, uv (0,0) at (-1,-1)."""
@@ -121,14 +123,14 @@ BUILTIN = {"rectangle": rectangle, "cube": cube, "sphere": sphere, "disk": disk,
 
 def transform_mesh(mesh, m):
     """Apply a 4x4 to_world: positions by m, normals by the inverse transpose."""
-    p = mesh["positions"].astype(np.float64)
-    p = p @ m[:3, :3].T + m[:3, 3]
+    p = mesh["positions"].astype(np.float64) @ m[:3, :3].T
+    p += m[:3, 3]
     out = dict(mesh)
     out["positions"] = p.astype(np.float32)
     if mesh.get("normals") is not None:
         nm = np.linalg.inv(m[:3, :3]).T
         n = mesh["normals"].astype(np.float64) @ nm.T
-        ln = np.linalg.norm(n, axis=1, keepdims=True)
+        ln = row_norms(n)[:, None]
         out["normals"] = (n / np.where(ln > 0, ln, 1)).astype(np.float32)
     if np.linalg.det(m[:3, :3]) < 0:  # keep the winding (and geometric normal) consistent
         out["faces"] = mesh["faces"][:, [0, 2, 1]]
