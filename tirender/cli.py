@@ -71,24 +71,37 @@ def _init(args, cfg):
         raise ConfigError(e.problem, file, key) from None
 
 
-def _scene(args, cfg, check_backend=None):
-    """Validate the scene (and its integrator) before Taichi starts, then start it (check_backend(): a refusal of the
-    backend it chose, before any kernel compiles) and build the scene. (A scene of large mesh files: Taichi starts
-    while a forked child reads them, so that a problem in a later shape or emitter is found after it.)"""
-    from .api import describe, overlapped, scene_from_config
-    _set_variant(args, cfg)
+def _starter(args, cfg, check_backend=None):
+    """start(): once, check the arch, start Taichi on it and run check_backend() (a refusal of the backend it chose,
+    before any kernel compiles); returns the arch."""
     arch = []
 
     def start():
-        _check_arch(args, cfg)
-        arch.append(_init(args, cfg))
-        if check_backend is not None:
-            check_backend()
-    # a large scene: Taichi starts while a forked child reads its mesh files (scene/prefetch.py)
-    described = describe(cfg, overlapped(start))
-    if not arch:
-        start()
-    return scene_from_config(cfg, described), arch[0]
+        if not arch:
+            _check_arch(args, cfg)
+            arch.append(_init(args, cfg))
+            if check_backend is not None:
+                check_backend()
+        return arch[0]
+    return start
+
+
+def _describe(cfg, start):
+    """api.describe(cfg): every check of the scene before Taichi starts, except for a scene of large mesh files,
+    which a forked child reads while ``start()`` runs and the BVH build's kernels load (scene/prefetch.py; a
+    problem in a later shape or emitter is then reported after that)."""
+    from .api import describe, overlapped
+    return describe(cfg, overlapped(start))
+
+
+def _scene(args, cfg, check_backend=None):
+    """Validate the scene (and its integrator), start Taichi (_starter) and build the scene."""
+    from .api import scene_from_config
+    _set_variant(args, cfg)
+    start = _starter(args, cfg, check_backend)
+    described = _describe(cfg, start)
+    arch = start()
+    return scene_from_config(cfg, described), arch
 
 
 def _defines(args):
@@ -145,9 +158,10 @@ def cmd_render(args):
             raise ConfigError(f"sensor {rs['sensor']} does not exist (the scene has {n})", rs["sensor_file"],
                               rs["sensor_key"])
         cfg = load_config(args.config, args.set, scene_overrides=sets, defines=_defines(args))
-    from .api import describe, scene_from_config
+    from .api import scene_from_config
     _set_variant(args, cfg)
-    described = describe(cfg)
+    start = _starter(args, cfg)
+    described = _describe(cfg, start)
     nsens = len(described[0].sensors)
     if rs["sensor"] >= nsens:
         raise ConfigError(f"sensor index must be < {nsens} (the scene has {nsens})", rs["sensor_file"],
@@ -158,8 +172,7 @@ def cmd_render(args):
     out = check_output_dir(rs["out"], rs["out_key"], rs["out_file"],
                            names=("image.png", "image.exr", "image.npy") + (STOKES_NAMES if stokes else ())
                            + (("m2.exr", "m2.npy") if moments else ()))
-    _check_arch(args, cfg)
-    arch = _init(args, cfg)
+    arch = start()
     scene = scene_from_config(cfg, described)
     from .api import render, render_moments, render_stokes
     spp, sensor = rs["spp"], rs["sensor"]
@@ -233,15 +246,14 @@ def cmd_optimize(args):
         m = optimize_main(cfg, args.config, out, iters, args.resume, parsed=parsed)
         print(summary(m, args.config, out))
         return 0
-    from .api import describe
     from .config import optimization_scene
     from .optim.driver import check_optimize_config, run_optimization
     cfg = optimization_scene(cfg)           # optimize.sensors: the views it renders through
-    described = describe(cfg)
+    start = _starter(args, cfg)
+    described = _describe(cfg, start)
     check_optimize_config(cfg, described)
     out = check_output_dir(args.out or os.path.join("out", stem), "--out" if args.out else "--out (default)")
-    _check_arch(args, cfg)
-    _init(args, cfg)
+    start()
     m = run_optimization(cfg, out=out, iters=iters, resume=args.resume, gui=args.gui, described=described,
                          workers=workers, address=args.address, worker_threads=wthreads)
     print(summary_line(m, out))
@@ -283,10 +295,9 @@ def cmd_view(args):
         Integer("spp", default=None, lo=1, hi=1 << 24), Integer("spp_per_frame", default=None, lo=1, hi=1 << 16),
         Number("exposure", default=None, lo=-64, hi=64), Integer("sensor", default=None, lo=0, hi=1 << 16),
         String("integrator", default=None), Integer("seed", default=None, lo=0, hi=(1 << 32) - 1)), f, "viewer")
-    from .api import describe
-    described = describe(cfg)
-    _check_arch(args, cfg)
-    _init(args, cfg)
+    start = _starter(args, cfg)
+    described = _describe(cfg, start)
+    start()
     from .viewer import view
     return view(cfg, args, described=described)
 
