@@ -21,8 +21,9 @@ loader (caches warm: Taichi's kernels, Python's bytecode, which the children may
 the files' pages): ``tirender.load_scene`` of
 this checkout (and of --baseline, another checkout, e.g. /work/main), and Mitsuba 3's ``mi.load_file``
 (llvm_ad_rgb: DRJIT_LIBLLVM_PATH). Per loader: the median seconds of the load (imports and ``ti.init`` /
-``mi.set_variant`` timed apart), peak RSS (ru_maxrss of the process) and the number of output lines containing
-"warn" (case-insensitive).
+``mi.set_variant`` timed apart), its CPU seconds (with its child processes'), peak RSS (ru_maxrss of the process), the number of output lines containing
+"warn" (case-insensitive) and the peak RSS of its largest child process (tirender's forked mesh reader,
+scene/prefetch.py: it counts the pages it shares with the parent, and ends before the parent's peak, the build).
 
 The lego scene is Mitsuba's tutorial scene (mitsuba-renderer/mitsuba-tutorials ``scenes/lego/scene.xml``; default
 $TIRENDER_MITSUBA_TUTORIALS/lego/scene.xml), read where it lies. Timings on a shared machine are noisy: the medians
@@ -263,13 +264,17 @@ def _sphere_config(a):
 
 # ----------------------------------------------------------------------------- load
 _LOAD = r"""
-import resource, sys, time
+import os, resource, sys, time
+def cpu():       # this process's CPU seconds and its reaped children's (tirender's forked mesh reader)
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 t0 = time.perf_counter()
 {setup}
-t1, c1 = time.perf_counter(), time.process_time()
+t1, c1 = time.perf_counter(), cpu()
 sc = {load}(sys.argv[1])
-t2, c2 = time.perf_counter(), time.process_time()
-{extra}print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+t2, c2 = time.perf_counter(), cpu()
+{extra}print("RESULT", t1 - t0, t2 - t1, c2 - c1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
 """
 _TIRENDER_LOAD = _LOAD.format(setup='import tirender\ntirender.init("cpu")', load="tirender.load_scene",
                               extra='print("FROM", tirender.__file__)\n')
@@ -293,9 +298,9 @@ def _run_load(code, path, pythonpath):
     src = [ln.split(None, 1)[1] for ln in out.splitlines() if ln.startswith("FROM")]
     if src and not os.path.abspath(src[0]).startswith(os.path.abspath(pythonpath) + os.sep):
         raise SystemExit(f"{pythonpath}: the child imported tirender from {src[0]}")
-    imp, load, cpu, rss = (float(x) for x in res[-1].split()[1:])
+    imp, load, cpu, rss, child = (float(x) for x in res[-1].split()[1:])
     warn = sum("warn" in ln.lower() for ln in out.splitlines())
-    return imp, load, rss, warn, cpu
+    return imp, load, rss, warn, cpu, child
 
 
 def bench_load(a):
@@ -314,12 +319,13 @@ def bench_load(a):
             res[name].append(_run_load(code, a.lego, pp))
     print(f"\n## load of {a.lego} (fresh processes, {a.repeats} runs alternating, median (min-max))")
     print(f"{'loader':40s} {'load s (wall)':>22s} {'CPU s':>7s} {'import+init s':>14s} {'peak RSS MB':>12s} "
-          f"{'warning lines':>14s}")
+          f"{'warning lines':>14s} {'child peak RSS MB':>18s}")
     mi = _median([r[1] for r in res[loaders[-1][0]]])
     for name, _, _ in loaders:
         r = res[name]
         print(f"{name:40s} {_fmt([x[1] for x in r]):>22s} {_median([x[4] for x in r]):7.2f} "
-              f"{_median([x[0] for x in r]):14.2f} {_median([x[2] for x in r]):12.0f} {_median([x[3] for x in r]):14.0f}")
+              f"{_median([x[0] for x in r]):14.2f} {_median([x[2] for x in r]):12.0f} {_median([x[3] for x in r]):14.0f} "
+              f"{_median([x[5] for x in r]):18.0f}")
     for name, _, _ in loaders[:-1]:
         print(f"{name}: load {_median([x[1] for x in res[name]]) / mi:.2f}x Mitsuba's, peak RSS "
               f"{_median([x[2] for x in res[name]]) / _median([x[2] for x in res[loaders[-1][0]]]):.2f}x")
