@@ -62,8 +62,8 @@ def spy(monkeypatch):
     seen = []
     result = prefetch._Child.result
 
-    def counted(self):
-        r = result(self)
+    def counted(self, timeout):
+        r = result(self, timeout)
         seen.append(-1 if r is None else len(r))
         return r
     monkeypatch.setattr(prefetch._Child, "result", counted)
@@ -98,6 +98,17 @@ def test_a_child_that_dies_costs_only_its_time(tmp_path, spy, monkeypatch):
     monkeypatch.setattr(prefetch, "_geometries", lambda builder, todo: os._exit(3))
     assert _fingerprint(describe(load_config(cfg), lambda: None)) == serial
     assert spy == [-1]
+
+
+def test_a_child_that_hangs_is_killed(tmp_path, spy, monkeypatch):
+    import time
+    cfg = _scene(tmp_path)
+    serial = _fingerprint(describe(load_config(cfg)))
+    monkeypatch.setattr(prefetch, "_geometries", lambda builder, todo: time.sleep(60))
+    monkeypatch.setattr(prefetch, "WAIT_S", 0.5)
+    t = time.perf_counter()
+    assert _fingerprint(describe(load_config(cfg), lambda: None)) == serial
+    assert time.perf_counter() - t < 10 and spy == [-1]
 
 
 def test_a_failing_meanwhile_reaps_the_child(tmp_path, spy, monkeypatch):

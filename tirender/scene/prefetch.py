@@ -12,11 +12,13 @@ computes only what is pure numpy (no Taichi, no image library with its own threa
 and leaves out any shape it could not do: the parent computes those itself, with its ConfigError or warning.
 
 Only on Linux (``os.fork``), only when there is work to overlap (``meanwhile``) and at least ``MIN_BYTES`` of mesh
-files; ``TIRENDER_PREFETCH=0`` turns it off. A child that fails or dies costs only the time it took: the parent
-then computes every shape itself.
+files; ``TIRENDER_PREFETCH=0`` turns it off. A child that fails or dies costs only the time it took, one that has
+not answered within ``WAIT_S`` + ``WAIT_S_PER_BYTE`` x the files' size (forking copies one thread: a lock another
+thread held at that moment would stay held in the child) is killed: the parent then computes every shape itself.
 """
 import os
 import pickle
+import select
 import sys
 import warnings
 
@@ -25,6 +27,8 @@ from ..errors import ConfigError
 __all__ = ["MIN_BYTES", "enabled", "mesh_geometries"]
 
 MIN_BYTES = 4 << 20          # mesh files smaller than this in all are read by the parent (a fork costs ~10 ms)
+WAIT_S = 5.0                 # the longest wait for the child's answer beyond WAIT_S_PER_BYTE x the files' size
+WAIT_S_PER_BYTE = 1e-7       # (the lego scene: 87 MB of PLY files, 0.5-0.7 s in the child on this machine)
 
 
 def enabled():
@@ -48,12 +52,15 @@ def mesh_geometries(builder, todo, meanwhile):
     """{j: builder.shape_geometry(i, spec)} for the mesh-file shapes ``todo`` ({j: (i, spec)}), computed by a forked
     child while this process runs ``meanwhile()``; {} (and ``meanwhile`` not run) when it would not pay: no
     ``meanwhile``, files of less than MIN_BYTES, not Linux. Shapes the child could not do are missing."""
-    if meanwhile is None or not todo or not enabled() or _file_bytes(builder, todo) < MIN_BYTES:
+    if meanwhile is None or not todo or not enabled():
+        return {}
+    size = _file_bytes(builder, todo)
+    if size < MIN_BYTES:
         return {}
     child = _Child(lambda: _geometries(builder, todo))
     try:
         meanwhile()
-        return child.result() or {}
+        return child.result(WAIT_S + WAIT_S_PER_BYTE * size) or {}
     finally:
         child.reap()
 
@@ -92,8 +99,11 @@ class _Child:
         os.close(w)
         self.pid, self.fd = pid, r
 
-    def result(self):
+    def result(self, timeout):
+        """fn()'s value, or None when the child failed or sent nothing within ``timeout`` seconds."""
         try:
+            if not select.select([self.fd], [], [], timeout)[0]:
+                return None                     # reap() kills it
             with os.fdopen(self.fd, "rb", closefd=True) as f:
                 self.fd = None
                 return _receive(f)
