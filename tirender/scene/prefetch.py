@@ -19,6 +19,7 @@ thread held at that moment would stay held in the child) is killed: the parent t
 import os
 import pickle
 import select
+import signal
 import sys
 import warnings
 
@@ -116,7 +117,7 @@ class _Child:
             os.close(self.fd)
             self.fd = None
             try:
-                os.kill(self.pid, 9)
+                os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
         try:
