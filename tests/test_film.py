@@ -181,3 +181,25 @@ def test_exp_inline_matches_exp():
     want = np.exp(x.astype(np.float64))
     assert np.all(np.abs(out / want - 1.0) < 3e-7), np.abs(out / want - 1.0).max()
     assert out[-5] == 1.0
+
+
+@pytest.mark.parametrize("size", [(13, 7), (9, 1), (6, 9)])
+def test_band_schedule_gives_the_atomic_schedules_bits(size, monkeypatch):
+    """On the CPU the render kernels run in bands of film.BAND rows, even bands then odd ones, and flush without
+    atomics (integrators/kernels.py): the image is the per-pixel atomic schedule's bit for bit (fixed-point sums),
+    whatever the height (a partial last band, a single row, one band per phase), for the render and moment
+    kernels and the forward-mode (tangent) kernel."""
+    from tirender.integrators import kernels
+    if tirender.current_arch() != "cpu":
+        pytest.skip("the band schedule is the CPU's")
+    w, h = size
+    sc = tirender.load_scene("configs/cbox.yaml", overrides=[f"sensors.0.film.width={w}", f"sensors.0.film.height={h}"])
+    name = [n for n in sc.params.keys() if n.endswith("reflectance")][0]
+    out = {}
+    for banded in (True, False):
+        monkeypatch.setattr(kernels, "_on_cpu", lambda b=banded: b)
+        out[banded] = (tirender.render(sc, spp=5, seed=2),
+                       tirender.render_forward(sc, {name: 0.1}, spp=3, seed=4))
+    for a, b in zip(out[True], out[False]):
+        assert a.shape == (h, w, 3) and np.array_equal(a, b)
+    assert np.abs(out[True][0]).sum() > 0

@@ -10,7 +10,8 @@ which the splats and flushes record with ``track_max``; Σ w at WEIGHT_SCALE), r
 pixel; launch.py folds each launch into float64.
 
 The pixel-local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples'
-footprints summed locally, one flush per pixel) computes the filter's per-camera constants once per pixel
+footprints summed locally, one flush per pixel; on the CPU a thread per band of ``BAND`` rows, the bands of one
+launch ``BAND`` rows apart, so that the flushes add without atomics) computes the filter's per-camera constants once per pixel
 and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights equal ``_w1``'s to a few ulps
 (images within float rounding of the per-weight form; tent and box weights are the same bits).
 
@@ -89,11 +90,14 @@ def pixel_weight(st: ti.template(), cam, pos, x, y):
 
 
 @ti.func
-def _add(st: ti.template(), p, wL, wt, weighted: ti.template()):
+def _add(st: ti.template(), p, wL, wt, weighted: ti.template(), plain: ti.template() = False):
     """st.film[p] += (wL, wt) in fixed point (radiance at the launch's scale, weight at WEIGHT_SCALE;
-    no weight add unless ``weighted``)."""
+    no weight add unless ``weighted``); ``plain``: without an atomic (no other thread adds to p meanwhile)."""
     s = st.info_f[INFO_FILM_SCALE]
-    if ti.static(weighted):
+    if ti.static(plain):
+        st.film[p] = st.film[p] + ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
+                                             to_fixed(wt, WEIGHT_SCALE)])
+    elif ti.static(weighted):
         ti.atomic_add(st.film[p], ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
                                              to_fixed(wt, WEIGHT_SCALE)]))
     else:
@@ -232,6 +236,7 @@ def nan_to_zero(L):
 LOCAL = 5
 LOCAL_HALF = 2
 WINDOW = 4
+BAND = 2 * LOCAL_HALF   # rows per band of the CPU's band schedule: blocks of bands 2 apart never meet (local_flush)
 
 LocalFilm = ti.types.struct(
     acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block, row-major
@@ -373,11 +378,20 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight
                             f.acc[(j * LOCAL + i) * 4 + ch] += v[ch]
 
 
+@ti.pyfunc
+def bands(h, phase):
+    """The bands of BAND rows of a film h rows high in ``phase`` (0: the even bands, 1: the odd ones)."""
+    return ((h + BAND - 1) // BAND + 1 - phase) // 2
+
+
 @ti.func
-def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: ti.template()):
+def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: ti.template(),
+                plain: ti.template() = False):
     """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point
     (one add per pixel of the 5x5 block; the largest |L| of one sample is recorded with track_max:
-    the launch's scale bounds k samples' sums by that, core/fixed_point.py)."""
+    the launch's scale bounds k samples' sums by that, core/fixed_point.py). ``plain`` (compile-time): film adds
+    without atomics, for pixels whose blocks no other thread adds to meanwhile (a band schedule: BAND rows apart,
+    integrators/kernels.py); the fixed-point sums are the same in any order, so the film is the same bits."""
     w = st.cam_w[cam]
     h = st.cam_h[cam]
     if ti.static(not weight_only):
@@ -392,4 +406,4 @@ def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: t
                 if ti.static(weight_only):
                     ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))
                 else:
-                    _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True)
+                    _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True, plain)

@@ -69,69 +69,112 @@ def tangent_kernel(sample, wide=False):
 
 
 def _kernel(sample, kind, wide):
-    """kind: "render", "replay" or "tangent" (compile-time)."""
-    if (sample, kind, wide) not in _kernels:
+    """kind: "render", "replay" or "tangent" (compile-time). On the CPU the kernels that flush a film (not replay,
+    not a wide filter) run in bands of film.BAND rows, in two launches (even bands, then odd ones): the pixels of
+    bands processed at the same time are BAND rows apart, so their flushes never meet and add without atomics
+    (the film is fixed point: the same sums in any order, core/film.py)."""
+    banded = _on_cpu() and kind != "replay" and not wide
+    if (sample, kind, wide, banded) not in _kernels:
+        @ti.func
+        def pixel(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam, spp,
+                  sample_offset, seed, max_depth, rr_depth, hide_emitters, w, pix):
+            acc = film.local_zero(st, cam)
+            for k in range(spp):
+                sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
+                lam, lw = variants.sample_wavelengths(sampler)
+                o, d, tmax = camera_ray(st, cam, pos, ap)
+                if ti.static(kind == "tangent" and variants.polarized()):
+                    tan = sample(st, bsdf, em, opts, FORWARD, o, d, tmax, lam, sampler, max_depth, rr_depth,
+                                 hide_emitters, spec(0.0), spec(0.0), 0)
+                    tan_rgb = variants.to_rgb(tan, lam, lw)
+                    film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
+                elif ti.static(kind == "tangent"):
+                    # pass 0: the primal walk -> L; pass 1 + c: the same path replayed with δL = e_c (lane c),
+                    # its tangent read from the pool. A runtime loop around one call: one inlined walk body
+                    # (the bulk of the kernel's compile) serves every pass
+                    L = spec(0.0)
+                    tan = spec(0.0)
+                    for p in range(ti.static(variants.lanes() + 1)):
+                        dL = spec(1.0)
+                        if p > 0:
+                            dL = ti.Vector([ti.select(p - 1 == i, 1.0, 0.0)
+                                            for i in ti.static(range(variants.lanes()))], float)
+                            pool.tangent_reset(st)
+                        sampler_r, _pos_r, _ap_r = camera_sample(st, cam, pix, seed, sample_offset + k)
+                        variants.sample_wavelengths(sampler_r)
+                        Lp = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_r, max_depth, rr_depth,
+                                    hide_emitters, L, dL, ti.min(p, 1))
+                        if p == 0:
+                            L = Lp
+                            if not (L.sum() == L.sum()):     # a NaN lane: no tangent
+                                break
+                        else:
+                            tan += dL * pool.tangent_value(st)
+                    tan_rgb = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
+                    film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
+                elif ti.static(kind == "replay"):
+                    dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
+                    if dL.max() != 0.0 or dL.min() != 0.0:
+                        # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
+                        # δL back-propagated (one walk body, mode PRB, runs both passes)
+                        L = spec(0.0)
+                        for replay in range(2):
+                            sampler_p, _pos_p, _ap_p = camera_sample(st, cam, pix, seed, sample_offset + k)
+                            variants.sample_wavelengths(sampler_p)
+                            L = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_p, max_depth, rr_depth,
+                                       hide_emitters, L, dL, replay)
+                            if not (L.sum() == L.sum()):
+                                break
+                else:
+                    L = sample(st, bsdf, em, opts, PRIMAL, o, d, tmax, lam, sampler, max_depth, rr_depth, hide_emitters,
+                               spec(0.0), spec(0.0), 0)
+                    rgb = variants.to_rgb(film.nan_to_zero(L), lam, lw)
+                    if ti.static(kind == "moment"):
+                        rgb = _squared_xyz(rgb)
+                    film.local_splat(st, cam, pix % w, pix // w, pos, rgb, acc, False, wide)
+            if ti.static(kind != "replay"):
+                film.local_flush(st, cam, pix % w, pix // w, acc, False, banded)
+
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
                    spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
-                   hide_emitters: ti.i32):
+                   hide_emitters: ti.i32, phase: ti.i32, spread: ti.i32):
             w = st.cam_w[cam]
-            for pix in range(w * st.cam_h[cam]):
-                acc = film.local_zero(st, cam)
-                for k in range(spp):
-                    sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
-                    lam, lw = variants.sample_wavelengths(sampler)
-                    o, d, tmax = camera_ray(st, cam, pos, ap)
-                    if ti.static(kind == "tangent" and variants.polarized()):
-                        tan = sample(st, bsdf, em, opts, FORWARD, o, d, tmax, lam, sampler, max_depth, rr_depth,
-                                     hide_emitters, spec(0.0), spec(0.0), 0)
-                        tan_rgb = variants.to_rgb(tan, lam, lw)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
-                    elif ti.static(kind == "tangent"):
-                        # pass 0: the primal walk -> L; pass 1 + c: the same path replayed with δL = e_c (lane c),
-                        # its tangent read from the pool. A runtime loop around one call: one inlined walk body
-                        # (the bulk of the kernel's compile) serves every pass
-                        L = spec(0.0)
-                        tan = spec(0.0)
-                        for p in range(ti.static(variants.lanes() + 1)):
-                            dL = spec(1.0)
-                            if p > 0:
-                                dL = ti.Vector([ti.select(p - 1 == i, 1.0, 0.0)
-                                                for i in ti.static(range(variants.lanes()))], float)
-                                pool.tangent_reset(st)
-                            sampler_r, _pos_r, _ap_r = camera_sample(st, cam, pix, seed, sample_offset + k)
-                            variants.sample_wavelengths(sampler_r)
-                            Lp = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_r, max_depth, rr_depth,
-                                        hide_emitters, L, dL, ti.min(p, 1))
-                            if p == 0:
-                                L = Lp
-                                if not (L.sum() == L.sum()):     # a NaN lane: no tangent
-                                    break
-                            else:
-                                tan += dL * pool.tangent_value(st)
-                        tan_rgb = variants.to_rgb(tan, lam, lw)     # J v of the lanes -> of the film's RGB
-                        film.local_splat(st, cam, pix % w, pix // w, pos, film.nan_to_zero(tan_rgb), acc, False, wide)
-                    elif ti.static(kind == "replay"):
-                        dL = variants.adjoint_from_rgb(film.gather_adjoint(st, cam, pos), lam, lw)
-                        if dL.max() != 0.0 or dL.min() != 0.0:
-                            # pass 2: the primal walk -> L; pass 3: the RNG reset, the same path replayed,
-                            # δL back-propagated (one walk body, mode PRB, runs both passes)
-                            L = spec(0.0)
-                            for replay in range(2):
-                                sampler_p, _pos_p, _ap_p = camera_sample(st, cam, pix, seed, sample_offset + k)
-                                variants.sample_wavelengths(sampler_p)
-                                L = sample(st, bsdf, em, opts, PRB, o, d, tmax, lam, sampler_p, max_depth, rr_depth,
-                                           hide_emitters, L, dL, replay)
-                                if not (L.sum() == L.sum()):
-                                    break
-                    else:
-                        L = sample(st, bsdf, em, opts, PRIMAL, o, d, tmax, lam, sampler, max_depth, rr_depth, hide_emitters,
-                                   spec(0.0), spec(0.0), 0)
-                        rgb = variants.to_rgb(film.nan_to_zero(L), lam, lw)
-                        if ti.static(kind == "moment"):
-                            rgb = _squared_xyz(rgb)
-                        film.local_splat(st, cam, pix % w, pix // w, pos, rgb, acc, False, wide)
-                if ti.static(kind != "replay"):
-                    film.local_flush(st, cam, pix % w, pix // w, acc, False)
-        _kernels[sample, kind, wide] = pixels
-    return _kernels[sample, kind, wide]
+            h = st.cam_h[cam]
+            if ti.static(banded):
+                for bb in range(film.bands(h, phase) * spread):    # one thread per band (spread: backend.spread)
+                    if bb % spread == 0:
+                        y0 = (2 * (bb // spread) + phase) * film.BAND
+                        for y in range(y0, ti.min(y0 + film.BAND, h)):
+                            for x in range(w):
+                                pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth,
+                                      hide_emitters, w, y * w + x)
+            else:
+                for pix in range(w * h):
+                    pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth, hide_emitters, w,
+                          pix)
+
+        _kernels[sample, kind, wide, banded] = _Launch(pixels, banded)
+    return _kernels[sample, kind, wide, banded]
+
+
+def _on_cpu():
+    from .. import backend
+    return backend.current_arch() == "cpu"
+
+
+class _Launch:
+    """A pixels kernel called as before (st, bsdf, em, opts, cam, spp, ...): once per pixel loop, or on the CPU
+    once per band phase (the bands of one phase: rows BAND apart, so their flushes add without atomics)."""
+
+    def __init__(self, kernel, banded):
+        self.kernel, self.banded = kernel, banded
+
+    def __call__(self, st, *args):
+        if not self.banded:
+            self.kernel(st, *args, 0, 1)
+            return
+        from .. import backend
+        h = int(st.cam_h[args[3]])
+        for phase in (0, 1):
+            self.kernel(st, *args, phase, backend.spread(film.bands(h, phase)))
