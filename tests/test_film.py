@@ -184,11 +184,11 @@ def test_exp_inline_matches_exp():
 
 
 @pytest.mark.parametrize("size", [(13, 7), (9, 1), (6, 9)])
-def test_band_schedule_gives_the_atomic_schedules_bits(size, monkeypatch):
-    """On the CPU the render kernels run in bands of film.BAND rows, even bands then odd ones, and flush without
+def test_tile_schedule_gives_the_atomic_schedules_bits(size, monkeypatch):
+    """On the CPU the render kernels run a thread per tile of film.TILE² pixels, in four phases, and flush without
     atomics (integrators/kernels.py): the image is the per-pixel atomic schedule's bit for bit (fixed-point sums),
-    whatever the height (a partial last band, a single row, one band per phase), for the render and moment
-    kernels and the forward-mode (tangent) kernel."""
+    whatever the size (partial tiles, a single row, one tile per phase), for the render kernel and the
+    forward-mode (tangent) kernel."""
     from tirender.integrators import kernels
     if tirender.current_arch() != "cpu":
         pytest.skip("the band schedule is the CPU's")

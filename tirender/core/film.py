@@ -10,8 +10,8 @@ which the splats and flushes record with ``track_max``; Σ w at WEIGHT_SCALE), r
 pixel; launch.py folds each launch into float64.
 
 The pixel-local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples'
-footprints summed locally, one flush per pixel; on the CPU a thread per band of ``BAND`` rows, the bands of one
-launch ``BAND`` rows apart, so that the flushes add without atomics) computes the filter's per-camera constants once per pixel
+footprints summed locally, one flush per pixel; on the CPU a thread per tile of ``TILE`` x ``TILE`` pixels, the
+tiles of one launch ``TILE`` pixels apart, so that the flushes add without atomics) computes the filter's per-camera constants once per pixel
 and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights equal ``_w1``'s to a few ulps
 (images within float rounding of the per-weight form; tent and box weights are the same bits).
 
@@ -236,7 +236,7 @@ def nan_to_zero(L):
 LOCAL = 5
 LOCAL_HALF = 2
 WINDOW = 4
-BAND = 2 * LOCAL_HALF   # rows per band of the CPU's band schedule: blocks of bands 2 apart never meet (local_flush)
+TILE = 2 * LOCAL_HALF   # the CPU's tile schedule: tiles of TILE x TILE pixels 2 tiles apart have blocks that never meet
 
 LocalFilm = ti.types.struct(
     acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block, row-major
@@ -379,9 +379,10 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight
 
 
 @ti.pyfunc
-def bands(h, phase):
-    """The bands of BAND rows of a film h rows high in ``phase`` (0: the even bands, 1: the odd ones)."""
-    return ((h + BAND - 1) // BAND + 1 - phase) // 2
+def tiles(w, h, phase):
+    """(tiles across, tiles down) of TILE x TILE pixels of a w x h film in ``phase`` (0..3): the tiles (tx, ty) with
+    tx % 2 = phase % 2 and ty % 2 = phase // 2 — TILE pixels apart, so their blocks never meet (local_flush)."""
+    return ((w + TILE - 1) // TILE + 1 - phase % 2) // 2, ((h + TILE - 1) // TILE + 1 - phase // 2) // 2
 
 
 @ti.func
@@ -390,7 +391,7 @@ def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: t
     """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point
     (one add per pixel of the 5x5 block; the largest |L| of one sample is recorded with track_max:
     the launch's scale bounds k samples' sums by that, core/fixed_point.py). ``plain`` (compile-time): film adds
-    without atomics, for pixels whose blocks no other thread adds to meanwhile (a band schedule: BAND rows apart,
+    without atomics, for pixels whose blocks no other thread adds to meanwhile (a tile schedule: ``tiles``,
     integrators/kernels.py); the fixed-point sums are the same in any order, so the film is the same bits."""
     w = st.cam_w[cam]
     h = st.cam_h[cam]

@@ -70,11 +70,11 @@ def tangent_kernel(sample, wide=False):
 
 def _kernel(sample, kind, wide):
     """kind: "render", "replay" or "tangent" (compile-time). On the CPU the kernels that flush a film (not replay,
-    not a wide filter) run in bands of film.BAND rows, in two launches (even bands, then odd ones): the pixels of
-    bands processed at the same time are BAND rows apart, so their flushes never meet and add without atomics
-    (the film is fixed point: the same sums in any order, core/film.py)."""
-    banded = _on_cpu() and kind != "replay" and not wide
-    if (sample, kind, wide, banded) not in _kernels:
+    not a wide filter) run a thread per tile of film.TILE² pixels, in four launches (tiles (tx, ty) by the parity
+    of tx and ty): the tiles of one launch are TILE pixels apart, so their flushes never meet and add without
+    atomics (the film is fixed point: the same sums in any order, core/film.py)."""
+    tiled = _on_cpu() and kind != "replay" and not wide
+    if (sample, kind, wide, tiled) not in _kernels:
         @ti.func
         def pixel(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam, spp,
                   sample_offset, seed, max_depth, rr_depth, hide_emitters, w, pix):
@@ -133,7 +133,7 @@ def _kernel(sample, kind, wide):
                         rgb = _squared_xyz(rgb)
                     film.local_splat(st, cam, pix % w, pix // w, pos, rgb, acc, False, wide)
             if ti.static(kind != "replay"):
-                film.local_flush(st, cam, pix % w, pix // w, acc, False, banded)
+                film.local_flush(st, cam, pix % w, pix // w, acc, False, tiled)
 
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
@@ -141,12 +141,15 @@ def _kernel(sample, kind, wide):
                    hide_emitters: ti.i32, phase: ti.i32, spread: ti.i32):
             w = st.cam_w[cam]
             h = st.cam_h[cam]
-            if ti.static(banded):
-                for bb in range(film.bands(h, phase) * spread):    # one thread per band (spread: backend.spread)
-                    if bb % spread == 0:
-                        y0 = (2 * (bb // spread) + phase) * film.BAND
-                        for y in range(y0, ti.min(y0 + film.BAND, h)):
-                            for x in range(w):
+            if ti.static(tiled):
+                nx, ny = film.tiles(w, h, phase)
+                for tt in range(nx * ny * spread):          # a thread per tile (spread: enough blocks to balance)
+                    if tt % spread == 0:
+                        t = tt // spread
+                        x0 = (2 * (t % nx) + phase % 2) * film.TILE
+                        y0 = (2 * (t // nx) + phase // 2) * film.TILE
+                        for y in range(y0, ti.min(y0 + film.TILE, h)):
+                            for x in range(x0, ti.min(x0 + film.TILE, w)):
                                 pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth,
                                       hide_emitters, w, y * w + x)
             else:
@@ -154,8 +157,8 @@ def _kernel(sample, kind, wide):
                     pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth, hide_emitters, w,
                           pix)
 
-        _kernels[sample, kind, wide, banded] = _Launch(pixels, banded)
-    return _kernels[sample, kind, wide, banded]
+        _kernels[sample, kind, wide, tiled] = _Launch(pixels, tiled)
+    return _kernels[sample, kind, wide, tiled]
 
 
 def _on_cpu():
@@ -164,17 +167,22 @@ def _on_cpu():
 
 
 class _Launch:
-    """A pixels kernel called as before (st, bsdf, em, opts, cam, spp, ...): once per pixel loop, or on the CPU
-    once per band phase (the bands of one phase: rows BAND apart, so their flushes add without atomics)."""
+    """A pixels kernel called as before (st, bsdf, em, opts, cam, spp, ...): once over the pixels, or on the CPU
+    once per tile phase (film.tiles: the tiles of one phase are TILE pixels apart, their flushes add without
+    atomics), each phase's tiles spread over at least BLOCKS of the CPU scheduler's blocks so that the threads
+    finish a phase together."""
+    BLOCKS = 256
 
-    def __init__(self, kernel, banded):
-        self.kernel, self.banded = kernel, banded
+    def __init__(self, kernel, tiled):
+        self.kernel, self.tiled = kernel, tiled
 
     def __call__(self, st, *args):
-        if not self.banded:
+        if not self.tiled:
             self.kernel(st, *args, 0, 1)
             return
         from .. import backend
-        h = int(st.cam_h[args[3]])
-        for phase in (0, 1):
-            self.kernel(st, *args, phase, backend.spread(film.bands(h, phase)))
+        w, h = int(st.cam_w[args[3]]), int(st.cam_h[args[3]])
+        for phase in range(4):
+            nx, ny = film.tiles(w, h, phase)
+            n = max(nx * ny, 1)
+            self.kernel(st, *args, phase, max(backend.spread(n), -(-self.BLOCKS * backend.CPU_BLOCK // n)))
