@@ -59,12 +59,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tirender  # noqa: E402
 from tirender.sensors.registry import camera_ray  # noqa: E402
-from tirender.core.intersect import child_entries, intersect, ray_triangle, safe_inv  # noqa: E402
+from tirender.core.intersect import STACK, child_entries, intersect, push_children, ray_triangle, safe_inv  # noqa: E402
 from tirender.core.math import BIG, vec3  # noqa: E402
 from tirender.core.rng import hash_u32  # noqa: E402
 from tirender.scene.bvh import WIDTH  # noqa: E402
 
-STACK = 64
 _SORT4 = ((0, 1), (2, 3), (0, 2), (1, 3), (1, 2))   # descending network over 4 keys
 
 
@@ -123,6 +122,7 @@ def make_kernels(W):
         best = iW(-1)
         stack = ti.Vector([0] * STACK, dt=ti.i32)
         leaf_n = ti.Vector([0] * STACK, dt=ti.i32)
+        near = ti.Vector([0.0] * STACK)          # push_children's entry distances (not used here)
         sp = 1
         while sp > 0:
             sp -= 1
@@ -146,17 +146,7 @@ def make_kernels(W):
                     if key[i] < key[j]:
                         key[i], key[j] = key[j], key[i]
                         slot[i], slot[j] = slot[j], slot[i]
-                child = st.wnode_child[e]
-                count = st.wnode_count[e]
-                for j in ti.static(range(WIDTH)):
-                    if key[j] < BIG and sp < STACK:
-                        c = slot[j]
-                        if count[c] > 0:
-                            stack[sp] = -1 - child[c]
-                            leaf_n[sp] = count[c]
-                        else:
-                            stack[sp] = child[c]
-                        sp += 1
+                sp = push_children(st, e, key, slot, stack, leaf_n, near, sp)
             else:
                 first = -1 - e
                 for k in range(first, first + leaf_n[sp]):
@@ -420,6 +410,10 @@ def main():
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    bad = [w for w in _ints(a.widths) + _ints(a.inter) if a.spp % w]
+    if a.spp < 1 or bad:
+        raise SystemExit(f"--spp {a.spp}: must be a positive multiple of every width (not of {bad}): a task is a "
+                         f"pixel's samples in groups of a width")
     tirender.init("cpu")
     if a.scene == "cbox":
         from tirender.config import load_config

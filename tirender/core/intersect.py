@@ -99,6 +99,27 @@ def child_entries(st: ti.template(), e, o, inv_d, tmax, sort: ti.template()):
 
 
 @ti.func
+def push_children(st: ti.template(), e, key, slot, stack: ti.template(), leaf_n: ti.template(), near: ti.template(),
+                  sp):
+    """Push the children of wide node e that a ray enters (key[j] < BIG, at entry distance key[j], in the order of
+    slot) onto the traversal stack at depth sp: an inner child as its node id, a leaf as -1 - its first row with its
+    row count in leaf_n; near: the entry distances. Returns the new depth (at most STACK)."""
+    child = st.wnode_child[e]
+    count = st.wnode_count[e]
+    for j in ti.static(range(WIDTH)):
+        if key[j] < BIG and sp < STACK:
+            c = slot[j]
+            near[sp] = key[j]
+            if count[c] > 0:
+                stack[sp] = -1 - child[c]
+                leaf_n[sp] = count[c]
+            else:
+                stack[sp] = child[c]
+            sp += 1
+    return sp
+
+
+@ti.func
 def traverse(st: ti.template(), root, o, d, tmax, any_hit: ti.template(), top: ti.template()):
     """Stack traversal of the 4-wide BVH from wide node `root`: the ray is tested against a node's 4 child boxes
     at once (vector lanes), the children hit are pushed far to near (in any order for any-hit queries, which visit
@@ -127,18 +148,7 @@ def traverse(st: ti.template(), root, o, d, tmax, any_hit: ti.template(), top: t
             pass
         elif e >= 0:
             key, slot = child_entries(st, e, o, inv_d, best_t, not any_hit)   # any hit: every overlapping child
-            child = st.wnode_child[e]                                         # is visited anyway, unsorted
-            count = st.wnode_count[e]
-            for j in ti.static(range(WIDTH)):
-                if key[j] < BIG and sp < STACK:
-                    c = slot[j]
-                    near[sp] = key[j]
-                    if count[c] > 0:
-                        stack[sp] = -1 - child[c]
-                        leaf_n[sp] = count[c]
-                    else:
-                        stack[sp] = child[c]
-                    sp += 1
+            sp = push_children(st, e, key, slot, stack, leaf_n, near, sp)    # is visited anyway, unsorted
         else:
             first = -1 - e
             for k in range(first, first + leaf_n[sp]):
