@@ -21,9 +21,10 @@ loader (caches warm: Taichi's kernels, Python's bytecode, which the children may
 the files' pages): ``tirender.load_scene`` of
 this checkout (and of --baseline, another checkout, e.g. /work/main), and Mitsuba 3's ``mi.load_file``
 (llvm_ad_rgb: DRJIT_LIBLLVM_PATH). Per loader: the median seconds of the load (imports and ``ti.init`` /
-``mi.set_variant`` timed apart), its CPU seconds (with its child processes'), peak RSS (ru_maxrss of the process), the number of output lines containing
-"warn" (case-insensitive) and the peak RSS of its largest child process (tirender's forked mesh reader,
-scene/prefetch.py: it counts the pages it shares with the parent, and ends before the parent's peak, the build).
+``mi.set_variant`` timed apart), its CPU seconds (with its child processes'), peak RSS (ru_maxrss of the
+process), the number of output lines containing "warn" (case-insensitive) and the peak RSS of its largest child
+process (tirender's forked mesh reader, scene/prefetch.py: it counts the pages it shares with the parent, and ends
+before the parent's peak, the build).
 
 The lego scene is Mitsuba's tutorial scene (mitsuba-renderer/mitsuba-tutorials ``scenes/lego/scene.xml``; default
 $TIRENDER_MITSUBA_TUTORIALS/lego/scene.xml), read where it lies. Timings on a shared machine are noisy: the medians
@@ -324,8 +325,8 @@ def bench_load(a):
     for name, _, _ in loaders:
         r = res[name]
         print(f"{name:40s} {_fmt([x[1] for x in r]):>22s} {_median([x[4] for x in r]):7.2f} "
-              f"{_median([x[0] for x in r]):14.2f} {_median([x[2] for x in r]):12.0f} {_median([x[3] for x in r]):14.0f} "
-              f"{_median([x[5] for x in r]):18.0f}")
+              f"{_median([x[0] for x in r]):14.2f} {_median([x[2] for x in r]):12.0f} "
+              f"{_median([x[3] for x in r]):14.0f} {_median([x[5] for x in r]):18.0f}")
     for name, _, _ in loaders[:-1]:
         print(f"{name}: load {_median([x[1] for x in res[name]]) / mi:.2f}x Mitsuba's, peak RSS "
               f"{_median([x[2] for x in res[name]]) / _median([x[2] for x in res[loaders[-1][0]]]):.2f}x")
