@@ -12,8 +12,9 @@ pixel; launch.py folds each launch into float64.
 The pixel-local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples'
 footprints summed locally, one flush per pixel; on the CPU a thread per tile of ``TILE`` x ``TILE`` pixels, the
 tiles of one launch ``TILE`` pixels apart, so that the flushes add without atomics) computes the filter's
-per-camera constants once per pixel and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights equal ``_w1``'s to a few ulps
-(images within float rounding of the per-weight form; tent and box weights are the same bits).
+per-camera constants once per pixel and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights
+equal ``_w1``'s to a few ulps (images within float rounding of the per-weight form; tent and box weights are the
+same bits).
 
 Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
 of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
