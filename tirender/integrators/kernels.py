@@ -27,7 +27,7 @@ All are cached per sample function, so each compiles once per specialisation.
 """
 import taichi as ti
 
-from .. import variants
+from .. import backend, variants
 from ..core import film, pool
 from ..sensors.registry import camera_ray, camera_sample
 from ..spectra import cie
@@ -162,7 +162,6 @@ def _kernel(sample, kind, wide):
 
 
 def _on_cpu():
-    from .. import backend
     return backend.current_arch() == "cpu"
 
 
@@ -180,7 +179,6 @@ class _Launch:
         if not self.tiled:
             self.kernel(st, *args, 0, 1)
             return
-        from .. import backend
         w, h = int(st.cam_w[args[3]]), int(st.cam_h[args[3]])
         for phase in range(4):
             nx, ny = film.tiles(w, h, phase)
