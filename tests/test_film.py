@@ -1,5 +1,7 @@
 """The reconstruction filters (box, Gaussian, tent): a filter of any width is applied in full (not
 truncated to the 5x5 pixel-local block), in the image and in the adjoint pass's weights."""
+import os
+
 import numpy as np
 import pytest
 
@@ -191,15 +193,16 @@ def test_tile_schedule_gives_the_atomic_schedules_bits(size, monkeypatch):
     forward-mode (tangent) kernel."""
     from tirender.integrators import kernels
     if tirender.current_arch() != "cpu":
-        pytest.skip("the band schedule is the CPU's")
+        pytest.skip("the tile schedule is the CPU's")
     w, h = size
-    sc = tirender.load_scene("configs/cbox.yaml", overrides=[f"sensors.0.film.width={w}", f"sensors.0.film.height={h}"])
+    cbox = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "cbox.yaml")
+    sc = tirender.load_scene(cbox, overrides=[f"sensors.0.film.width={w}", f"sensors.0.film.height={h}"])
     name = [n for n in sc.params.keys() if n.endswith("reflectance")][0]
     out = {}
-    for banded in (True, False):
-        monkeypatch.setattr(kernels, "_on_cpu", lambda b=banded: b)
-        out[banded] = (tirender.render(sc, spp=5, seed=2),
-                       tirender.render_forward(sc, {name: 0.1}, spp=3, seed=4))
+    for tiled in (True, False):
+        monkeypatch.setattr(kernels, "_on_cpu", lambda b=tiled: b)
+        out[tiled] = (tirender.render(sc, spp=5, seed=2),
+                      tirender.render_forward(sc, {name: 0.1}, spp=3, seed=4))
     for a, b in zip(out[True], out[False]):
         assert a.shape == (h, w, 3) and np.array_equal(a, b)
     assert np.abs(out[True][0]).sum() > 0
