@@ -119,6 +119,31 @@ def test_unavailable_arch_cli_subprocess(tmp_path):
     assert "Traceback" not in r.stderr and not os.path.exists(tmp_path / "out" / "image.exr")
 
 
+def test_kernel_cache_cap(tmp_path, monkeypatch):
+    """tirender sets the cap of Taichi's kernel cache (TIRENDER_KERNEL_CACHE_MB, else backend.KERNEL_CACHE_MB):
+    Taichi's own 100 MB held less than the test lane's kernels, and past it every process's exit evicted kernels
+    that the next run compiled again. A bad value is one line naming the variable (exit 2 from the CLI)."""
+    import taichi as ti
+    from tirender import backend
+    from tirender.errors import ConfigError
+    if not os.environ.get("TIRENDER_KERNEL_CACHE_MB"):
+        assert ti.lang.impl.current_cfg().offline_cache_max_size_of_files == backend.KERNEL_CACHE_MB << 20
+    monkeypatch.setenv("TIRENDER_KERNEL_CACHE_MB", "256")
+    assert backend.kernel_cache_bytes() == 256 << 20
+    for bad in ("lots", "0", "-5", "nan", "inf"):
+        monkeypatch.setenv("TIRENDER_KERNEL_CACHE_MB", bad)
+        with pytest.raises(ConfigError, match="TIRENDER_KERNEL_CACHE_MB"):
+            backend.kernel_cache_bytes()
+    path = _write(tmp_path, BASE, "ok.yaml")
+    r = subprocess.run([sys.executable, "-m", "tirender", "render", path, "--arch", "cpu", "--spp", "1",
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                       env=dict(os.environ, TIRENDER_KERNEL_CACHE_MB="lots"))
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert lines[-1].startswith("error:") and "TIRENDER_KERNEL_CACHE_MB='lots'" in lines[-1], r.stderr
+    assert not os.path.exists(tmp_path / "out" / "image.exr")
+
+
 def test_malformed_yaml_cli_subprocess(tmp_path):
     path = _write(tmp_path, "scene: {shapes: [\n")
     r = subprocess.run([sys.executable, "-m", "tirender", "render", path], capture_output=True, text=True,

@@ -139,6 +139,25 @@ def _try_init(name, fp, quiet_fds=False, **kw):
     return got == _ti_arch(name) or (name == "cpu" and got in (ti.x64, ti.arm64))
 
 
+KERNEL_CACHE_MB = 1024
+
+
+def kernel_cache_bytes():
+    """The cap of Taichi's kernel cache (bytes): $TIRENDER_KERNEL_CACHE_MB, else KERNEL_CACHE_MB. Taichi's own
+    default (100 MB) holds less than a varied workflow's kernels (the default test lane writes 166 MB): past the
+    cap, each process's exit drops a quarter of the cache (least recently used first), which later runs compile
+    again."""
+    v = os.environ.get("TIRENDER_KERNEL_CACHE_MB", "")
+    try:
+        mb = float(v) if v.strip() else KERNEL_CACHE_MB
+    except ValueError:
+        mb = float("nan")
+    if not (mb > 0 and mb < float("inf")):
+        raise ConfigError(f"TIRENDER_KERNEL_CACHE_MB={v!r}: give the kernel cache's cap as a positive number of "
+                          f"megabytes", key="TIRENDER_KERNEL_CACHE_MB")
+    return int(mb * (1 << 20))
+
+
 def _check_fp_frozen(fp):
     """tirender.core.math's vector types froze Taichi's `float` when they were created: once that module
     is imported, another default float type would silently mix precisions."""
@@ -192,8 +211,12 @@ def init(arch="auto", fp=None, debug=False, verbose=False, **kwargs):
     # each thread with its own LLVM state; our kernels are one big task, so the extra threads only
     # add memory (cold compile of the cbox path + PRB kernels: peak RSS 338 -> 263 MB, the volume
     # task's 387 -> 328 MB; same seconds).
+    # offline_cache_max_size_of_files: Taichi's default cap (100 MB, then a quarter of the files dropped, least
+    # recently used first) is smaller than the kernels of one of our workflows with its variants; past it every
+    # process's exit evicts kernels that the next run compiles again (KERNEL_CACHE_MB)
     kw = dict(offline_cache=True, log_level=ti.WARN if verbose else ti.ERROR, random_seed=0, debug=debug,
-              advanced_optimization=False, num_compile_threads=1)
+              advanced_optimization=False, num_compile_threads=1,
+              offline_cache_max_size_of_files=kernel_cache_bytes())
     kw.update(kwargs)
     if arch == "auto":
         chosen = "cpu"
