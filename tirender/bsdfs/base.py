@@ -147,6 +147,18 @@ def invalid_sample():
     return BsdfSample(eta=1.0, delta=0, valid=0)
 
 
+@ti.func
+def sample_of(model: ti.template(), p, wi, wo, eta):
+    """The BsdfSample of direction wo, drawn with density model.pdf (per steradian): weight f / pdf (f includes
+    |cos θo|), relative IOR eta; invalid where that density is 0. For models whose sampling density is their
+    pdf's mixture (not a closed form of the drawn lobe)."""
+    s = invalid_sample()
+    pw = model.pdf(p, wi, wo)
+    if pw > 0.0:
+        s = BsdfSample(wo=wo, weight=model.f(p, wi, wo) / pw, pdf=pw, eta=eta, delta=0, valid=1)
+    return s
+
+
 # ---- texture slots and constants of a BSDF row -----------------------------------------------
 class Colourless(StorageView):
     """The storage as the ``mueller`` fetch of a MUELLER_COLOURLESS model sees it: colour slots (slot_rgb,

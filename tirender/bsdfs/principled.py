@@ -37,7 +37,7 @@ from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
 from ..schema import Number
 from ..variants import SPECTRUM, spec, struct
-from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float, slot_rgb
+from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, const, invalid_sample, leaf, sample_of, slot_float, slot_rgb
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
@@ -283,9 +283,7 @@ class Principled:
                 wo = reflect_m(wi, ms)
                 ok = wi.dot(mm) > 0.0 and wo.dot(mm) > 0.0 and ci * wo[2] > 0.0
             if ok:
-                pw = Principled.pdf(p, wi, wo)
-                if pw > 0.0:
-                    s = BsdfSample(wo=wo, weight=Principled.f(p, wi, wo) / pw, pdf=pw, eta=eta, delta=0, valid=1)
+                s = sample_of(Principled, p, wi, wo, eta)
         return s
 
     @staticmethod

@@ -41,7 +41,7 @@ from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..schema import Number, Texture
 from ..variants import SPECTRUM, spec, struct
-from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, BsdfSample, const, invalid_sample, leaf, slot_float, slot_rgb
+from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, const, invalid_sample, leaf, sample_of, slot_float, slot_rgb
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect_m
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
@@ -221,10 +221,7 @@ class PrincipledThin:
                 wo = -square_to_cosine_hemisphere(u2)
                 ok = True
             if ok:
-                wo *= sg
-                pw = PrincipledThin.pdf(p, wi, wo)
-                if pw > 0.0:
-                    s = BsdfSample(wo=wo, weight=PrincipledThin.f(p, wi, wo) / pw, pdf=pw, eta=1.0, delta=0, valid=1)
+                s = sample_of(PrincipledThin, p, wi, wo * sg, 1.0)
         return s
 
     @staticmethod
