@@ -258,3 +258,96 @@ def test_new_names_bind_the_assigned_value_once(monkeypatch):
         m.setattr(at.ASTTransformer, "build_Assign", staticmethod(frontend.TAICHI_FRONTEND["build_Assign"]))
         _assignment_kernel(out)(1.0)
         assert out.to_numpy().tolist() == expect
+
+
+@ti.data_oriented
+class _HasSum:
+    """A template argument with a ``sum`` method of its own: ``a.sum()`` on it is not Taichi's matrix sum."""
+
+    @ti.func
+    def sum(self):
+        return 40.0
+
+
+@ti.func
+def _total(a: ti.template()):
+    return a.sum()
+
+
+@ti.func
+def _plus_one(x):
+    return x + 1.0
+
+
+@ti.func
+def _nested(x, depth: ti.template()):
+    r = x + 1.0
+    if ti.static(depth > 0):
+        r = _nested(r, depth - 1)          # traced inside its own trace
+    return r
+
+
+def test_parsed_sources_are_lent_again(monkeypatch):
+    """An inline ti.func's source is parsed once and its tree lent to later call sites (frontend._Ast), also across
+    kernels; a function traced within its own trace (a compile-time recursion) gets a tree of its own; a reused tree keeps nothing of
+    its last trace: ``a.sum()`` traced on a vector (Taichi binds its matrix sum to the vector, ``caller``), then on an
+    object with its own ``sum``, calls that object's method. Values equal Taichi's own parse-at-every-site."""
+    from taichi.lang import kernel_impl as ki
+    assert isinstance(ki.ast, frontend._Ast) and ki.Func.__call__ is frontend._func_call
+    out = ti.field(ti.f32, shape=4)
+    obj = _HasSum()
+
+    def kernel():
+        @ti.kernel
+        def k(x: ti.f32):
+            out[0] = _plus_one(x) + _plus_one(2.0 * x)           # two call sites: one parse
+            out[1] = _nested(x, 2) + _plus_one(_plus_one(x))     # 3 traces at once; arguments: one after another
+            out[2] = _total(ti.Vector([x, 2.0, 3.0]))           # caller = the vector
+            out[3] = _total(obj)                                # the object's own sum
+        return k
+
+    parses = []
+    real = ki.ast._module.parse
+    monkeypatch.setattr(ki.ast, "_module", type("M", (), {"parse": staticmethod(
+        lambda s, *a, **kw: parses.append(s) or real(s, *a, **kw)), "walk": staticmethod(__import__("ast").walk),
+        "__getattr__": lambda self, n: getattr(__import__("ast"), n)})())
+    ki.ast.free.clear()
+    kernel()(1.0)
+    expect = [2.0 + 3.0, 4.0 + 3.0, 6.0, 40.0]
+    assert out.to_numpy().tolist() == expect
+    n = {f: sum(f"def {f}(" in s for s in parses) for f in ("_plus_one", "_nested", "_total")}
+    assert n == {"_plus_one": 1, "_nested": 3, "_total": 1}, n
+    out.fill(0)
+    funcs = len(parses) - 1                    # (the kernel's own source is parsed once per kernel)
+    kernel()(1.0)                              # another kernel: every tree lent again
+    assert out.to_numpy().tolist() == expect and len(parses) - 2 == funcs
+    assert not ki.ast.lent
+    with monkeypatch.context() as m:           # Taichi's own parse at every call site: the same values
+        m.setattr(ki.Func, "__call__", frontend.TAICHI_FUNC_CALL[0])
+        out.fill(0)
+        kernel()(1.0)
+        assert out.to_numpy().tolist() == expect
+
+
+def test_positions_become_text_when_read():
+    """Taichi's builder pushes each node's position as a frontend._Pos (its text built only when read); a statement's
+    debug information and Taichi's get_current_src_info read the same text as Taichi's own get_pos_info."""
+    from taichi.lang import impl
+    from taichi.lang.ast import ast_transformer_utils as atu
+    assert atu.Builder.__call__ is frontend._builder_call
+    seen = []
+
+    @ti.func
+    def probe(x):
+        seen.append(impl.get_runtime().get_current_src_info())
+        return x * 2.0
+
+    @ti.kernel
+    def k(x: ti.f32) -> ti.f32:
+        return probe(x)
+
+    assert k(1.5) == 3.0
+    line = inspect.getsourcelines(probe)[1] + 2
+    assert len(seen) == 1 and isinstance(seen[0], str)
+    assert f'line {line}, in probe' in seen[0] and "seen.append(" in seen[0], seen[0]
+    assert not impl.get_runtime().src_info_stack          # every position popped
