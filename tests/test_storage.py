@@ -59,6 +59,22 @@ def test_a_scene_with_per_triangle_extras_never_gets_a_storage_without():
     assert has_extras(capacities({"tris": 1_000_000, "xtris": 1_000_000}, big))
 
 
+def test_more_quadrics_instances_or_sdf_values_keep_the_storage():
+    """Quadric and instance counts only switch code on (a storage holding them holds any number); SDF values and
+    mesh-attribute textures start at a generous capacity once present: a scene with one more sphere, instance, SDF
+    value or attribute texture than the last reuses the storage (a new one recompiles every kernel)."""
+    from tirender.scene.storage import capacities, fits
+    none = capacities({"tris": 10})
+    assert none["quads"] == none["insts"] == none["sdfv"] == none["atex"] == 0
+    one = capacities({"tris": 10, "quads": 1, "insts": 1, "sdfv": 500, "atex": 1})
+    assert one["quads"] == one["insts"] == 1 and one["sdfv"] >= 1 << 16 and one["atex"] >= 64
+    assert fits(one, {"tris": 10, "quads": 40, "insts": 300, "sdfv": 60_000, "atex": 30})
+    assert not fits(one, {"tris": 10, "sdfv": 100_000})
+    grown = capacities({"tris": 10, "sdfv": 100_000}, one)
+    assert grown["sdfv"] >= 100_000 and grown["quads"] == grown["insts"] == 1 and grown["atex"] == one["atex"]
+    assert not fits(none, {"tris": 10, "quads": 1})       # (scenes with quadrics get their own storage anyway)
+
+
 def test_triangles_are_gathered_in_bvh_order():
     """triangles.gather writes row k from the triangle the BVH put there (bvh.prim_order[k]): corners p0,
     e1 = p1 - p0, e2 = p2 - p0, corner normals and uvs, its shape; over several shapes (per-shape vertex
@@ -81,3 +97,25 @@ def test_triangles_are_gathered_in_bvh_order():
         got = getattr(st, name).to_numpy()
         assert np.array_equal(got[:n], w), name
         assert not got[n:].any(), name
+
+
+def test_small_scenes_keep_their_storage_after_a_large_one():
+    """A scene that fits no storage gets a larger one; scenes that fit the first keep it (and the kernels compiled
+    against it); a third size releases the one in between (its scene binds again, with its parameters as the device
+    had them)."""
+    from tirender.scene.storage import Storage
+    from scenes import cornell_like
+    small = tirender.load_scene(cornell_like(w=8))
+    st0 = small.bind()
+    big = tirender.load_scene(cornell_like(w=300))             # more pixels than the first storage holds
+    st1 = big.bind()
+    assert st1 is not st0 and st1.caps["pixels"] >= 300 * 300
+    assert small.bind() is st0 and st0.owner is small and st1.owner is big
+    off = big.params.info("red.reflectance").offset
+    st1.pool[off] = 0.25                                        # an optimiser step on the device
+    big.mark_device_params_changed()
+    bigger = tirender.load_scene(cornell_like(w=600))
+    st2 = bigger.bind()
+    assert st2 not in (st0, st1) and st1.owner is None
+    assert small.bind() is st0 and st0.owner is small
+    assert big.bind() is st2 and float(big.params["red.reflectance"].ravel()[0]) == 0.25

@@ -547,6 +547,10 @@ class Scene:
         reads a volume texture: the kernels' slot lookups then compile their 3D branch)."""
         st = Storage.acquire(self.sizes)
         if st.owner is not self:
+            mine = self._storage
+            if mine is not None and mine.owner is self:       # another storage than the last bind's
+                self._pull_params()
+                mine.owner = None
             if st.owner is not None:
                 st.owner._pull_params()
                 st.owner._storage = None

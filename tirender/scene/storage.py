@@ -2,9 +2,10 @@
 
 Kernels take the storage as a ``ti.template()`` argument, so they compile once per storage
 object. Scenes of any structure that fit the capacities reuse the same storage (and the
-compiled kernels): ``Storage.acquire(sizes)`` returns the shared instance, growing it (new
-fields, one recompile) only when a scene does not fit. Scenes with quadrics, SDF grids or instances (FEATURES)
-share another instance per combination, so that the others never compile that code.
+compiled kernels): ``Storage.acquire(sizes)`` returns the first shared instance that fits, making a larger one
+(new fields, one recompile) only when a scene fits none; the first stays for the scenes that fit it. Scenes with
+quadrics, SDF grids or instances (FEATURES) share other instances per combination, so that the others never
+compile that code.
 """
 import numpy as np
 import taichi as ti
@@ -25,6 +26,17 @@ INFO_RAY_EPS, INFO_SCENE_RADIUS, INFO_MARCH_STEP = 0, 1, 3   # st.info_f (2, 4: 
 
 GRAD_COPIES, GRAD_HOT = 4, 1 << 16   # a power of two; entries with copies
 FEATURES = ("quads", "sdfv", "insts")   # capacities whose presence adds code to every kernel (core/implicit.py)
+# counts that size no field, only switch code on (a storage holds any number of quadrics or instances: 1 = present),
+# and the first capacity of kinds that are off (0) until a scene has one: a scene with one more SDF value or
+# mesh-attribute texture than the last does not make a new storage (and recompile every kernel)
+FLAGS = ("quads", "insts")
+KEEP = 2                                # storages kept per FEATURES key (Storage.acquire)
+PRESENT_MINIMUM = dict(sdfv=1 << 16, atex=64)
+
+
+def _rows(key, n):
+    """The rows a scene's count n of `key` takes in a storage (FLAGS: 1 if any)."""
+    return min(n, 1) if key in FLAGS else n
 
 
 def _cap(n, minimum):
@@ -48,14 +60,18 @@ def has_extras(caps):
 def fits(caps, sizes):
     """Whether a scene of `sizes` (Scene.sizes: rows per field group; ``xtris`` > 0: it needs the per-triangle
     extras) fits a storage of capacities `caps`."""
-    return all(sizes.get(k, 0) <= v for k, v in caps.items()) and (has_extras(caps) or not sizes.get("xtris", 0))
+    return (all(_rows(k, sizes.get(k, 0)) <= v for k, v in caps.items())
+            and (has_extras(caps) or not sizes.get("xtris", 0)))
 
 
 def capacities(sizes, current=None):
     """Capacities of a storage for a scene of `sizes`, at least the `current` storage's (capacities only grow: a
     process alternating between scenes settles on one storage); with per-triangle extras on every triangle row
     when the scene needs them."""
-    caps = {k: _cap(max(sizes.get(k, 0), current[k] if current else 0), m) for k, m in Storage.MINIMUM.items()}
+    caps = {}
+    for k, m in Storage.MINIMUM.items():
+        n = max(_rows(k, sizes.get(k, 0)), current[k] if current else 0)
+        caps[k] = _cap(n, PRESENT_MINIMUM.get(k, m) if n else m)
     if sizes.get("xtris", 0):
         caps["xtris"] = caps["tris"]
     return caps
@@ -68,7 +84,7 @@ class Storage:
     MINIMUM = dict(tris=1 << 15, xtris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
                    spectra=1 << 10, geos=16, quads=0, sdfv=0, insts=0)
-    _shared = {}      # per FEATURES key
+    _shared = {}      # per FEATURES key: its storages, the first made and the last (each holds every scene before it)
 
     def __init__(self, caps):
         self.caps = dict(caps)
@@ -219,18 +235,23 @@ class Storage:
     def acquire(cls, sizes):
         """The shared storage for scenes with the code features of `sizes` (FEATURES: a scene without quadrics, SDF
         grids or instances keeps the storage, and the kernels, that leave their code out, however many scenes with
-        them the process has seen), grown (recreated) if `sizes` exceed its capacities."""
+        them the process has seen): the first storage of that kind that fits. A scene that fits none gets a new one
+        that holds it and every scene before it; the first storage stays for the scenes that fit it (with its
+        compiled kernels: small scenes after a large one do not recompile), the one in between is released."""
         key = tuple(sizes.get(k, 0) > 0 for k in FEATURES)
-        cur = cls._shared.get(key)
-        if cur is not None and fits(cur.caps, sizes):
-            return cur
-        caps = capacities(sizes, cur.caps if cur is not None else None)
-        if cur is not None:
-            if cur.owner is not None:
-                cur.owner._storage = None
-            cur.owner = None
-        cls._shared[key] = Storage(caps)
-        return cls._shared[key]
+        chain = cls._shared.setdefault(key, [])
+        for st in chain:
+            if fits(st.caps, sizes):
+                return st
+        st = Storage(capacities(sizes, chain[-1].caps if chain else None))
+        if len(chain) == KEEP:
+            old = chain.pop()
+            if old.owner is not None:
+                old.owner._pull_params()
+                old.owner._storage = None
+            old.owner = None
+        chain.append(st)
+        return st
 
     def upload(self, arrays):
         """Write each named array into its field, rows past the array zeroed (as field.from_numpy of
