@@ -162,9 +162,24 @@ def test_closing_gui_writes_checkpoint_then_resume(tmp_path, monkeypatch):
     assert m2["iterations"] == 5 and not m2["stopped_early"]
 
 
+def _config_with_film(name, res):
+    """configs/<name> as written (res None), or with its film res × res."""
+    cfg = load_config(os.path.join(ROOT, "configs", name))
+    if res is not None:
+        cfg["scene"]["sensors"][0]["film"].update(width=res, height=res)
+    return cfg
+
+
+# The default lane runs the two whole-task optimisations on a 64² film (a quarter of the pixels: red wall 18 s instead
+# of 37 s, error 0.005 against 0.013 at 128²; texture RMSE down 16.6× against 17.5×); the extended lane runs them as
+# written.
+AS_WRITTEN = pytest.param(None, marks=pytest.mark.extended, id="as_written")
+
+
 @pytest.mark.slow
-def test_cbox_red_wall_converges(tmp_path):
-    m = run_optimization(load_config(os.path.join(ROOT, "configs", "cbox_red_wall.yaml")), out=str(tmp_path / "rw"))
+@pytest.mark.parametrize("res", [pytest.param(64, id="film64"), AS_WRITTEN])
+def test_cbox_red_wall_converges(tmp_path, res):
+    m = run_optimization(_config_with_film("cbox_red_wall.yaml", res), out=str(tmp_path / "rw"))
     p = m["params"]["red.reflectance"]
     err = np.abs(np.array(p["value"]) - np.array(p["truth"]))
     assert np.all(err < 0.02), (p["value"], p["truth"])
@@ -172,9 +187,9 @@ def test_cbox_red_wall_converges(tmp_path):
 
 
 @pytest.mark.slow
-def test_texture_recovery_reduces_rmse_5x(tmp_path):
-    m = run_optimization(load_config(os.path.join(ROOT, "configs", "texture_recovery.yaml")),
-                         out=str(tmp_path / "tex"))
+@pytest.mark.parametrize("res", [pytest.param(64, id="film64"), AS_WRITTEN])
+def test_texture_recovery_reduces_rmse_5x(tmp_path, res):
+    m = run_optimization(_config_with_film("texture_recovery.yaml", res), out=str(tmp_path / "tex"))
     p = m["params"]["canvas.reflectance"]
     assert p["rmse_end"] * 5 <= p["rmse_start"], p
     assert os.path.exists(tmp_path / "tex" / "params" / "canvas.reflectance.png")
