@@ -84,7 +84,7 @@ class Storage:
     MINIMUM = dict(tris=1 << 15, xtris=1 << 15, wnodes=1 << 14, shapes=64, bsdfs=64, textures=256, pool=1 << 19, emitters=16,
                    emtris=1 << 12, envdist=1 << 14, sensors=16, pixels=256 * 256, media=16, hfs=8, atex=0,
                    spectra=1 << 10, geos=16, quads=0, sdfv=0, insts=0)
-    _shared = {}      # per FEATURES key: its storages, the first made and the last (each holds every scene before it)
+    _shared = {}      # per FEATURES key: its storages, the first made and the last (which holds every scene before it)
 
     def __init__(self, caps):
         self.caps = dict(caps)
