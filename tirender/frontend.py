@@ -224,9 +224,8 @@ class _Ast:
 
 def _func_call(self, *args, **kwargs):
     """Taichi's Func.__call__; an inline ti.func traced inside a kernel parses its source through _Ast."""
-    from taichi.lang import impl
     sh = _ki.ast
-    if self.is_real_function or not isinstance(sh, _Ast) or not impl.inside_kernel():
+    if self.is_real_function or not isinstance(sh, _Ast) or not _impl.inside_kernel():
         return TAICHI_FUNC_CALL[0](self, *args, **kwargs)
     n = len(sh.lent)
     sh.depth += 1

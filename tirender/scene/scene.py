@@ -547,13 +547,9 @@ class Scene:
         reads a volume texture: the kernels' slot lookups then compile their 3D branch)."""
         st = Storage.acquire(self.sizes)
         if st.owner is not self:
-            mine = self._storage
-            if mine is not None and mine.owner is self:       # another storage than the last bind's
-                self._pull_params()
-                mine.owner = None
+            self.detach()                                   # (another storage than the last bind's)
             if st.owner is not None:
-                st.owner._pull_params()
-                st.owner._storage = None
+                st.owner.detach()
             self._attach(st, self._arrays)
         if self._host_dirty:
             self._push_params()
@@ -562,6 +558,15 @@ class Scene:
         if self.volume_textures:
             return VolumeTextureView.of(st)
         return st
+
+    def detach(self):
+        """Leave the storage this scene holds, first pulling the parameters the device changed (an optimiser's
+        steps) into the host copy: another scene, or a larger storage, takes its place; the next bind uploads."""
+        st = self._storage
+        if st is not None and st.owner is self:
+            self._pull_params()
+            st.owner = None
+        self._storage = None
 
     def _push_params(self):
         st = self._storage

@@ -247,9 +247,7 @@ class Storage:
         if len(chain) == KEEP:
             old = chain.pop()
             if old.owner is not None:
-                old.owner._pull_params()
-                old.owner._storage = None
-            old.owner = None
+                old.owner.detach()
         chain.append(st)
         return st
 
