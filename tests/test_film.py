@@ -122,36 +122,46 @@ def test_gather_adjoint_matches_the_filter_weights(filt):
     assert np.allclose(out, want, rtol=1e-4, atol=1e-5), np.abs(out - want).max()
 
 
+@pytest.mark.parametrize("tile", [False, True])
 @pytest.mark.parametrize("filt", [{"type": "gaussian", "stddev": 0.5}, {"type": "gaussian", "stddev": 0.3},
                                   {"type": "gaussian", "stddev": 0.05},
                                   {"type": "tent", "radius": 1.5}, {"type": "tent", "radius": 1.0}, {"type": "box"}])
-def test_pixel_local_block_matches_the_filter_weights(filt):
-    """film.local_splat / local_flush (a pixel's samples summed in its local block, on the CPU each into
-    the 4x4 window its offset reaches) give Σ_s w(pos_s) L_s and Σ_s w(pos_s) per pixel as numpy does,
-    for samples anywhere in the pixel (offsets 0 and ±½ included), inside the image and at its corner."""
+def test_pixel_local_block_matches_the_filter_weights(filt, tile):
+    """film.local_splat / local_flush (a pixel's samples summed in its local block, or a tile's pixels' samples in
+    the tile's block; on the CPU each into the 4x4 window its offset reaches) give Σ_s w(pos_s) L_s and Σ_s w(pos_s)
+    per pixel as numpy does, for samples anywhere in the pixel (offsets 0 and ±½ included), inside the image and at
+    its corner, from every pixel of a tile."""
     import taichi as ti
     from tirender.core import film
     from tirender.core.fixed_point import INFO_FILM_SCALE, WEIGHT_SCALE
 
     @ti.kernel
-    def block(st: ti.template(), px: ti.i32, py: ti.i32, pos: ti.types.ndarray(), rad: ti.types.ndarray()):
+    def block(st: ti.template(), x0: ti.i32, y0: ti.i32, pix: ti.types.ndarray(), pos: ti.types.ndarray(),
+              rad: ti.types.ndarray(), tiled: ti.template()):
         for _ in range(1):
-            f = film.local_zero(st, 0)
+            f = film.local_zero(st, 0, x0, y0, tiled)
             for i in range(pos.shape[0]):
-                film.local_splat(st, 0, px, py, ti.Vector([pos[i, 0], pos[i, 1]]),
+                film.local_splat(st, 0, pix[i, 0], pix[i, 1], ti.Vector([pos[i, 0], pos[i, 1]]),
                                  ti.Vector([rad[i, 0], rad[i, 1], rad[i, 2]]), f, False, False)
-            film.local_flush(st, 0, px, py, f, False)
+            film.local_flush(st, 0, f, False)
 
     st = _edge_scene(0.5, filt).bind()
     w, h, scale = 32, 8, 2.0 ** 30
     rng = np.random.default_rng(3)
-    for px, py in ((10, 4), (0, 0)):
-        off = np.concatenate([rng.random((40, 2)), [[0.5, 0.5], [0.0, 0.0], [0.5, 0.999], [1e-6, 0.25]]])
-        pos = (off + [px, py]).astype(np.float32)
+    for x0, y0 in ((10, 4), (0, 0), (28, 4)):
+        pixels = [(x0 + i, y0 + j) for j in range(film.TILE) for i in range(film.TILE)
+                  if x0 + i < w and y0 + j < h] if tile else [(x0, y0)]
+        pix, pos = [], []
+        for p in pixels:
+            off = np.concatenate([rng.random((12 if tile else 40, 2)), [[0.5, 0.5], [0.0, 0.0], [0.5, 0.999],
+                                                                        [1e-6, 0.25]]])
+            pix += [p] * len(off)
+            pos.append(off + p)
+        pix, pos = np.array(pix, np.int32), np.concatenate(pos).astype(np.float32)
         rad = rng.random((len(pos), 3)).astype(np.float32)
         st.film.fill(0)
         st.info_f[INFO_FILM_SCALE] = scale
-        block(st, px, py, pos, rad)
+        block(st, x0, y0, pix, pos, rad, tile)
         got = st.film.to_numpy()[:w * h].astype(np.float64) / [scale, scale, scale, WEIGHT_SCALE]
         xs, ys = np.arange(w) + 0.5, np.arange(h) + 0.5
         want = np.zeros((h * w, 4))
@@ -186,11 +196,12 @@ def test_exp_inline_matches_exp():
 
 
 @pytest.mark.parametrize("size", [(13, 7), (9, 1), (6, 9)])
-def test_tile_schedule_gives_the_atomic_schedules_bits(size, monkeypatch):
-    """On the CPU the render kernels run a thread per tile of film.TILE² pixels, in four phases, and flush without
-    atomics (integrators/kernels.py): the image is the per-pixel atomic schedule's bit for bit (fixed-point sums),
-    whatever the size (partial tiles, a single row, one tile per phase), for the render kernel and the
-    forward-mode (tangent) kernel."""
+def test_tile_schedule_gives_the_atomic_schedules_image(size, monkeypatch):
+    """On the CPU the render kernels run a thread per tile of film.TILE² pixels, in four phases, the tile's samples
+    summed in one block flushed without atomics (integrators/kernels.py): the image is the per-pixel atomic
+    schedule's to float rounding (the blocks' float sums group the samples otherwise; 5e-6 relative), whatever the
+    size (partial tiles, a single row, one tile per phase), for the render kernel and the forward-mode (tangent)
+    kernel; and each schedule gives the same bits when run again."""
     from tirender.integrators import kernels
     if tirender.current_arch() != "cpu":
         pytest.skip("the tile schedule is the CPU's")
@@ -199,10 +210,13 @@ def test_tile_schedule_gives_the_atomic_schedules_bits(size, monkeypatch):
     sc = tirender.load_scene(cbox, overrides=[f"sensors.0.film.width={w}", f"sensors.0.film.height={h}"])
     name = [n for n in sc.params.keys() if n.endswith("reflectance")][0]
     out = {}
-    for tiled in (True, False):
+    for tiled in (True, False, True):
         monkeypatch.setattr(kernels, "_on_cpu", lambda b=tiled: b)
-        out[tiled] = (tirender.render(sc, spp=5, seed=2),
-                      tirender.render_forward(sc, {name: 0.1}, spp=3, seed=4))
+        got = (tirender.render(sc, spp=5, seed=2), tirender.render_forward(sc, {name: 0.1}, spp=3, seed=4))
+        if tiled in out:
+            assert all(np.array_equal(a, b) for a, b in zip(got, out[tiled]))
+        out[tiled] = got
     for a, b in zip(out[True], out[False]):
-        assert a.shape == (h, w, 3) and np.array_equal(a, b)
+        assert a.shape == (h, w, 3)
+        assert np.allclose(a, b, rtol=5e-6, atol=1e-7 * np.abs(b).max()), np.abs(a - b).max()
     assert np.abs(out[True][0]).sum() > 0

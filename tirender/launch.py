@@ -240,11 +240,11 @@ def film_weights_kernel(st: ti.template(), cam: ti.i32, spp: ti.i32, sample_offs
     """W_p: filter-weight sums of the adjoint pass's samples (same positions as the gradient kernels)."""
     w = st.cam_w[cam]
     for pix in range(w * st.cam_h[cam]):
-        acc = film.local_zero(st, cam)
+        acc = film.local_zero(st, cam, pix % w, pix // w)
         for s in range(spp):
             _, pos = pixel_sample(st, cam, pix, seed, sample_offset + s)
             film.local_splat(st, cam, pix % w, pix // w, pos, vec3(0.0), acc, True, wide)
-        film.local_flush(st, cam, pix % w, pix // w, acc, True)
+        film.local_flush(st, cam, acc, True)
 
 
 @ti.kernel

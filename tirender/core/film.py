@@ -9,12 +9,12 @@ r = 4σ; tent w1(d) = max(0, 1 - |d|/r) (r: its ``radius``, default 1). Box: the
 which the splats and flushes record with ``track_max``; Σ w at WEIGHT_SCALE), row-major from the top-left
 pixel; launch.py folds each launch into float64.
 
-The pixel-local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples'
-footprints summed locally, one flush per pixel; on the CPU a thread per tile of ``TILE`` x ``TILE`` pixels, the
-tiles of one launch ``TILE`` pixels apart, so that the flushes add without atomics) computes the filter's
-per-camera constants once per pixel and the Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights
-equal ``_w1``'s to a few ulps (images within float rounding of the per-weight form; tent and box weights are the
-same bits).
+The local path (``local_zero`` / ``local_splat`` / ``local_flush``: a thread per pixel, its samples' footprints
+summed in the pixel's 5 x 5 block, one flush per pixel; on the CPU a thread per tile of ``TILE`` x ``TILE`` pixels,
+all its samples summed in the tile's block and flushed once, the tiles of one launch ``TILE`` pixels apart, so
+that the flushes add without atomics) computes the filter's per-camera constants once per block and the
+Gaussian's taps with 2 exps per axis (``_gauss_taps``): its weights equal ``_w1``'s to a few ulps (images within
+float rounding of the per-weight form; tent and box weights are the same bits).
 
 Adjoint: ∂y_p/∂L_s = w_ps / W_p (W_p the weight sum, treated as constant), so the adjoint radiance
 of a sample is δL_s = Σ_p w_ps δy_p / W_p; ``st.adj`` holds δy_p / W_p after ``normalize_adjoint``.
@@ -227,28 +227,40 @@ def nan_to_zero(L):
     return finite_or_zero(L)
 
 
-# ---- per-pixel local accumulation: a thread renders all samples of one pixel; every sample lands
-# within ±2 pixels (radius <= 2), so the thread accumulates a 5x5 neighbourhood locally and flushes it
-# with 25 atomics per pixel instead of 25 per sample. A sample at offset u ∈ [-½, ½) from its pixel's
-# centre reaches at most 4 pixel centres per axis (those at k - u, |k - u| < 2: k = -2..1 for u ≤ 0,
-# -1..2 for u > 0). On the CPU each sample adds into that 4x4 window of the block (a local array indexed
-# at run time, which stays in memory: 100 scalars carried through the path loop would otherwise be
-# spilled and reloaded one by one); on GPUs into the whole 5x5 block at fixed indices (registers).
+# ---- local accumulation: a thread renders all samples of one pixel (or, on the CPU, of one tile of TILE x TILE
+# pixels); every sample lands within ±2 pixels (radius <= 2), so the thread accumulates the block of pixels its
+# samples reach (5 x 5 for a pixel, (TILE + 4)² for a tile) locally and flushes it once, with one add per pixel
+# of the block instead of up to 25 per sample. A sample at offset u ∈ [-½, ½) from its pixel's centre reaches at
+# most 4 pixel centres per axis (those at k - u, |k - u| < 2: k = -2..1 for u ≤ 0, -1..2 for u > 0). On the CPU
+# each sample adds into that 4x4 window of the block (a local array indexed at run time, which stays in memory:
+# 100 scalars carried through the path loop would otherwise be spilled and reloaded one by one); on GPUs into a
+# pixel's whole 5x5 block at fixed indices (registers).
 LOCAL = 5
 LOCAL_HALF = 2
 WINDOW = 4
 TILE = 2 * LOCAL_HALF   # the CPU's tile schedule: tiles of TILE x TILE pixels 2 tiles apart have blocks that never meet
+TILE_BLOCK = TILE + 2 * LOCAL_HALF
 
-LocalFilm = ti.types.struct(
-    acc=ti.types.vector(LOCAL * LOCAL * 4, float),   # (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the 5x5 block, row-major
-    m=float,                                          # the largest max-channel |L| of one sample added
-    kind=ti.i32,                                      # the filter (FILTER_*) and its per-camera constants:
-    a=float,                                          # Gaussian 1/(2σ²)
-    c=float,                                          # its truncation exp(-r² a)
-    c1=float,                                         # exp(-a), exp(-4a): the Gaussian at 1 and 2 pixels
-    c2=float,
-    inv_r=float,                                      # tent 1/r
-    r2=float)                                         # r²
+
+def _block_type(n):
+    """The local accumulator of an n x n block of pixels whose top-left pixel is (ox, oy)."""
+    return ti.types.struct(
+        acc=ti.types.vector(n * n * 4, float),   # (Σ w L_r, Σ w L_g, Σ w L_b, Σ w) of the n x n block, row-major
+        ox=ti.i32,                                # the block's top-left pixel (may lie outside the film)
+        oy=ti.i32,
+        m=float,                                  # the largest max-channel |L| of one sample added
+        kind=ti.i32,                              # the filter (FILTER_*) and its per-camera constants:
+        a=float,                                  # Gaussian 1/(2σ²)
+        c=float,                                  # its truncation exp(-r² a)
+        c1=float,                                 # exp(-a), exp(-4a): the Gaussian at 1 and 2 pixels
+        c2=float,
+        inv_r=float,                              # tent 1/r
+        r2=float,                                 # r²
+        one=float)                                # 1, known only at run time (local_splat)
+
+
+LocalFilm = _block_type(LOCAL)        # a pixel's block
+TileFilm = _block_type(TILE_BLOCK)    # a tile's block (the CPU's tile schedule)
 
 
 def _on_cpu():
@@ -257,9 +269,17 @@ def _on_cpu():
 
 
 @ti.func
-def local_zero(st: ti.template(), cam):
-    """An empty pixel-local accumulator for camera cam, with the filter's per-camera constants
-    computed once (not per sample)."""
+def _empty_block(tile: ti.template()):
+    if ti.static(tile):
+        return TileFilm(0)
+    else:
+        return LocalFilm(0)
+
+
+@ti.func
+def local_zero(st: ti.template(), cam, x, y, tile: ti.template() = False):
+    """An empty local accumulator for camera cam: the block of pixel (x, y) or, ``tile`` (compile-time), of the
+    tile whose top-left pixel is (x, y); the filter's per-camera constants computed once (not per sample)."""
     kind = st.cam_filter[cam]
     r = st.cam_radius[cam]
     a = c = c1 = c2 = 0.0
@@ -269,8 +289,18 @@ def local_zero(st: ti.template(), cam):
         c = ti.exp(-r * r * a)
         c1 = ti.exp(-a)
         c2 = ti.exp(-4.0 * a)
-    return LocalFilm(acc=ti.Vector([0.0] * (LOCAL * LOCAL * 4), dt=float), m=0.0, kind=kind, a=a, c=c, c1=c1,
-                     c2=c2, inv_r=1.0 / r if r > 0.0 else 0.0, r2=r * r)
+    f = _empty_block(tile)
+    f.ox, f.oy = x - LOCAL_HALF, y - LOCAL_HALF
+    f.kind, f.a, f.c, f.c1, f.c2 = kind, a, c, c1, c2
+    f.inv_r = 1.0 / r if r > 0.0 else 0.0
+    f.r2 = r * r
+    f.one = ti.cast(st.cam_w[cam] > 0, float)     # 1 (a film has pixels), which LLVM cannot fold (local_splat)
+    return f
+
+
+def _side(f):
+    """The side of local accumulator f's block (compile-time)."""
+    return TILE_BLOCK if f.acc.n == TILE_BLOCK * TILE_BLOCK * 4 else LOCAL
 
 
 @ti.func
@@ -340,14 +370,17 @@ def splat_weight(st: ti.template(), cam, pos):
 @ti.func
 def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight_only: ti.template(),
                 wide: ti.template()):
-    """Add sample (pos, L) of pixel (px, py) into the thread-local accumulator f (``local_zero``). wide (a
-    filter wider than the block: radius > 2 px, e.g. a Gaussian of stddev > 0.5; compile-time, so kernels for the
-    usual filters carry no atomics in loops, which software Vulkan mishandles): splat directly
+    """Add sample (pos, L) of pixel (px, py) into the local accumulator f (``local_zero``: the pixel's block, or
+    its tile's). wide (a filter wider than the block: radius > 2 px, e.g. a Gaussian of stddev > 0.5; compile-time,
+    so kernels for the usual filters carry no atomics in loops, which software Vulkan mishandles): splat directly
     instead (splat / splat_weight), so the filter is never truncated."""
+    n = ti.static(_side(f))
     if ti.static(not weight_only):
         f.m = ti.max(f.m, ti.abs(L).max())
+    bx = px - f.ox          # the pixel's place in the block
+    by = py - f.oy
     if f.kind == FILTER_BOX:
-        k = (LOCAL_HALF * LOCAL + LOCAL_HALF) * 4
+        k = (by * n + bx) * 4
         f.acc[k] += L[0]
         f.acc[k + 1] += L[1]
         f.acc[k + 2] += L[2]
@@ -359,17 +392,22 @@ def local_splat(st: ti.template(), cam, px, py, pos, L, f: ti.template(), weight
             else:
                 splat(st, cam, pos, L)
         else:
-            L1 = ti.Vector([L[0], L[1], L[2], 1.0], dt=float)
-            if ti.static(_on_cpu()):
-                wx, sx = _window_weights(f, pos[0] - (px + 0.5))   # separable: 8 weights per sample, 16 adds
+            if ti.static(_on_cpu() or n != LOCAL):
+                # separable: 8 weights per sample, 16 adds of 4 lanes each. The lanes' 1 (the weight's own lane)
+                # is a run-time 1 (f.one): with a literal 1 that product folds away and LLVM's SLP vectoriser
+                # no longer sees four alike products, so it builds every add's vector lane by lane
+                L1 = ti.Vector([L[0], L[1], L[2], f.one], dt=float)
+                wx, sx = _window_weights(f, pos[0] - (px + 0.5))
                 wy, sy = _window_weights(f, pos[1] - (py + 0.5))
-                o = (sy * LOCAL + sx) * 4
+                o = ((by - LOCAL_HALF + sy) * n + bx - LOCAL_HALF + sx) * 4
                 for j in ti.static(range(WINDOW)):
+                    r = wy[j] * L1
                     for i in ti.static(range(WINDOW)):
-                        v = (wy[j] * wx[i]) * L1
+                        v = wx[i] * r
                         for ch in ti.static(range(4)):
-                            f.acc[o + (j * LOCAL + i) * 4 + ch] += v[ch]
-            else:
+                            f.acc[o + (j * n + i) * 4 + ch] += v[ch]
+            else:   # a pixel's block (bx = by = LOCAL_HALF) at fixed indices
+                L1 = ti.Vector([L[0], L[1], L[2], 1.0], dt=float)
                 wx = _local_weights(f, pos[0] - (px + 0.5))   # separable: 10 weights per sample, 25 adds
                 wy = _local_weights(f, pos[1] - (py + 0.5))
                 for j in ti.static(range(LOCAL)):
@@ -387,22 +425,23 @@ def tiles(w, h, phase):
 
 
 @ti.func
-def local_flush(st: ti.template(), cam, px, py, f: ti.template(), weight_only: ti.template(),
+def local_flush(st: ti.template(), cam, f: ti.template(), weight_only: ti.template(),
                 plain: ti.template() = False):
-    """Atomically add the local accumulator into st.film (or its weights into st.adj_w), in fixed point
-    (one add per pixel of the 5x5 block; the largest |L| of one sample is recorded with track_max:
+    """Atomically add the local accumulator's block into st.film (or its weights into st.adj_w), in fixed point
+    (one add per pixel of the block inside the film; the largest |L| of one sample is recorded with track_max:
     the launch's scale bounds k samples' sums by that, core/fixed_point.py). ``plain`` (compile-time): film adds
     without atomics, for pixels whose blocks no other thread adds to meanwhile (a tile schedule: ``tiles``,
-    integrators/kernels.py); the fixed-point sums are the same in any order, so the film is the same bits."""
+    integrators/kernels.py); the fixed-point sums are the same in any order."""
+    n = ti.static(_side(f))
     w = st.cam_w[cam]
     h = st.cam_h[cam]
     if ti.static(not weight_only):
-        track_max(st.acc_max, SLOT_FILM, px + py * w, f.m)
-    for j in ti.static(range(LOCAL)):
-        for i in ti.static(range(LOCAL)):
-            x = px + i - LOCAL_HALF
-            y = py + j - LOCAL_HALF
-            q = (j * LOCAL + i) * 4
+        track_max(st.acc_max, SLOT_FILM, f.ox + LOCAL_HALF + (f.oy + LOCAL_HALF) * w, f.m)
+    for j in ti.static(range(n)):
+        for i in ti.static(range(n)):
+            x = f.ox + i
+            y = f.oy + j
+            q = (j * n + i) * 4
             v = ti.Vector([f.acc[q], f.acc[q + 1], f.acc[q + 2], f.acc[q + 3]], dt=float)
             if x >= 0 and x < w and y >= 0 and y < h and v[3] > 0.0:
                 if ti.static(weight_only):

@@ -8,8 +8,8 @@ tirender/variants.py, so integrators never see the variant's film conversion.)
 (``opts``: its compile-time options, e.g. volpath's free-flight estimator; ``mode``: PRIMAL or
 PRB with the runtime pass ``replay``, see tirender/walk/state.py). From it:
 
-    render_kernel(sample)   primal: one thread per pixel, its samples' filter footprints gathered
-                            in a pixel-local accumulator and flushed into st.film (fixed point)
+    render_kernel(sample)   primal: one thread per pixel (CPU: per tile of pixels), its samples' filter
+                            footprints gathered in a local accumulator and flushed into st.film (fixed point)
     moment_kernel(sample)   the same samples (same seed: same random numbers), each splatting its colour in XYZ
                             squared per channel: the film resolves to the per-pixel second moment (Mitsuba's
                             ``moment`` integrator's m2 channels; integrators/moment.py)
@@ -70,15 +70,16 @@ def tangent_kernel(sample, wide=False):
 
 def _kernel(sample, kind, wide):
     """kind: "render", "replay" or "tangent" (compile-time). On the CPU the kernels that flush a film (not replay,
-    not a wide filter) run a thread per tile of film.TILE² pixels, in four launches (tiles (tx, ty) by the parity
-    of tx and ty): the tiles of one launch are TILE pixels apart, so their flushes never meet and add without
-    atomics (the film is fixed point: the same sums in any order, core/film.py)."""
+    not a wide filter) run a thread per tile of film.TILE² pixels, its samples summed in the tile's block and
+    flushed once, in four launches (tiles (tx, ty) by the parity of tx and ty): the tiles of one launch are TILE
+    pixels apart, so their flushes never meet and add without atomics (the film is fixed point: the same sums in
+    any order, core/film.py)."""
     tiled = _on_cpu() and kind != "replay" and not wide
     if (sample, kind, wide, tiled) not in _kernels:
         @ti.func
         def pixel(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam, spp,
-                  sample_offset, seed, max_depth, rr_depth, hide_emitters, w, pix):
-            acc = film.local_zero(st, cam)
+                  sample_offset, seed, max_depth, rr_depth, hide_emitters, w, pix, acc: ti.template()):
+            """The samples of pixel pix, splatted into the local accumulator acc (its block or its tile's)."""
             for k in range(spp):
                 sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                 lam, lw = variants.sample_wavelengths(sampler)
@@ -132,8 +133,6 @@ def _kernel(sample, kind, wide):
                     if ti.static(kind == "moment"):
                         rgb = _squared_xyz(rgb)
                     film.local_splat(st, cam, pix % w, pix // w, pos, rgb, acc, False, wide)
-            if ti.static(kind != "replay"):
-                film.local_flush(st, cam, pix % w, pix // w, acc, False, tiled)
 
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
@@ -148,14 +147,19 @@ def _kernel(sample, kind, wide):
                         t = tt // spread
                         x0 = (2 * (t % nx) + phase % 2) * film.TILE
                         y0 = (2 * (t // nx) + phase // 2) * film.TILE
+                        acc = film.local_zero(st, cam, x0, y0, True)     # the tile's block, flushed once
                         for y in range(y0, ti.min(y0 + film.TILE, h)):
                             for x in range(x0, ti.min(x0 + film.TILE, w)):
                                 pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth,
-                                      hide_emitters, w, y * w + x)
+                                      hide_emitters, w, y * w + x, acc)
+                        film.local_flush(st, cam, acc, False, True)
             else:
                 for pix in range(w * h):
+                    acc = film.local_zero(st, cam, pix % w, pix // w)
                     pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth, hide_emitters, w,
-                          pix)
+                          pix, acc)
+                    if ti.static(kind != "replay"):
+                        film.local_flush(st, cam, acc, False)
 
         _kernels[sample, kind, wide, tiled] = _Launch(pixels, tiled)
     return _kernels[sample, kind, wide, tiled]

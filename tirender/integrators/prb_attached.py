@@ -261,7 +261,7 @@ def _kernel(kind="replay", wide=False):
                    attached_alpha: float):
             w = st.cam_w[cam]
             for pix in range(w * st.cam_h[cam]):
-                acc = film.local_zero(st, cam)
+                acc = film.local_zero(st, cam, pix % w, pix // w)
                 for k in range(spp):
                     sampler, pos, ap = camera_sample(st, cam, pix, seed, sample_offset + k)
                     lam, lw = variants.sample_wavelengths(sampler)       # as the render kernel draws them
@@ -283,7 +283,7 @@ def _kernel(kind="replay", wide=False):
                             backprop_sample(st, bsdf, em, geo, cam, pix, seed, sample_offset + k, o, d, tmax, lam, dL,
                                             max_depth, rr_depth, hide_emitters, attached_alpha)
                 if ti.static(kind == "tangent"):
-                    film.local_flush(st, cam, pix % w, pix // w, acc, False)
+                    film.local_flush(st, cam, acc, False)
         _kernels[kind, wide] = pixels
     return _kernels[kind, wide]
 
