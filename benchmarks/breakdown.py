@@ -10,7 +10,9 @@ and are cumulative, so that differences isolate one stage each:
     bounce      + BVH traversal of the sampled bounce ray (closest hit)
     shadow      + an any-hit shadow ray towards a random point of the scene's bounds
 
-then whole-integrator timings: the path tracer at max_depth 1 (camera + emission + film splat),
+then whole-integrator timings: the path tracer at max_depth 1 (camera + emission + film splat; its film +
+emission also as a multiple of the camera + primary stages, each render timed between two runs of those, so that
+a shared machine's swings cancel out),
 at the scene's max_depth, and the PRB step (primal + adjoint replay, whose difference to two
 primal passes is the adjoint work and its atomics). Scenes: the Cornell box, a ~1M-triangle
 mesh (displaced sphere, rough plastic), and the textured canvas of configs/texture_recovery.yaml.
@@ -113,6 +115,23 @@ def timed(fn, runs):
     return float(np.median(ts))
 
 
+def paired_quotient(stage, whole, pairs):
+    """Median over `pairs` of whole() / stage() - 1, each whole() timed (CPU time of the process) between two
+    stage() calls: what whole() adds, as a multiple of stage(), with the machine's swings cancelled out."""
+    stage(), whole()
+    q = []
+    for _ in range(pairs):
+        t0 = time.process_time()
+        stage()
+        t1 = time.process_time()
+        whole()
+        t2 = time.process_time()
+        stage()
+        t3 = time.process_time()
+        q.append((t2 - t1) / max(0.5 * ((t1 - t0) + (t3 - t2)), 1e-12) - 1.0)
+    return float(np.median(q))
+
+
 def mesh_scene(tris, path):
     from tirender.scene.mesh_io import save_ply
     from tirender.scene.shapes import sphere
@@ -158,6 +177,8 @@ def profile(name, sc, spp, runs, kernels):
     depth = sc.integrator["max_depth"]
     sc.integrator["max_depth"] = 1
     t1 = timed(lambda: tirender.render(sc, spp=spp, seed=3, progress=False), runs) / n * 1e9
+    q1 = paired_quotient(lambda: kernels[1](st, bsdf, spp, 7),
+                         lambda: tirender.render(sc, spp=spp, seed=3, progress=False), max(runs, 7) * 3)
     sc.integrator["max_depth"] = depth
     tf = timed(lambda: tirender.render(sc, spp=spp, seed=3, progress=False), runs) / n * 1e9
     p = param_of(sc)
@@ -168,10 +189,11 @@ def profile(name, sc, spp, runs, kernels):
     for k, v in rows:
         print(f"  {k:<28s} {v:9.1f}")
     print(f"  {'stage kernels, cumulative':<28s} {cum[-1]:9.1f}")
-    print(f"  {'path, max_depth 1 (+film)':<28s} {t1:9.1f}   film + emission ≈ {t1 - cum[1]:.1f}")
+    print(f"  {'path, max_depth 1 (+film)':<28s} {t1:9.1f}   film + emission ≈ {t1 - cum[1]:.1f}; paired with the "
+          f"camera + primary stages: {q1:.2f}× theirs")
     print(f"  {'path, max_depth ' + str(depth):<28s} {tf:9.1f}")
     print(f"  {'PRB step (primal+replay)':<28s} {tg:9.1f}   adjoint work + atomics ≈ {tg - 2 * tf:.1f} ({p})")
-    return dict(rows=rows, path1=t1, path=tf, prb=tg)
+    return dict(rows=rows, path1=t1, path=tf, prb=tg, film_quotient=q1)
 
 
 def main():
