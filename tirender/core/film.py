@@ -437,14 +437,26 @@ def local_flush(st: ti.template(), cam, f: ti.template(), weight_only: ti.templa
     h = st.cam_h[cam]
     if ti.static(not weight_only):
         track_max(st.acc_max, SLOT_FILM, f.ox + LOCAL_HALF + (f.oy + LOCAL_HALF) * w, f.m)
-    for j in ti.static(range(n)):
-        for i in ti.static(range(n)):
-            x = f.ox + i
-            y = f.oy + j
-            q = (j * n + i) * 4
-            v = ti.Vector([f.acc[q], f.acc[q + 1], f.acc[q + 2], f.acc[q + 3]], dt=float)
-            if x >= 0 and x < w and y >= 0 and y < h and v[3] > 0.0:
-                if ti.static(weight_only):
-                    ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))
-                else:
-                    _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True, plain)
+    if ti.static(n == LOCAL):   # a pixel's block, unrolled (on GPUs its indices must be compile-time: registers)
+        for j in ti.static(range(n)):
+            for i in ti.static(range(n)):
+                _flush_one(st, f, i, j, w, h, weight_only, plain)
+    else:                       # a tile's block (the CPU's): loops, so that the megakernel's code stays small
+        for j in range(n):
+            for i in range(n):
+                _flush_one(st, f, i, j, w, h, weight_only, plain)
+
+
+@ti.func
+def _flush_one(st: ti.template(), f: ti.template(), i, j, w, h, weight_only: ti.template(), plain: ti.template()):
+    """local_flush's add of the block's pixel (i, j)."""
+    n = ti.static(_side(f))
+    x = f.ox + i
+    y = f.oy + j
+    q = (j * n + i) * 4
+    v = ti.Vector([f.acc[q], f.acc[q + 1], f.acc[q + 2], f.acc[q + 3]], dt=float)
+    if x >= 0 and x < w and y >= 0 and y < h and v[3] > 0.0:
+        if ti.static(weight_only):
+            ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))
+        else:
+            _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True, plain)
