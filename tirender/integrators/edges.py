@@ -45,12 +45,26 @@ EPS_DIR = 1e-4           # ... and this far (radians) in the directions seen fro
 SEED_MIX = 0x5BD1E995    # decorrelates the edge samples' streams from the pixel samples'
 SEED_MIX2 = 0x27D4EB2F
 BOUNDARY, CREASE = 1, 2  # SecondaryTable.flags
+MIN_ROWS = 16384         # the edge tables' first capacity (table_rows)
+
+
+def table_rows(n):
+    """The capacity of a shared edge table that must hold n rows: MIN_ROWS, grown 4x at a time. A table is a
+    kernel argument, so a larger one recompiles every kernel that reads it (prb_attached's gradient kernels:
+    15-25 s each on 2 cores); a user's scenes and an optimisation's changing edge counts rarely cross a size
+    (16,384 rows: about 1.4 MB for the secondary table)."""
+    cap = MIN_ROWS
+    while cap < n:
+        cap *= 4
+    return cap
+
+
 assert shadow_edges.BAND >= 2 * EPS_DIR     # the light-aimed intervals cover both sides' rays
 
 
 @ti.data_oriented
 class EdgeTable:
-    """Device table of sampled edges, capacity a power of two (regrown, never per call): screen
+    """Device table of sampled edges, capacity table_rows (regrown, never per call): screen
     endpoints a, b (pixels, after clipping), world endpoints x0, x1 of the unclipped edge, the pool
     offsets slot0, slot1 of the endpoints' derived slots, the CDF of the clipped lengths, and sphere: the
     record of the analytic sphere whose silhouette the edge is a chord of (slot0 its derived slot), -1 for a mesh's."""
@@ -69,9 +83,7 @@ class EdgeTable:
     def holding(cls, rows):
         """The shared table, grown to fit, with rows (dict of arrays: a, b, x0, x1, slot0, slot1, sphere, cdf)."""
         n = len(rows["cdf"])
-        cap = 1024
-        while cap < n:
-            cap *= 2
+        cap = table_rows(n)
         t = cls._shared.get("primary")
         if t is None or t.cap < cap:
             t = cls._shared["primary"] = cls(cap)
@@ -391,9 +403,7 @@ class SecondaryTable:
         """The shared table holding rows (n_mov moving ones first) and strategy B's tables for the lights
         (shadow_edges.light_triangles: triangles (T, 3, 3), triangles per shape; None: none)."""
         n = len(rows["flags"])
-        cap = 1024
-        while cap < n:
-            cap *= 2
+        cap = table_rows(n)
         t = cls._shared
         if t is None or t.cap < cap:
             t = cls._shared = cls(cap)
