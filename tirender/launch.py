@@ -34,6 +34,9 @@ DEFAULT_SPP = 64
 FLUSH_ADDS = 32                # film adds into one pixel per sample per pixel, pixel-local accumulation (5x5 <= 32)
 GRAD_ADDS_PER_SAMPLE = 1024    # assumed bound on the adds of one sample into one gradient entry
 STATS = {"launches": 0, "redone": 0}   # kernel launches, and those redone with the canonical scale
+FOLD_IN_KERNEL = ("cpu",)      # backends whose launches fold into the float64 film in a kernel, in place (_fold_kernel;
+                               # elsewhere the film is read out as int64 and folded by numpy: a GPU would copy the
+                               # float64 film both ways, and Vulkan devices may lack float64)
 
 
 def check_args(scene, spp, sensor):
@@ -116,15 +119,18 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
     fx = getattr(st, "film_readout", None)          # reused: (npix, 4) int64
     if fx is None or fx.shape[0] != max(npix, 1):
         fx = st.film_readout = np.zeros((max(npix, 1), 4), np.int64)
+    fold_here = film and backend.current_arch() in FOLD_IN_KERNEL
     for _attempt in range(3):
         if grad:
             st.grad_fx.fill(0)
             if soft:
                 st.grad.fill(0)
-        _begin_kernel(st, npix if film else 0, sf, sg)
+        _begin_kernel(st, npix if film and not getattr(st, "film_clean", False) else 0, sf, sg)
+        st.film_clean = False
         run()
         STATS["launches" if _attempt == 0 else "redone"] += 1
-        _end_kernel(st, npix if film else 0, maxes, fx)
+        _end_kernel(st, npix if film and not fold_here else 0, maxes, fx)
+        st.film_clean = bool(film) and not fold_here
         mf, mg = slots_max(maxes[:N_SLOTS]), slots_max(maxes[N_SLOTS:])
         if not (math.isfinite(mf) and math.isfinite(mg)):
             raise TirenderError("a pixel's radiance or a gradient exceeds the float32 range "
@@ -138,7 +144,10 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
         setattr(st, gname, mf)
     if mg > 0:
         st.grad_guess = mg * spp       # exact (an f32 times a small integer in f64)
-    if film:
+    if fold_here:
+        _fold_kernel(st, npix, st.host_film, 1.0 / sf)
+        st.film_clean = True
+    elif film:
         st.host_film += fx * np.array([1.0 / sf, 1.0 / sf, 1.0 / sf, 1.0 / WEIGHT_SCALE])
     if grad:
         fold_gradients(scene, st)
@@ -158,12 +167,27 @@ def _begin_kernel(st: ti.template(), npix: ti.i32, sf: ti.f32, sg: ti.f32):
 @ti.kernel
 def _end_kernel(st: ti.template(), npix: ti.i32, maxes: ti.types.ndarray(), fx: ti.types.ndarray()):
     """A launch's results in one kernel: the max slots into maxes (int32), the film's first npix pixels
-    into fx (int64 (npix, 4))."""
+    into fx (int64 (npix, 4)), those pixels zeroed for the next launch (st.film_clean)."""
     for i in range(2 * N_SLOTS):
         maxes[i] = st.acc_max[i]
     for p in range(npix):
+        v = st.film[p]
         for c in ti.static(range(4)):
-            fx[p, c] = st.film[p][c]
+            fx[p, c] = v[c]
+        st.film[p] = ti.Vector([0, 0, 0, 0], ti.i64)
+
+
+@ti.kernel
+def _fold_kernel(st: ti.template(), npix: ti.i32, host: ti.types.ndarray(dtype=ti.f64, ndim=2), inv_sf: ti.f64):
+    """The CPU's fold of a launch into the float64 film in place: host[p] += (Σ w L / sf, Σ w / WEIGHT_SCALE)
+    for the first npix pixels (host: (npix, 4) float64, the numpy array itself), each zeroed after (the same
+    values as numpy's fx * (1/sf, ..., 1/WEIGHT_SCALE) added, without the int64 readout)."""
+    for p in range(npix):
+        v = st.film[p]
+        for c in ti.static(range(3)):
+            host[p, c] += ti.cast(v[c], ti.f64) * inv_sf
+        host[p, 3] += ti.cast(v[3], ti.f64) * (1.0 / WEIGHT_SCALE)
+        st.film[p] = ti.Vector([0, 0, 0, 0], ti.i64)
 
 
 def splat_pass(scene, st, bound, adds, run):
@@ -171,6 +195,7 @@ def splat_pass(scene, st, bound, adds, run):
     at most `adds` of them into one pixel: a fixed-point scale fixed by the bound (the launch is not
     repeatable, e.g. it advances Markov chains, so it is never redone), folded into float64."""
     st.film.fill(0)
+    st.film_clean = False
     sf = scale_for(bound, adds)
     st.info_f[INFO_FILM_SCALE] = sf
     run()
@@ -220,12 +245,13 @@ def begin_film(scene, sensor, clear):
 def resolve_film(st, s):
     """Film (Σ w L, Σ w) of sensor description s -> float32 (H, W, 3), row 0 at the top."""
     acc = st.host_film
-    w = acc[:, 3:4]
-    img = np.zeros((acc.shape[0], 3))
-    np.divide(acc[:, :3], w, out=img, where=w > 0)
-    if max(img.max(initial=0.0), -img.min(initial=0.0)) > F32_MAX:
+    w = acc[:, 3]
+    img = np.empty((acc.shape[0], 3), np.float32)
+    with np.errstate(over="ignore"):    # pixels without weight: Σ w L / ∞ = 0; in float64, rounded once
+        np.divide(acc[:, :3], np.where(w > 0, w, np.inf)[:, None], out=img, casting="unsafe")
+    if not np.isfinite(img).all():
         raise TirenderError("the image exceeds the float32 range; scale the emitters down")
-    return img.reshape(s.height, s.width, 3).astype(np.float32)
+    return img.reshape(s.height, s.width, 3)
 
 
 # ------------------------------------------------------------------ adjoint image and gradients

@@ -315,27 +315,30 @@ def _gauss_taps(f: ti.template(), u):
 
 
 @ti.func
-def _tap(f: ti.template(), k, u, g):
-    """The 1D weight of the pixel centre at distance d = k - u (pixels; g: the Gaussian's value there):
-    Gaussian g minus the truncation c, tent max(0, 1 - |d| / r) (1/r per camera: exact for r a power of
-    two); 0 beyond the radius."""
-    d = k - u
-    w = ti.max(0.0, 1.0 - ti.abs(d) * f.inv_r)
-    if f.kind != FILTER_TENT:
-        w = ti.select(d * d < f.r2, ti.max(0.0, g - f.c), 0.0)
+def _taps(f: ti.template(), u, s, n: ti.template()):
+    """The 1D weights of the n pixel centres k = s - 2 .. s - 3 + n for a sample at offset u (pixels from its pixel's
+    centre), d = k - u: tent max(0, 1 - |d| / r) (1/r per camera: exact for r a power of two); Gaussian g(d) minus
+    the truncation c, its taps from _gauss_taps (n = WINDOW: the window's 4 of the 5, by s); 0 beyond the radius.
+    Only the camera's own filter is computed (the kind is a camera's: no sample pays for the other's weights)."""
+    w = ti.Vector([0.0] * n, dt=float)
+    if f.kind == FILTER_TENT:
+        for i in ti.static(range(n)):
+            w[i] = ti.max(0.0, 1.0 - ti.abs((i - LOCAL_HALF + s) - u) * f.inv_r)
+    else:
+        g = _gauss_taps(f, u)
+        for i in ti.static(range(n)):
+            d = (i - LOCAL_HALF + s) - u
+            gi = g[i]
+            if ti.static(n < LOCAL):
+                gi = ti.select(s == 1, g[i + 1], g[i])
+            w[i] = ti.select(d * d < f.r2, ti.max(0.0, gi - f.c), 0.0)
     return w
 
 
 @ti.func
 def _local_weights(f: ti.template(), u):
     """The 1D weights of the block's 5 pixel centres (k = -2..2) for a sample at offset u from its pixel's centre."""
-    g = ti.Vector([0.0] * LOCAL, dt=float)
-    if f.kind != FILTER_TENT:
-        g = _gauss_taps(f, u)
-    w = ti.Vector([0.0] * LOCAL, dt=float)
-    for i in ti.static(range(LOCAL)):
-        w[i] = _tap(f, i - LOCAL_HALF, u, g[i])
-    return w
+    return _taps(f, u, 0, LOCAL)
 
 
 @ti.func
@@ -343,13 +346,7 @@ def _window_weights(f: ti.template(), u):
     """(w, s): the 1D weights of the WINDOW pixel centres k = s - 2 .. s + 1 a sample at offset u reaches
     (s = 1 if u > 0, else 0)."""
     s = ti.select(u > 0.0, 1, 0)
-    g = ti.Vector([0.0] * LOCAL, dt=float)
-    if f.kind != FILTER_TENT:
-        g = _gauss_taps(f, u)
-    w = ti.Vector([0.0] * WINDOW, dt=float)
-    for i in ti.static(range(WINDOW)):
-        w[i] = _tap(f, i - LOCAL_HALF + s, u, ti.select(s == 1, g[i + 1], g[i]))
-    return w, s
+    return _taps(f, u, s, WINDOW), s
 
 
 @ti.func
