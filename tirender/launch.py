@@ -125,12 +125,10 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
             st.grad_fx.fill(0)
             if soft:
                 st.grad.fill(0)
-        _begin_kernel(st, npix if film and not getattr(st, "film_clean", False) else 0, sf, sg)
-        st.film_clean = False
+        _begin_kernel(st, npix if film else 0, sf, sg)
         run()
         STATS["launches" if _attempt == 0 else "redone"] += 1
         _end_kernel(st, npix if film and not fold_here else 0, maxes, fx)
-        st.film_clean = bool(film) and not fold_here
         mf, mg = slots_max(maxes[:N_SLOTS]), slots_max(maxes[N_SLOTS:])
         if not (math.isfinite(mf) and math.isfinite(mg)):
             raise TirenderError("a pixel's radiance or a gradient exceeds the float32 range "
@@ -146,7 +144,6 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
         st.grad_guess = mg * spp       # exact (an f32 times a small integer in f64)
     if fold_here:
         _fold_kernel(st, npix, st.host_film, 1.0 / sf)
-        st.film_clean = True
     elif film:
         st.host_film += fx * np.array([1.0 / sf, 1.0 / sf, 1.0 / sf, 1.0 / WEIGHT_SCALE])
     if grad:
@@ -167,27 +164,24 @@ def _begin_kernel(st: ti.template(), npix: ti.i32, sf: ti.f32, sg: ti.f32):
 @ti.kernel
 def _end_kernel(st: ti.template(), npix: ti.i32, maxes: ti.types.ndarray(), fx: ti.types.ndarray()):
     """A launch's results in one kernel: the max slots into maxes (int32), the film's first npix pixels
-    into fx (int64 (npix, 4)), those pixels zeroed for the next launch (st.film_clean)."""
+    into fx (int64 (npix, 4))."""
     for i in range(2 * N_SLOTS):
         maxes[i] = st.acc_max[i]
     for p in range(npix):
-        v = st.film[p]
         for c in ti.static(range(4)):
-            fx[p, c] = v[c]
-        st.film[p] = ti.Vector([0, 0, 0, 0], ti.i64)
+            fx[p, c] = st.film[p][c]
 
 
 @ti.kernel
 def _fold_kernel(st: ti.template(), npix: ti.i32, host: ti.types.ndarray(dtype=ti.f64, ndim=2), inv_sf: ti.f64):
     """The CPU's fold of a launch into the float64 film in place: host[p] += (Σ w L / sf, Σ w / WEIGHT_SCALE)
-    for the first npix pixels (host: (npix, 4) float64, the numpy array itself), each zeroed after (the same
-    values as numpy's fx * (1/sf, ..., 1/WEIGHT_SCALE) added, without the int64 readout)."""
+    for the first npix pixels (host: (npix, 4) float64, the numpy array itself): the same values as numpy's
+    fx * (1/sf, ..., 1/WEIGHT_SCALE) added, without the int64 readout."""
     for p in range(npix):
         v = st.film[p]
         for c in ti.static(range(3)):
             host[p, c] += ti.cast(v[c], ti.f64) * inv_sf
         host[p, 3] += ti.cast(v[3], ti.f64) * (1.0 / WEIGHT_SCALE)
-        st.film[p] = ti.Vector([0, 0, 0, 0], ti.i64)
 
 
 def splat_pass(scene, st, bound, adds, run):
@@ -195,7 +189,6 @@ def splat_pass(scene, st, bound, adds, run):
     at most `adds` of them into one pixel: a fixed-point scale fixed by the bound (the launch is not
     repeatable, e.g. it advances Markov chains, so it is never redone), folded into float64."""
     st.film.fill(0)
-    st.film_clean = False
     sf = scale_for(bound, adds)
     st.info_f[INFO_FILM_SCALE] = sf
     run()

@@ -238,6 +238,7 @@ def nan_to_zero(L):
 LOCAL = 5
 LOCAL_HALF = 2
 WINDOW = 4
+Q_LOG_MAX = 40.0    # _gauss_taps: |2 a u| is clamped to this (q^±2 ≤ e^80 stays finite in float32)
 TILE = 2 * LOCAL_HALF   # the CPU's tile schedule: tiles of TILE x TILE pixels 2 tiles apart have blocks that never meet
 TILE_BLOCK = TILE + 2 * LOCAL_HALF
 
@@ -255,7 +256,6 @@ def _block_type(n):
         c1=float,                                 # exp(-a), exp(-4a): the Gaussian at 1 and 2 pixels
         c2=float,
         inv_r=float,                              # tent 1/r
-        r2=float,                                 # r²
         one=float)                                # 1, known only at run time (local_splat)
 
 
@@ -293,7 +293,6 @@ def local_zero(st: ti.template(), cam, x, y, tile: ti.template() = False):
     f.ox, f.oy = x - LOCAL_HALF, y - LOCAL_HALF
     f.kind, f.a, f.c, f.c1, f.c2 = kind, a, c, c1, c2
     f.inv_r = 1.0 / r if r > 0.0 else 0.0
-    f.r2 = r * r
     f.one = ti.cast(st.cam_w[cam] > 0, float)     # 1 (a film has pixels), which LLVM cannot fold (local_splat)
     return f
 
@@ -305,11 +304,13 @@ def _side(f):
 
 @ti.func
 def _gauss_taps(f: ti.template(), u):
-    """exp(-a (k - u)²) for k = -2..2 as b q^k exp(-a k²), b = exp(-a u²), q = exp(2 a u): 2 exps instead
-    of 5 (the same values to a few ulps, core/math.exp_inline; q's overflow for tiny σ only reaches taps
-    beyond the radius, which the callers zero)."""
+    """exp(-a (k - u)²) for k = -2..2 as b q^k exp(-a k²), b = exp(-a u²), q = exp(2 a u): 2 exps instead of 5 (the
+    same values to a few ulps, core/math.exp_inline). 2 a u is clamped to ±Q_LOG_MAX so that q^±2 stays finite; a
+    clamp happens only where a > Q_LOG_MAX (|u| ≤ ½: σ < 0.11), where every tap but k = 0 (b, exact) lies beyond the
+    radius r = 4σ, and it only lowers such a tap or raises it to at most e^-Q_LOG_MAX, below the truncation
+    c = exp(-a r²) = e^-8: beyond the radius max(0, g - c) is 0, as it should be, with no test of the distance."""
     b = exp_inline(-f.a * u * u)
-    q = exp_inline(2.0 * f.a * u)
+    q = exp_inline(ti.min(ti.max(2.0 * f.a * u, -Q_LOG_MAX), Q_LOG_MAX))
     iq = 1.0 / q
     return ti.Vector([b * iq * iq * f.c2, b * iq * f.c1, b, b * q * f.c1, b * q * q * f.c2], dt=float)
 
@@ -317,8 +318,8 @@ def _gauss_taps(f: ti.template(), u):
 @ti.func
 def _taps(f: ti.template(), u, s, n: ti.template()):
     """The 1D weights of the n pixel centres k = s - 2 .. s - 3 + n for a sample at offset u (pixels from its pixel's
-    centre), d = k - u: tent max(0, 1 - |d| / r) (1/r per camera: exact for r a power of two); Gaussian g(d) minus
-    the truncation c, its taps from _gauss_taps (n = WINDOW: the window's 4 of the 5, by s); 0 beyond the radius.
+    centre), d = k - u: tent max(0, 1 - |d| / r) (1/r per camera: exact for r a power of two); Gaussian
+    max(0, g(d) - c), the truncated Gaussian, its taps from _gauss_taps (n = WINDOW: the window's 4 of the 5, by s).
     Only the camera's own filter is computed (the kind is a camera's: no sample pays for the other's weights)."""
     w = ti.Vector([0.0] * n, dt=float)
     if f.kind == FILTER_TENT:
@@ -327,11 +328,10 @@ def _taps(f: ti.template(), u, s, n: ti.template()):
     else:
         g = _gauss_taps(f, u)
         for i in ti.static(range(n)):
-            d = (i - LOCAL_HALF + s) - u
             gi = g[i]
             if ti.static(n < LOCAL):
                 gi = ti.select(s == 1, g[i + 1], g[i])
-            w[i] = ti.select(d * d < f.r2, ti.max(0.0, gi - f.c), 0.0)
+            w[i] = ti.max(0.0, gi - f.c)
     return w
 
 
