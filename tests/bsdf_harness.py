@@ -39,91 +39,87 @@ def _ctx(b, uv: ti.template(), i):
                    dpdv=vec3(DPDV[0], DPDV[1], DPDV[2]), ng=vec3(NG[0], NG[1], NG[2]))
 
 
+# the modes of the two kernels: a model's primal queries (k_primal) and its adjoint checks (k_adjoint, the float64
+# child's) each compile once per dispatcher instead of once per query (a megakernel's fixed compile cost, and
+# eval_pdf shared by sampling and evaluation: about a third of the bench's cold compile time)
+SAMPLE, SAMPLE_U, EVAL, GRAD_DIRS, VALUE, ADJOINT = range(6)
+
+
+@ti.func
+def _grad_dirs(st: ti.template(), D: ti.template(), ctx, wi, wo, dout, out: ti.template(), i):
+    gi, go = D.grad_dirs(st, ctx, wi, wo, dout)
+    for k in ti.static(range(3)):
+        out[i, k] = gi[k]
+        out[i, 3 + k] = go[k]
+
+
 @ti.kernel
-def k_sample(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), uv: ti.types.ndarray(),
-             seed: ti.i32, wo_in: ti.types.ndarray(), given: ti.i32, out: ti.types.ndarray()):
-    """out[i] = wo(3) weight(3) pdf eta delta valid eval(wi, wo)(3) pdf(wi, wo); with `given`, eval and pdf (the
-    last four) at wo_in[i] instead of the sampled wo (the chi-square tests' pdf integration compiles no kernel
-    of its own)."""
-    for i in range(out.shape[0]):
+def k_primal(st: ti.template(), D: ti.template(), b: ti.i32, mode: ti.i32, n: ti.i32, wi_in: ti.types.ndarray(),
+             wo_in: ti.types.ndarray(), uv: ti.types.ndarray(), aux: ti.types.ndarray(), seed: ti.i32, given: ti.i32,
+             out: ti.types.ndarray()):
+    """Sample i of n at wi_in[i % K] (and wo_in[i % N]):
+    SAMPLE: out[i] = wo(3) weight(3) pdf eta delta valid eval(wi, wo)(3) pdf(wi, wo); with `given`, eval and pdf
+    (the last four) at wo_in[i] instead of the sampled wo (the chi-square tests' pdf integration);
+    SAMPLE_U: the first ten with given random numbers aux[i] = (u1, u2.x, u2.y) (comparisons with Mitsuba);
+    EVAL: out[i] = eval(3), pdf, eval of eval_pdf(3), pdf of eval_pdf at (wi, wo_in[i]);
+    GRAD_DIRS: out[i] = the gradients of <aux[i], eval> w.r.t. wi and wo (3 + 3)."""
+    for i in range(n):
         wi = _v3(wi_in, i % wi_in.shape[0])
-        rng = make_sampler(seed, i, 0)
-        u1 = rng.next_1d()
-        u2 = rng.next_2d()
+        wo = _v3(wo_in, i % wo_in.shape[0])
         ctx = _ctx(b, uv, i)
-        s = D.sample(st, ctx, wi, u1, u2)
-        wo = s.wo
-        if given:
-            wo = _v3(wo_in, i)
-        e, pd = D.eval_pdf(st, ctx, wi, wo)
-        for k in ti.static(range(3)):
-            out[i, k] = s.wo[k]
-            out[i, 3 + k] = s.weight[k]
-            out[i, 10 + k] = e[k]
-        out[i, 6] = s.pdf
-        out[i, 7] = s.eta
-        out[i, 8] = s.delta
-        out[i, 9] = s.valid
-        out[i, 13] = pd
+        if mode == GRAD_DIRS:
+            _grad_dirs(st, D, ctx, wi, wo, _v3(aux, i), out, i)
+        else:
+            if mode != EVAL:
+                u1 = 0.0
+                u2 = vec2(0.0, 0.0)
+                if mode == SAMPLE_U:
+                    u1 = aux[i, 0]
+                    u2 = vec2(aux[i, 1], aux[i, 2])
+                else:
+                    rng = make_sampler(seed, i, 0)
+                    u1 = rng.next_1d()
+                    u2 = rng.next_2d()
+                s = D.sample(st, ctx, wi, u1, u2)
+                if given == 0:
+                    wo = s.wo
+                for k in ti.static(range(3)):
+                    out[i, k] = s.wo[k]
+                    out[i, 3 + k] = s.weight[k]
+                out[i, 6] = s.pdf
+                out[i, 7] = s.eta
+                out[i, 8] = s.delta
+                out[i, 9] = s.valid
+            if mode != SAMPLE_U:
+                e, pd = D.eval_pdf(st, ctx, wi, wo)
+                c = ti.select(mode == SAMPLE, 10, 4)
+                for k in ti.static(range(3)):
+                    out[i, c + k] = e[k]
+                out[i, c + 3] = pd
+                if mode == EVAL:
+                    e1 = D.eval(st, ctx, wi, wo)
+                    for k in ti.static(range(3)):
+                        out[i, k] = e1[k]
+                    out[i, 3] = D.pdf(st, ctx, wi, wo)
 
 
 @ti.kernel
-def k_sample_u(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), u_in: ti.types.ndarray(),
-               uv: ti.types.ndarray(), out: ti.types.ndarray()):
-    """As k_sample with given random numbers u_in[i] = (u1, u2.x, u2.y) (comparisons with Mitsuba)."""
-    for i in range(out.shape[0]):
-        s = D.sample(st, _ctx(b, uv, i), _v3(wi_in, i), u_in[i, 0], vec2(u_in[i, 1], u_in[i, 2]))
-        for k in ti.static(range(3)):
-            out[i, k] = s.wo[k]
-            out[i, 3 + k] = s.weight[k]
-        out[i, 6] = s.pdf
-        out[i, 7] = s.eta
-        out[i, 8] = s.delta
-        out[i, 9] = s.valid
-
-
-@ti.kernel
-def k_eval(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
-           uv: ti.types.ndarray(), out: ti.types.ndarray()):
-    """out[i] = eval(3), pdf, eval of eval_pdf(3), pdf of eval_pdf for wi_in[i % K], wo_in[i]."""
-    for i in range(out.shape[0]):
+def k_adjoint(st: ti.template(), D: ti.template(), b: ti.i32, mode: ti.i32, n: ti.i32, wi_in: ti.types.ndarray(),
+              wo_in: ti.types.ndarray(), uv: ti.types.ndarray(), aux: ti.types.ndarray(), out: ti.types.ndarray()):
+    """The adjoint checks' queries at (wi_in[i % K], wo_in[i]), i < n: VALUE: out[i] = eval (3) (the finite
+    differences); ADJOINT: <aux[i], eval>'s gradient scattered into the parameters; GRAD_DIRS: as k_primal's."""
+    for i in range(n):
         wi = _v3(wi_in, i % wi_in.shape[0])
         wo = _v3(wo_in, i)
         ctx = _ctx(b, uv, i)
-        e = D.eval(st, ctx, wi, wo)
-        e2, p2 = D.eval_pdf(st, ctx, wi, wo)
-        for k in ti.static(range(3)):
-            out[i, k] = e[k]
-            out[i, 4 + k] = e2[k]
-        out[i, 3] = D.pdf(st, ctx, wi, wo)
-        out[i, 7] = p2
-
-
-@ti.kernel
-def k_value(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
-            uv: ti.types.ndarray(), out: ti.types.ndarray()):
-    """out[i] = eval(wi_in[i % K], wo_in[i]) (3): eval alone, for the finite differences of the adjoint checks."""
-    for i in range(out.shape[0]):
-        e = D.eval(st, _ctx(b, uv, i), _v3(wi_in, i % wi_in.shape[0]), _v3(wo_in, i))
-        for k in ti.static(range(3)):
-            out[i, k] = e[k]
-
-
-@ti.kernel
-def k_adjoint(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
-              uv: ti.types.ndarray(), dout: ti.types.ndarray()):
-    for i in range(wo_in.shape[0]):
-        D.adjoint(st, _ctx(b, uv, i), _v3(wi_in, i % wi_in.shape[0]), _v3(wo_in, i), _v3(dout, i))
-
-
-@ti.kernel
-def k_grad_dirs(st: ti.template(), D: ti.template(), b: ti.i32, wi_in: ti.types.ndarray(), wo_in: ti.types.ndarray(),
-                uv: ti.types.ndarray(), dout: ti.types.ndarray(), out: ti.types.ndarray()):
-    for i in range(wo_in.shape[0]):
-        gi, go = D.grad_dirs(st, _ctx(b, uv, i), _v3(wi_in, i % wi_in.shape[0]), _v3(wo_in, i), _v3(dout, i))
-        for k in ti.static(range(3)):
-            out[i, k] = gi[k]
-            out[i, 3 + k] = go[k]
+        if mode == VALUE:
+            e = D.eval(st, ctx, wi, wo)
+            for k in ti.static(range(3)):
+                out[i, k] = e[k]
+        elif mode == ADJOINT:
+            D.adjoint(st, ctx, wi, wo, _v3(aux, i))
+        else:
+            _grad_dirs(st, D, ctx, wi, wo, _v3(aux, i), out, i)
 
 
 @ti.kernel
@@ -195,45 +191,47 @@ class Bench:
     def _arr(self, a):
         return np.ascontiguousarray(a, dtype=fdt())
 
-    def sample(self, bid, wi, n, seed=1, per_sample=False):
-        out = np.zeros((n, 14), fdt())
-        k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv if per_sample else self.uv0, seed,
-                 self._arr(np.zeros((1, 3))), 0, out)
+    def _primal(self, bid, mode, wi, wo, n, cols, per_sample=False, aux=None, seed=0, given=0, D=None):
+        out = np.zeros((n, cols), fdt())
+        k_primal(self.st, D or self.D(bid), self.row(bid), mode, n, self._arr(wi), self._arr(wo),
+                 self.uv if per_sample else self.uv0, self._arr(np.zeros((1, 3)) if aux is None else aux), seed, given,
+                 out)
         return out.astype(np.float64)
 
+    def sample(self, bid, wi, n, seed=1, per_sample=False):
+        """n samples at wi[i % K]: wo(3) weight(3) pdf eta delta valid eval(3) pdf of the sampled wo."""
+        return self._primal(bid, SAMPLE, wi, np.zeros((1, 3)), n, 14, per_sample, seed=seed)
+
     def eval_pdf(self, bid, wi, wo):
-        """(eval (n, 3), pdf (n,)) of the row's eval_pdf at (wi[i % K], wo[i]), through the sampling kernel."""
-        wo = self._arr(wo)
-        out = np.zeros((wo.shape[0], 14), fdt())
-        k_sample(self.st, self.D(bid), self.row(bid), self._arr(wi), self.uv0, 0, wo, 1, out)
-        out = out.astype(np.float64)
+        """(eval (n, 3), pdf (n,)) of the row's eval_pdf at (wi[i % K], wo[i]), through the sampling mode."""
+        out = self._primal(bid, SAMPLE, wi, wo, len(wo), 14, given=1)
         return out[:, 10:13], out[:, 13]
 
     def sample_u(self, bid, wi, u):
         """Samples for given wi[i] and u[i] = (u1, u2.x, u2.y): wo(3) weight(3) pdf eta delta valid."""
-        out = np.zeros((len(u), 10), fdt())
-        k_sample_u(self.st, self.D(bid), self.row(bid), self._arr(wi), self._arr(u), self.uv0, out)
-        return out.astype(np.float64)
+        return self._primal(bid, SAMPLE_U, wi, np.zeros((1, 3)), len(u), 10, aux=u)
 
-    def eval(self, bid, wi, wo, per_sample=False):
-        wo = self._arr(wo)
-        out = np.zeros((wo.shape[0], 8), fdt())
-        k_eval(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv if per_sample else self.uv0, out)
+    def eval(self, bid, wi, wo, per_sample=False, D=None):
+        """(n, 8): eval(3), pdf, eval_pdf's eval(3) and pdf at (wi[i % K], wo[i]) (D: another dispatcher)."""
+        return self._primal(bid, EVAL, wi, wo, len(wo), 8, per_sample, D=D)
+
+    def _adjoint(self, bid, mode, wi, wo, aux, cols):
+        out = np.zeros((len(wo), cols), fdt())
+        k_adjoint(self.st, self.D(bid), self.row(bid), mode, len(wo), self._arr(wi), self._arr(wo), self.uv,
+                  self._arr(aux), out)
         return out.astype(np.float64)
 
     def value(self, bid, wi, wo):
-        """eval (n, 3) at (wi[i % K], wo[i]) with per-sample texels (the kernel holds eval alone: a third of
-        k_eval's code)."""
-        wo = self._arr(wo)
-        out = np.zeros((wo.shape[0], 3), fdt())
-        k_value(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv, out)
-        return out.astype(np.float64)
+        """eval (n, 3) at (wi[i % K], wo[i]) with per-sample texels."""
+        return self._adjoint(bid, VALUE, wi, wo, np.zeros((1, 3)), 3)
 
     def grad_dirs(self, bid, wi, wo, dout):
-        wo = self._arr(wo)
-        out = np.zeros((wo.shape[0], 6), fdt())
-        k_grad_dirs(self.st, self.D(bid), self.row(bid), self._arr(wi), wo, self.uv, self._arr(dout), out)
-        return out.astype(np.float64)
+        """(n, 6): the gradients of <dout[i], eval> w.r.t. wi and wo, per-sample texels. In the float64 child
+        (the adjoint checks, with value and adjoint) through k_adjoint, elsewhere k_primal: each process
+        compiles one kernel per model."""
+        if fdt() is np.float64:
+            return self._adjoint(bid, GRAD_DIRS, wi, wo, dout, 6)
+        return self._primal(bid, GRAD_DIRS, wi, wo, len(wo), 6, True, aux=dout)
 
     def null_transmission(self, bid, wi, per_sample=False):
         """(n, 3): the row's null transmission (a shadow ray's weight across it) for directions wi[i]."""
@@ -264,5 +262,5 @@ class Bench:
         """Per-parameter gradient arrays (shaped like the parameters) of Σ_i <dout_i, eval_i>."""
         from tirender.launch import read_gradients, reset_gradients
         reset_gradients(self.st, scale)
-        k_adjoint(self.st, self.D(bid), self.row(bid), self._arr(wi), self._arr(wo), self.uv, self._arr(dout))
+        self._adjoint(bid, ADJOINT, wi, wo, dout, 1)
         return read_gradients(self.scene, self.st)
