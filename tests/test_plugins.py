@@ -27,7 +27,7 @@ INV_FOUR_PI = 1.0 / (4.0 * np.pi)
 import taichi as ti  # noqa: E402
 
 from tirender.integrators.path import WALK_KEYS  # noqa: E402
-from tirender.plugins import (HOMOGENEOUS, SMOOTH, SPECTRUM, BsdfSample, Child, DeltaEmitter,  # noqa: E402
+from tirender.plugins import (HOMOGENEOUS, SMOOTH, SPECTRUM, AtPosition, BsdfSample, Child, DeltaEmitter,  # noqa: E402
                               Number, Texture, Vec3, Volume, emitter_slot, invalid_sample, lit, point_source, slot_rgb,
                               slot_rgb_adjoint, square_to_cosine_hemisphere, square_to_cosine_hemisphere_pdf, struct,
                               vec2, vec3)
@@ -99,15 +99,11 @@ class PluginDiffuse:
 _PURE = {k: v for k, v in PluginDiffuse.__dict__.items() if not k.startswith("__")}
 
 
-class PowerPoint(DeltaEmitter):
+class PowerPoint(AtPosition, DeltaEmitter):
     """A point light given by its radiant power Φ (W): intensity Φ / 4π; differentiable: power."""
     NAME = "power_point"
     KEYS = (Texture("power", 3, default=1.0, lo=0.0, doc="radiant power Φ (W)"),
             Vec3("position", default=(0.0, 0.0, 0.0), doc="position"))
-
-    @staticmethod
-    def build(b, row, values, key):
-        row.position = tuple(float(x) for x in values["position"])
 
     @staticmethod
     @ti.func

@@ -40,7 +40,7 @@ from .emitters import registry as _emitters
 from .emitters.base import DELTA as EMITTER_DELTA
 from .emitters.base import INFINITE as EMITTER_INFINITE
 from .emitters.base import SURFACE as EMITTER_SURFACE
-from .emitters.base import DeltaEmitter, DirectionSample
+from .emitters.base import AtPosition, DeltaEmitter, DirectionSample
 from .emitters.base import slot as emitter_slot
 from .emitters.base import slot_adjoint as emitter_slot_adjoint
 from .emitters.point import lit, point_source
@@ -62,7 +62,7 @@ __all__ = [
     # the walk's colour (tirender/variants.py)
     "SPECTRUM", "spec", "struct",
     # emitters (emitters/base.py)
-    "EMITTER_SURFACE", "EMITTER_DELTA", "EMITTER_INFINITE", "DeltaEmitter", "DirectionSample", "emitter_slot",
+    "EMITTER_SURFACE", "EMITTER_DELTA", "EMITTER_INFINITE", "AtPosition", "DeltaEmitter", "DirectionSample", "emitter_slot",
     "emitter_slot_adjoint", "point_source", "lit",
     # media
     "HOMOGENEOUS", "SPECTRAL_EXTINCTION",

@@ -128,6 +128,15 @@ def slot_adjoint(st: ti.template(), e, k, uv, d):
     tex_eval_adjoint(st, st.em_tex[e, k], uv, d)
 
 
+class AtPosition:
+    """A light at the point its ``position`` key gives (Vec3): ``build`` sets the row's position (the built-in
+    ``point``; a user's point-like lights, docs/plugins.md)."""
+
+    @staticmethod
+    def build(b, row, values, key):
+        row.position = tuple(float(x) for x in values["position"])
+
+
 class DeltaEmitter:
     """What the delta emitters (a Dirac in position or direction) share: never hit (pdf 0); the Le a
     sample carries is texture slot 0 times the sample's ``scale`` (1/dist² for a point light)."""

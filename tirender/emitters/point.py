@@ -5,19 +5,15 @@ import taichi as ti
 from ..core.math import FOUR_PI, vec2, vec3
 from ..core.warp import square_to_uniform_sphere
 from ..schema import Texture, Vec3
-from .base import DeltaEmitter, DirectionSample, slot
+from .base import AtPosition, DeltaEmitter, DirectionSample, slot
 
 _INTENSITY = 0
 
 
-class Point(DeltaEmitter):
+class Point(AtPosition, DeltaEmitter):
     NAME = "point"
     KEYS = (Texture("intensity", 3, default=1.0, lo=0.0, doc="radiant intensity I (W sr⁻¹)"),
             Vec3("position", default=(0.0, 0.0, 0.0), doc="position"))
-
-    @staticmethod
-    def build(b, row, values, key):
-        row.position = tuple(float(x) for x in values["position"])
 
     @staticmethod
     @ti.func
