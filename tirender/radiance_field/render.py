@@ -185,37 +185,25 @@ def _backward_kernel(x: ti.template(), g: ti.template(), C: ti.template(), degre
                      d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
                      dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
                      bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
-                     coalesce: ti.template()):
-    """One thread per ray; gradients scattered with ti.atomic_add into g."""
-    for i in range(n_rays):
-        march_backward(x, g, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
-                       bmin, bmax, R, delta, C, degree, dact, cact, False, 0, coalesce)
-
-
-@ti.kernel
-def _backward_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template(), degree: ti.template(),
-                            dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(),
-                            d: ti.types.ndarray(), jit: ti.types.ndarray(), L_in: ti.types.ndarray(),
-                            dL_in: ti.types.ndarray(), n_in: ti.types.ndarray(), n_rays: ti.i32,
-                            bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float,
-                            coalesce: ti.template(), P: ti.i32, N: ti.i32, ordered: ti.template()):
-    """CPU variant: gradients go to private slices G[w·N:(w+1)·N], one per CPU thread w (ordered:
-    worker w replays rays w, w+P, … — reproducible bit for bit, but Taichi runs a P-iteration
-    loop on one thread)."""
-    if ti.static(ordered):
+                     coalesce: ti.template(), P: ti.i32, N: ti.i32, mode: ti.template()):
+    """One thread per ray, its gradients scattered as ``mode`` says (compile-time, _scatter): "atomic", atomic adds
+    into g; "expand" (CPU), into the private slice g[w·N:(w+1)·N] of the CPU thread w running the ray; "ordered",
+    worker w replays rays w, w+P, … into its slice — reproducible bit for bit, but Taichi runs a P-iteration loop
+    on one thread. Without a worker index (not a CPU backend) "expand" adds atomically into slice 0."""
+    if ti.static(mode == "ordered"):
         for w in range(P):
             for k in range((n_rays - w + P - 1) // P):
                 i = w + k * P
-                march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i),
+                march_backward(x, g, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i),
                                n_in[i], bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
     else:
         for i in range(n_rays):
-            if ti.static(thread_lanes()):
+            if ti.static(mode == "expand" and thread_lanes()):
                 w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
-                march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
+                march_backward(x, g, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
                                bmin, bmax, R, delta, C, degree, dact, cact, True, w * N, coalesce)
-            else:   # no worker index on this backend: atomic adds into lane 0
-                march_backward(x, G, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
+            else:
+                march_backward(x, g, _vec3(o, i), _vec3(d, i), jit[i], _vec3(L_in, i), _vec3(dL_in, i), n_in[i],
                                bmin, bmax, R, delta, C, degree, dact, cact, False, 0, coalesce)
 
 
@@ -242,35 +230,23 @@ def _fused_ray(x: ti.template(), g: ti.template(), o: ti.template(), d: ti.templ
 def _fused_kernel(x: ti.template(), g: ti.template(), C: ti.template(), degree: ti.template(),
                   dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(),
                   jit: ti.types.ndarray(), ref: ti.types.ndarray(), L_out: ti.types.ndarray(),
-                  n_out: ti.types.ndarray(), n_rays: ti.i32,
-                  bmin: ti.math.vec3, bmax: ti.math.vec3, R: ti.i32, delta: float, t_min: float,
-                  bg: ti.math.vec3, kind: ti.template(), scale: float, coalesce: ti.template()):
-    for i in range(n_rays):
-        _fused_ray(x, g, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C, degree,
-                   dact, cact, False, 0, coalesce)
-
-
-@ti.kernel
-def _fused_expand_kernel(x: ti.template(), G: ti.template(), C: ti.template(), degree: ti.template(),
-                         dact: ti.template(), cact: ti.template(), o: ti.types.ndarray(), d: ti.types.ndarray(),
-                         jit: ti.types.ndarray(), ref: ti.types.ndarray(), L_out: ti.types.ndarray(),
-                         n_out: ti.types.ndarray(), n_rays: ti.i32, bmin: ti.math.vec3, bmax: ti.math.vec3,
-                         R: ti.i32, delta: float, t_min: float, bg: ti.math.vec3, kind: ti.template(),
-                         scale: float, coalesce: ti.template(), P: ti.i32, N: ti.i32, ordered: ti.template()):
-    """Fused forward + replay into per-thread gradient slices (see _backward_expand_kernel)."""
-    if ti.static(ordered):
+                  n_out: ti.types.ndarray(), n_rays: ti.i32, bmin: ti.math.vec3, bmax: ti.math.vec3,
+                  R: ti.i32, delta: float, t_min: float, bg: ti.math.vec3, kind: ti.template(),
+                  scale: float, coalesce: ti.template(), P: ti.i32, N: ti.i32, mode: ti.template()):
+    """Fused forward + replay, its gradients scattered as ``mode`` says (see _backward_kernel)."""
+    if ti.static(mode == "ordered"):
         for w in range(P):
             for k in range((n_rays - w + P - 1) // P):
-                _fused_ray(x, G, o, d, jit, ref, L_out, n_out, w + k * P, bmin, bmax, R, delta, t_min, bg, kind,
+                _fused_ray(x, g, o, d, jit, ref, L_out, n_out, w + k * P, bmin, bmax, R, delta, t_min, bg, kind,
                            scale, C, degree, dact, cact, True, w * N, coalesce)
     else:
         for i in range(n_rays):
-            if ti.static(thread_lanes()):
+            if ti.static(mode == "expand" and thread_lanes()):
                 w = ti.min(ti.global_thread_idx(), P - 1)   # the CPU thread running this ray
-                _fused_ray(x, G, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
+                _fused_ray(x, g, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
                            degree, dact, cact, True, w * N, coalesce)
-            else:   # no worker index on this backend: atomic adds into lane 0
-                _fused_ray(x, G, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
+            else:
+                _fused_ray(x, g, o, d, jit, ref, L_out, n_out, i, bmin, bmax, R, delta, t_min, bg, kind, scale, C,
                            degree, dact, cact, False, 0, coalesce)
 
 
@@ -355,7 +331,7 @@ def backward_rays(field, o, d, jitter, L, dL, n_steps, mode="auto", coalesce=Tru
             np.ascontiguousarray(n_steps, np.int32).reshape(n), n,
             ti.math.vec3(*field.bbox_min), ti.math.vec3(*field.bbox_max), field.res, field.delta,
             bool(coalesce))
-    _scatter(field, _choose_mode(field, mode, int(np.sum(n_steps))), _backward_expand_kernel, _backward_kernel, args)
+    _scatter(field, _choose_mode(field, mode, int(np.sum(n_steps))), _backward_kernel, args)
 
 
 def _choose_mode(field, mode, points):
@@ -369,15 +345,15 @@ def _choose_mode(field, mode, points):
     return _scatter_mode(mode)
 
 
-def _scatter(field, mode, expand_kernel, atomic_kernel, args):
+def _scatter(field, mode, kernel, args):
     """Run a backward kernel in scatter mode ``mode``: private gradient copies summed after ("expand", "ordered")
     or atomics into ``field.grad`` ("atomic")."""
     if mode in ("expand", "ordered"):
         G, P = field.grad_lanes()
-        expand_kernel(field.x, G, *args, P, field.n_params, mode == "ordered")
+        kernel(field.x, G, *args, P, field.n_params, mode)
         _reduce_lanes(field.grad, G, P, field.n_params)
     elif mode == "atomic":
-        atomic_kernel(field.x, field.grad, *args)
+        kernel(field.x, field.grad, *args, 1, 0, mode)
     else:
         raise ValueError(f"unknown backward mode '{mode}' (auto, atomic, expand, ordered)")
 
@@ -419,7 +395,7 @@ def render_and_backward(field, o, d, jitter, ref, kind="l2", scale=1.0, mode="au
     args = (*_static(field), o, d, jitter, ref, L, ns, n, ti.math.vec3(*field.bbox_min),
             ti.math.vec3(*field.bbox_max), field.res, field.delta, field.t_min, ti.math.vec3(*field.background),
             LOSSES[kind], float(scale), True)
-    _scatter(field, mode, _fused_expand_kernel, _fused_kernel, args)
+    _scatter(field, mode, _fused_kernel, args)
     field._points_per_ray = float(ns.mean())
     r = L.astype(np.float64) - ref
     loss = float(scale * (np.sum(r * r) if kind == "l2" else np.sum(np.abs(r))))
