@@ -18,6 +18,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 os.environ.setdefault("TIRENDER_SHARE_KERNELS", "1")      # see the module doc
+# one BLAS thread per process (before numpy's import; the xdist workers and children inherit it): the lane runs a
+# worker per core, and OpenBLAS's extra threads only spin against the other worker (the spectral table's fit,
+# spectra/fit_srgb_table.py: 37 CPU-s with OpenBLAS's two threads, 19 with one, at about the same wall time)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import tirender.backend as backend  # noqa: E402
 
