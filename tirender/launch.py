@@ -116,10 +116,11 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
     sg = scale_for(_guess(st, "grad_guess", 1.0) / spp, ga, spp)   # the guess is stored as max·spp
     mf = mg = 0.0
     maxes = np.zeros(2 * N_SLOTS, np.int32)
-    fx = getattr(st, "film_readout", None)          # reused: (npix, 4) int64
-    if fx is None or fx.shape[0] != max(npix, 1):
-        fx = st.film_readout = np.zeros((max(npix, 1), 4), np.int64)
     fold_here = film and backend.current_arch() in FOLD_IN_KERNEL
+    rows = npix if film and not fold_here else 0    # the int64 readout, only where numpy folds (a 4K film: 265 MB)
+    fx = getattr(st, "film_readout", None)          # reused: (rows, 4) int64
+    if fx is None or fx.shape[0] != max(rows, 1):
+        fx = st.film_readout = np.zeros((max(rows, 1), 4), np.int64)
     for _attempt in range(3):
         if grad:
             st.grad_fx.fill(0)
@@ -128,7 +129,7 @@ def _transaction(scene, st, npix, k, run, film, grad, radius, adds=None, spp=1):
         _begin_kernel(st, npix if film else 0, sf, sg)
         run()
         STATS["launches" if _attempt == 0 else "redone"] += 1
-        _end_kernel(st, npix if film and not fold_here else 0, maxes, fx)
+        _end_kernel(st, rows, maxes, fx)
         mf, mg = slots_max(maxes[:N_SLOTS]), slots_max(maxes[N_SLOTS:])
         if not (math.isfinite(mf) and math.isfinite(mg)):
             raise TirenderError("a pixel's radiance or a gradient exceeds the float32 range "
