@@ -30,6 +30,12 @@ class SurfaceInteraction:
 
 
 @ti.func
+def no_interaction():
+    """The interaction of a miss (valid = 0)."""
+    return SurfaceInteraction(valid=0, tri=-1, shape=-1)
+
+
+@ti.func
 def make_interaction(st: ti.template(), tri, t, b1, b2, o, d, inst):
     """The interaction at the hit (tri, t, b1, b2, inst) of the ray o + t d (core/intersect.intersect); tri = -1:
     none. On storages with quadrics or SDF grids, a primitive of theirs is core/implicit.py's; a hit inside an
@@ -127,7 +133,7 @@ def horizon_bend_adjoint(n, ng, wo, g_out):
 def triangle_interaction(st: ti.template(), tri, t, b1, b2, wo):
     """The interaction on triangle tri at barycentrics (b1, b2), distance t (tri = -1: not valid), reached from
     direction wo (-d of the arriving ray: a SMOOTH_BENT shape's normal is bent towards it, horizon_bend)."""
-    si = SurfaceInteraction(valid=0, tri=-1, shape=-1)
+    si = no_interaction()
     if tri >= 0:
         b0 = 1.0 - b1 - b2
         e1 = st.tri_e1[tri]

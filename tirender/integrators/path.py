@@ -16,7 +16,6 @@ import taichi as ti
 
 from .. import launch
 from ..bsdfs.registry import dispatch
-from ..core.interaction import make_interaction
 from ..errors import ConfigError
 from ..schema import Bool, Choice, Integer, Number
 from ..walk import steps, vertex
@@ -79,8 +78,7 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
          sampler: ti.template(), max_depth, rr_depth, hide_emitters, dL):
     """Continue path state s until it ends; s.L holds the result."""
     while s.active:
-        tri, t, b1, b2, inst, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
+        si, _tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
         steps.emission(st, em, mode, s, si, hide_emitters, dL)
         if si.valid == 0 or s.depth + 1 >= max_depth:
             s.active = 0

@@ -52,7 +52,7 @@ import taichi as ti
 from .. import backend, launch, variants
 from ..bsdfs.base import NULL, PASS
 from ..bsdfs.registry import dispatch, mask_of
-from ..core.interaction import make_interaction, spawn_origin
+from ..core.interaction import spawn_origin
 from ..core.math import BIG, max_component, vec3
 from ..media import HOMOGENEOUS
 from ..emitters import registry as emitter_registry
@@ -115,11 +115,9 @@ def walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), mode: ti.tem
     crossings = 0                 # null interfaces crossed since the last real vertex (guard)
     while s.active:
         # the camera ray's far clip limits its flight too (Mitsuba's ray.maxt)
-        tri, t, b1, b2, inst, tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
-        t_surf = tmax
+        si, t_surf = steps.first_hit(st, s, hide_emitters, segment_end(s))
         if si.valid == 1:
-            t_surf = t
+            t_surf = si.t
         # ------------------------- medium: free-flight sampling -------------------------
         scattered = 0
         xs = vec3(0.0)
@@ -259,7 +257,8 @@ def _shared():
 
 
 def kernel_dispatch(scene):
-    """(BSDF dispatcher, emitter mask) of a volume kernel for this scene: exactly the scene's models
+    """(scattering functions, emitter mask) of a volume kernel for this scene: the BSDF dispatcher with the phase
+    functions (walk/vertex.with_media) of exactly the scene's models
     (the smallest kernel: fastest to compile), or with backend.share_kernels() on the CPU a superset
     of the models volume scenes use (kernels shared between scenes; GPU and software-Vulkan drivers
     compile the megakernel again in every process, so they always get the exact one). A scene with models
@@ -267,10 +266,10 @@ def kernel_dispatch(scene):
     its own kernel anyway, and a larger one (a compile of 117 s instead of 66 s for a thin dielectric and a
     mask in prbvolpath, measured cold)."""
     if not _shared() or len(scene.bsdf_levels) > 1 or scene.bsdf_levels[0] & ~VOLUME_BSDFS:
-        return dispatch(scene.bsdf_levels), scene.em_mask
+        return vertex.with_media(dispatch(scene.bsdf_levels)), scene.em_mask
     levels = list(scene.bsdf_levels)
     levels[0] |= VOLUME_BSDFS
-    return dispatch(tuple(levels)), scene.em_mask | emitter_registry.ALL
+    return vertex.with_media(dispatch(tuple(levels))), scene.em_mask | emitter_registry.ALL
 
 
 def args(scene, integrator=None, gradient=False):

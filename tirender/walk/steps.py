@@ -3,9 +3,9 @@ see state.py). All take the path state ``s`` by reference and update it.
 
     emitter_found(st, em, s, si) -> (q, mis)
         the record of the emitter the current ray found (surface hit or escape) and its MIS weight.
-    first_hit(st, s, hide_emitters, tmax) -> (tri, t, b1, b2, inst, tmax)
-        the current ray's intersection within tmax; on the camera segment with hide_emitters, past every area
-        emitter.
+    first_hit(st, s, hide_emitters, tmax) -> (si, tmax)
+        the interaction of the current ray's hit within tmax; on the camera segment with hide_emitters, past every
+        area emitter.
     emission(st, em, mode, s, si, hide_emitters, dL) -> mis
         Le of the emitter the path found (surface hit or escape), MIS-weighted against NEE from the
         previous vertex (power heuristic); an environment seen directly is black with hide_emitters.
@@ -39,7 +39,7 @@ import taichi as ti
 
 from .. import variants
 from ..core import mueller, pool
-from ..core.interaction import make_interaction, spawn_origin
+from ..core.interaction import make_interaction, no_interaction, spawn_origin
 from ..core.intersect import intersect, occluded
 from ..core.math import BIG, max_component, mis_power, safe_div, vec3
 from ..emitters import registry as emitters
@@ -109,22 +109,28 @@ MAX_SKIPS = 64   # area emitters a hidden-emitter camera ray passes at most (a g
 
 @ti.func
 def first_hit(st: ti.template(), s: ti.template(), hide_emitters, tmax):
-    """(tri, t, b1, b2, inst, tmax): the intersection of the path's current ray within tmax (the segment's end:
-    state.segment_end). With hide_emitters on the camera's segment (depth 0), area emitters along it are
-    passed through as if absent (Mitsuba 3's ``hide_emitters``: skip_area_emitters); s.o moves past them (the
-    caller builds the interaction from s.o) and tmax shrinks by the distance moved."""
-    tri, t, b1, b2, inst = intersect(st, s.o, s.d, tmax)
-    if hide_emitters != 0 and s.depth == 0:
-        k = 0
-        while tri >= 0 and st.shape_emitter[st.tri_shape[tri]] >= 0 and k < MAX_SKIPS:
-            si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
-            o = spawn_origin(st, si, s.d)
-            if tmax < BIG:
-                tmax -= (o - s.o).norm()
-            s.o = o
-            tri, t, b1, b2, inst = intersect(st, s.o, s.d, tmax)
-            k += 1
-    return tri, t, b1, b2, inst, tmax
+    """(si, tmax): the interaction (core.interaction.make_interaction; si.valid = 0 on a miss) of the path's current
+    ray within tmax (the segment's end: state.segment_end). With hide_emitters on the camera's segment (depth 0),
+    area emitters along it are passed through as if absent (Mitsuba 3's ``hide_emitters``: skip_area_emitters);
+    s.o moves past them (si is made from the moved s.o) and tmax shrinks by the distance moved. One intersect and
+    one make_interaction call in a loop: the traversal is the kernel's largest function, and a second call site
+    would inline it twice (12 % of a path kernel's compile, 10 % of a volume gradient kernel's)."""
+    si = no_interaction()
+    k = 0
+    searching = True
+    while searching:
+        tri, t, b1, b2, inst = intersect(st, s.o, s.d, tmax)
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
+        searching = False
+        if hide_emitters != 0 and s.depth == 0 and si.valid == 1 and k < MAX_SKIPS:
+            if st.shape_emitter[si.shape] >= 0:
+                o = spawn_origin(st, si, s.d)
+                if tmax < BIG:
+                    tmax -= (o - s.o).norm()
+                s.o = o
+                k += 1
+                searching = True
+    return si, tmax
 
 
 class SurfaceVisibility:

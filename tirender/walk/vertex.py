@@ -25,6 +25,24 @@ Vertex = variants.struct(medium_event=ti.i32, p=vec3, ng=vec3, s=vec3, t=vec3, n
                          flags=ti.i32, shape=ti.i32, medium=ti.i32)
 
 
+def with_media(bsdf):
+    """The scattering functions of a kernel whose walks also scatter in media (volume integrators): the BSDF
+    dispatcher bsdf (bsdfs/registry.dispatch) with the phase functions of medium vertices. Every other kernel takes
+    the plain dispatcher, and its vertex functions compile without the phase functions' branch (surface walks
+    make no medium vertex). Cached: one class per dispatcher, so kernels compile once against it."""
+    if bsdf not in _WITH_MEDIA:
+        _WITH_MEDIA[bsdf] = type(bsdf.__name__ + "WithMedia", (bsdf,), {"MEDIA": True})
+    return _WITH_MEDIA[bsdf]
+
+
+_WITH_MEDIA = {}
+
+
+def in_media(bsdf):
+    """Compile-time: whether bsdf is a with_media dispatcher (its vertices may be medium vertices)."""
+    return getattr(bsdf, "MEDIA", False)
+
+
 @ti.func
 def surface_vertex(st: ti.template(), si, ray_d, lam):
     """The vertex of surface interaction si reached along ray_d by a path of wavelengths lam."""
@@ -56,11 +74,14 @@ def eval_pdf(st: ti.template(), bsdf: ti.template(), v, d):
     function (= its density) in every lane."""
     f = spec(0.0)
     pdf = 0.0
-    if v.medium_event == 1:
-        ph = phase_eval(st, v.medium, v.wi, d)
-        f = spec(ph)
-        pdf = ph
-    else:
+    surface = 1
+    if ti.static(in_media(bsdf)):
+        if v.medium_event == 1:
+            ph = phase_eval(st, v.medium, v.wi, d)
+            f = spec(ph)
+            pdf = ph
+            surface = 0
+    if surface == 1:
         f, pdf = bsdf.eval_pdf(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d))
     return f, pdf
 
@@ -69,10 +90,13 @@ def eval_pdf(st: ti.template(), bsdf: ti.template(), v, d):
 def sample(st: ti.template(), bsdf: ti.template(), v, sampler: ti.template()):
     """A scattered direction: BsdfSample with wo in *world* space (weight 1 for phase functions)."""
     bs = BsdfSample(eta=1.0, delta=0, valid=0)
-    if v.medium_event == 1:
-        wo, pdf = phase_sample(st, v.medium, v.wi, sampler.next_2d())
-        bs = BsdfSample(wo=wo, weight=spec(1.0), pdf=pdf, eta=1.0, delta=0, valid=1)
-    else:
+    surface = 1
+    if ti.static(in_media(bsdf)):
+        if v.medium_event == 1:
+            wo, pdf = phase_sample(st, v.medium, v.wi, sampler.next_2d())
+            bs = BsdfSample(wo=wo, weight=spec(1.0), pdf=pdf, eta=1.0, delta=0, valid=1)
+            surface = 0
+    if surface == 1:
         u1 = sampler.next_1d()
         u2 = sampler.next_2d()
         bs = bsdf.sample(st, v.ctx, v.wi, u1, u2)
@@ -99,9 +123,12 @@ def dirac_value_adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
 @ti.func
 def adjoint(st: ti.template(), bsdf: ti.template(), v, d, weight):
     """Scatter ∂<weight, f(d)>/∂π into the gradient pool (BSDF parameters, normal maps, phase g)."""
-    if v.medium_event == 1:
-        phase_eval_adjoint(st, v.medium, v.wi, d, weight.sum())
-    else:
+    surface = 1
+    if ti.static(in_media(bsdf)):
+        if v.medium_event == 1:
+            phase_eval_adjoint(st, v.medium, v.wi, d, weight.sum())
+            surface = 0
+    if surface == 1:
         bsdf.adjoint(st, v.ctx, v.wi, to_local(v.s, v.t, v.n, d), weight)
 
 
