@@ -68,6 +68,18 @@ def test_rb_matches_prb_and_fd_box(box, pname, h, why):
     _check_rb(box, pname, np.random.default_rng(7).uniform(0.5, 1.0, box.params[pname].shape), h, why)
 
 
+def test_rb_sees_through_hidden_emitters_as_the_primal(box):
+    """hide_emitters with the area light in view: camera rays pass through it to the ceiling (Mitsuba's
+    skip_area_emitters), in RB's walk as in the primal's and PRB's (it stopped at the light, and the ceiling behind it
+    had no gradient there)."""
+    d = _box_scene()
+    d["integrator"]["hide_emitters"] = True
+    d["sensors"] = [camera([0, -0.6, 0.3], [0, 1, -0.1], up=(0, 0, -1), fov=50, w=20, h=20)]
+    sc = tirender.load_scene(d)
+    sc.params["floor.reflectance"] = box.params["floor.reflectance"]
+    _check_rb(sc, "white.reflectance", np.array([0.8, 0.6, 0.7]), 0.02, "the ceiling behind a hidden light")
+
+
 @pytest.fixture(scope="module")
 def glossy():
     sc = tirender.load_scene(_glossy_scene())

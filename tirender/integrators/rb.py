@@ -40,8 +40,6 @@ from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film
 from ..sensors.registry import camera_ray, camera_sample
-from ..core.interaction import make_interaction
-from ..core.intersect import intersect
 from ..core.math import BIG, max_component, vec3
 from ..core.rng import make_sampler
 from ..errors import ConfigError
@@ -93,8 +91,7 @@ def rb_walk(st: ti.template(), bsdf: ti.template(), em: ti.template(), o, d, tma
     pend_wo = vec3(0.0)
     pend_v = vertex.Vertex(medium_event=0)
     while s.active:
-        tri, t, b1, b2, inst = intersect(st, s.o, s.d, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
+        si, _tmax = steps.first_hit(st, s, hide_emitters, segment_end(s))   # past hidden emitters, as path.walk
         mis_next = steps.emission(st, em, RB, s, si, hide_emitters, dL)
         if ti.static(biased):
             if pend == 1:
