@@ -160,6 +160,21 @@ def test_no_redo_when_the_spp_changes(cbox):
     assert launch.STATS["redone"] == redone
 
 
+def test_an_interrupted_launch_leaves_no_trace(cbox):
+    """A launch that wrote into the fixed-point film and then failed (an error, Ctrl-C) leaves nothing behind:
+    the next render is the one rendered without it, bit for bit (every launch zeroes the film first)."""
+    from tirender import launch
+    sc, base, img0, g0 = cbox
+    st = sc.bind()
+
+    def fails(off, k):
+        st.film.fill(123456789)
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        launch.sweep(sc, 0, 4, "render", False, fails, film="flush")
+    assert np.array_equal(tirender.render(sc, spp=16, seed=5, progress=False), img0)
+
+
 def test_the_kernel_fold_is_numpys(cbox, monkeypatch):
     """The CPU folds each launch into the float64 film in a kernel (launch.FOLD_IN_KERNEL); the int64 readout
     folded by numpy (the GPUs' way) gives the same image to float64 rounding, and the same float32 image."""
@@ -173,3 +188,6 @@ def test_the_kernel_fold_is_numpys(cbox, monkeypatch):
     img2 = tirender.render(sc, spp=8, seed=9, progress=False)
     assert np.allclose(st.host_film, ours, rtol=1e-15, atol=0.0)
     assert np.array_equal(img, img2)
+    tirender.render(sc, spp=8, seed=9, progress=False)   # and back: the numpy fold left no film behind
+    monkeypatch.setattr(launch, "FOLD_IN_KERNEL", ("cpu",))
+    assert np.array_equal(tirender.render(sc, spp=8, seed=9, progress=False), img)
