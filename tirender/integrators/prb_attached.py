@@ -50,8 +50,6 @@ from .. import launch, variants
 from ..bsdfs.registry import dispatch
 from ..core import film, implicit, pool
 from ..sensors.registry import camera_ray, camera_sample
-from ..core.interaction import make_interaction
-from ..core.intersect import intersect
 from ..core.rng import make_sampler
 from ..core.math import BIG, safe_div, vec2, vec3
 from ..emitters import registry as emitters
@@ -94,8 +92,8 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
     moving = 0           # a vertex so far lies on a differentiable mesh: the vertices from there on move
     while s.active:
         seg += 1
-        tri, t, b1, b2, inst = intersect(st, s.o, s.d, segment_end(s))
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
+        si, _tmax, b, inst = steps.first_hit_record(st, s, hide_emitters, segment_end(s))   # as path.walk
+        tri = si.tri
         at_stop = seg == stop
         g_uv = vec2(0.0)
         if at_stop:      # the emitter found here: its radiance at a moving point or along a moving direction
@@ -111,7 +109,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
         if si.valid == 0 or s.depth + 1 >= max_depth:
             s.active = 0
             if at_stop and si.valid == 1:
-                stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=s.o, d=s.d, g_uv=g_uv)
+                stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=si.t, b=b, o=s.o, d=s.d, g_uv=g_uv)
         else:
             v = vertex.surface_vertex(st, si, s.d, s.lam)
             ftri = attached.frame_tri(st, tri, inst)
@@ -195,7 +193,7 @@ def replay_to(st: ti.template(), bsdf: ti.template(), em: ti.template(), geo: ti
                                           ekey[1], ekey[2])
                         g_p += edges.secondary(st, bsdf, em, geo, v, dL * beta_in, es, max_depth - seg,
                                                ti.max(rr_depth - seg, 1), moving, v.ctx.lam)
-                stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=t, b=vec2(b1, b2), o=o_in, d=d_in, g_p=g_p,
+                stop_at = attached.Stop(valid=1, tri=tri, inst=inst, t=si.t, b=b, o=o_in, d=d_in, g_p=g_p,
                                         g_n=g_n, g_uv=g_uv, g_d=g_d)
                 s.active = 0
             elif s.active:

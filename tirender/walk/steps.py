@@ -5,7 +5,7 @@ see state.py). All take the path state ``s`` by reference and update it.
         the record of the emitter the current ray found (surface hit or escape) and its MIS weight.
     first_hit(st, s, hide_emitters, tmax) -> (si, tmax)
         the interaction of the current ray's hit within tmax; on the camera segment with hide_emitters, past every
-        area emitter.
+        area emitter. first_hit_record also returns the hit's barycentrics and instance record (attached replays).
     emission(st, em, mode, s, si, hide_emitters, dL) -> mis
         Le of the emitter the path found (surface hit or escape), MIS-weighted against NEE from the
         previous vertex (power heuristic); an environment seen directly is black with hide_emitters.
@@ -41,7 +41,7 @@ from .. import variants
 from ..core import mueller, pool
 from ..core.interaction import make_interaction, no_interaction, spawn_origin
 from ..core.intersect import intersect, occluded
-from ..core.math import BIG, max_component, mis_power, safe_div, vec3
+from ..core.math import BIG, max_component, mis_power, safe_div, vec2, vec3
 from ..emitters import registry as emitters
 from ..emitters.base import DirectionSample, direction_record, env_record
 from ..variants import spec
@@ -109,18 +109,31 @@ MAX_SKIPS = 64   # area emitters a hidden-emitter camera ray passes at most (a g
 
 @ti.func
 def first_hit(st: ti.template(), s: ti.template(), hide_emitters, tmax):
-    """(si, tmax): the interaction (core.interaction.make_interaction; si.valid = 0 on a miss) of the path's current
-    ray within tmax (the segment's end: state.segment_end). With hide_emitters on the camera's segment (depth 0),
-    area emitters along it are passed through as if absent (Mitsuba 3's ``hide_emitters``: skip_area_emitters);
-    s.o moves past them (si is made from the moved s.o) and tmax shrinks by the distance moved. One intersect and
-    one make_interaction call in a loop: the traversal is the kernel's largest function, and a second call site
-    would inline it twice (the Cornell box's render kernel: 27,731 → 24,386 LLVM instructions)."""
+    """(si, tmax): first_hit_record's interaction and segment end."""
+    si, tmax, _b, _inst = first_hit_record(st, s, hide_emitters, tmax)
+    return si, tmax
+
+
+@ti.func
+def first_hit_record(st: ti.template(), s: ti.template(), hide_emitters, tmax):
+    """(si, tmax, b, inst): the interaction (core.interaction.make_interaction; si.valid = 0 on a miss) of the path's
+    current ray within tmax (the segment's end: state.segment_end), and the hit's barycentrics b = (b1, b2) and
+    instance record inst (core/intersect.intersect's; with si.tri and si.t, what a replay needs to differentiate
+    the hit: walk/attached.Stop). With hide_emitters on the camera's segment (depth 0), area emitters along it are
+    passed through as if absent (Mitsuba 3's ``hide_emitters``: skip_area_emitters); s.o moves past them (si is
+    made from the moved s.o) and tmax shrinks by the distance moved. One intersect and one make_interaction call
+    in a loop: the traversal is the kernel's largest function, and a second call site would inline it twice (the
+    Cornell box's render kernel: 27,731 → 24,386 LLVM instructions)."""
     si = no_interaction()
+    b = vec2(0.0)
+    inst = -1
     k = 0
     searching = True
     while searching:
-        tri, t, b1, b2, inst = intersect(st, s.o, s.d, tmax)
-        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst)
+        tri, t, b1, b2, inst_k = intersect(st, s.o, s.d, tmax)
+        si = make_interaction(st, tri, t, b1, b2, s.o, s.d, inst_k)
+        b = vec2(b1, b2)
+        inst = inst_k
         searching = False
         if hide_emitters != 0 and s.depth == 0 and si.valid == 1 and k < MAX_SKIPS:
             if st.shape_emitter[si.shape] >= 0:
@@ -130,7 +143,7 @@ def first_hit(st: ti.template(), s: ti.template(), hide_emitters, tmax):
                 s.o = o
                 k += 1
                 searching = True
-    return si, tmax
+    return si, tmax, b, inst
 
 
 class SurfaceVisibility:
