@@ -34,7 +34,8 @@ A *leaf* model writes only pure functions of its own compact parameter record ``
 variant) and ``@leaf`` generates the ``*_at`` functions:
 
     fetch(st, ctx) -> Params             texture lookups of its slots + its constants
-    fetch_adjoint(st, ctx, g: Params)    scatter a Params gradient into its texture slots
+    fetch_adjoint(st, ctx, g: Params)    scatter a Params gradient into its texture slots (``slot_adjoints(KEYS)``
+                                         writes it for a model whose Params name its texture keys)
     f(p, wi, wo) / pdf(p, wi, wo) / sample(p, wi, u1, u2)
     f_adjoint(p, wi, wo, d_out) -> Params          ∂<d_out, f>/∂p (differentiable fields only)
     f_grad_dirs(p, wi, wo, d_out) -> (vec3, vec3)  ∂<d_out, f>/∂wi, ∂<d_out, f>/∂wo (analytic)
@@ -419,6 +420,33 @@ def slot_float_tangent(st: ti.template(), ctx, k):
 @ti.func
 def slot_float_adjoint(st: ti.template(), ctx, k, d):
     _lookup_adjoint(st, ctx, st.bsdf_tex[ctx.b, k], vec3(d, 0.0, 0.0))
+
+
+class _Member:
+    """s.<name> of a Taichi struct, called at compile time (Taichi's frontend calls it as it is, as variants.struct)."""
+    _is_taichi_function = False
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, s):
+        return getattr(s, self.name)
+
+
+def slot_adjoints(keys):
+    """The ``fetch_adjoint`` of a model whose Params name its texture keys: g.<key> into texture slot i (the i-th
+    Texture key), colours by slot_rgb_adjoint, scalars by slot_float_adjoint."""
+    tex = tuple((_Member(k.name), k.channels) for k in keys if k.kind == "texture")
+
+    @ti.func
+    def fetch_adjoint(st: ti.template(), ctx, g):
+        for i in ti.static(range(len(tex))):
+            if ti.static(tex[i][1] == 3):
+                slot_rgb_adjoint(st, ctx, i, tex[i][0](g))
+            else:
+                slot_float_adjoint(st, ctx, i, tex[i][0](g))
+
+    return fetch_adjoint
 
 
 @ti.func

@@ -8,7 +8,7 @@ from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere, square_to_cosine_hemisphere_pdf
 from ..schema import Texture
 from ..variants import SPECTRUM, struct
-from .base import SMOOTH, BsdfSample, invalid_sample, one_sided, slot_rgb, slot_rgb_adjoint
+from .base import SMOOTH, BsdfSample, invalid_sample, one_sided, slot_adjoints, slot_rgb
 
 _RHO = 0  # texture slot of the reflectance
 
@@ -25,10 +25,7 @@ class Diffuse:
     def fetch(st: ti.template(), ctx):
         return Diffuse.Params(reflectance=slot_rgb(st, ctx, _RHO))
 
-    @staticmethod
-    @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        slot_rgb_adjoint(st, ctx, _RHO, g.reflectance)
+    fetch_adjoint = staticmethod(slot_adjoints(KEYS))
 
     @staticmethod
     @ti.func

@@ -37,12 +37,13 @@ from ..core.warp import square_to_cosine_hemisphere
 from ..errors import ConfigError
 from ..schema import Number
 from ..variants import SPECTRUM, spec, struct
-from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, const, invalid_sample, leaf, sample_of, slot_float, slot_rgb
+from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, const, invalid_sample, leaf, sample_of, slot_adjoints,
+                   slot_float, slot_rgb)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, reflect_m, refract_m
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
-from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, diffuse_retro, dist_params, schlick_weight,
-                                schlick_weight_d, slot_adjoints, tint, tint_vjp, unit_texture)
+from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, diffuse_retro, dist_params, from_core,
+                                schlick_weight, schlick_weight_d, tint, tint_vjp, unit_texture)
 
 (_C, _R, _AN, _M, _ST, _T, _SH, _SHT, _CC, _CCG) = range(10)     # texture slots
 ETA, HAS_TRANS, SR_SPEC, SR_CC, SR_DIFF = range(5)                 # constants
@@ -204,12 +205,6 @@ class Principled:
 
     @staticmethod
     @ti.func
-    def f(p, wi, wo):
-        val, _ = Principled.core(p, wi, wo, spec(1.0))
-        return val
-
-    @staticmethod
-    @ti.func
     def pdf(p, wi, wo):
         res = 0.0
         ci = wi[2]
@@ -285,13 +280,6 @@ class Principled:
             if ok:
                 s = sample_of(Principled, p, wi, wo, eta)
         return s
-
-    @staticmethod
-    @ti.func
-    def f_adjoint(p, wi, wo, d_out):
-        """∂<d_out, f>/∂(every texture parameter)."""
-        _, g = Principled.core(p, wi, wo, d_out)
-        return g
 
     @staticmethod
     @ti.func
@@ -388,6 +376,8 @@ class Principled:
             g.roughness += dax * dax_r + day * day_r
             g.anisotropic += dax * dax_a + day * day_a
         return val, g
+
+    f, f_adjoint = from_core(core)
 
     @staticmethod
     @ti.func

@@ -1,4 +1,4 @@
-"""Maths (and the [0, 1] texture key ``unit_texture``, the texture slots' adjoint ``slot_adjoints``) shared by Mitsuba 3's two principled BSDFs, ``principled`` and ``principledthin``
+"""Maths (and the [0, 1] texture key ``unit_texture``, f and its adjoint from one code path ``from_core``) shared by Mitsuba 3's two principled BSDFs, ``principled`` and ``principledthin``
 (src/bsdfs/principledhelpers.h and the diffuse / retro-reflection / fake-subsurface terms both plugins
 write out; Burley 2012, 2015). Scalar ``@ti.func``s, each with the partial derivatives its models'
 hand-written adjoints (parameters) and ``grad_dirs`` (directions) need.
@@ -24,7 +24,6 @@ import taichi as ti
 
 from ..schema import Texture
 from ..variants import spec
-from .base import slot_float_adjoint, slot_rgb_adjoint
 
 
 def unit_texture(name, doc, default=0.0, channels=1):
@@ -32,31 +31,23 @@ def unit_texture(name, doc, default=0.0, channels=1):
     return Texture(name, channels, default=default, lo=0.0, hi=1.0, doc=doc)
 
 
-class _Member:
-    """s.<name> of a Taichi struct, called at compile time (Taichi's frontend calls it as it is, as variants.struct)."""
-    _is_taichi_function = False
-
-    def __init__(self, name):
-        self.name = name
-
-    def __call__(self, s):
-        return getattr(s, self.name)
-
-
-def slot_adjoints(keys):
-    """The ``fetch_adjoint`` of a model whose Params name its texture keys: g.<key> into texture slot i (the i-th
-    Texture key), colours by slot_rgb_adjoint, scalars by slot_float_adjoint."""
-    tex = tuple((_Member(k.name), k.channels) for k in keys if k.kind == "texture")
+def from_core(core):
+    """(f, f_adjoint) as staticmethods of a model whose value and parameter adjoint are one code path,
+    core(p, wi, wo, d) -> (f(wi, wo), ∂<d, f>/∂p): f is its value (d = 1), f_adjoint its ∂<d_out, f>/∂(every
+    texture parameter). In the class body after core: ``f, f_adjoint = from_core(core)``."""
+    fn = core.__func__ if isinstance(core, staticmethod) else core
 
     @ti.func
-    def fetch_adjoint(st: ti.template(), ctx, g):
-        for i in ti.static(range(len(tex))):
-            if ti.static(tex[i][1] == 3):
-                slot_rgb_adjoint(st, ctx, i, tex[i][0](g))
-            else:
-                slot_float_adjoint(st, ctx, i, tex[i][0](g))
+    def f(p, wi, wo):
+        val, _ = fn(p, wi, wo, spec(1.0))
+        return val
 
-    return fetch_adjoint
+    @ti.func
+    def f_adjoint(p, wi, wo, d_out):
+        _, g = fn(p, wi, wo, d_out)
+        return g
+
+    return staticmethod(f), staticmethod(f_adjoint)
 
 
 @ti.func

@@ -41,13 +41,14 @@ from ..core.math import INV_PI, vec3
 from ..core.warp import square_to_cosine_hemisphere
 from ..schema import Number, Texture
 from ..variants import SPECTRUM, spec, struct
-from .base import BOTH_SIDES, SMOOTH, TRANSMISSION, const, invalid_sample, leaf, sample_of, slot_float, slot_rgb
+from .base import (BOTH_SIDES, SMOOTH, TRANSMISSION, const, invalid_sample, leaf, sample_of, slot_adjoints,
+                   slot_float, slot_rgb)
 from .fresnel import fresnel_dielectric, fresnel_dielectric_dcos, fresnel_dielectric_deta, reflect_m
 from .microfacet import (ggx_aniso_D, ggx_aniso_D_grad, ggx_aniso_g1, ggx_aniso_g1_grad, ggx_aniso_G,
                          ggx_aniso_pdf_visible, ggx_aniso_sample_visible)
 from .principledhelpers import (calc_schlick_w, calc_schlick_w_dcos, calc_schlick_w_deta, diffuse_retro,
-                                dist_params, fake_subsurface, schlick_r0, schlick_r0_deta, schlick_weight,
-                                schlick_weight_d, slot_adjoints, tint, tint_vjp, unit_texture)
+                                dist_params, fake_subsurface, from_core, schlick_r0, schlick_r0_deta, schlick_weight,
+                                schlick_weight_d, tint, tint_vjp, unit_texture)
 
 (_C, _R, _AN, _ST, _ETA, _T, _SH, _SHT, _FL, _DT) = range(10)      # texture slots
 RATES = ("specular_reflectance_sampling_rate", "specular_transmittance_sampling_rate",
@@ -166,12 +167,6 @@ class PrincipledThin:
 
     @staticmethod
     @ti.func
-    def f(p, wi, wo):
-        val, _ = PrincipledThin.core(p, wi, wo, spec(1.0))
-        return val
-
-    @staticmethod
-    @ti.func
     def pdf(p, wi, wo):
         res = 0.0
         if wi[2] != 0.0:
@@ -223,13 +218,6 @@ class PrincipledThin:
             if ok:
                 s = sample_of(PrincipledThin, p, wi, wo * sg, 1.0)
         return s
-
-    @staticmethod
-    @ti.func
-    def f_adjoint(p, wi, wo, d_out):
-        """∂<d_out, f>/∂(every texture parameter)."""
-        _, g = PrincipledThin.core(p, wi, wo, d_out)
-        return g
 
     @staticmethod
     @ti.func
@@ -315,6 +303,8 @@ class PrincipledThin:
                 g.spec_trans += -dt * kt * dc
                 g.diff_trans += 0.5 * (1.0 - s_) * kt * dc
         return val, g
+
+    f, f_adjoint = from_core(core)
 
     @staticmethod
     @ti.func
