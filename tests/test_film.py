@@ -195,24 +195,28 @@ def test_exp_inline_matches_exp():
     assert out[-5] == 1.0
 
 
-@pytest.mark.parametrize("size", [(13, 7), (9, 1), (6, 9)])
-def test_tile_schedule_gives_the_atomic_schedules_image(size, monkeypatch):
+@pytest.mark.parametrize("size,spp", [((13, 7), 5), ((9, 1), 5), ((6, 9), 5), ((13, 7), 48), ((6, 9), 40)])
+def test_tile_schedule_gives_the_atomic_schedules_image(size, spp, monkeypatch):
     """On the CPU the render kernels run a thread per tile of film.TILE² pixels, in four phases, the tile's samples
     summed in one block flushed without atomics (integrators/kernels.py): the image is the per-pixel atomic
     schedule's to float rounding (the blocks' float sums group the samples otherwise; 5e-6 relative), whatever the
     size (partial tiles, a single row, one tile per phase), for the render kernel and the forward-mode (tangent)
-    kernel; and each schedule gives the same bits when run again."""
+    kernel; and each schedule gives the same bits when run again. At 40 and 48 spp these small films split each
+    tile's samples into several items (kernels.tile_chunks), whose flushes add atomically."""
+    from tirender.core import film
     from tirender.integrators import kernels
     if tirender.current_arch() != "cpu":
         pytest.skip("the tile schedule is the CPU's")
     w, h = size
+    chunks = kernels.tile_chunks(max(film.tiles(w, h, 0)[0] * film.tiles(w, h, 0)[1], 1), spp)
+    assert (chunks > 1) == (spp >= 16), chunks
     cbox = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "cbox.yaml")
     sc = tirender.load_scene(cbox, overrides=[f"sensors.0.film.width={w}", f"sensors.0.film.height={h}"])
     name = [n for n in sc.params.keys() if n.endswith("reflectance")][0]
     out = {}
     for tiled in (True, False, True):
         monkeypatch.setattr(kernels, "_on_cpu", lambda b=tiled: b)
-        got = (tirender.render(sc, spp=5, seed=2), tirender.render_forward(sc, {name: 0.1}, spp=3, seed=4))
+        got = (tirender.render(sc, spp=spp, seed=2), tirender.render_forward(sc, {name: 0.1}, spp=spp, seed=4))
         if tiled in out:
             assert all(np.array_equal(a, b) for a, b in zip(got, out[tiled]))
         out[tiled] = got

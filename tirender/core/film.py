@@ -91,13 +91,17 @@ def pixel_weight(st: ti.template(), cam, pos, x, y):
 
 
 @ti.func
-def _add(st: ti.template(), p, wL, wt, weighted: ti.template(), plain: ti.template() = False):
+def _add(st: ti.template(), p, wL, wt, weighted: ti.template(), plain: ti.template() = False, shared=0):
     """st.film[p] += (wL, wt) in fixed point (radiance at the launch's scale, weight at WEIGHT_SCALE;
-    no weight add unless ``weighted``); ``plain``: without an atomic (no other thread adds to p meanwhile)."""
+    no weight add unless ``weighted``); ``plain``: without an atomic (no other thread adds to p meanwhile) unless
+    ``shared`` (run time: a tile's samples split between threads, integrators/kernels.py)."""
     s = st.info_f[INFO_FILM_SCALE]
     if ti.static(plain):
-        st.film[p] = st.film[p] + ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
-                                             to_fixed(wt, WEIGHT_SCALE)])
+        v = ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s), to_fixed(wt, WEIGHT_SCALE)])
+        if shared:
+            ti.atomic_add(st.film[p], v)
+        else:
+            st.film[p] = st.film[p] + v
     elif ti.static(weighted):
         ti.atomic_add(st.film[p], ti.Vector([to_fixed(wL[0], s), to_fixed(wL[1], s), to_fixed(wL[2], s),
                                              to_fixed(wt, WEIGHT_SCALE)]))
@@ -423,12 +427,13 @@ def tiles(w, h, phase):
 
 @ti.func
 def local_flush(st: ti.template(), cam, f: ti.template(), weight_only: ti.template(),
-                plain: ti.template() = False):
+                plain: ti.template() = False, shared=0):
     """Atomically add the local accumulator's block into st.film (or its weights into st.adj_w), in fixed point
     (one add per pixel of the block inside the film; the largest |L| of one sample is recorded with track_max:
     the launch's scale bounds k samples' sums by that, core/fixed_point.py). ``plain`` (compile-time): film adds
     without atomics, for pixels whose blocks no other thread adds to meanwhile (a tile schedule: ``tiles``,
-    integrators/kernels.py); the fixed-point sums are the same in any order."""
+    integrators/kernels.py), unless ``shared`` (run time: the tile's samples are split between threads, which
+    add with atomics); the fixed-point sums are the same in any order."""
     n = ti.static(_side(f))
     w = st.cam_w[cam]
     h = st.cam_h[cam]
@@ -437,15 +442,16 @@ def local_flush(st: ti.template(), cam, f: ti.template(), weight_only: ti.templa
     if ti.static(n == LOCAL):   # a pixel's block, unrolled (on GPUs its indices must be compile-time: registers)
         for j in ti.static(range(n)):
             for i in ti.static(range(n)):
-                _flush_one(st, f, i, j, w, h, weight_only, plain)
+                _flush_one(st, f, i, j, w, h, weight_only, plain, shared)
     else:                       # a tile's block (the CPU's): loops, so that the megakernel's code stays small
         for j in range(n):
             for i in range(n):
-                _flush_one(st, f, i, j, w, h, weight_only, plain)
+                _flush_one(st, f, i, j, w, h, weight_only, plain, shared)
 
 
 @ti.func
-def _flush_one(st: ti.template(), f: ti.template(), i, j, w, h, weight_only: ti.template(), plain: ti.template()):
+def _flush_one(st: ti.template(), f: ti.template(), i, j, w, h, weight_only: ti.template(), plain: ti.template(),
+               shared):
     """local_flush's add of the block's pixel (i, j)."""
     n = ti.static(_side(f))
     x = f.ox + i
@@ -456,4 +462,4 @@ def _flush_one(st: ti.template(), f: ti.template(), i, j, w, h, weight_only: ti.
         if ti.static(weight_only):
             ti.atomic_add(st.adj_w[y * w + x], to_fixed(v[3], WEIGHT_SCALE))
         else:
-            _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True, plain)
+            _add(st, y * w + x, vec3(v[0], v[1], v[2]), v[3], True, plain, shared)

@@ -137,22 +137,25 @@ def _kernel(sample, kind, wide):
         @ti.kernel
         def pixels(st: ti.template(), bsdf: ti.template(), em: ti.template(), opts: ti.template(), cam: ti.i32,
                    spp: ti.i32, sample_offset: ti.i32, seed: ti.u32, max_depth: ti.i32, rr_depth: ti.i32,
-                   hide_emitters: ti.i32, phase: ti.i32, spread: ti.i32):
+                   hide_emitters: ti.i32, phase: ti.i32, spread: ti.i32, chunks: ti.i32):
             w = st.cam_w[cam]
             h = st.cam_h[cam]
             if ti.static(tiled):
                 nx, ny = film.tiles(w, h, phase)
-                for tt in range(nx * ny * spread):          # a thread per tile (spread: enough blocks to balance)
+                per = (spp + chunks - 1) // chunks
+                # a thread per (tile, chunk of its samples) (spread: enough blocks to balance)
+                for tt in range(nx * ny * chunks * spread):
                     if tt % spread == 0:
-                        t = tt // spread
+                        t = tt // spread % (nx * ny)
+                        k0 = tt // spread // (nx * ny) * per
                         x0 = (2 * (t % nx) + phase % 2) * film.TILE
                         y0 = (2 * (t // nx) + phase // 2) * film.TILE
                         acc = film.local_zero(st, cam, x0, y0, True)     # the tile's block, flushed once
                         for y in range(y0, ti.min(y0 + film.TILE, h)):
                             for x in range(x0, ti.min(x0 + film.TILE, w)):
-                                pixel(st, bsdf, em, opts, cam, spp, sample_offset, seed, max_depth, rr_depth,
-                                      hide_emitters, w, y * w + x, acc)
-                        film.local_flush(st, cam, acc, False, True)
+                                pixel(st, bsdf, em, opts, cam, ti.min(per, spp - k0), sample_offset + k0, seed,
+                                      max_depth, rr_depth, hide_emitters, w, y * w + x, acc)
+                        film.local_flush(st, cam, acc, False, True, chunks > 1)
             else:
                 for pix in range(w * h):
                     acc = film.local_zero(st, cam, pix % w, pix // w)
@@ -172,8 +175,9 @@ def _on_cpu():
 class _Launch:
     """A pixels kernel called as before (st, bsdf, em, opts, cam, spp, ...): once over the pixels, or on the CPU
     once per tile phase (film.tiles: the tiles of one phase are TILE pixels apart, their flushes add without
-    atomics), each phase's tiles spread over at least BLOCKS of the CPU scheduler's blocks so that the threads
-    finish a phase together."""
+    atomics), each phase's work items spread over at least BLOCKS of the CPU scheduler's blocks so that the
+    threads finish a phase together. A phase of few tiles (a small film) splits each tile's samples into
+    ``chunks`` items (``tile_chunks``), whose flushes add with atomics."""
     BLOCKS = 256
 
     def __init__(self, kernel, tiled):
@@ -181,10 +185,27 @@ class _Launch:
 
     def __call__(self, st, *args):
         if not self.tiled:
-            self.kernel(st, *args, 0, 1)
+            self.kernel(st, *args, 0, 1, 1)
             return
         w, h = int(st.cam_w[args[3]]), int(st.cam_h[args[3]])
         for phase in range(4):
             nx, ny = film.tiles(w, h, phase)
-            n = max(nx * ny, 1)
-            self.kernel(st, *args, phase, max(backend.spread(n), -(-self.BLOCKS * backend.CPU_BLOCK // n)))
+            c = tile_chunks(nx * ny, int(args[4]))
+            n = max(nx * ny * c, 1)
+            self.kernel(st, *args, phase, max(backend.spread(n), -(-self.BLOCKS * backend.CPU_BLOCK // n)), c)
+
+
+ITEMS = 256          # work items per tile phase that tile_chunks aims at (not per thread: the image is the same
+#                      on every machine)
+MIN_CHUNK_SPP = 8    # samples per pixel of one item at the least (its flush: a tile block of atomic adds)
+
+
+def tile_chunks(tiles, spp):
+    """Items per tile of a phase of `tiles` tiles at spp samples per pixel: enough for ITEMS items in the phase,
+    each of at least MIN_CHUNK_SPP samples per pixel. A phase's work is its tiles' samples, and tiles cost
+    what their paths cost: a 48 x 48 film has 36 tiles per phase, a few of them over an expensive object, and a
+    thread per tile left the other threads waiting (Mitsuba's participating-media test scene at 868 spp: 1.5 of
+    2 cores busy). A function of the film and spp alone: the same image on every machine (the film's
+    fixed-point sums do not depend on the order of the adds; each item's samples are summed in the float block
+    before they become fixed point, so images at chunks 1 and 2 differ in their last bits)."""
+    return int(max(1, min(-(-ITEMS // max(tiles, 1)), spp // MIN_CHUNK_SPP)))
