@@ -73,7 +73,8 @@ def _kernel(sample, kind, wide):
     not a wide filter) run a thread per tile of film.TILE² pixels, its samples summed in the tile's block and
     flushed once, in four launches (tiles (tx, ty) by the parity of tx and ty): the tiles of one launch are TILE
     pixels apart, so their flushes never meet and add without atomics (the film is fixed point: the same sums in
-    any order, core/film.py)."""
+    any order, core/film.py). A phase of few tiles splits each tile's samples into items (tile_chunks), one thread
+    each, whose flushes then add atomically."""
     tiled = _on_cpu() and kind != "replay" and not wide
     if (sample, kind, wide, tiled) not in _kernels:
         @ti.func
@@ -150,7 +151,7 @@ def _kernel(sample, kind, wide):
                         k0 = tt // spread // (nx * ny) * per
                         x0 = (2 * (t % nx) + phase % 2) * film.TILE
                         y0 = (2 * (t // nx) + phase // 2) * film.TILE
-                        acc = film.local_zero(st, cam, x0, y0, True)     # the tile's block, flushed once
+                        acc = film.local_zero(st, cam, x0, y0, True)     # the tile's block, flushed once per item
                         for y in range(y0, ti.min(y0 + film.TILE, h)):
                             for x in range(x0, ti.min(x0 + film.TILE, w)):
                                 pixel(st, bsdf, em, opts, cam, ti.min(per, spp - k0), sample_offset + k0, seed,
