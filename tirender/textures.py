@@ -332,7 +332,7 @@ def spectrum_eval_adjoint(st: ti.template(), tid, lam, d):
     """Adjoint of spectrum_eval: per lane (1 − t) d_i into value j and t d_i into value j + 1."""
     o = st.tex_lam[tid]
     base = st.tex_offset[tid]
-    for i in range(lanes()):           # a runtime loop over the lanes: one search in the megakernel
+    for i in range(ti.static(lanes())):   # a runtime loop over the lanes: one search in the megakernel
         j, t, inside = _interval(st, o, lam[i])
         if inside and d[i] != 0.0:
             pool.add_gradient(st, base + j, 1, vec3((1.0 - t) * d[i], 0.0, 0.0))
