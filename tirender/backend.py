@@ -312,7 +312,7 @@ def share_kernels(on=None):
     """Whether CPU volume kernels are compiled for a superset of the models volume scenes use, so
     that many different scenes in one process (a test suite) share one compiled kernel; otherwise
     (default) each kernel holds exactly its scene's models: measured on the volume task's gradient
-    kernel, a cold compile of 5.1 s instead of 13.9 s and 180 MB less peak RSS. ``on`` sets it
+    kernel, a cold compile of 16.0 s instead of 26.2 s and 85 MB less peak RSS. ``on`` sets it
     (the environment variable TIRENDER_SHARE_KERNELS=1 sets it at import); returns the setting."""
     if on is not None:
         _state["share_kernels"] = bool(on)
