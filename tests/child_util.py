@@ -6,6 +6,9 @@ import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+# Taichi's warnings about a kernel (module "taichi": e.g. a plain Python function called in one) fail the child, as
+# pyproject.toml's filterwarnings fails the tests of this process
+WARNINGS = "error::SyntaxWarning:taichi"
 
 
 def run_child(script, args, out_dir, timeout=1500, extended=False):
@@ -13,7 +16,7 @@ def run_child(script, args, out_dir, timeout=1500, extended=False):
     root with TIRENDER_TEST_OUT=out_dir (and no TIRENDER_VARIANT: the child chooses its variant) and return its
     JSON report."""
     args = list(args) + (["--extended"] if extended else [])
-    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir))
+    env = dict(os.environ, TIRENDER_TEST_OUT=str(out_dir), PYTHONWARNINGS=WARNINGS)
     env.pop("TIRENDER_VARIANT", None)
     proc = subprocess.run([sys.executable, os.path.abspath(script), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
@@ -26,7 +29,7 @@ def run_child(script, args, out_dir, timeout=1500, extended=False):
 def run_f64_child(module, function, variant, out_dir, timeout=900):
     """``module.function(out_dir)`` (a test module in tests/) in a child process of `variant` whose kernels run
     in float64 (Taichi initialised with fp='f64' before the module is imported); its JSON-able return value."""
-    env = dict(os.environ, TIRENDER_VARIANT=variant)
+    env = dict(os.environ, TIRENDER_VARIANT=variant, PYTHONWARNINGS=WARNINGS)
     env.pop("TIRENDER_FP", None)
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import tirender.backend as b; "

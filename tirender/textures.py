@@ -319,7 +319,7 @@ def spectrum_eval(st: ti.template(), tid, lam):
     o = st.tex_lam[tid]
     base = st.tex_offset[tid]
     out = spec(0.0)
-    for i in range(lanes()):           # a runtime loop over the lanes: one search in the megakernel
+    for i in range(ti.static(lanes())):   # a runtime loop over the lanes: one search in the megakernel
         j, t, inside = _interval(st, o, lam[i])
         if inside:
             y0 = st.pool[base + j]
@@ -344,7 +344,7 @@ def table_eval(st: ti.template(), o, lam):
     """The constant spectrum at table offset o (N, N nodes, N values) at the wavelengths lam (Spectrum)."""
     n = ti.cast(st.spec_tab[o], ti.i32)
     out = spec(0.0)
-    for i in range(lanes()):           # a runtime loop over the lanes: one search in the megakernel
+    for i in range(ti.static(lanes())):   # a runtime loop over the lanes: one search in the megakernel
         j, t, inside = _interval(st, o, lam[i])
         if inside:
             y0 = st.spec_tab[o + 1 + n + j]

@@ -64,7 +64,7 @@ def conductor_ior(st: ti.template(), ctx):
         table = ti.static(conductors.fields())
         row = ti.cast(const(st, ctx, MATERIAL), ti.i32)
         if row >= 0:
-            for i in range(variants.lanes()):     # a runtime loop: one table read in the megakernel
+            for i in range(ti.static(variants.lanes())):     # a runtime loop: one table read in the megakernel
                 ek = conductors.eta_k(table, row, ctx.lam[i])
                 eta[i] = ek[0]
                 k[i] = ek[1]
