@@ -1,12 +1,14 @@
 """Emitter sampling: the environment map's importance sampling is consistent with its pdf and its
 radiance (weight = Le / pdf), and an environment map of constant radiance renders like the
-constant environment (white furnace)."""
+constant environment (white furnace); the scene's choice of an emitter by Mitsuba's sampling_weight
+(registry.select) in images, gradients and against Mitsuba 3."""
 import numpy as np
 import pytest
 import taichi as ti
 
 import tirender
 from tirender.core.math import vec2, vec3
+from tirender.emitters import registry
 from tirender.emitters.base import env_record
 from tirender.emitters.envmap import Envmap
 
@@ -212,3 +214,138 @@ def test_beam_square_aperture():
             pt = tirender.render(sc, spp=64, seed=1, integrator="ptracer", progress=False)[..., 0]
             assert abs(pt.mean() / img.mean() - 1) < 0.02
     assert fill["square"] > 0.88 and abs(fill["disk"] - np.pi / 4) < 0.06, fill   # (edge pixels half lit)
+
+
+# ------------------------------------------------------------------------ the choice of an emitter (sampling_weight)
+def _choice_scene(w_bulb=1.0, w_lamp=1.0, bulb=(5.0, 4.0, 3.0)):
+    """A floor and a box lit by a point light (``bulb``) and a small area light facing down (``lamp``) with the
+    given sampling weights (Mitsuba's sampling_weight: the probability of choosing each for NEE and light tracing)."""
+    from scenes import FLOOR_BSDF, camera, floor
+    return {"integrator": {"type": "path", "max_depth": 3, "rr_depth": 100},
+            "sensors": [camera([0, 2.0, 3.0], [0, 0, 0], fov=45, w=24, h=24)],
+            "bsdfs": {"floor": FLOOR_BSDF, "box": {"type": "diffuse", "reflectance": [0.3, 0.5, 0.7]}},
+            "shapes": [floor(), {"id": "box", "type": "cube", "bsdf": "box",
+                                 "to_world": [{"scale": 0.3}, {"translate": [0.2, 0.3, 0.0]}]},
+                       {"id": "lamp", "type": "rectangle", "bsdf": "box",
+                        "emitter": {"type": "area", "radiance": [4.0, 4.0, 5.0], "sampling_weight": w_lamp},
+                        "to_world": [{"scale": 0.4}, {"rotate": {"axis": [1, 0, 0], "angle": 90}},
+                                     {"translate": [-0.6, 1.2, 0.3]}]}],
+            "emitters": [{"id": "bulb", "type": "point", "position": [0.5, 1.5, 1.0], "intensity": list(bulb),
+                          "sampling_weight": w_bulb}]}
+
+
+def _renders(d, k=8, spp=64, seed=0, integrator=None):
+    sc = tirender.load_scene(d)
+    return [tirender.render(sc, spp=spp, seed=seed + j, integrator=integrator, progress=False) for j in range(k)]
+
+
+def test_sampling_weights_change_the_noise_not_the_image():
+    """Weights (bulb 4, lamp 1) and (lamp 0: reached by BSDF sampling alone, its MIS weight then 1) render the
+    image of equal weights (path tracer and light tracer); a point light of weight 0 is never chosen and adds
+    nothing (as in Mitsuba), the image of the scene without its light; the unequal weights do change the image's
+    noise (the choice is not uniform)."""
+    from gradcheck_util import assert_images_agree
+    ref = _renders(_choice_scene())
+    weighted = _renders(_choice_scene(4.0, 1.0), seed=100)
+    assert_images_agree(weighted, ref, name="weights 4:1")
+    assert_images_agree(_renders(_choice_scene(1.0, 0.0), seed=200), ref, name="lamp weight 0")
+    assert_images_agree(_renders(_choice_scene(4.0, 1.0), seed=300, integrator="ptracer"), ref,
+                        name="light tracer, weights 4:1")
+    assert_images_agree(_renders(_choice_scene(0.0, 1.0), seed=400), _renders(_choice_scene(bulb=(0, 0, 0))),
+                        name="bulb weight 0")
+
+
+@ti.kernel
+def _select(st: ti.template(), u: ti.types.ndarray(), out: ti.types.ndarray()):
+    for k in range(u.shape[0]):
+        e, inv, ur = registry.select(st, u[k])
+        out[k, 0] = e
+        out[k, 1] = inv
+        out[k, 2] = ur
+        out[k, 3] = registry.selection_inv(st, e)
+
+
+@pytest.mark.parametrize("weights", [(1.0, 3.0), (2.0, 2.0), (0.0, 1.0), (1.0, 0.0)])
+def test_choice_follows_the_weights(weights):
+    """registry.select: emitter e for u in its share of the weights' CDF (in the scene's emitter order), 1 / its
+    probability, u rescaled to [0, 1) within the share (Mitsuba's sample_reuse_pmf); equal weights: the uniform
+    choice (e = ⌊u n⌋, inv = n), as before sampling weights existed."""
+    sc = tirender.load_scene(_choice_scene(*weights))
+    order = [e.id for e in sc.desc.emitters]
+    w = np.array([weights[0] if i == "bulb" else weights[1] for i in order])
+    u = np.linspace(0.0, 1.0, 1001, endpoint=False).astype(np.float32)
+    out = np.zeros((len(u), 4), np.float32)
+    _select(sc.bind(), u, out)
+    cdf = np.concatenate([[0.0], np.cumsum(w / w.sum())])
+    e = np.searchsorted(cdf, u, side="right") - 1
+    p = w[e] / w.sum()
+    np.testing.assert_array_equal(out[:, 0], e)
+    np.testing.assert_allclose(out[:, 1], 1.0 / p, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 3], 1.0 / p, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 2], (u - cdf[e]) / p, atol=2e-6)
+
+
+def test_sampling_weights_in_gradients_vs_finite_differences():
+    """PRB under unequal weights (bulb 1, lamp 3): the floor's reflectance and the bulb's intensity against central
+    differences with correlated random numbers (the choice's probability in Le / pdf of the replay)."""
+    from gradcheck_util import assert_agree, image_weights, projected_gradients
+    sc = tirender.load_scene(_choice_scene(1.0, 3.0))
+    w = image_weights(sc)
+    for pname, h in (("floor.reflectance", 0.02), ("bulb.intensity", 0.1)):
+        u = np.random.default_rng(1).uniform(0.5, 1.0, np.shape(sc.params[pname]))
+        g, f = projected_gradients(sc, pname, u, w, 16, range(4), range(4), h)
+        assert_agree(g, f, pname)
+
+
+@pytest.mark.parametrize("spec,key,words", [
+    ({"sampling_weight": -1.0}, "emitters.bulb.sampling_weight", ">= 0"),
+    ({"sampling_weight": "x"}, "emitters.bulb.sampling_weight", "number"),
+])
+def test_sampling_weight_refusals(spec, key, words):
+    from tirender.errors import ConfigError
+    d = _choice_scene()
+    d["emitters"][0].update(spec)
+    with pytest.raises(ConfigError) as e:
+        tirender.load_scene(d)
+    assert key in str(e.value) and words in str(e.value), str(e.value)
+    with pytest.raises(ConfigError, match="every emitter has sampling_weight 0"):
+        tirender.load_scene(_choice_scene(0.0, 0.0))
+
+
+CHOICE_XML = """<scene version="3.0.0">
+    <default name="spp" value="16"/>
+    <integrator type="moment"><integrator type="path"><integer name="max_depth" value="3"/></integrator></integrator>
+    """ + "{sensor}" + """
+    <emitter type="point"><point name="position" x="1" y="-1" z="2.5"/><rgb name="intensity" value="6"/>
+        <float name="sampling_weight" value="3"/></emitter>
+    <emitter type="point"><point name="position" x="-1" y="0" z="2"/><rgb name="intensity" value="9"/>
+        <float name="sampling_weight" value="0"/></emitter>
+    <shape type="rectangle"><bsdf type="diffuse"><rgb name="reflectance" value="0.7, 0.6, 0.5"/></bsdf>
+        <transform name="to_world"><scale value="3"/></transform></shape>
+    <shape type="cube"><transform name="to_world"><scale value="0.4"/><rotate z="1" angle="30"/>
+        <translate x="0.3" y="0.2" z="0.4"/></transform>
+        <bsdf type="diffuse"><rgb name="reflectance" value="0.3, 0.5, 0.7"/></bsdf></shape>
+    <shape type="rectangle">
+        <transform name="to_world"><scale value="0.5"/><rotate x="1" angle="180"/><translate x="-0.8" z="2"/></transform>
+        <emitter type="area"><rgb name="radiance" value="5"/><float name="sampling_weight" value="0.5"/></emitter>
+    </shape>
+</scene>
+"""
+
+
+def test_sampling_weights_match_mitsuba(tmp_path):
+    """Mitsuba's sampling_weight in an XML scene (a point light of weight 3, one of weight 0 — never chosen: dark
+    in both renderers —, an area light of weight 0.5) by Mitsuba's Z-test against Mitsuba 3's image (scalar_rgb,
+    the moment integrator's per-pixel variance at 8192 spp)."""
+    import os
+    import sys
+    pytest.importorskip("mitsuba")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+    import mitsuba_suite as suite
+    from scenes import xml_sensor
+    f = tmp_path / "choice.xml"
+    f.write_text(CHOICE_XML.replace("{sensor}", xml_sensor("0, -4, 3", "0, 0, 0.4", "0, 0, 1", 45, 20, 16)))
+    sc = tirender.load_scene(str(f))
+    assert sorted(e.sampling_weight for e in sc.desc.emitters) == [0.0, 0.5, 3.0]
+    ok, details = suite.ztest_file(f, ref_spp=8192, scene=sc)
+    assert ok, details

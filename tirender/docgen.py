@@ -6,6 +6,7 @@ import sys
 
 from .bsdfs import registry as bsdfs
 from .emitters import registry as emitters
+from .emitters.base import COMMON_KEYS
 from .integrators import registry as integrators
 from .media import phase, registry as media
 from .schema import keys_table
@@ -54,6 +55,7 @@ def markdown():
     parts.append("\nAny BSDF also accepts `twosided: true` and `normalmap: <texture>`, which wrap it in the "
                  "models of the same names.\n")
     parts.append(_section("Emitters (`emitters:` entries; `area` on `shapes[i].emitter`)", emitters.MODELS))
+    parts.append("\nAny emitter also accepts:\n\n" + keys_table(COMMON_KEYS) + "\n")
     parts.append(_section("Media (`media:` entries, `shapes[i].interior` / `exterior`)", media.MEDIA,
                           lambda m: (m.NAME,) + m.ALIASES))
     parts.append(_section("Phase functions (`phase:` of a medium)", phase.PHASES))

@@ -25,17 +25,25 @@ the Taichi functions the dispatch (``registry.py``) calls:
 
 Records ``q`` are DirectionSamples; for a hit found by a path, ``direction_record`` builds one:
 d is the direction of travel towards the emitter (the ray direction), p/n/uv the hit.
+
+Every model also takes the COMMON_KEYS (``sampling_weight``: the scene's choice of an emitter, registry.py).
 """
 import taichi as ti
 
 from .. import variants
 from ..core.math import BIG, PI, coordinate_system, vec2, vec3
 from ..core.warp import square_to_uniform_disk_concentric
+from ..schema import Number
 from ..textures import is_spectrum, tex_eval, tex_eval_adjoint
 
 SURFACE = 1     # attached to a shape; found by rays hitting it
 DELTA = 2       # a Dirac in position or direction (point, directional): never hit, no MIS
 INFINITE = 4    # the environment: found by rays that escape (at most one per scene)
+
+# the keys of every emitter model, as Mitsuba's Emitter base class reads them
+COMMON_KEYS = (Number("sampling_weight", default=1.0, lo=0.0,
+                      doc="relative probability of choosing this emitter for next-event estimation and light "
+                          "tracing (Mitsuba's sampling_weight; 0: never chosen, so a Dirac emitter adds nothing)"),)
 
 
 # Emitter sample (or hit) seen from a reference point.
@@ -189,6 +197,7 @@ class Row:
         self.direction = (0.0, 0.0, -1.0)
         self.to_world = None
         self.floats = []            # model constants, st.em_f[e, 0:N_FLOAT] (e.g. a spot's falloff)
+        self.sampling_weight = 1.0  # the relative probability of choosing it (COMMON_KEYS; registry.select)
         self.flags = model.FLAGS
         # the spectrum of its light (variants.SPECTRUM_*, st.em_spec): RGB (D65-scaled in the spectral
         # variant), a black body at `temperature` K (st.em_temp), uniform, or a sampled spectrum (spectral: the

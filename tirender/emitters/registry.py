@@ -26,7 +26,7 @@ from ..registry import mask_of, refuse_wider, register
 from ..textures import spectrum_eval, spectrum_eval_adjoint
 from ..variants import spec
 from .area import Area
-from .base import DELTA, INFINITE, SURFACE, DirectionSample
+from .base import DELTA, INFINITE, SURFACE, DirectionSample, cdf_search
 from .beam import Beam
 from .constant import Constant
 from .directional import Directional
@@ -80,23 +80,60 @@ def add(model):
 
 
 @ti.func
+def select(st: ti.template(), u):
+    """The scene's choice of an emitter with u in [0, 1): (e, inv, u'): emitter e, the inverse of its probability
+    (n when the emitters' sampling weights are equal: st.info_i[3] < 0; else Σw / w_e from the CDF at
+    st.env_dist[st.info_i[3]:], scene.py) and u rescaled to [0, 1) within e's share (Mitsuba's
+    DiscreteDistribution.sample_reuse_pmf). Needs a scene with emitters (n > 0)."""
+    n = st.info_i[0]
+    base = st.info_i[3]
+    e = 0
+    inv = ti.cast(n, float)
+    ur = 0.0
+    if base < 0:
+        x = u * n
+        e = ti.min(ti.cast(x, ti.i32), n - 1)
+        ur = x - e
+    else:
+        e = cdf_search(st, base, n, u)
+        c0 = st.env_dist[base + e]
+        p = st.env_dist[base + e + 1] - c0
+        inv = 1.0 / ti.max(p, 1e-30)
+        ur = (u - c0) * inv
+    return e, inv, ti.min(ti.max(ur, 0.0), 0.99999994)
+
+
+@ti.func
+def selection_inv(st: ti.template(), e):
+    """1 / the probability that ``select`` chooses emitter e (0 for an emitter of sampling weight 0)."""
+    inv = ti.cast(st.info_i[0], float)
+    base = st.info_i[3]
+    if base >= 0:
+        p = st.env_dist[base + e + 1] - st.env_dist[base + e]
+        inv = 0.0
+        if p > 0.0:
+            inv = 1.0 / p
+    return inv
+
+
+@ti.func
 def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
-    """Pick an emitter uniformly with u[0], then sample a direction towards it (weight and le as the
-    walk's colour at wavelengths lam: tirender/variants.py)."""
+    """Choose an emitter with u[0] (``select``: by the sampling weights), then sample a direction towards it
+    (weight and le as the walk's colour at wavelengths lam: tirender/variants.py; pdf with the choice's
+    probability)."""
     n = st.info_i[0]
     ds = DirectionSample(emitter=-1)
     if n > 0:
-        x = u[0] * n
-        e = ti.min(ti.cast(x, ti.i32), n - 1)
-        ur = ti.Vector([ti.min(x - e, 0.99999994), u[1]], dt=float)
+        e, inv, u0 = select(st, u[0])
+        ur = ti.Vector([u0, u[1]], dt=float)
         t = st.em_type[e]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     ds = MODELS[i].sample_direction(st, e, ref_p, ur)
-        ds.pdf = ds.pdf / n
+        ds.pdf = ds.pdf / inv
         for j in range(2):             # Le / pdf (the upsampling is 1-homogeneous), then Le: one emission() inlined
-            out = emission(st, e, ds.weight_rgb * n if j == 0 else ds.le_rgb, lam)
+            out = emission(st, e, ds.weight_rgb * inv if j == 0 else ds.le_rgb, lam)
             if j == 0:
                 ds.weight = out
             else:
@@ -151,7 +188,12 @@ def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
         if ti.static(em & (1 << MODELS[i].TAG)):
             if t == MODELS[i].TAG:
                 res = MODELS[i].pdf_direction(st, q.emitter, ref_p, q)
-    return res / st.info_i[0]
+    inv = selection_inv(st, q.emitter)
+    if inv > 0.0:
+        res = res / inv
+    else:
+        res = 0.0
+    return res
 
 
 def _lifts_texels(m):
@@ -290,8 +332,8 @@ def _model_grad(st: ti.template(), em: ti.template(), q, w, lam, which: ti.templ
 
 @ti.func
 def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center, radius, lam):
-    """Pick an emitter uniformly with u_sel, then a ray of its light (the model's sample_ray): (e,
-    o, d, n, uv, weight, pos_weight) with the selection probability 1/N in both weights (e = -1:
+    """Choose an emitter with u_sel (``select``), then a ray of its light (the model's sample_ray): (e,
+    o, d, n, uv, weight, pos_weight) with the choice's probability in both weights (e = -1:
     the scene has no emitter); the weight Le |cos| / pdf as the walk's colour at wavelengths lam
     (through the emitter's spectrum: the models' RGB weights are Le times a scalar, and the conversion
     is 1-homogeneous)."""
@@ -305,12 +347,12 @@ def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center
     ws = spec(0.0)
     pw = 0.0
     if n_em > 0:
-        e = ti.min(ti.cast(u_sel * n_em, ti.i32), n_em - 1)
+        e, inv, _u = select(st, u_sel)
         t = st.em_type[e]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG)):
                 if t == MODELS[i].TAG:
                     o, d, nrm, uv, w, pw = MODELS[i].sample_ray(st, e, u_pos, u_dir, center, radius)
-        ws = emission(st, e, w * n_em, lam)
-        pw = pw * n_em
+        ws = emission(st, e, w * inv, lam)
+        pw = pw * inv
     return e, o, d, nrm, uv, ws, pw

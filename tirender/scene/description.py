@@ -18,7 +18,7 @@ from ..bsdfs import registry as bsdf_registry
 from ..bsdfs.base import Row as BsdfRow
 from ..core.math import LUMINANCE
 from ..emitters import registry as emitter_registry
-from ..emitters.base import INFINITE, SURFACE
+from ..emitters.base import COMMON_KEYS, INFINITE, SURFACE
 from ..emitters.base import Row as EmitterRow
 from ..errors import ConfigError
 from ..schema import Child, boolean, family_keys, number, validate, vec3
@@ -425,9 +425,10 @@ class _Builder:
         if shape < 0 and model.FLAGS & SURFACE:
             raise ConfigError(f"{t} emitters are attached to shapes (shapes[i].emitter)", self.file, key)
         spec, spectrum = self.emitter_spectrum(spec, model, key)
-        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS, self.file, key,
-                          family=("emitter", t, _emitter_keys()))
+        values = validate({k: v for k, v in spec.items() if k not in ("type", "id")}, model.KEYS + COMMON_KEYS,
+                          self.file, key, family=("emitter", t, _emitter_keys()))
         row = EmitterRow(eid, model.TAG, model, shape)
+        row.sampling_weight = values.pop("sampling_weight")
         row.spectrum, row.temperature, row.tint = spectrum
         for i, k in enumerate(k for k in model.KEYS if k.kind == "texture"):
             v = values.get(k.name)     # an optional texture key left out (default None): slot -1

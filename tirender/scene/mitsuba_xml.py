@@ -642,10 +642,11 @@ class _Importer:
 
     def emitter(self, n):
         from ..emitters import registry
+        from ..emitters.base import COMMON_KEYS
         t, model = self._plugin(n, registry.BY_NAME, "emitter")
         names = self._keynames(model)
         spec = {"type": t}
-        p = self.props(n, "emitter", t, names | {"to_world"})
+        p = self.props(n, "emitter", t, names | {"to_world"} | {k.name for k in COMMON_KEYS})
         if "to_world" in p and "to_world" not in names:
             m = np.asarray(p.pop("to_world"))
             if "position" in names and "position" not in p:

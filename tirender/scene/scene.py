@@ -257,18 +257,7 @@ class Scene:
         a["emtri_cdf"] = np.array(emtri_cdf or [1.0], np.float32)
         # emitters whose sampling distribution is built on the host from their first texture (envmap, projector)
         self._env_emitters = [i for i, e in enumerate(ems) if hasattr(e.model, "distribution")]
-        dist_off, dist = [], []
-        n = 0
-        for e in ems:
-            if hasattr(e.model, "distribution"):
-                d = e.model.distribution(self._texture_values(e.tex[0]))
-                dist_off.append(n)
-                dist.append(d)
-                n += len(d)
-            else:
-                dist_off.append(0)
-        a["em_dist"] = np.array(dist_off or [0], np.int32)
-        a["env_dist"] = np.concatenate(dist) if dist else np.zeros(1, np.float32)
+        a["em_dist"], a["env_dist"], select = self._emitter_distributions()
         # sensors: the models' rows (tirender/sensors), the films
         cams = self._camera_rows      # the sensors, then batches' children (sensors/batch.py)
         a.update(sensor_registry.device_rows(cams, self._camera_links))
@@ -279,7 +268,7 @@ class Scene:
         from ..core.film import FILTERS      # after init: core.math fixes the float type on import
         a["cam_filter"] = np.array([FILTERS[s.filter] for s in cams], np.int32)
         info_i = np.zeros(8, np.int32)
-        info_i[0], info_i[1], info_i[2] = len(ems), env, self.n_triangles
+        info_i[0], info_i[1], info_i[2], info_i[3] = len(ems), env, self.n_triangles, select
         info_f = np.zeros(8, np.float32)
         lo, hi = _root_box(wide.box_min[0], wide.box_max[0], wide.child[0], wide.count[0])
         ext = float(np.abs(np.concatenate([lo, hi])).max()) if n0 else 1.0
@@ -568,17 +557,41 @@ class Scene:
             st.owner = None
         self._storage = None
 
+    def _emitter_distributions(self):
+        """(em_dist, env_dist, select): the sampling distributions built on the host, one after another in env_dist
+        (float32) — each model's ``distribution`` of its first texture (envmap, projector; em_dist[e]: where
+        emitter e's starts) and, where the emitters' sampling weights differ, the CDF of the choice of an emitter
+        (n + 1 entries from 0 to 1, at ``select``; -1: weights all equal, the choice uniform, registry.select)."""
+        from ..errors import ConfigError
+        ems = self.desc.emitters
+        dist_off, dist = [], []
+        n = 0
+        for e in ems:
+            if hasattr(e.model, "distribution"):
+                d = e.model.distribution(self._texture_values(e.tex[0]))
+                dist_off.append(n)
+                dist.append(d)
+                n += len(d)
+            else:
+                dist_off.append(0)
+        select = -1
+        w = np.array([e.sampling_weight for e in ems], np.float64)
+        if len(w) and w.max() <= 0.0:
+            raise ConfigError(f"every emitter has sampling_weight 0 ({len(w)} emitters): none could be chosen",
+                              self.desc.file, "emitters")
+        if len(w) and w.min() != w.max():
+            cdf = np.concatenate([[0.0], np.cumsum(w / w.sum())])
+            cdf[np.nonzero(w)[0][-1] + 1:] = 1.0         # (exactly: trailing weights 0 are never chosen)
+            select = n
+            dist.append(cdf.astype(np.float32))
+        return (np.array(dist_off or [0], np.int32), np.concatenate(dist) if dist else np.zeros(1, np.float32),
+                select)
+
     def _push_params(self):
         st = self._storage
         st.pool.from_numpy(padded(self.params.data, st.caps["pool"]))
         if getattr(self, "_env_dirty", False):
-            dist = []
-            for e in self.desc.emitters:
-                if hasattr(e.model, "distribution"):
-                    dist.append(e.model.distribution(self._texture_values(e.tex[0])))
-            if dist:
-                d = np.concatenate(dist)
-                st.env_dist.from_numpy(padded(d, st.caps["envdist"]))
+            st.env_dist.from_numpy(padded(self._emitter_distributions()[1], st.caps["envdist"]))
             self._env_dirty = False
         self._host_dirty = False
 
