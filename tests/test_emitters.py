@@ -256,26 +256,28 @@ def test_sampling_weights_change_the_noise_not_the_image():
 
 
 @ti.kernel
-def _select(st: ti.template(), u: ti.types.ndarray(), out: ti.types.ndarray()):
+def _select(st: ti.template(), em: ti.template(), u: ti.types.ndarray(), out: ti.types.ndarray()):
     for k in range(u.shape[0]):
-        e, inv, ur = registry.select(st, u[k])
+        e, inv, ur = registry.select(st, em, u[k])
         out[k, 0] = e
         out[k, 1] = inv
         out[k, 2] = ur
-        out[k, 3] = registry.selection_inv(st, e)
+        out[k, 3] = registry.selection_inv(st, em, e)
 
 
 @pytest.mark.parametrize("weights", [(1.0, 3.0), (2.0, 2.0), (0.0, 1.0), (1.0, 0.0)])
 def test_choice_follows_the_weights(weights):
     """registry.select: emitter e for u in its share of the weights' CDF (in the scene's emitter order), 1 / its
     probability, u rescaled to [0, 1) within the share (Mitsuba's sample_reuse_pmf); equal weights: the uniform
-    choice (e = ⌊u n⌋, inv = n), as before sampling weights existed."""
+    choice (e = ⌊u n⌋, inv = n), as before sampling weights existed, in kernels without the CDF search (the
+    emitter mask's WEIGHTED flag only where the weights differ)."""
     sc = tirender.load_scene(_choice_scene(*weights))
     order = [e.id for e in sc.desc.emitters]
     w = np.array([weights[0] if i == "bulb" else weights[1] for i in order])
     u = np.linspace(0.0, 1.0, 1001, endpoint=False).astype(np.float32)
     out = np.zeros((len(u), 4), np.float32)
-    _select(sc.bind(), u, out)
+    assert bool(sc.em_mask & registry.WEIGHTED) == (weights[0] != weights[1])
+    _select(sc.bind(), sc.em_mask, u, out)
     cdf = np.concatenate([[0.0], np.cumsum(w / w.sum())])
     e = np.searchsorted(cdf, u, side="right") - 1
     p = w[e] / w.sum()

@@ -296,7 +296,7 @@ def _spectral_child():
             s, a = coefficients(st, 0, vec3(p[i, 0], p[i, 1], p[i, 2]), lanes)
             for j in ti.static(range(variants.lanes())):
                 out[i, j] = s[j]
-                out[i, variants.lanes() + j] = a[j]
+                out[i, ti.static(variants.lanes()) + j] = a[j]
 
     sig = np.zeros((64, 2 * variants.lanes()), np.float32)
     sigma(sc.bind(), p, lam, sig)

@@ -57,7 +57,8 @@ def _derive(models):
 
 BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
 _widths_used = None     # (N_TEX, N_FLOAT) the first scene's arrays were built with
-__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "sample_emitter", "pdf_hit", "eval", "ref_grad",
+__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "WEIGHTED", "select", "selection_inv",
+           "sample_emitter", "pdf_hit", "eval", "ref_grad",
            "eval_adjoint", "eval_grad", "mask_of", "sample_ray", "add", "table_widths"]
 
 
@@ -79,36 +80,37 @@ def add(model):
     BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
 
 
+WEIGHTED = 1 << 30   # a flag of an emitter mask (above every model's tag): the scene's sampling weights differ
+
+
 @ti.func
-def select(st: ti.template(), u):
+def select(st: ti.template(), em: ti.template(), u):
     """The scene's choice of an emitter with u in [0, 1): (e, inv, u'): emitter e, the inverse of its probability
-    (n when the emitters' sampling weights are equal: st.info_i[3] < 0; else Σw / w_e from the CDF at
-    st.env_dist[st.info_i[3]:], scene.py) and u rescaled to [0, 1) within e's share (Mitsuba's
-    DiscreteDistribution.sample_reuse_pmf). Needs a scene with emitters (n > 0)."""
+    and u rescaled to [0, 1) within e's share (Mitsuba's DiscreteDistribution.sample_reuse_pmf). Uniform (inv = n)
+    unless em holds WEIGHTED (compile time: only scenes whose emitters' sampling weights differ carry the CDF
+    search); then Σw / w_e from the CDF at st.env_dist[st.info_i[3]:] (scene.py). Needs emitters (n > 0)."""
     n = st.info_i[0]
-    base = st.info_i[3]
     e = 0
     inv = ti.cast(n, float)
     ur = 0.0
-    if base < 0:
+    if ti.static(em & WEIGHTED):
+        base = st.info_i[3]
+        e = cdf_search(st, base, n, u)           # (never a share of 0)
+        inv = selection_inv(st, em, e)
+        ur = ti.min(ti.max((u - st.env_dist[base + e]) * inv, 0.0), 0.99999994)
+    else:
         x = u * n
         e = ti.min(ti.cast(x, ti.i32), n - 1)
-        ur = x - e
-    else:
-        e = cdf_search(st, base, n, u)
-        c0 = st.env_dist[base + e]
-        p = st.env_dist[base + e + 1] - c0
-        inv = 1.0 / ti.max(p, 1e-30)
-        ur = (u - c0) * inv
-    return e, inv, ti.min(ti.max(ur, 0.0), 0.99999994)
+        ur = ti.min(x - e, 0.99999994)
+    return e, inv, ur
 
 
 @ti.func
-def selection_inv(st: ti.template(), e):
+def selection_inv(st: ti.template(), em: ti.template(), e):
     """1 / the probability that ``select`` chooses emitter e (0 for an emitter of sampling weight 0)."""
     inv = ti.cast(st.info_i[0], float)
-    base = st.info_i[3]
-    if base >= 0:
+    if ti.static(em & WEIGHTED):
+        base = st.info_i[3]
         p = st.env_dist[base + e + 1] - st.env_dist[base + e]
         inv = 0.0
         if p > 0.0:
@@ -124,7 +126,7 @@ def sample_emitter(st: ti.template(), em: ti.template(), ref_p, u, lam):
     n = st.info_i[0]
     ds = DirectionSample(emitter=-1)
     if n > 0:
-        e, inv, u0 = select(st, u[0])
+        e, inv, u0 = select(st, em, u[0])
         ur = ti.Vector([u0, u[1]], dt=float)
         t = st.em_type[e]
         for i in ti.static(range(len(MODELS))):
@@ -188,11 +190,11 @@ def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
         if ti.static(em & (1 << MODELS[i].TAG)):
             if t == MODELS[i].TAG:
                 res = MODELS[i].pdf_direction(st, q.emitter, ref_p, q)
-    inv = selection_inv(st, q.emitter)
-    if inv > 0.0:
-        res = res / inv
+    if ti.static(em & WEIGHTED):
+        inv = selection_inv(st, em, q.emitter)
+        res = res / ti.max(inv, 1e-30) if inv > 0.0 else 0.0
     else:
-        res = 0.0
+        res = res / st.info_i[0]
     return res
 
 
@@ -347,7 +349,7 @@ def sample_ray(st: ti.template(), em: ti.template(), u_sel, u_pos, u_dir, center
     ws = spec(0.0)
     pw = 0.0
     if n_em > 0:
-        e, inv, _u = select(st, u_sel)
+        e, inv, _u = select(st, em, u_sel)
         t = st.em_type[e]
         for i in ti.static(range(len(MODELS))):
             if ti.static(em & (1 << MODELS[i].TAG)):

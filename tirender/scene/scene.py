@@ -291,6 +291,8 @@ class Scene:
             self.em_mask |= 1 << e.tag
         if not self.em_mask:
             self.em_mask = 1 << emitter_registry.BY_NAME["area"].TAG
+        if select >= 0:                 # unequal sampling weights: the kernels' choice by their CDF
+            self.em_mask |= emitter_registry.WEIGHTED
 
     # -- height fields (scene/heightfield.py) ---------------------------------------------------
     def _heightfield_arrays(self, a, shapes, starts, order):
