@@ -3,12 +3,18 @@ diffuse reflectance (constant, bitmap texture), rough conductor (roughness, spec
 (roughness, diffuse, specular), area / point / directional / constant / envmap emitters, normal maps —
 including a parameter seen only indirectly (a wall behind the camera) and one lit only through NEE
 (a point light). Criterion: means over independent seeds agree within 3 combined standard errors."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import tirender
 from gradcheck_util import assert_agree, image_weights, projected_gradients
 from scenes import camera
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from methods import box_scene  # noqa: E402
 
 SEEDS_PRB = [101 + k for k in range(10)]
 SEEDS_FD = [501 + k for k in range(10)]
@@ -18,28 +24,19 @@ SEEDS_FD_GLOSSY = [501 + k for k in range(24)]
 
 
 def _box_scene():
-    """Closed box seen from inside; a hidden wall behind the camera; area light + point light; a textured floor."""
-    rot = lambda ax, a: {"rotate": {"axis": ax, "angle": a}}  # noqa: E731
-    return {
-        "integrator": {"type": "path", "max_depth": 4, "rr_depth": 100},
-        "sensors": [camera([0, 0, 0.9], [0, 0, -1], fov=70, w=20, h=20)],
-        "bsdfs": {"white": {"type": "diffuse", "reflectance": [0.6, 0.6, 0.6]},
+    """Closed box seen from inside (benchmarks/methods.box_scene's walls and ceiling light); a hidden wall behind
+    the camera; area light + point light; a textured floor."""
+    d = box_scene(w=20, max_depth=4)
+    d["integrator"]["rr_depth"] = 100
+    d["bsdfs"] = {"white": {"type": "diffuse", "reflectance": [0.6, 0.6, 0.6]},
                   "red": {"type": "diffuse", "reflectance": [0.6, 0.2, 0.15]},
                   "hidden": {"type": "diffuse", "reflectance": [0.5, 0.7, 0.3]},
                   "floor": {"type": "diffuse", "reflectance": {"type": "bitmap", "width": 6, "height": 6,
-                                                               "value": 0.5}}},
-        "shapes": [
-            {"id": "floor", "type": "rectangle", "bsdf": "floor", "to_world": [rot([1, 0, 0], -90), {"translate": [0, -1, 0]}]},
-            {"id": "ceiling", "type": "rectangle", "bsdf": "white", "to_world": [rot([1, 0, 0], 90), {"translate": [0, 1, 0]}]},
-            {"id": "back", "type": "rectangle", "bsdf": "white", "to_world": [{"translate": [0, 0, -1]}]},
-            {"id": "front", "type": "rectangle", "bsdf": "hidden", "to_world": [rot([0, 1, 0], 180), {"translate": [0, 0, 1]}]},
-            {"id": "left", "type": "rectangle", "bsdf": "red", "to_world": [rot([0, 1, 0], 90), {"translate": [-1, 0, 0]}]},
-            {"id": "right", "type": "rectangle", "bsdf": "white", "to_world": [rot([0, 1, 0], -90), {"translate": [1, 0, 0]}]},
-            {"id": "light", "type": "rectangle", "to_world": [{"scale": 0.3}, rot([1, 0, 0], 90), {"translate": [0, 0.99, 0]}],
-             "emitter": {"type": "area", "radiance": [8.0, 7.0, 6.0]}},
-        ],
-        "emitters": [{"id": "lamp", "type": "point", "position": [0.5, 0.5, 0.5], "intensity": [2.0, 2.0, 2.0]}],
-    }
+                                                               "value": 0.5}}}
+    for shape, bsdf in zip(d["shapes"], ("floor", "white", "white", "hidden", "red", "white")):
+        shape["bsdf"] = bsdf
+    d["emitters"] = [{"id": "lamp", "type": "point", "position": [0.5, 0.5, 0.5], "intensity": [2.0, 2.0, 2.0]}]
+    return d
 
 
 @pytest.fixture(scope="module")
