@@ -262,7 +262,7 @@ def _select(st: ti.template(), em: ti.template(), u: ti.types.ndarray(), out: ti
         out[k, 0] = e
         out[k, 1] = inv
         out[k, 2] = ur
-        out[k, 3] = registry.selection_inv(st, em, e)
+        out[k, 3] = registry.selection_pdf(st, em, e)
 
 
 @pytest.mark.parametrize("weights", [(1.0, 3.0), (2.0, 2.0), (0.0, 1.0), (1.0, 0.0)])
@@ -283,7 +283,7 @@ def test_choice_follows_the_weights(weights):
     p = w[e] / w.sum()
     np.testing.assert_array_equal(out[:, 0], e)
     np.testing.assert_allclose(out[:, 1], 1.0 / p, rtol=1e-6)
-    np.testing.assert_allclose(out[:, 3], 1.0 / p, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 3], p, rtol=1e-6)
     np.testing.assert_allclose(out[:, 2], (u - cdf[e]) / p, atol=2e-6)
 
 

@@ -57,7 +57,7 @@ def _derive(models):
 
 BY_NAME, ALL, N_FLOAT, N_TEX = _derive(MODELS)
 _widths_used = None     # (N_TEX, N_FLOAT) the first scene's arrays were built with
-__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "WEIGHTED", "select", "selection_inv",
+__all__ = ["MODELS", "BY_NAME", "ALL", "DELTA", "INFINITE", "SURFACE", "WEIGHTED", "select", "selection_pdf",
            "sample_emitter", "pdf_hit", "eval", "ref_grad",
            "eval_adjoint", "eval_grad", "mask_of", "sample_ray", "add", "table_widths"]
 
@@ -96,7 +96,7 @@ def select(st: ti.template(), em: ti.template(), u):
     if ti.static(em & WEIGHTED):
         base = st.info_i[3]
         e = cdf_search(st, base, n, u)           # (never a share of 0)
-        inv = selection_inv(st, em, e)
+        inv = 1.0 / ti.max(selection_pdf(st, em, e), 1e-30)
         ur = ti.min(ti.max((u - st.env_dist[base + e]) * inv, 0.0), 0.99999994)
     else:
         x = u * n
@@ -106,16 +106,13 @@ def select(st: ti.template(), em: ti.template(), u):
 
 
 @ti.func
-def selection_inv(st: ti.template(), em: ti.template(), e):
-    """1 / the probability that ``select`` chooses emitter e (0 for an emitter of sampling weight 0)."""
-    inv = ti.cast(st.info_i[0], float)
+def selection_pdf(st: ti.template(), em: ti.template(), e):
+    """The probability that ``select`` chooses emitter e: w_e / Σw (0 for a sampling weight of 0), 1 / n."""
+    p = 1.0 / st.info_i[0]
     if ti.static(em & WEIGHTED):
         base = st.info_i[3]
         p = st.env_dist[base + e + 1] - st.env_dist[base + e]
-        inv = 0.0
-        if p > 0.0:
-            inv = 1.0 / p
-    return inv
+    return p
 
 
 @ti.func
@@ -191,8 +188,7 @@ def pdf_hit(st: ti.template(), em: ti.template(), ref_p, q):
             if t == MODELS[i].TAG:
                 res = MODELS[i].pdf_direction(st, q.emitter, ref_p, q)
     if ti.static(em & WEIGHTED):
-        inv = selection_inv(st, em, q.emitter)
-        res = res / ti.max(inv, 1e-30) if inv > 0.0 else 0.0
+        res = res * selection_pdf(st, em, q.emitter)
     else:
         res = res / st.info_i[0]
     return res
