@@ -182,14 +182,20 @@ def test_uniform_weight_sums_match_film_weights():
         assert abs(measured.sum() / want.sum() - 1) < 3e-3
 
 
+@pytest.fixture(scope="module")
+def converge_scene():
+    """The Cornell box with 2M bootstrap paths and its path-traced reference (4096 spp), shared by both chains."""
+    sc = cbox(extra=("integrator.type=pssmlt", "integrator.bootstrap=2000000"))
+    return sc, tirender.render(sc, spp=4096, seed=7, integrator="path", progress=False)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("integrator", ["pssmlt", "coherent_mcmc"])
-def test_converges_to_path_tracer(integrator):
+def test_converges_to_path_tracer(integrator, converge_scene):
     """Same image as the path tracer: every channel's mean within 0.5 %, and the RMSE against a
     path-traced reference falls as the chains run longer. (2M bootstrap paths: the normalisation's
     own error, ~0.4 % with the default 100k for the bundles, stays well inside the tolerance.)"""
-    sc = cbox(extra=("integrator.type=pssmlt", "integrator.bootstrap=2000000"))
-    ref = tirender.render(sc, spp=4096, seed=7, integrator="path", progress=False)
+    sc, ref = converge_scene
     short = tirender.render(sc, spp=64, seed=1, integrator=integrator, progress=False)
     img = tirender.render(sc, spp=2048, seed=2, integrator=integrator, progress=False)
     rel = img.mean(axis=(0, 1)) / ref.mean(axis=(0, 1)) - 1
