@@ -51,6 +51,18 @@ KERNEL_GROUPS = {
 }
 _GROUP_OF = {f: g for g, files in KERNEL_GROUPS.items() for f in files}
 
+# Seconds each group took in a cold default lane (python3 tools/lane_group_seconds.py on its --durations=0 output;
+# groups under 15 s left out). The groups are handed to the two workers longest first (pyproject.toml:
+# --no-loadscope-reorder keeps this order; pytest-xdist's own order is by number of tests, which left a 59-s group
+# of one test for the end of the lane, while the other worker idled); the groups not listed follow in file order.
+GROUP_SECONDS = {"surface": 334, "volume": 282, "geometry": 237, "test_bsdfs": 176, "lights": 163, "test_variants": 127,
+                 "test_mitsuba_suite": 103, "test_radiance_field": 79, "point_lights": 78, "test_attached_prb": 76,
+                 "test_dispersion_gradients": 68, "test_polarization": 63, "test_mcmc": 61, "test_parity": 56,
+                 "test_quadric_gradients": 56, "test_polarized_gradients": 54, "test_grin": 49,
+                 "test_sampled_spectra": 48, "test_hostile": 43, "test_mesh_attributes": 39, "test_optics_adjoints": 33,
+                 "test_textures_mitsuba": 25, "test_plugins": 23, "test_film": 22, "test_projector": 18,
+                 "test_caustic": 15, "test_bumpmap_mitsuba": 15}
+
 
 @pytest.fixture(scope="session")
 def extended(request):
@@ -65,14 +77,18 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Group the tests by shared kernels (xdist_group), and run the Vulkan subset last: its CPU halves
-    reuse the kernels the other tests of its group compiled. Tests marked `extended` are skipped unless
-    --extended is given."""
+    """Group the tests by shared kernels (xdist_group), the longest groups first (GROUP_SECONDS), and run the Vulkan
+    subset last in its group: its CPU halves reuse the kernels the other tests of its group compiled. Tests marked
+    `extended` are skipped unless --extended is given."""
     skip_ext = None if config.getoption("--extended") else pytest.mark.skip(
         reason="extended lane: a heavier variant of a check the default lane also makes (run with --extended)")
-    for item in items:
+    group, first = {}, {}
+    for i, item in enumerate(items):
         if skip_ext is not None and item.get_closest_marker("extended") is not None:
             item.add_marker(skip_ext)
         stem = os.path.splitext(os.path.basename(str(item.fspath)))[0]
-        item.add_marker(pytest.mark.xdist_group(_GROUP_OF.get(stem, stem)))
-    items.sort(key=lambda item: item.get_closest_marker("vulkan") is not None)
+        group[item] = g = _GROUP_OF.get(stem, stem)
+        first.setdefault(g, i)
+        item.add_marker(pytest.mark.xdist_group(g))
+    items.sort(key=lambda item: (-GROUP_SECONDS.get(group[item], 0), first[group[item]],
+                                 item.get_closest_marker("vulkan") is not None))

@@ -1,6 +1,7 @@
 """Mitsuba's bsplinecurve and linearcurve (scene/curves.py): their file format and errors, the tubes' adjoint and
-tangent against central differences in float64, the images against Mitsuba 3's by Mitsuba's Z-test (scalar_rgb,
-skipped without mitsuba), and whole-render gradients of the control points against finite differences."""
+tangent against central differences in float64, the images against Mitsuba 3's by Mitsuba's Z-test
+(mitsuba_suite.ztest_file, skipped without mitsuba), and whole-render gradients of the control points against
+finite differences."""
 import os
 import sys
 

@@ -337,8 +337,8 @@ CHOICE_XML = """<scene version="3.0.0">
 
 def test_sampling_weights_match_mitsuba(tmp_path):
     """Mitsuba's sampling_weight in an XML scene (a point light of weight 3, one of weight 0 — never chosen: dark
-    in both renderers —, an area light of weight 0.5) by Mitsuba's Z-test against Mitsuba 3's image (scalar_rgb,
-    the moment integrator's per-pixel variance at 8192 spp)."""
+    in both renderers —, an area light of weight 0.5) by Mitsuba's Z-test against Mitsuba 3's image (ztest_file's
+    variant, the moment integrator's per-pixel variance at 8192 spp)."""
     import os
     import sys
     pytest.importorskip("mitsuba")

@@ -3,7 +3,8 @@
 * an instanced scene renders as the same scene with each instance's shapes written out (same seed: the same image);
   a member's inline BSDF is one BSDF for all instances (one parameter, both instances change);
 * instances and cylinders (p0 / p1 / radius and to_world, Mitsuba's uv) against Mitsuba 3 by Mitsuba's own Z-test
-  (its ``moment`` integrator's per-pixel variance at 8192 spp; scalar_rgb, skipped without mitsuba);
+  (its ``moment`` integrator's per-pixel variance at 8192 spp; llvm_ad_rgb or scalar_rgb:
+  mitsuba_suite.reference_variant; skipped without mitsuba);
 * the cylinder mesh: area, uv and normals as Mitsuba's parametrisation;
 * bad input: one ConfigError naming the file, key or line.
 """

@@ -179,8 +179,8 @@ def _lit(spp="$spp"):
 
 
 def test_quadrics_match_mitsuba(tmp_path):
-    """Mitsuba's Z-test against Mitsuba 3's image (scalar_rgb, 4096 spp, its per-pixel variance): the shapes above
-    with checkerboard textures (uv), a sphere light (emitter sampling, MIS) and an environment."""
+    """Mitsuba's Z-test against Mitsuba 3's image (mitsuba_suite.ztest_file, 4096 spp, its per-pixel variance): the
+    shapes above with checkerboard textures (uv), a sphere light (emitter sampling, MIS) and an environment."""
     pytest.importorskip("mitsuba")
     f = tmp_path / "q.xml"
     f.write_text(_lit())

@@ -228,10 +228,10 @@ def _lit(tmp_path, normals, spp="$spp"):
 @pytest.mark.extended
 @pytest.mark.parametrize("normals", ["smooth", "analytic"])
 def test_sdfgrid_matches_mitsuba(tmp_path, normals):
-    """Mitsuba's Z-test against Mitsuba 3's image (scalar_rgb, 4096 spp, its per-pixel variance) of grids placed by
-    a shape's to_world and by an instance's rotation, lit by an area light (shadows, interreflection). Extended (a
-    path kernel compiled for SDF grids, 30 s): the default lane checks the hits and normals against the marched
-    reference, and Mitsuba's suite runs various_shapes/ where the data has its files."""
+    """Mitsuba's Z-test against Mitsuba 3's image (mitsuba_suite.ztest_file, 4096 spp, its per-pixel variance) of
+    grids placed by a shape's to_world and by an instance's rotation, lit by an area light (shadows,
+    interreflection). Extended (a path kernel compiled for SDF grids, 30 s): the default lane checks the hits and
+    normals against the marched reference, and Mitsuba's suite runs various_shapes/ where the data has its files."""
     pytest.importorskip("mitsuba")
     f = tmp_path / "sdf.xml"
     f.write_text(_lit(tmp_path, normals))
