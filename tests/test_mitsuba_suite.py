@@ -30,9 +30,10 @@ KNOWN = {
 
 # the default lane's share of the rgb suite (each scene compiles its own kernels: 30-90 s cold): one scene per
 # integrator family and the sensor / texture code paths; --extended runs all of them (benchmarks/mitsuba_suite.py
-# runs the whole suite with a table)
+# runs the whole suite with a table). The media scene: an environment map, a null interface and a heterogeneous
+# grid medium (the homogeneous one of test_homo_null_envmap renders Mitsuba's budget in about four times as long)
 DEFAULT_LANE = ("bsdf_spheres/test_pointlight_path.xml", "floating_sphere/test_directional_direct.xml",
-                "participating_media/test_homo_null_envmap_volpath.xml", "instancing/test_instancing_path.xml")
+                "participating_media/test_hetero_sigmat_volpath.xml", "instancing/test_instancing_path.xml")
 
 
 def _known(variant, scene, integrator):
@@ -109,7 +110,7 @@ def test_mitsuba_render_other_variants(variant, scene, integrator):
 # a scene of each base integrator: (scene, base integrator, mapped integrators)
 ALIKE = (("floating_sphere/test_directional_direct.xml", "direct", ("direct_projective",)),
          ("bsdf_spheres/test_pointlight_path.xml", "path", ("prb", "prb_projective")),
-         ("participating_media/test_homo_null_envmap_volpath.xml", "volpath", ("volpathmis", "prbvolpath")))
+         ("participating_media/test_hetero_sigmat_volpath.xml", "volpath", ("volpathmis", "prbvolpath")))
 
 
 @pytest.mark.skipif(DATA is None, reason=f"no Mitsuba test data (${suite.ENV})")
